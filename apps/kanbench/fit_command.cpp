@@ -1,0 +1,272 @@
+// `kanbench fit`: train a KAN on a named reference function, optionally refine its grid and
+// train again; write DIR/fit.json (configuration, history, final RMSE) and DIR/model.pt.
+#include "commands.h"
+
+#include "kan/kan.h"
+
+#include <nlohmann/json.hpp>
+#include <torch/cuda.h>
+#include <torch/version.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+namespace kanbench {
+namespace {
+
+constexpr const char* kFitSchemaVersion = "1.0.0";
+
+struct FitArgs {
+  std::string function = "toy";
+  std::vector<int64_t> width{2, 5, 1};
+  int64_t grid = 3;
+  int64_t k = 3;
+  std::string opt = "lbfgs";
+  int64_t steps = 50;
+  double lr = 1.0;
+  int64_t batch = -1;
+  double lamb = 0.0;
+  double lamb_l1 = 1.0;
+  double lamb_entropy = 2.0;
+  double lamb_coef = 0.0;
+  double lamb_coefdiff = 0.0;
+  bool no_update_grid = false;
+  int64_t grid_update_num = 10;
+  int64_t stop_grid_update_step = 50;
+  uint64_t seed = 0;
+  std::string dtype = "float64";
+  std::string device = "cpu";
+  int64_t refine = 0;
+  int64_t train_num = 1000;
+  int64_t test_num = 1000;
+  std::string out = "results/fit";
+};
+
+torch::Device parse_device(const std::string& name) {
+  std::unique_ptr<torch::Device> device;
+  try {
+    device = std::make_unique<torch::Device>(name);
+  } catch (const c10::Error&) {
+    TORCH_CHECK(false, "--device must be cpu, cuda or cuda:N, got '", name, "'");
+  }
+  TORCH_CHECK(device->is_cpu() || device->is_cuda(), "--device must be cpu, cuda or cuda:N, got '",
+              name, "'");
+  if (device->is_cuda()) {
+    TORCH_CHECK(torch::cuda::is_available(), "--device ", name,
+                " requested but no CUDA device is available (torch::cuda::is_available() is "
+                "false); run on a machine with a GPU or use --device cpu");
+    TORCH_CHECK(!device->has_index() || device->index() < static_cast<int>(torch::cuda::device_count()),
+                "--device ", name, " requested but only ", torch::cuda::device_count(),
+                " CUDA device(s) are visible");
+  }
+  return *device;
+}
+
+// Progress on stderr: one rewritten line on a terminal, a line every tenth of the run otherwise.
+class Progress {
+ public:
+  explicit Progress(std::string label) : label_(std::move(label)), tty_(isatty(fileno(stderr))) {}
+
+  void operator()(const kan::StepRecord& r, int64_t steps) const {
+    const int64_t done = r.step + 1;
+    const int64_t every = std::max<int64_t>(1, steps / 10);
+    if (!tty_ && done % every != 0 && done != steps) return;
+    const double left = r.seconds / done * (steps - done);
+    std::fprintf(stderr, "%s%s step %lld/%lld  train rmse %.3e  test rmse %.3e  %.1f s, ~%.1f s left%s",
+                 tty_ ? "\r" : "", label_.c_str(), static_cast<long long>(done),
+                 static_cast<long long>(steps), r.train_rmse, r.test_rmse, r.seconds, left,
+                 tty_ && done != steps ? "" : "\n");
+  }
+
+ private:
+  std::string label_;
+  bool tty_;
+};
+
+nlohmann::json to_json(const kan::FitHistory& h) {
+  nlohmann::json steps = nlohmann::json::array(), epochs = nlohmann::json::array();
+  for (const auto& s : h.steps) {
+    steps.push_back({{"step", s.step},
+                     {"train_loss", s.train_loss},
+                     {"test_loss", s.test_loss},
+                     {"train_rmse", s.train_rmse},
+                     {"test_rmse", s.test_rmse},
+                     {"reg", s.reg},
+                     {"seconds", s.seconds},
+                     {"grid_updated", s.grid_updated}});
+  }
+  for (const auto& e : h.epochs) {
+    epochs.push_back({{"epoch", e.epoch},
+                      {"last_step", e.last_step},
+                      {"train_rmse", e.train_rmse},
+                      {"test_rmse", e.test_rmse},
+                      {"reg", e.reg},
+                      {"seconds", e.seconds},
+                      {"epoch_seconds", e.epoch_seconds}});
+  }
+  return {{"steps", steps}, {"epochs", epochs}, {"grid_updates", h.grid_updates},
+          {"seconds", h.seconds}};
+}
+
+nlohmann::json config_json(const FitArgs& a, const kan::KANOptions& model,
+                           const kan::FitOptions& fit) {
+  return {{"function", a.function},
+          {"train_num", a.train_num},
+          {"test_num", a.test_num},
+          {"seed", a.seed},
+          {"device", a.device},
+          {"refine", a.refine},
+          {"model", kan::to_json(model)},
+          {"fit",
+           {{"opt", kan::to_string(fit.opt())},
+            {"steps", fit.steps()},
+            {"lr", fit.lr()},
+            {"batch", fit.batch()},
+            {"lamb", fit.lamb()},
+            {"lamb_l1", fit.lamb_l1()},
+            {"lamb_entropy", fit.lamb_entropy()},
+            {"lamb_coef", fit.lamb_coef()},
+            {"lamb_coefdiff", fit.lamb_coefdiff()},
+            {"update_grid", fit.update_grid()},
+            {"grid_update_num", fit.grid_update_num()},
+            {"start_grid_update_step", fit.start_grid_update_step()},
+            {"stop_grid_update_step", fit.stop_grid_update_step()},
+            {"loss", kan::to_string(fit.loss())},
+            {"seed", fit.seed()}}}};
+}
+
+int run_fit(const FitArgs& a) {
+  const auto device = parse_device(a.device);
+  const auto dtype = a.dtype == "float64" ? torch::kFloat64 : torch::kFloat32;
+  const auto& function = kan::reference_function(a.function);
+  TORCH_CHECK(!a.width.empty() && a.width.front() == function.n_var, "--width starts with ",
+              a.width.empty() ? 0 : a.width.front(), " inputs but function '", a.function,
+              "' has ", function.n_var, " variables");
+  TORCH_CHECK(a.width.back() == 1, "--width must end in 1 output for a regression function, got ",
+              a.width.back());
+
+  const auto data = kan::create_dataset(function.f, kan::DatasetOptions(function.n_var)
+                                                        .train_num(a.train_num)
+                                                        .test_num(a.test_num)
+                                                        .seed(a.seed)
+                                                        .device(device)
+                                                        .dtype(dtype));
+  const auto model_options = kan::KANOptions(a.width).grid(a.grid).k(a.k).seed(a.seed).device(device).dtype(dtype);
+  kan::KAN model(model_options);
+  auto fit_options = kan::FitOptions()
+                         .opt(kan::optimizer_from_string(a.opt))
+                         .steps(a.steps)
+                         .lr(a.lr)
+                         .batch(a.batch)
+                         .lamb(a.lamb)
+                         .lamb_l1(a.lamb_l1)
+                         .lamb_entropy(a.lamb_entropy)
+                         .lamb_coef(a.lamb_coef)
+                         .lamb_coefdiff(a.lamb_coefdiff)
+                         .update_grid(!a.no_update_grid)
+                         .grid_update_num(a.grid_update_num)
+                         .stop_grid_update_step(a.stop_grid_update_step)
+                         .seed(a.seed);
+  if (a.refine != 0) {
+    TORCH_CHECK(a.refine >= 1, "--refine must be a grid size >= 1, got ", a.refine);
+  }
+  std::filesystem::create_directories(a.out);
+
+  nlohmann::json result{{"schema_version", kFitSchemaVersion},
+                        {"command", "fit"},
+                        {"config", config_json(a, model_options, fit_options)},
+                        {"environment",
+                         {{"libtorch", TORCH_VERSION},
+                          {"threads", at::get_num_threads()},
+                          {"device", device.str()}}}};
+  const std::string label = a.function + " G=" + std::to_string(a.grid);
+  auto history = kan::fit(model, data, fit_options.on_step(Progress(label)));
+  auto final_metrics = kan::evaluate(model, data);
+  result["history"] = to_json(history);
+  result["train_rmse"] = final_metrics.train_rmse;
+  result["test_rmse"] = final_metrics.test_rmse;
+  result["seconds"] = history.seconds;
+  std::string summary = label + ": test RMSE " + c10::str(final_metrics.test_rmse);
+
+  if (a.refine >= 1) {
+    model = model->refine(a.refine, data.train_input);
+    const std::string refined_label = a.function + " G=" + std::to_string(a.refine);
+    const auto refined_history = kan::fit(model, data, fit_options.on_step(Progress(refined_label)));
+    const auto refined = kan::evaluate(model, data);
+    result["refined"] = {{"grid", a.refine},
+                         {"history", to_json(refined_history)},
+                         {"train_rmse", refined.train_rmse},
+                         {"test_rmse", refined.test_rmse},
+                         {"seconds", refined_history.seconds}};
+    result["refined_test_rmse"] = refined.test_rmse;
+    result["seconds"] = history.seconds + refined_history.seconds;
+    summary += ", refined " + refined_label + ": test RMSE " + c10::str(refined.test_rmse);
+  }
+
+  const auto checkpoint = (std::filesystem::path(a.out) / "model.pt").string();
+  kan::save_checkpoint(model, checkpoint);
+  result["checkpoint"] = "model.pt";
+  const auto json_path = (std::filesystem::path(a.out) / "fit.json").string();
+  write_file_atomically(json_path, result.dump(2) + "\n");
+  std::cout << summary << " (" << kan::to_string(fit_options.opt()) << ", " << a.steps
+            << " steps, " << a.dtype << ", " << device << ", "
+            << c10::str(result["seconds"].get<double>()) << " s) -> " << json_path << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void add_fit_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<FitArgs>();
+  auto* cmd = app.add_subcommand("fit", "Train a KAN on a reference function (pykan's fit)");
+  std::vector<std::string> functions;
+  for (const auto& f : kan::reference_functions()) functions.push_back(f.name);
+  cmd->add_option("--function", args->function, "Target function")
+      ->check(CLI::IsMember(functions))
+      ->capture_default_str();
+  cmd->add_option("--width", args->width, "Layer widths, comma separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--grid", args->grid, "Grid intervals G")->capture_default_str();
+  cmd->add_option("--k", args->k, "Spline order k")->capture_default_str();
+  cmd->add_option("--opt", args->opt, "Optimiser")
+      ->check(CLI::IsMember({"lbfgs", "adam"}))
+      ->capture_default_str();
+  cmd->add_option("--steps", args->steps, "Optimisation steps")->capture_default_str();
+  cmd->add_option("--lr", args->lr, "Learning rate")->capture_default_str();
+  cmd->add_option("--batch", args->batch, "Samples per step, -1 = full batch")
+      ->capture_default_str();
+  cmd->add_option("--lamb", args->lamb, "Regularisation strength")->capture_default_str();
+  cmd->add_option("--lamb-l1", args->lamb_l1, "Weight of the L1 term")->capture_default_str();
+  cmd->add_option("--lamb-entropy", args->lamb_entropy, "Weight of the entropy term")
+      ->capture_default_str();
+  cmd->add_option("--lamb-coef", args->lamb_coef, "Weight of the coef L1 term")
+      ->capture_default_str();
+  cmd->add_option("--lamb-coefdiff", args->lamb_coefdiff, "Weight of the coef smoothness term")
+      ->capture_default_str();
+  cmd->add_flag("--no-update-grid", args->no_update_grid, "Keep the grids fixed during training");
+  cmd->add_option("--grid-update-num", args->grid_update_num, "Grid updates before the stop step")
+      ->capture_default_str();
+  cmd->add_option("--stop-grid-update-step", args->stop_grid_update_step,
+                  "No grid update from this step on")
+      ->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Seed of data, model and minibatches")
+      ->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "Floating type")
+      ->check(CLI::IsMember({"float32", "float64"}))
+      ->capture_default_str();
+  cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--refine", args->refine, "After training, refine to this G and train again")
+      ->capture_default_str();
+  cmd->add_option("--train-num", args->train_num, "Training samples")->capture_default_str();
+  cmd->add_option("--test-num", args->test_num, "Test samples")->capture_default_str();
+  cmd->add_option("--out", args->out, "Output folder for fit.json and model.pt")
+      ->capture_default_str();
+  cmd->callback([args, &exit_code] { exit_code = run_fit(*args); });
+}
+
+}  // namespace kanbench

@@ -1,0 +1,21 @@
+# An installed kanbenchConfig.cmake lets another project find_package(kanbench) and link kan::kan.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+install(TARGETS kan kan_warnings EXPORT kanbenchTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/kan/include/kan DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS kanbench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(EXPORT kanbenchTargets NAMESPACE kan:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kanbench)
+
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/kanbenchConfig.cmake.in
+                              ${PROJECT_BINARY_DIR}/kanbenchConfig.cmake
+                              INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kanbench)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/kanbenchConfigVersion.cmake
+                                 COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/kanbenchConfig.cmake
+              ${PROJECT_BINARY_DIR}/kanbenchConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kanbench)

@@ -1,0 +1,20 @@
+# LibTorch, found through torch.utils.cmake_prefix_path (tools/setup.sh passes it as
+# CMAKE_PREFIX_PATH). The CUDA build of LibTorch needs the CUDA toolkit at configure time.
+find_package(Torch 2.11 REQUIRED)
+
+# One precompiled header for every target that includes LibTorch: a LibTorch translation
+# unit costs ~20 s and ~1 GB with g++, most of it in these headers.
+set(KAN_TORCH_PCH_HEADERS
+    <ATen/ATen.h>
+    <torch/nn/module.h>
+    <torch/nn/cloneable.h>
+    <torch/nn/pimpl.h>
+    <torch/optim/adam.h>
+    <torch/optim/lbfgs.h>
+    <torch/serialize.h>
+    <nlohmann/json.hpp>)
+
+# kan_use_torch_pch(target): give target the shared LibTorch precompiled header.
+function(kan_use_torch_pch target)
+  target_precompile_headers(${target} PRIVATE ${KAN_TORCH_PCH_HEADERS})
+endfunction()

@@ -1,0 +1,45 @@
+#pragma once
+/// B-spline primitives of a KAN layer (KAN_SPEC.md, "Grid", "B-spline basis", "curve2coef").
+///
+/// Shapes: N samples, I inputs, O outputs, G grid intervals, k spline order,
+/// M = G + k basis functions per input, grid rows of G + 2k + 1 knots.
+
+#include <torch/types.h>
+
+#include <cstdint>
+
+namespace kan {
+
+/// Extends every row of knots by `k` points on each side, spaced by the row's mean step
+/// (pykan's `extend_grid`): (I, P) -> (I, P + 2k).
+torch::Tensor extend_grid(const torch::Tensor& knots, int64_t k);
+
+/// Uniform extended grid: G + 1 evenly spaced knots over [lo, hi] for each of `in_dim`
+/// inputs, extended by k -> (in_dim, G + 2k + 1). Computed on the device of `options`.
+torch::Tensor uniform_grid(int64_t in_dim, int64_t G, int64_t k, double lo, double hi,
+                           const torch::TensorOptions& options);
+
+/// B-spline basis by the Cox-de Boor recursion: x (N, I), grid (I, G + 2k + 1) -> (N, I, G + k).
+/// Order 0 is half-open [t_m, t_{m+1}); a zero denominator (repeated knots) contributes 0.
+/// Differentiable in x.
+torch::Tensor bspline_basis(const torch::Tensor& x, const torch::Tensor& grid, int64_t k);
+
+/// Spline values sum_m coef_ijm B_m(x_ni): x (N, I), coef (I, O, G + k) -> (N, I, O).
+torch::Tensor coef2curve(const torch::Tensor& x, const torch::Tensor& grid,
+                         const torch::Tensor& coef, int64_t k);
+
+/// Least-squares spline coefficients for every edge: x (N, I), y (N, I, O) -> coef (I, O, G + k)
+/// minimising sum_n (sum_m coef_ijm B_m(x_ni) - y_nij)^2, in y's dtype.
+///
+/// Never NaN, on every device, also when the system is rank-deficient (one sample, fewer
+/// samples than G + k, samples outside the grid): the normal equations are solved in float64
+/// by Cholesky with a ridge of 1e-10 of their mean diagonal, then refined twice, which
+/// converges to the minimum-norm least-squares solution.
+///
+/// Example:
+///   auto grid = kan::uniform_grid(2, 5, 3, -1, 1, torch::kFloat64);
+///   auto coef = kan::curve2coef(x, y, grid, 3);   // x (N, 2), y (N, 2, O)
+torch::Tensor curve2coef(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& grid,
+                         int64_t k);
+
+}  // namespace kan

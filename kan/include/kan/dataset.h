@@ -1,0 +1,63 @@
+#pragma once
+/// Seeded synthetic regression datasets (pykan's create_dataset) and named reference functions.
+
+#include "kan/options.h"
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kan {
+
+/// Inputs (N, n_var) and labels (N, n_out), split into train and test.
+struct Dataset {
+  torch::Tensor train_input;
+  torch::Tensor train_label;
+  torch::Tensor test_input;
+  torch::Tensor test_label;
+};
+
+/// f maps inputs (N, n_var) to labels (N, n_out) or (N).
+using TargetFunction = std::function<torch::Tensor(const torch::Tensor&)>;
+
+/// Options of create_dataset.
+struct DatasetOptions {
+  explicit DatasetOptions(int64_t n_var) : n_var_(n_var) {}
+
+  /// Number of input variables.
+  TORCH_ARG(int64_t, n_var);
+  /// One range for every variable, or one per variable.
+  TORCH_ARG(std::vector<GridRange>, ranges) = std::vector<GridRange>{{-1.0, 1.0}};
+  TORCH_ARG(int64_t, train_num) = 1000;
+  TORCH_ARG(int64_t, test_num) = 1000;
+  TORCH_ARG(uint64_t, seed) = 0;
+  TORCH_ARG(torch::Device, device) = torch::kCPU;
+  TORCH_ARG(torch::Dtype, dtype) = torch::kFloat32;
+};
+
+/// Draws inputs uniformly from the ranges and labels them with f. The draws and f run on the
+/// CPU in float64 from a generator seeded by options.seed(); the result is then converted to
+/// options.dtype() and moved to options.device(), so one seed gives the same data everywhere.
+///
+/// Example:
+///   const auto& toy = kan::reference_function("toy");
+///   auto data = kan::create_dataset(toy.f, kan::DatasetOptions(toy.n_var).dtype(torch::kFloat64));
+Dataset create_dataset(const TargetFunction& f, const DatasetOptions& options);
+
+/// A named function of the KAN literature, for benchmarks and tests.
+struct ReferenceFunction {
+  std::string name;     ///< e.g. "toy"
+  int64_t n_var;        ///< number of inputs
+  std::string formula;  ///< human-readable definition
+  TargetFunction f;     ///< (N, n_var) -> (N, 1)
+};
+
+/// Every reference function: toy, xy, exp_sin4 and highdim100.
+const std::vector<ReferenceFunction>& reference_functions();
+/// The reference function called `name`; an unknown name is an error listing the known ones.
+const ReferenceFunction& reference_function(const std::string& name);
+
+}  // namespace kan

@@ -1,0 +1,126 @@
+#pragma once
+/// Training a KAN as pykan's fit() does (KAN_SPEC.md, "Training").
+
+#include "kan/dataset.h"
+#include "kan/network.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kan {
+
+enum class Optimizer { kLBFGS, kAdam };
+/// "lbfgs" or "adam".
+std::string to_string(Optimizer opt);
+Optimizer optimizer_from_string(const std::string& name);
+
+/// The data term of the objective.
+enum class Loss {
+  kMSE,          ///< mean squared error; labels (N, out) of the model's dtype
+  kCrossEntropy  ///< classification; labels (N) of class indices (int64)
+};
+/// "mse" or "cross_entropy".
+std::string to_string(Loss loss);
+Loss loss_from_string(const std::string& name);
+
+/// What one optimisation step measured. RMSE fields are sqrt(MSE) and NaN for cross-entropy;
+/// test_accuracy is NaN for MSE; test fields are NaN when the test set is empty.
+struct StepRecord {
+  int64_t step = 0;
+  double train_loss = 0;   ///< loss of the last evaluation on the step's training batch
+  double test_loss = 0;    ///< loss on the step's test batch after the step
+  double train_rmse = 0;
+  double test_rmse = 0;
+  double test_accuracy = 0;
+  double reg = 0;          ///< regulariser (0 when lamb = 0)
+  double seconds = 0;      ///< wall time since fit() started, after this step
+  bool grid_updated = false;  ///< a grid update ran before this step
+};
+
+/// One pass over the training set (one step at full batch, N / batch steps otherwise).
+struct EpochRecord {
+  int64_t epoch = 0;
+  int64_t last_step = 0;
+  double train_loss = 0;   ///< mean of the epoch's step losses
+  double test_loss = 0;    ///< of the epoch's last step
+  double train_rmse = 0;   ///< sqrt of train_loss (MSE)
+  double test_rmse = 0;
+  double test_accuracy = 0;
+  double reg = 0;
+  double seconds = 0;        ///< since fit() started
+  double epoch_seconds = 0;  ///< this epoch alone
+};
+
+struct FitHistory {
+  std::vector<StepRecord> steps;
+  std::vector<EpochRecord> epochs;
+  int64_t grid_updates = 0;
+  double seconds = 0;
+};
+
+/// Options of fit(), with pykan 0.2.8's defaults.
+struct FitOptions {
+  TORCH_ARG(Optimizer, opt) = Optimizer::kLBFGS;
+  TORCH_ARG(int64_t, steps) = 100;
+  /// Learning rate (LBFGS: 1; Adam: e.g. 1e-3).
+  TORCH_ARG(double, lr) = 1.0;
+  /// Samples per step; -1 = the whole training set. Otherwise a fresh sample without
+  /// replacement each step.
+  TORCH_ARG(int64_t, batch) = -1;
+  /// Objective = loss + lamb * reg.
+  TORCH_ARG(double, lamb) = 0.0;
+  TORCH_ARG(double, lamb_l1) = 1.0;
+  TORCH_ARG(double, lamb_entropy) = 2.0;
+  TORCH_ARG(double, lamb_coef) = 0.0;
+  TORCH_ARG(double, lamb_coefdiff) = 0.0;
+  /// Grid updates run every stop_grid_update_step / grid_update_num steps, from
+  /// start_grid_update_step, while step < stop_grid_update_step.
+  TORCH_ARG(bool, update_grid) = true;
+  TORCH_ARG(int64_t, grid_update_num) = 10;
+  TORCH_ARG(int64_t, start_grid_update_step) = -1;
+  TORCH_ARG(int64_t, stop_grid_update_step) = 50;
+  TORCH_ARG(Loss, loss) = Loss::kMSE;
+  /// Seed of the minibatch draws.
+  TORCH_ARG(uint64_t, seed) = 0;
+  /// Called after every step with the record and the total number of steps (progress).
+  TORCH_ARG(std::function<void(const StepRecord&, int64_t)>, on_step) = nullptr;
+
+ public:
+  /// The four regulariser weights as RegularizationOptions.
+  RegularizationOptions regularization() const {
+    return RegularizationOptions()
+        .lamb_l1(lamb_l1_)
+        .lamb_entropy(lamb_entropy_)
+        .lamb_coef(lamb_coef_)
+        .lamb_coefdiff(lamb_coefdiff_);
+  }
+};
+
+/// Trains model on data. Data and model must share one device and dtype: a mismatch is an
+/// error naming both, never a silent move. Refuses NaN or Inf in the data, an empty training
+/// set, steps < 0 and a batch larger than the training set.
+///
+/// Example:
+///   auto history = kan::fit(model, data, kan::FitOptions().opt(kan::Optimizer::kLBFGS).steps(50));
+///   std::cout << history.steps.back().test_rmse;
+FitHistory fit(KAN& model, const Dataset& data, const FitOptions& options = {});
+
+/// Loss and metrics of a model on a whole dataset, after training.
+struct Evaluation {
+  double train_loss = 0;
+  double test_loss = 0;
+  double train_rmse = 0;     ///< sqrt(MSE); NaN for cross-entropy
+  double test_rmse = 0;
+  double train_accuracy = 0;  ///< cross-entropy only; NaN for MSE
+  double test_accuracy = 0;
+};
+
+/// Evaluates model on every train and test sample, without gradients. Empty splits give NaN.
+Evaluation evaluate(KAN& model, const Dataset& data, Loss loss = Loss::kMSE);
+
+/// The data loss of pred against labels.
+torch::Tensor compute_loss(Loss loss, const torch::Tensor& pred, const torch::Tensor& labels);
+
+}  // namespace kan

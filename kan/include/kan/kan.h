@@ -1,0 +1,10 @@
+#pragma once
+/// The whole public API of the KAN library.
+
+#include "kan/bspline.h"
+#include "kan/checkpoint.h"
+#include "kan/dataset.h"
+#include "kan/fit.h"
+#include "kan/layer.h"
+#include "kan/network.h"
+#include "kan/options.h"

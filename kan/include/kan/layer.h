@@ -1,0 +1,112 @@
+#pragma once
+/// One KAN layer: in_dim x out_dim learnable B-spline edges (KAN_SPEC.md, "One KAN layer").
+
+#include "kan/options.h"
+
+#include <torch/nn/cloneable.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <ostream>
+
+namespace kan {
+
+/// Options of a KANLayer, with pykan 0.2.8's KANLayer defaults.
+struct KANLayerOptions {
+  KANLayerOptions(int64_t in_dim, int64_t out_dim) : in_dim_(in_dim), out_dim_(out_dim) {}
+
+  /// Number of inputs I.
+  TORCH_ARG(int64_t, in_dim);
+  /// Number of outputs O.
+  TORCH_ARG(int64_t, out_dim);
+  /// Number of grid intervals G (pykan's `num`).
+  TORCH_ARG(int64_t, grid) = 5;
+  /// Spline order k.
+  TORCH_ARG(int64_t, k) = 3;
+  /// Amplitude of the random initial splines: U(-1/2, 1/2) * noise_scale / G at the knots.
+  TORCH_ARG(double, noise_scale) = 0.5;
+  /// scale_base = scale_base_mu / sqrt(I) + scale_base_sigma * U(-1, 1) / sqrt(I).
+  TORCH_ARG(double, scale_base_mu) = 0.0;
+  TORCH_ARG(double, scale_base_sigma) = 1.0;
+  /// scale_sp = scale_sp / sqrt(I).
+  TORCH_ARG(double, scale_sp) = 1.0;
+  TORCH_ARG(BaseFunction, base_fun) = BaseFunction::kSiLU;
+  /// Mix of uniform (1) and sample-adaptive (0) knots in a grid update.
+  TORCH_ARG(double, grid_eps) = 0.02;
+  TORCH_ARG(GridRange, grid_range) = GridRange{-1.0, 1.0};
+  TORCH_ARG(bool, sp_trainable) = true;
+  TORCH_ARG(bool, sb_trainable) = true;
+  /// Seed of the initial draws; they are made on the CPU in float64, then converted and moved,
+  /// so layers with one seed start identical on every device.
+  TORCH_ARG(uint64_t, seed) = 0;
+  /// Where parameters and buffers are created.
+  TORCH_ARG(torch::Device, device) = torch::kCPU;
+  /// float32 or float64.
+  TORCH_ARG(torch::Dtype, dtype) = torch::kFloat32;
+};
+
+/// Everything one forward computes, for regularisation, pruning and plots.
+struct LayerActivations {
+  torch::Tensor input;       ///< x, (N, I)
+  torch::Tensor edges;       ///< phi_ij(x_ni), (N, I, O)
+  torch::Tensor spline;      ///< sum_m coef_ijm B_m(x_ni), unscaled, (N, I, O)
+  torch::Tensor output;      ///< y = sum_i phi_ij, (N, O)
+};
+
+/// A KAN layer: y_j = sum_i mask_ij (scale_base_ij b(x_i) + scale_sp_ij spline_ij(x_i)).
+///
+/// Parameters: `coef` (I, O, G + k), `scale_base` (I, O), `scale_sp` (I, O).
+/// Buffers: `grid` (I, G + 2k + 1), `mask` (I, O).
+///
+/// Example:
+///   kan::KANLayer layer(kan::KANLayerOptions(2, 3).grid(5).k(3).dtype(torch::kFloat64));
+///   auto y = layer(torch::rand({10, 2}, torch::kFloat64));   // (10, 3)
+class KANLayerImpl : public torch::nn::Cloneable<KANLayerImpl> {
+ public:
+  KANLayerImpl(int64_t in_dim, int64_t out_dim) : KANLayerImpl(KANLayerOptions(in_dim, out_dim)) {}
+  explicit KANLayerImpl(KANLayerOptions options);
+
+  void reset() override;
+  /// Draws the initial coef, scale_base and scale_sp again from options().seed().
+  void reset_parameters();
+  void pretty_print(std::ostream& stream) const override;
+
+  /// x (N, I) -> y (N, O). An empty batch gives a (0, O) tensor.
+  torch::Tensor forward(const torch::Tensor& x);
+  /// Like forward, and also returns every edge's value and spline part.
+  LayerActivations forward_with_activations(const torch::Tensor& x);
+
+  /// Moves the knots to the distribution of the samples x (N, I) (grid_eps mixes uniform and
+  /// quantile knots) and refits coef so the splines keep their values at the samples.
+  void update_grid_from_samples(const torch::Tensor& x);
+  /// Takes parent's scales and mask, places this layer's G knots by piecewise-linear
+  /// interpolation of parent's knots, and fits coef to parent's splines at x (N, I); with an
+  /// undefined x, at a dense uniform sample of parent's grid range.
+  void initialize_from_parent(const KANLayerImpl& parent, const torch::Tensor& x = {});
+
+  /// Checks that x is a (N, in_dim) floating tensor of this layer's dtype and device; the
+  /// message names `what` and both devices or dtypes.
+  void check_input(const torch::Tensor& x, const char* what = "input") const;
+
+  const KANLayerOptions& options() const noexcept { return options_; }
+  torch::Device device() const { return grid.device(); }
+  torch::Dtype dtype() const { return coef.scalar_type(); }
+
+  torch::Tensor grid;        ///< buffer (I, G + 2k + 1)
+  torch::Tensor mask;        ///< buffer (I, O): 1 = alive, 0 = pruned
+  torch::Tensor coef;        ///< parameter (I, O, G + k)
+  torch::Tensor scale_base;  ///< parameter (I, O)
+  torch::Tensor scale_sp;    ///< parameter (I, O)
+
+ private:
+  torch::Tensor base(const torch::Tensor& x) const;
+  /// The spline weight as one (I * (G + k), O) matrix: mask * scale_sp * coef.
+  torch::Tensor spline_weight() const;
+
+  KANLayerOptions options_;
+};
+
+TORCH_MODULE(KANLayer);
+
+}  // namespace kan

@@ -1,0 +1,114 @@
+#pragma once
+/// A KAN network: a stack of KANLayers built from a width list (KAN_SPEC.md, "Network").
+
+#include "kan/layer.h"
+#include "kan/options.h"
+
+#include <torch/nn/cloneable.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <ostream>
+#include <vector>
+
+namespace kan {
+
+/// Options of a KAN network, with pykan 0.2.8's MultKAN defaults.
+struct KANOptions {
+  /// width = {d0, d1, ..., dL}: L layers, layer l maps d_l -> d_{l+1}.
+  explicit KANOptions(std::vector<int64_t> width) : width_(std::move(width)) {}
+
+  TORCH_ARG(std::vector<int64_t>, width);
+  /// Number of grid intervals G of every layer.
+  TORCH_ARG(int64_t, grid) = 3;
+  /// Spline order k of every layer.
+  TORCH_ARG(int64_t, k) = 3;
+  /// Seed of all initial draws (layer l uses a seed derived from this one and l).
+  TORCH_ARG(uint64_t, seed) = 1;
+  TORCH_ARG(double, noise_scale) = 0.3;
+  TORCH_ARG(double, scale_base_mu) = 0.0;
+  TORCH_ARG(double, scale_base_sigma) = 1.0;
+  TORCH_ARG(double, scale_sp) = 1.0;
+  TORCH_ARG(BaseFunction, base_fun) = BaseFunction::kSiLU;
+  TORCH_ARG(double, grid_eps) = 0.02;
+  TORCH_ARG(GridRange, grid_range) = GridRange{-1.0, 1.0};
+  TORCH_ARG(bool, sp_trainable) = true;
+  TORCH_ARG(bool, sb_trainable) = true;
+  /// Where every parameter and buffer is created. `KANImpl::device()` says where they are now.
+  TORCH_ARG(torch::Device, device) = torch::kCPU;
+  /// float32 or float64.
+  TORCH_ARG(torch::Dtype, dtype) = torch::kFloat32;
+};
+
+/// The options of layer l of a network built from `options`.
+KANLayerOptions layer_options(const KANOptions& options, size_t l);
+
+/// Weights of the regulariser (KAN_SPEC.md, "Regularisation"; pykan's defaults).
+struct RegularizationOptions {
+  TORCH_ARG(double, lamb_l1) = 1.0;
+  TORCH_ARG(double, lamb_entropy) = 2.0;
+  TORCH_ARG(double, lamb_coef) = 0.0;
+  TORCH_ARG(double, lamb_coefdiff) = 0.0;
+};
+
+class KAN;
+
+/// A KAN: y = layer_{L-1}( ... layer_0(x)).
+///
+/// Example:
+///   kan::KAN model(kan::KANOptions({2, 5, 1}).grid(3).k(3).seed(0).dtype(torch::kFloat64));
+///   auto y = model(x);                          // x (N, 2) -> y (N, 1)
+///   model->update_grid_from_samples(x);
+///   kan::KAN finer = model->refine(10, x);      // G = 3 -> 10
+class KANImpl : public torch::nn::Cloneable<KANImpl> {
+ public:
+  explicit KANImpl(KANOptions options);
+
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+
+  /// x (N, width[0]) -> (N, width.back()). An empty batch gives a (0, width.back()) tensor.
+  torch::Tensor forward(const torch::Tensor& x);
+
+  /// Keep every layer's activations from each forward (needed by regularization(); off by
+  /// default, which is the fast path).
+  void set_save_activations(bool save) { save_activations_ = save; }
+  bool save_activations() const noexcept { return save_activations_; }
+  /// The activations of the last forward made with save_activations on, one entry per layer.
+  const std::vector<LayerActivations>& activations() const noexcept { return activations_; }
+
+  /// Updates every layer's grid from the samples x (N, width[0]), layer by layer: layer l's
+  /// samples are the outputs of the already updated layers before it.
+  void update_grid_from_samples(const torch::Tensor& x);
+
+  /// A new model with G = new_grid whose splines are fitted to this one's at the samples x
+  /// (N, width[0]) (pass the training inputs), or at a dense uniform sample of each layer's
+  /// grid range when x is undefined. Same device and dtype as this model.
+  KAN refine(int64_t new_grid, const torch::Tensor& x = {}) const;
+
+  /// The regulariser of the last forward's activations (save_activations must be on).
+  torch::Tensor regularization(const RegularizationOptions& weights = {}) const;
+
+  /// Checks that x fits this model: (N, width[0]), its dtype, its device.
+  void check_input(const torch::Tensor& x, const char* what = "input") const;
+
+  const KANOptions& options() const noexcept { return options_; }
+  /// Where the model's tensors are now (after any `.to()`).
+  torch::Device device() const;
+  torch::Dtype dtype() const;
+  size_t depth() const { return layers_->size(); }
+  KANLayer layer(size_t l) const { return KANLayer(layers_->ptr<KANLayerImpl>(l)); }
+
+ private:
+  KANOptions options_;
+  torch::nn::ModuleList layers_;
+  bool save_activations_ = false;
+  // Transient outputs of the last forward, recomputed each time; not model state.
+  std::vector<LayerActivations> activations_;
+};
+
+TORCH_MODULE(KAN);
+
+}  // namespace kan

@@ -1,0 +1,21 @@
+#pragma once
+// Input validation shared by the layer, the network and fit(): every message names the
+// tensor or option and its value.
+
+#include <torch/types.h>
+
+#include <cstdint>
+
+namespace kan::detail {
+
+/// A model dtype must be float32 or float64.
+void check_model_dtype(torch::Dtype dtype);
+
+/// x must be a defined (N, in_dim) tensor of `dtype` on `device`; `what` names it.
+void check_points(const torch::Tensor& x, const char* what, int64_t in_dim, torch::Dtype dtype,
+                  torch::Device device);
+
+/// Fails when t holds NaN or Inf, naming `what` and how many.
+void check_finite(const torch::Tensor& t, const char* what);
+
+}  // namespace kan::detail

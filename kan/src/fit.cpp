@@ -1,0 +1,262 @@
+#include "kan/fit.h"
+
+#include "detail/checks.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/lbfgs.h>
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <memory>
+
+namespace kan {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void check_labels(Loss loss, const torch::Tensor& labels, const torch::Tensor& inputs,
+                  const KANImpl& model, const char* what) {
+  TORCH_CHECK(labels.defined(), what, " is an undefined tensor");
+  TORCH_CHECK(labels.dim() >= 1 && labels.size(0) == inputs.size(0), what, " has shape ",
+              labels.sizes(), " but its inputs have ", inputs.size(0), " rows");
+  TORCH_CHECK(labels.device() == model.device(), what, " is on ", labels.device(),
+              " but the model is on ", model.device(), ": move the data (.to(", model.device(),
+              ")) or the model; kanbench never moves either silently");
+  const int64_t out = model.options().width().back();
+  if (loss == Loss::kMSE) {
+    TORCH_CHECK(labels.dim() == 2 && labels.size(1) == out, what, " must have shape (N, ", out,
+                ") for the mse loss, got ", labels.sizes());
+    TORCH_CHECK(labels.scalar_type() == model.dtype(), what, " has dtype ", labels.scalar_type(),
+                " but the model is ", model.dtype());
+    detail::check_finite(labels, what);
+  } else {
+    TORCH_CHECK(labels.dim() == 1 && labels.scalar_type() == torch::kLong, what,
+                " must be (N) int64 class indices for the cross_entropy loss, got ",
+                labels.scalar_type(), " of shape ", labels.sizes());
+  }
+}
+
+void check_options(const FitOptions& o) {
+  TORCH_CHECK(o.steps() >= 0, "steps must be >= 0, got ", o.steps());
+  TORCH_CHECK(o.lr() > 0 && std::isfinite(o.lr()), "lr must be a positive number, got ", o.lr());
+  TORCH_CHECK(o.lamb() >= 0, "lamb must be >= 0, got ", o.lamb());
+  TORCH_CHECK(o.batch() == -1 || o.batch() >= 1, "batch must be -1 (full batch) or >= 1, got ",
+              o.batch());
+  if (o.update_grid()) {
+    TORCH_CHECK(o.grid_update_num() >= 1, "grid_update_num must be >= 1, got ",
+                o.grid_update_num());
+    TORCH_CHECK(o.stop_grid_update_step() / o.grid_update_num() >= 1,
+                "stop_grid_update_step / grid_update_num must be >= 1 (the grid-update period), "
+                "got ",
+                o.stop_grid_update_step(), " / ", o.grid_update_num());
+  }
+}
+
+// Restores the model's save_activations flag however fit() ends.
+class SaveActivationsScope {
+ public:
+  SaveActivationsScope(KANImpl& model, bool save) : model_(model), old_(model.save_activations()) {
+    model_.set_save_activations(save);
+  }
+  ~SaveActivationsScope() { model_.set_save_activations(old_); }
+  SaveActivationsScope(const SaveActivationsScope&) = delete;
+  SaveActivationsScope& operator=(const SaveActivationsScope&) = delete;
+
+ private:
+  KANImpl& model_;
+  bool old_;
+};
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const FitOptions& o,
+                                                        const std::vector<torch::Tensor>& params) {
+  if (o.opt() == Optimizer::kAdam) {
+    return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(o.lr()));
+  }
+  // pykan's settings: history 10, strong Wolfe, tolerances off (20 iterations per step).
+  return std::make_unique<torch::optim::LBFGS>(params, torch::optim::LBFGSOptions(o.lr())
+                                                           .history_size(10)
+                                                           .line_search_fn("strong_wolfe")
+                                                           .tolerance_grad(1e-32)
+                                                           .tolerance_change(1e-32));
+}
+
+}  // namespace
+
+std::string to_string(Optimizer opt) { return opt == Optimizer::kLBFGS ? "lbfgs" : "adam"; }
+
+Optimizer optimizer_from_string(const std::string& name) {
+  if (name == "lbfgs" || name == "LBFGS") return Optimizer::kLBFGS;
+  if (name == "adam" || name == "Adam") return Optimizer::kAdam;
+  TORCH_CHECK(false, "opt must be lbfgs or adam, got '", name, "'");
+}
+
+std::string to_string(Loss loss) { return loss == Loss::kMSE ? "mse" : "cross_entropy"; }
+
+Loss loss_from_string(const std::string& name) {
+  if (name == "mse") return Loss::kMSE;
+  if (name == "cross_entropy") return Loss::kCrossEntropy;
+  TORCH_CHECK(false, "loss must be mse or cross_entropy, got '", name, "'");
+}
+
+torch::Tensor compute_loss(Loss loss, const torch::Tensor& pred, const torch::Tensor& labels) {
+  if (loss == Loss::kMSE) return (pred - labels).square().mean();
+  return at::cross_entropy_loss(pred, labels);
+}
+
+Evaluation evaluate(KAN& model, const Dataset& data, Loss loss) {
+  torch::NoGradGuard no_grad;
+  SaveActivationsScope fast_path(*model, false);
+  auto measure = [&](const torch::Tensor& x, const torch::Tensor& labels, double& loss_out,
+                     double& rmse_out, double& accuracy_out) {
+    loss_out = rmse_out = accuracy_out = kNaN;
+    if (x.size(0) == 0) return;
+    check_labels(loss, labels, x, *model, "labels");
+    const auto pred = model->forward(x);
+    loss_out = compute_loss(loss, pred, labels).item<double>();
+    if (loss == Loss::kMSE) {
+      rmse_out = std::sqrt(loss_out);
+    } else {
+      accuracy_out = pred.argmax(1).eq(labels).to(torch::kFloat64).mean().item<double>();
+    }
+  };
+  model->check_input(data.train_input, "train_input");
+  model->check_input(data.test_input, "test_input");
+  Evaluation e;
+  measure(data.train_input, data.train_label, e.train_loss, e.train_rmse, e.train_accuracy);
+  measure(data.test_input, data.test_label, e.test_loss, e.test_rmse, e.test_accuracy);
+  return e;
+}
+
+FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
+  check_options(o);
+  model->check_input(data.train_input, "train_input");
+  model->check_input(data.test_input, "test_input");
+  const int64_t n_train = data.train_input.size(0), n_test = data.test_input.size(0);
+  TORCH_CHECK(n_train >= 1, "fit needs a non-empty training set, train_input has shape ",
+              data.train_input.sizes());
+  TORCH_CHECK(o.batch() <= n_train, "batch = ", o.batch(), " is larger than the training set (",
+              n_train, " samples); use batch = -1 for full batch");
+  detail::check_finite(data.train_input, "train_input");
+  detail::check_finite(data.test_input, "test_input");
+  check_labels(o.loss(), data.train_label, data.train_input, *model, "train_label");
+  check_labels(o.loss(), data.test_label, data.test_input, *model, "test_label");
+
+  const bool full_batch = o.batch() == -1;
+  const int64_t batch = full_batch ? n_train : o.batch();
+  const int64_t test_batch = full_batch ? n_test : std::min(o.batch(), n_test);
+  const int64_t grid_update_period =
+      o.update_grid() ? o.stop_grid_update_step() / o.grid_update_num() : 0;
+
+  std::vector<torch::Tensor> trainable;
+  for (const auto& p : model->parameters()) {
+    if (p.requires_grad()) trainable.push_back(p);
+  }
+  auto optimizer = make_optimizer(o, trainable);
+  const bool regularized = o.lamb() > 0;
+  SaveActivationsScope capture(*model, regularized);
+  const auto reg_weights = o.regularization();
+
+  // Minibatch indices: a fresh draw without replacement, made on the CPU from the fit's seed.
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(o.seed());
+  auto draw = [&](int64_t n, int64_t count) -> torch::Tensor {
+    if (count >= n) return {};
+    return torch::randperm(n, generator, torch::kLong).narrow(0, 0, count).to(model->device());
+  };
+  auto take = [](const torch::Tensor& t, const torch::Tensor& index) {
+    return index.defined() ? t.index_select(0, index) : t;
+  };
+
+  FitHistory history;
+  const auto start = Clock::now();
+  auto epoch_start = start;
+  int64_t samples_seen = 0;
+  double epoch_loss_sum = 0;
+  int64_t epoch_steps = 0;
+  for (int64_t step = 0; step < o.steps(); ++step) {
+    StepRecord record;
+    record.step = step;
+    const auto train_index = draw(n_train, batch);
+    const auto test_index = draw(n_test, test_batch);
+    const auto x = take(data.train_input, train_index);
+    const auto y = take(data.train_label, train_index);
+
+    if (grid_update_period > 0 && step % grid_update_period == 0 &&
+        step < o.stop_grid_update_step() && step >= o.start_grid_update_step()) {
+      model->update_grid_from_samples(x);
+      record.grid_updated = true;
+      ++history.grid_updates;
+    }
+
+    torch::Tensor loss, reg;
+    auto objective = [&]() {
+      optimizer->zero_grad();
+      loss = compute_loss(o.loss(), model->forward(x), y);
+      auto total = loss;
+      if (regularized) {
+        reg = model->regularization(reg_weights);
+        total = loss + o.lamb() * reg;
+      }
+      total.backward();
+      return total;
+    };
+    if (o.opt() == Optimizer::kLBFGS) {
+      optimizer->step(objective);
+    } else {
+      objective();
+      optimizer->step();
+    }
+    record.train_loss = loss.item<double>();
+    record.reg = reg.defined() ? reg.item<double>() : 0.0;
+
+    record.test_loss = record.test_accuracy = kNaN;
+    if (n_test > 0) {
+      torch::NoGradGuard no_grad;
+      SaveActivationsScope fast_path(*model, false);
+      const auto pred = model->forward(take(data.test_input, test_index));
+      const auto labels = take(data.test_label, test_index);
+      record.test_loss = compute_loss(o.loss(), pred, labels).item<double>();
+      if (o.loss() == Loss::kCrossEntropy) {
+        record.test_accuracy = pred.argmax(1).eq(labels).to(torch::kFloat64).mean().item<double>();
+      }
+    }
+    const bool mse = o.loss() == Loss::kMSE;
+    record.train_rmse = mse ? std::sqrt(record.train_loss) : kNaN;
+    record.test_rmse = mse ? std::sqrt(record.test_loss) : kNaN;
+    record.seconds = seconds_since(start);
+    history.steps.push_back(record);
+
+    epoch_loss_sum += record.train_loss;
+    ++epoch_steps;
+    samples_seen += batch;
+    if (samples_seen / n_train > static_cast<int64_t>(history.epochs.size())) {
+      EpochRecord epoch;
+      epoch.epoch = static_cast<int64_t>(history.epochs.size());
+      epoch.last_step = step;
+      epoch.train_loss = epoch_loss_sum / epoch_steps;
+      epoch.test_loss = record.test_loss;
+      epoch.train_rmse = mse ? std::sqrt(epoch.train_loss) : kNaN;
+      epoch.test_rmse = record.test_rmse;
+      epoch.test_accuracy = record.test_accuracy;
+      epoch.reg = record.reg;
+      epoch.seconds = record.seconds;
+      epoch.epoch_seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+      history.epochs.push_back(epoch);
+      epoch_start = Clock::now();
+      epoch_loss_sum = 0;
+      epoch_steps = 0;
+    }
+    if (o.on_step()) o.on_step()(record, o.steps());
+  }
+  history.seconds = seconds_since(start);
+  return history;
+}
+
+}  // namespace kan

@@ -1,0 +1,181 @@
+#include "kan/layer.h"
+
+#include "detail/checks.h"
+#include "kan/bspline.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/module.h>
+
+#include <cmath>
+
+namespace kan {
+namespace {
+
+// Points at which initialize_from_parent fits the new splines when no samples are given.
+int64_t dense_sample_count(int64_t G, int64_t k) { return 1000 + 10 * (G + k); }
+
+}  // namespace
+
+KANLayerImpl::KANLayerImpl(KANLayerOptions options) : options_(std::move(options)) { reset(); }
+
+void KANLayerImpl::reset() {
+  const auto& o = options_;
+  TORCH_CHECK(o.in_dim() >= 1, "KANLayer in_dim must be >= 1, got ", o.in_dim());
+  TORCH_CHECK(o.out_dim() >= 1, "KANLayer out_dim must be >= 1, got ", o.out_dim());
+  TORCH_CHECK(o.grid() >= 1, "grid (number of intervals G) must be >= 1, got G = ", o.grid());
+  TORCH_CHECK(o.k() >= 1, "spline order k must be >= 1, got k = ", o.k());
+  TORCH_CHECK(o.grid_range()[0] < o.grid_range()[1], "grid_range must satisfy a < b, got [",
+              o.grid_range()[0], ", ", o.grid_range()[1], "]");
+  TORCH_CHECK(o.grid_eps() >= 0 && o.grid_eps() <= 1, "grid_eps must be in [0, 1], got ",
+              o.grid_eps());
+  TORCH_CHECK(std::isfinite(o.noise_scale()), "noise_scale must be finite, got ", o.noise_scale());
+  detail::check_model_dtype(o.dtype());
+
+  const auto target = torch::TensorOptions().dtype(o.dtype()).device(o.device());
+  const int64_t I = o.in_dim(), O = o.out_dim(), M = o.grid() + o.k();
+  grid = register_buffer("grid", torch::empty({I, o.grid() + 2 * o.k() + 1}, target));
+  mask = register_buffer("mask", torch::ones({I, O}, target));
+  coef = register_parameter("coef", torch::empty({I, O, M}, target));
+  scale_base = register_parameter("scale_base", torch::empty({I, O}, target), o.sb_trainable());
+  scale_sp = register_parameter("scale_sp", torch::empty({I, O}, target), o.sp_trainable());
+  reset_parameters();
+}
+
+void KANLayerImpl::reset_parameters() {
+  const auto& o = options_;
+  const int64_t I = o.in_dim(), O = o.out_dim(), G = o.grid(), k = o.k();
+  // Every draw happens on the CPU in float64 from the layer's own generator, so one seed gives
+  // the same layer on every device and in every dtype.
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(o.seed());
+  const auto cpu64 = torch::TensorOptions().dtype(torch::kFloat64);
+  const auto grid_cpu = uniform_grid(I, G, k, o.grid_range()[0], o.grid_range()[1], cpu64);
+  const auto noise = (torch::rand({G + 1, I, O}, generator, cpu64) - 0.5) * o.noise_scale() / G;
+  const auto coef_cpu = curve2coef(grid_cpu.slice(1, k, -k).t(), noise, grid_cpu, k);
+  const double inv_sqrt_in = 1.0 / std::sqrt(static_cast<double>(I));
+  const auto scale_base_cpu =
+      o.scale_base_mu() * inv_sqrt_in +
+      o.scale_base_sigma() * (torch::rand({I, O}, generator, cpu64) * 2 - 1) * inv_sqrt_in;
+
+  torch::NoGradGuard no_grad;
+  grid.copy_(grid_cpu);
+  mask.fill_(1.0);
+  coef.copy_(coef_cpu);
+  scale_base.copy_(scale_base_cpu);
+  scale_sp.fill_(o.scale_sp() * inv_sqrt_in);
+}
+
+void KANLayerImpl::pretty_print(std::ostream& stream) const {
+  stream << "kan::KANLayer(in_dim=" << options_.in_dim() << ", out_dim=" << options_.out_dim()
+         << ", grid=" << options_.grid() << ", k=" << options_.k()
+         << ", base_fun=" << to_string(options_.base_fun()) << ")";
+}
+
+void KANLayerImpl::check_input(const torch::Tensor& x, const char* what) const {
+  detail::check_points(x, what, options_.in_dim(), dtype(), device());
+}
+
+torch::Tensor KANLayerImpl::base(const torch::Tensor& x) const {
+  switch (options_.base_fun()) {
+    case BaseFunction::kSiLU:
+      return torch::silu(x);
+    case BaseFunction::kIdentity:
+      return x;
+    case BaseFunction::kZero:
+      return torch::zeros_like(x);
+  }
+  TORCH_INTERNAL_ASSERT(false, "unknown base function");
+}
+
+torch::Tensor KANLayerImpl::spline_weight() const {
+  const auto weighted = coef * (scale_sp * mask).unsqueeze(2);  // (I, O, M)
+  return weighted.permute({0, 2, 1}).reshape({-1, options_.out_dim()});
+}
+
+torch::Tensor KANLayerImpl::forward(const torch::Tensor& x) {
+  check_input(x);
+  const auto basis = bspline_basis(x, grid, options_.k());  // (N, I, M)
+  auto y = torch::matmul(basis.reshape({x.size(0), -1}), spline_weight());
+  if (options_.base_fun() != BaseFunction::kZero) {
+    y = y + torch::matmul(base(x), scale_base * mask);
+  }
+  return y;
+}
+
+LayerActivations KANLayerImpl::forward_with_activations(const torch::Tensor& x) {
+  check_input(x);
+  LayerActivations acts;
+  acts.input = x;
+  acts.spline = coef2curve(x, grid, coef, options_.k());
+  acts.edges = mask * (scale_base * base(x).unsqueeze(2) + scale_sp * acts.spline);
+  acts.output = acts.edges.sum(1);
+  return acts;
+}
+
+void KANLayerImpl::update_grid_from_samples(const torch::Tensor& x) {
+  check_input(x, "grid-update samples");
+  const int64_t N = x.size(0), k = options_.k(), G = grid.size(1) - 1 - 2 * k;
+  TORCH_CHECK(N >= 1, "update_grid_from_samples needs at least one sample, got an empty batch (0, ",
+              x.size(1), ")");
+  torch::NoGradGuard no_grad;
+  const auto sorted = std::get<0>(x.sort(0));
+  const auto spline_values = coef2curve(sorted, grid, coef, k);
+
+  // Knot i sits at sample rank floor(N / G * i), computed as pykan does, plus the largest.
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(x.device());
+  const auto ranks = torch::cat({(torch::arange(G, f64) * (static_cast<double>(N) / G)).floor(),
+                                 torch::full({1}, static_cast<double>(N - 1), f64)})
+                         .to(torch::kLong);
+  const auto adaptive = sorted.index_select(0, ranks).t();  // (I, G + 1)
+  const auto lo = adaptive.narrow(1, 0, 1), hi = adaptive.narrow(1, G, 1);
+  const auto uniform = lo + (hi - lo) / G * torch::arange(G + 1, x.options());
+  const double eps = options_.grid_eps();
+  const auto new_grid = extend_grid(eps * uniform + (1 - eps) * adaptive, k);
+  const auto new_coef = curve2coef(sorted, spline_values, new_grid, k);
+
+  // An input whose samples are all equal (e.g. one sample) gives no knot span: keep its grid
+  // and splines rather than collapse them.
+  const auto collapsed = (hi == lo);  // (I, 1)
+  grid.copy_(torch::where(collapsed, grid, new_grid));
+  coef.copy_(torch::where(collapsed.unsqueeze(2), coef, new_coef));
+}
+
+void KANLayerImpl::initialize_from_parent(const KANLayerImpl& parent, const torch::Tensor& x) {
+  const auto& o = options_;
+  TORCH_CHECK(parent.options().in_dim() == o.in_dim() && parent.options().out_dim() == o.out_dim(),
+              "initialize_from_parent: parent is ", parent.options().in_dim(), " -> ",
+              parent.options().out_dim(), " but this layer is ", o.in_dim(), " -> ", o.out_dim());
+  TORCH_CHECK(parent.device() == device() && parent.dtype() == dtype(),
+              "initialize_from_parent: parent is ", parent.dtype(), " on ", parent.device(),
+              ", this layer is ", dtype(), " on ", device());
+  const int64_t pk = parent.options().k(), parent_G = parent.grid.size(1) - 1 - 2 * pk;
+  const int64_t G = o.grid(), k = o.k();
+  torch::NoGradGuard no_grad;
+
+  // New interior knots: the parent's knots interpolated piecewise linearly at G + 1 evenly
+  // spaced positions of its knot index.
+  const auto parent_knots = parent.grid.slice(1, pk, pk + parent_G + 1);  // (I, parent_G + 1)
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device());
+  const auto position = torch::arange(G + 1, f64) * static_cast<double>(parent_G) / G;
+  const auto lower = position.floor().clamp_max(parent_G - 1).to(torch::kLong);
+  const auto frac = (position - lower.to(torch::kFloat64)).to(dtype());
+  const auto t0 = parent_knots.index_select(1, lower), t1 = parent_knots.index_select(1, lower + 1);
+  grid.copy_(extend_grid(t0 + frac * (t1 - t0), k));
+
+  torch::Tensor samples = x;
+  if (samples.defined()) {
+    parent.check_input(samples, "refinement samples");
+  } else {
+    const auto u = torch::linspace(0, 1, dense_sample_count(G, k), grid.options()).unsqueeze(1);
+    const auto first = parent_knots.narrow(1, 0, 1).t(), last = parent_knots.narrow(1, -1, 1).t();
+    samples = first + u * (last - first);  // (n, I)
+  }
+  if (samples.size(0) > 0) {
+    coef.copy_(curve2coef(samples, coef2curve(samples, parent.grid, parent.coef, pk), grid, k));
+  }
+  scale_base.copy_(parent.scale_base);
+  scale_sp.copy_(parent.scale_sp);
+  mask.copy_(parent.mask);
+}
+
+}  // namespace kan

@@ -1,0 +1,113 @@
+#include "kan/network.h"
+
+#include "detail/checks.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+namespace kan {
+namespace {
+
+// splitmix64: independent, reproducible seeds for the layers from one network seed.
+uint64_t mix_seed(uint64_t seed, uint64_t layer) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (layer + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+void check_width(const std::vector<int64_t>& width) {
+  TORCH_CHECK(width.size() >= 2, "width must have at least 2 entries (inputs and outputs), got ",
+              c10::IntArrayRef(width));
+  for (size_t l = 0; l < width.size(); ++l) {
+    TORCH_CHECK(width[l] >= 1, "width entries must be >= 1, got width[", l, "] = ", width[l],
+                " in ", c10::IntArrayRef(width));
+  }
+}
+
+}  // namespace
+
+KANLayerOptions layer_options(const KANOptions& o, size_t l) {
+  return KANLayerOptions(o.width().at(l), o.width().at(l + 1))
+      .grid(o.grid())
+      .k(o.k())
+      .noise_scale(o.noise_scale())
+      .scale_base_mu(o.scale_base_mu())
+      .scale_base_sigma(o.scale_base_sigma())
+      .scale_sp(o.scale_sp())
+      .base_fun(o.base_fun())
+      .grid_eps(o.grid_eps())
+      .grid_range(o.grid_range())
+      .sp_trainable(o.sp_trainable())
+      .sb_trainable(o.sb_trainable())
+      .seed(mix_seed(o.seed(), l))
+      .device(o.device())
+      .dtype(o.dtype());
+}
+
+KANImpl::KANImpl(KANOptions options) : options_(std::move(options)) { reset(); }
+
+void KANImpl::reset() {
+  check_width(options_.width());
+  layers_ = register_module("layers", torch::nn::ModuleList());
+  for (size_t l = 0; l + 1 < options_.width().size(); ++l) {
+    layers_->push_back(KANLayer(layer_options(options_, l)));
+  }
+  activations_.clear();
+}
+
+void KANImpl::pretty_print(std::ostream& stream) const {
+  stream << "kan::KAN(width=" << c10::IntArrayRef(options_.width()) << ", grid=" << options_.grid()
+         << ", k=" << options_.k() << ", base_fun=" << to_string(options_.base_fun()) << ")";
+}
+
+torch::Device KANImpl::device() const { return layer(0)->device(); }
+
+torch::Dtype KANImpl::dtype() const { return layer(0)->dtype(); }
+
+void KANImpl::check_input(const torch::Tensor& x, const char* what) const {
+  detail::check_points(x, what, options_.width().front(), dtype(), device());
+}
+
+torch::Tensor KANImpl::forward(const torch::Tensor& x) {
+  check_input(x);
+  activations_.clear();
+  auto h = x;
+  for (size_t l = 0; l < depth(); ++l) {
+    if (save_activations_) {
+      activations_.push_back(layer(l)->forward_with_activations(h));
+      h = activations_.back().output;
+    } else {
+      h = layer(l)->forward(h);
+    }
+  }
+  return h;
+}
+
+void KANImpl::update_grid_from_samples(const torch::Tensor& x) {
+  check_input(x, "grid-update samples");
+  torch::NoGradGuard no_grad;
+  auto h = x;
+  for (size_t l = 0; l < depth(); ++l) {
+    layer(l)->update_grid_from_samples(h);
+    if (l + 1 < depth()) h = layer(l)->forward(h);
+  }
+}
+
+KAN KANImpl::refine(int64_t new_grid, const torch::Tensor& x) const {
+  TORCH_CHECK(new_grid >= 1, "refine: new grid (number of intervals G) must be >= 1, got ",
+              new_grid);
+  if (x.defined()) check_input(x, "refinement samples");
+  auto options = options_;
+  options.grid(new_grid).device(device()).dtype(dtype());
+  KAN refined(options);
+  torch::NoGradGuard no_grad;
+  auto h = x;
+  for (size_t l = 0; l < depth(); ++l) {
+    refined->layer(l)->initialize_from_parent(*layer(l), h);
+    if (h.defined() && l + 1 < depth()) h = layer(l)->forward(h);
+  }
+  return refined;
+}
+
+}  // namespace kan

@@ -1,0 +1,192 @@
+// fit(): pykan's reference training, optimisers, history, and every refusal.
+#include "kan/fit.h"
+
+#include "test_util.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+#include <limits>
+
+namespace kan {
+namespace {
+
+const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+
+Dataset toy_data(int64_t train, int64_t test, uint64_t seed = 0,
+                 torch::Dtype dtype = torch::kFloat64, torch::Device device = torch::kCPU) {
+  return create_dataset(reference_function("toy").f, DatasetOptions(2)
+                                                         .train_num(train)
+                                                         .test_num(test)
+                                                         .seed(seed)
+                                                         .dtype(dtype)
+                                                         .device(device));
+}
+
+KAN toy_model(uint64_t seed = 0, torch::Dtype dtype = torch::kFloat64,
+              torch::Device device = torch::kCPU) {
+  return KAN(KANOptions({2, 5, 1}).grid(3).k(3).seed(seed).dtype(dtype).device(device));
+}
+
+// KAN_SPEC.md, "Reference results": pykan 0.2.8 reaches 5.0e-3 to 5.6e-3 after 50 LBFGS steps
+// and 4.4e-4 to 5.4e-4 after refine(10) and 50 more.
+TEST(Fit, ReachesPykansReferenceResults) {
+  for (uint64_t seed : {0, 42}) {
+    auto data = toy_data(1000, 1000, seed);
+    auto model = toy_model(seed);
+    const auto history = fit(model, data, FitOptions().steps(50));
+    ASSERT_EQ(history.steps.size(), 50u);
+    EXPECT_EQ(history.grid_updates, 10);
+    const double coarse = evaluate(model, data).test_rmse;
+    EXPECT_LE(coarse, 1e-2) << "seed " << seed;
+    EXPECT_NEAR(history.steps.back().test_rmse, coarse, 1e-12);
+
+    model = model->refine(10, data.train_input);
+    fit(model, data, FitOptions().steps(50));
+    const double fine = evaluate(model, data).test_rmse;
+    EXPECT_LE(fine, 1e-3) << "seed " << seed;
+    EXPECT_LT(fine, coarse);
+    std::cout << "seed " << seed << ": test RMSE " << coarse << " (G=3), " << fine << " (G=10)\n";
+  }
+}
+
+// pykan 0.2.8: 1.5e-2 to 2.0e-2 with lamb = 0.001.
+TEST(Fit, RegularisedReferenceTraining) {
+  auto data = toy_data(1000, 1000);
+  auto model = toy_model();
+  const auto history = fit(model, data, FitOptions().steps(50).lamb(0.001));
+  EXPECT_LE(evaluate(model, data).test_rmse, 2.5e-2);
+  EXPECT_GT(history.steps.back().reg, 0.0);
+  EXPECT_FALSE(model->save_activations());  // restored after fit
+}
+
+TEST(Fit, AdamMinibatchCountsEpochs) {
+  auto data = toy_data(300, 100);
+  auto model = toy_model();
+  const double initial = evaluate(model, data).train_rmse;
+  std::vector<int64_t> seen;
+  const auto history = fit(model, data,
+                           FitOptions()
+                               .opt(Optimizer::kAdam)
+                               .lr(0.02)
+                               .steps(60)
+                               .batch(100)
+                               .update_grid(false)
+                               .on_step([&](const StepRecord& r, int64_t total) {
+                                 EXPECT_EQ(total, 60);
+                                 seen.push_back(r.step);
+                               }));
+  EXPECT_EQ(seen.size(), 60u);
+  ASSERT_EQ(history.epochs.size(), 20u);  // 3 steps of 100 per pass over 300 samples
+  EXPECT_EQ(history.epochs[0].last_step, 2);
+  EXPECT_EQ(history.epochs.back().last_step, 59);
+  EXPECT_EQ(history.grid_updates, 0);
+  EXPECT_GT(history.epochs[1].epoch_seconds, 0.0);
+  for (size_t i = 1; i < history.steps.size(); ++i) {
+    EXPECT_GE(history.steps[i].seconds, history.steps[i - 1].seconds);
+  }
+  EXPECT_LT(evaluate(model, data).train_rmse, 0.5 * initial);
+}
+
+TEST(Fit, GridUpdateSchedule) {
+  auto data = toy_data(200, 50);
+  auto model = toy_model();
+  const auto history = fit(model, data,
+                           FitOptions().steps(12).grid_update_num(4).stop_grid_update_step(10)
+                               .start_grid_update_step(2));
+  std::vector<int64_t> updated;
+  for (const auto& s : history.steps) {
+    if (s.grid_updated) updated.push_back(s.step);
+  }
+  EXPECT_EQ(updated, (std::vector<int64_t>{2, 4, 6, 8}));  // every 10 / 4 = 2 steps, from 2, < 10
+}
+
+TEST(Fit, CrossEntropyClassification) {
+  torch::manual_seed(0);
+  const auto x = torch::rand({400, 2}, f64) * 2 - 1;
+  const auto labels = (x.select(1, 0) * x.select(1, 1) > 0).to(torch::kLong);
+  Dataset data{x.narrow(0, 0, 300), labels.narrow(0, 0, 300), x.narrow(0, 300, 100),
+               labels.narrow(0, 300, 100)};
+  KAN model(KANOptions({2, 4, 2}).dtype(torch::kFloat64));
+  const auto history = fit(model, data,
+                           FitOptions().loss(Loss::kCrossEntropy).opt(Optimizer::kAdam).lr(0.05)
+                               .steps(150).update_grid(false));
+  EXPECT_TRUE(std::isnan(history.steps.back().test_rmse));
+  const auto e = evaluate(model, data, Loss::kCrossEntropy);
+  EXPECT_GT(e.test_accuracy, 0.85);
+  EXPECT_NEAR(history.steps.back().test_accuracy, e.test_accuracy, 1e-12);
+}
+
+TEST(Fit, ZeroStepsLeavesTheModelAlone) {
+  auto data = toy_data(50, 10);
+  auto model = toy_model();
+  const auto coef = model->layer(0)->coef.clone();
+  EXPECT_TRUE(fit(model, data, FitOptions().steps(0)).steps.empty());
+  EXPECT_TRUE(torch::equal(coef, model->layer(0)->coef));
+}
+
+TEST(Fit, SingleSampleStepIsFinite) {
+  auto data = toy_data(1, 1);
+  auto model = toy_model();
+  fit(model, data, FitOptions().steps(1).lamb(0.01));
+  for (const auto& p : model->parameters()) EXPECT_TRUE(torch::isfinite(p).all().item<bool>());
+}
+
+TEST(Fit, RefusesBadDataAndOptions) {
+  auto model = toy_model();
+  const auto good = toy_data(20, 10);
+
+  auto with_nan = good;
+  with_nan.train_input = good.train_input.clone();
+  with_nan.train_input[3][1] = std::numeric_limits<double>::quiet_NaN();
+  KAN_EXPECT_ERROR(fit(model, with_nan), "train_input", "1 NaN");
+  auto with_inf = good;
+  with_inf.train_label = good.train_label.clone();
+  with_inf.train_label[0][0] = std::numeric_limits<double>::infinity();
+  KAN_EXPECT_ERROR(fit(model, with_inf), "train_label", "1 Inf");
+
+  KAN_EXPECT_ERROR(fit(model, good, FitOptions().steps(-1)), "steps must be >= 0", "-1");
+  KAN_EXPECT_ERROR(fit(model, good, FitOptions().batch(21)), "batch = 21", "20 samples");
+  KAN_EXPECT_ERROR(fit(model, good, FitOptions().batch(0)), "batch", "got 0");
+  KAN_EXPECT_ERROR(fit(model, good, FitOptions().grid_update_num(100)), "grid_update_num");
+
+  auto empty = toy_data(0, 10);
+  KAN_EXPECT_ERROR(fit(model, empty), "non-empty training set");
+
+  auto wrong_width = good;
+  wrong_width.train_input = torch::rand({20, 3}, f64);
+  KAN_EXPECT_ERROR(fit(model, wrong_width), "train_input has 3 columns");
+
+  auto wrong_dtype = toy_data(20, 10, 0, torch::kFloat32);
+  KAN_EXPECT_ERROR(fit(model, wrong_dtype), "train_input has dtype Float", "model is Double");
+
+  // Data on another device than the model: an error naming both, never a silent move.
+  auto elsewhere = good;
+  elsewhere.train_input = good.train_input.to(torch::kMeta);
+  KAN_EXPECT_ERROR(fit(model, elsewhere), "train_input is on meta", "model is on cpu");
+  auto labels_elsewhere = good;
+  labels_elsewhere.test_label = good.test_label.to(torch::kMeta);
+  KAN_EXPECT_ERROR(fit(model, labels_elsewhere), "test_label is on meta", "model is on cpu");
+}
+
+TEST(Fit, TrainsOnCuda_CUDA) {
+  KAN_REQUIRE_CUDA();
+  const torch::Device cuda(torch::kCUDA);
+  auto data = toy_data(1000, 1000, 0, torch::kFloat64, cuda);
+  auto model = toy_model(0, torch::kFloat64, cuda);
+  fit(model, data, FitOptions().steps(20));
+  for (const auto& p : model->parameters()) EXPECT_TRUE(p.is_cuda());
+  for (const auto& b : model->buffers()) EXPECT_TRUE(b.is_cuda());
+  EXPECT_LE(evaluate(model, data).test_rmse, 2e-2);
+
+  auto cpu_data = toy_data(1000, 1000);
+  KAN_EXPECT_ERROR(fit(model, cpu_data), "train_input is on cpu", "model is on cuda");
+
+  auto adam = toy_model(0, torch::kFloat32, cuda);
+  auto data32 = toy_data(1000, 200, 0, torch::kFloat32, cuda);
+  fit(adam, data32, FitOptions().opt(Optimizer::kAdam).lr(0.01).steps(50).batch(128));
+  EXPECT_TRUE(std::isfinite(evaluate(adam, data32).test_rmse));
+}
+
+}  // namespace
+}  // namespace kan

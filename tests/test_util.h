@@ -1,0 +1,61 @@
+#pragma once
+// Helpers shared by the test files: pykan reference data and GPU skips.
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <torch/cuda.h>
+#include <torch/types.h>
+
+#include <fstream>
+#include <string>
+
+namespace kan::test {
+
+/// One of the pykan reference files in tests/reference/pykan (copied from
+/// shared/reference/pykan; regenerate there, never edit).
+inline nlohmann::json load_reference(const std::string& name) {
+  const std::string path = std::string(KAN_REFERENCE_DIR) + "/" + name;
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open reference file " + path);
+  return nlohmann::json::parse(in);
+}
+
+/// A nested JSON array of numbers (or booleans) as a float64 tensor.
+inline torch::Tensor to_tensor(const nlohmann::json& j) {
+  if (!j.is_array()) return torch::tensor(j.is_boolean() ? double(j.get<bool>()) : j.get<double>(),
+                                          torch::kFloat64);
+  std::vector<torch::Tensor> rows;
+  for (const auto& e : j) rows.push_back(to_tensor(e));
+  if (rows.empty()) return torch::empty({0}, torch::kFloat64);
+  return torch::stack(rows);
+}
+
+inline double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kCPU, torch::kFloat64) - b.to(torch::kCPU, torch::kFloat64))
+      .abs()
+      .max()
+      .item<double>();
+}
+
+}  // namespace kan::test
+
+/// Skips a *_CUDA test, visibly, where no GPU is usable.
+#define KAN_REQUIRE_CUDA()                                                       \
+  do {                                                                           \
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device available"; \
+  } while (0)
+
+/// Expects `statement` to throw c10::Error whose message contains every given fragment.
+#define KAN_EXPECT_ERROR(statement, ...)                                         \
+  do {                                                                           \
+    try {                                                                        \
+      statement;                                                                 \
+      ADD_FAILURE() << "expected an error from: " #statement;                    \
+    } catch (const c10::Error& e) {                                              \
+      const std::string message = e.what_without_backtrace();                    \
+      for (const std::string fragment : {__VA_ARGS__}) {                         \
+        EXPECT_NE(message.find(fragment), std::string::npos)                     \
+            << "message lacks '" << fragment << "': " << message;                \
+      }                                                                          \
+    }                                                                            \
+  } while (0)

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The main job: install what is missing, build, train the reference model, print its metrics.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+kanbench_build
+out=${1:-$KANBENCH_ROOT/results/reference-fit}
+"$KANBENCH_BUILD/bin/kanbench" fit --function toy --width 2,5,1 --grid 3 --k 3 --opt lbfgs \
+  --steps 50 --seed 0 --dtype float64 --device cpu --refine 10 --out "$out"

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Installs what kanbench needs, once per machine, and configures the build.
+# Sourced by the two README commands; every step checks before it installs, so a
+# second run downloads nothing.
+#
+#   KANBENCH_VENV   where the LibTorch virtual environment lives
+#                   (default: ~/.cache/kanbench/venv-torch-<version>, shared by every
+#                   clone on the machine because the wheel and its CUDA libraries are ~5 GB)
+#   KANBENCH_BUILD  the build folder (default: build/ in the checkout)
+set -euo pipefail
+
+KANBENCH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+KANBENCH_TORCH_VERSION=2.11.0
+KANBENCH_VENV=${KANBENCH_VENV:-$HOME/.cache/kanbench/venv-torch-$KANBENCH_TORCH_VERSION}
+KANBENCH_BUILD=${KANBENCH_BUILD:-$KANBENCH_ROOT/build}
+
+kanbench_log() { printf '[kanbench setup] %s\n' "$*" >&2; }
+
+kanbench_install_debian_packages() {
+  local wanted=(cmake ninja-build g++ libgtest-dev libbenchmark-dev nlohmann-json3-dev
+                libcli11-dev libjs-chart.js)
+  local missing=() package
+  for package in "${wanted[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
+      missing+=("$package")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  kanbench_log "installing Debian packages: ${missing[*]}"
+  "${sudo[@]}" apt-get update -q
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+kanbench_torch_ok() {
+  "$KANBENCH_VENV/bin/python" - "$KANBENCH_TORCH_VERSION" 2>/dev/null <<'PY'
+import sys, torch
+sys.exit(0 if torch.__version__.split("+")[0] == sys.argv[1] else 1)
+PY
+}
+
+kanbench_install_torch() {
+  kanbench_torch_ok && return 0
+  kanbench_log "installing torch==$KANBENCH_TORCH_VERSION (LibTorch, CUDA 13.0 build) into $KANBENCH_VENV"
+  python3 -m venv "$KANBENCH_VENV"
+  "$KANBENCH_VENV/bin/python" -m pip install -q --disable-pip-version-check "torch==$KANBENCH_TORCH_VERSION"
+  kanbench_torch_ok || { kanbench_log "torch $KANBENCH_TORCH_VERSION is not importable from $KANBENCH_VENV"; return 1; }
+}
+
+kanbench_configure() {
+  local torch_prefix
+  torch_prefix=$("$KANBENCH_VENV/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null)
+  local werror=OFF
+  [ "${CI:-}" = true ] && werror=ON
+  if [ ! -f "$KANBENCH_BUILD/build.ninja" ]; then
+    local cuda_args=()
+    [ -x /usr/local/cuda/bin/nvcc ] && cuda_args=(-DCUDAToolkit_ROOT=/usr/local/cuda)
+    cmake -S "$KANBENCH_ROOT" -B "$KANBENCH_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_PREFIX_PATH="$torch_prefix" -DKAN_WARNINGS_AS_ERRORS="$werror" "${cuda_args[@]}" >&2
+  fi
+}
+
+kanbench_build() {
+  kanbench_install_debian_packages
+  kanbench_install_torch
+  kanbench_configure
+  cmake --build "$KANBENCH_BUILD" -j"$(nproc)"
+}
