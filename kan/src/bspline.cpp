@@ -10,8 +10,8 @@ namespace {
 void check_grid(const torch::Tensor& grid, int64_t k) {
   TORCH_CHECK(k >= 0, "spline order k must be >= 0, got k = ", k);
   TORCH_CHECK(grid.dim() == 2, "grid must be 2-D (in_dim, G + 2k + 1), got shape ", grid.sizes());
-  TORCH_CHECK(grid.size(1) >= 2 * k + 2, "grid has ", grid.size(1),
-              " knots per input; k = ", k, " needs at least 2k + 2 = ", 2 * k + 2);
+  TORCH_CHECK(grid.size(1) >= k + 2, "grid has ", grid.size(1), " knots per input; k = ", k,
+              " needs at least k + 2 = ", k + 2);
 }
 
 void check_points(const torch::Tensor& x, const torch::Tensor& grid, const char* name) {
@@ -98,18 +98,16 @@ torch::Tensor curve2coef(const torch::Tensor& x, const torch::Tensor& y, const t
   const auto gram = torch::matmul(basis_t, basis);                                 // (I, M, M)
   const auto rhs = torch::matmul(basis_t, y.to(f64).permute({1, 0, 2}));           // (I, M, O)
 
-  // Ridge relative to the mean diagonal keeps the system positive definite when it is
-  // rank-deficient; the absolute floor covers inputs with no sample inside the grid.
-  const int64_t M = gram.size(1);
-  const auto mean_diag = gram.diagonal(0, 1, 2).mean(1, /*keepdim=*/true).unsqueeze(2);
-  const auto ridge = mean_diag * 1e-10 + 1e-300;
-  const auto eye = torch::eye(M, gram.options()).unsqueeze(0);
-  const auto factor = torch::linalg_cholesky(gram + ridge * eye);
-
-  auto coef = torch::cholesky_solve(rhs, factor);
-  for (int refinement = 0; refinement < 2; ++refinement) {
-    coef = coef + torch::cholesky_solve(rhs - torch::matmul(gram, coef), factor);
-  }
+  // Minimum-norm least squares through the pseudo-inverse of the normal equations: eigenvalues
+  // below kRelativeCutoff of the largest are rank deficiency (one sample, fewer samples than
+  // G + k, no sample in a span) and are dropped rather than inverted.
+  constexpr double kRelativeCutoff = 1e-12;
+  const auto [eigenvalues, eigenvectors] = torch::linalg_eigh(gram);  // ascending, (I, M)
+  const auto cutoff = eigenvalues.narrow(1, -1, 1).clamp_min(0) * kRelativeCutoff;
+  const auto keep = eigenvalues > cutoff;
+  const auto inverse = torch::where(keep, eigenvalues.reciprocal(), torch::zeros_like(eigenvalues));
+  const auto coef = torch::matmul(
+      eigenvectors, inverse.unsqueeze(2) * torch::matmul(eigenvectors.transpose(1, 2), rhs));
   return coef.permute({0, 2, 1}).to(y.scalar_type()).contiguous();  // (I, O, M)
 }
 

@@ -95,7 +95,7 @@ torch::Tensor KANLayerImpl::spline_weight() const {
 torch::Tensor KANLayerImpl::forward(const torch::Tensor& x) {
   check_input(x);
   const auto basis = bspline_basis(x, grid, options_.k());  // (N, I, M)
-  auto y = torch::matmul(basis.reshape({x.size(0), -1}), spline_weight());
+  auto y = torch::matmul(basis.reshape({x.size(0), basis.size(1) * basis.size(2)}), spline_weight());
   if (options_.base_fun() != BaseFunction::kZero) {
     y = y + torch::matmul(base(x), scale_base * mask);
   }
@@ -152,11 +152,24 @@ void KANLayerImpl::initialize_from_parent(const KANLayerImpl& parent, const torc
   const int64_t G = o.grid(), k = o.k();
   torch::NoGradGuard no_grad;
 
-  // New interior knots: the parent's knots interpolated piecewise linearly at G + 1 evenly
-  // spaced positions of its knot index.
+  // New interior knots: the parent's knots interpolated piecewise linearly at G + 1 positions
+  // of its knot index. When refining (G >= parent G) each parent interval gets a whole number
+  // of new intervals, so every parent knot stays a knot and the new splines contain the old ones
+  // exactly inside the parent's grid.
   const auto parent_knots = parent.grid.slice(1, pk, pk + parent_G + 1);  // (I, parent_G + 1)
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device());
-  const auto position = torch::arange(G + 1, f64) * static_cast<double>(parent_G) / G;
+  const auto i64 = torch::TensorOptions().dtype(torch::kLong).device(device());
+  torch::Tensor position;
+  if (G >= parent_G) {
+    const auto starts = (torch::arange(parent_G + 1, i64) * G).div(parent_G, "floor");
+    const auto j = torch::arange(G + 1, i64);
+    const auto interval = (torch::searchsorted(starts, j, false, true) - 1).clamp_max(parent_G - 1);
+    const auto first = starts.index_select(0, interval), next = starts.index_select(0, interval + 1);
+    position = interval.to(torch::kFloat64) +
+               (j - first).to(torch::kFloat64) / (next - first).to(torch::kFloat64);
+  } else {
+    position = torch::arange(G + 1, f64) * static_cast<double>(parent_G) / G;
+  }
   const auto lower = position.floor().clamp_max(parent_G - 1).to(torch::kLong);
   const auto frac = (position - lower.to(torch::kFloat64)).to(dtype());
   const auto t0 = parent_knots.index_select(1, lower), t1 = parent_knots.index_select(1, lower + 1);

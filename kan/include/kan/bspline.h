@@ -32,9 +32,9 @@ torch::Tensor coef2curve(const torch::Tensor& x, const torch::Tensor& grid,
 /// minimising sum_n (sum_m coef_ijm B_m(x_ni) - y_nij)^2, in y's dtype.
 ///
 /// Never NaN, on every device, also when the system is rank-deficient (one sample, fewer
-/// samples than G + k, samples outside the grid): the normal equations are solved in float64
-/// by Cholesky with a ridge of 1e-10 of their mean diagonal, then refined twice, which
-/// converges to the minimum-norm least-squares solution.
+/// samples than G + k, samples outside the grid): it returns the minimum-norm least-squares
+/// solution, from the eigendecomposition of the normal equations in float64 with eigenvalues
+/// below 1e-12 of the largest treated as zero.
 ///
 /// Example:
 ///   auto grid = kan::uniform_grid(2, 5, 3, -1, 1, torch::kFloat64);

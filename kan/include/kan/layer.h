@@ -81,8 +81,9 @@ class KANLayerImpl : public torch::nn::Cloneable<KANLayerImpl> {
   /// quantile knots) and refits coef so the splines keep their values at the samples.
   void update_grid_from_samples(const torch::Tensor& x);
   /// Takes parent's scales and mask, places this layer's G knots by piecewise-linear
-  /// interpolation of parent's knots, and fits coef to parent's splines at x (N, I); with an
-  /// undefined x, at a dense uniform sample of parent's grid range.
+  /// interpolation of parent's knots (keeping every parent knot when G >= parent's G, so the
+  /// parent's splines are reproduced exactly inside its grid), and fits coef to parent's splines
+  /// at x (N, I); with an undefined x, at a dense uniform sample of parent's grid range.
   void initialize_from_parent(const KANLayerImpl& parent, const torch::Tensor& x = {});
 
   /// Checks that x is a (N, in_dim) floating tensor of this layer's dtype and device; the
