@@ -15,10 +15,10 @@ const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
 
 TEST(BSpline, MatchesPykanForOrders0To3) {
   const auto ref = test::load_reference("bspline_basis.json");
-  const auto x = to_tensor(ref["x"]).unsqueeze(1);  // (13, 1)
+  const auto x = to_tensor(ref["x"]).unsqueeze(1); // (13, 1)
   for (const auto& [order, data] : ref["orders"].items()) {
-    const auto grid = to_tensor(data["grid"]).unsqueeze(0);  // (1, P)
-    const auto expected = to_tensor(data["values"]);         // (13, M)
+    const auto grid = to_tensor(data["grid"]).unsqueeze(0); // (1, P)
+    const auto expected = to_tensor(data["values"]);        // (13, M)
     const auto basis = bspline_basis(x, grid, std::stoi(order)).squeeze(1);
     ASSERT_EQ(basis.sizes(), expected.sizes()) << "order " << order;
     EXPECT_LT(max_abs_diff(basis, expected), 1e-12) << "order " << order;
@@ -33,10 +33,10 @@ TEST(BSpline, PartitionOfUnityNonNegativeAndLocal) {
       auto interior = std::get<0>(torch::rand({1, G + 1}, f64).sort(1)) * 2 - 1;
       interior.select(1, 0).fill_(-1);
       interior.select(1, G).fill_(1);
-      const auto grid = torch::cat({uniform, extend_grid(interior, k)}, 0);  // (2, G + 2k + 1)
+      const auto grid = torch::cat({uniform, extend_grid(interior, k)}, 0); // (2, G + 2k + 1)
       const auto inside = torch::linspace(-1, 1, 401, f64).narrow(0, 0, 400);
       const auto x = inside.unsqueeze(1).expand({400, 2}).contiguous();
-      const auto basis = bspline_basis(x, grid, k);  // (400, 2, G + k)
+      const auto basis = bspline_basis(x, grid, k); // (400, 2, G + k)
       ASSERT_EQ(basis.size(2), G + k);
       EXPECT_LT(max_abs_diff(basis.sum(2), torch::ones({400, 2}, f64)), 1e-12)
           << "k=" << k << " G=" << G;
@@ -58,16 +58,16 @@ TEST(BSpline, HandComputedValues) {
   };
   EXPECT_NEAR(single(1, 0.25), 0.25, 1e-15);
   EXPECT_NEAR(single(1, 1.5), 0.5, 1e-15);
-  EXPECT_NEAR(single(2, 0.5), 0.125, 1e-15);  // x^2 / 2
-  EXPECT_NEAR(single(2, 1.5), 0.75, 1e-15);   // (-2x^2 + 6x - 3) / 2
-  EXPECT_NEAR(single(2, 2.5), 0.125, 1e-15);  // (3 - x)^2 / 2
+  EXPECT_NEAR(single(2, 0.5), 0.125, 1e-15); // x^2 / 2
+  EXPECT_NEAR(single(2, 1.5), 0.75, 1e-15);  // (-2x^2 + 6x - 3) / 2
+  EXPECT_NEAR(single(2, 2.5), 0.125, 1e-15); // (3 - x)^2 / 2
   EXPECT_NEAR(single(3, 1.0), 1.0 / 6, 1e-15);
   EXPECT_NEAR(single(3, 2.0), 2.0 / 3, 1e-15);
-  EXPECT_NEAR(single(3, 0.5), 0.125 / 6, 1e-15);  // x^3 / 6
+  EXPECT_NEAR(single(3, 0.5), 0.125 / 6, 1e-15); // x^3 / 6
 }
 
 TEST(BSpline, ZeroOutsideTheExtendedGrid) {
-  const auto grid = uniform_grid(1, 5, 3, -1, 1, f64);  // extended grid spans [-2.2, 2.2]
+  const auto grid = uniform_grid(1, 5, 3, -1, 1, f64); // extended grid spans [-2.2, 2.2]
   const auto x = torch::tensor({-100.0, -2.21, 2.2, 2.5, 100.0}, f64).unsqueeze(1);
   EXPECT_EQ(bspline_basis(x, grid, 3).abs().max().item<double>(), 0.0);
 }
@@ -99,5 +99,5 @@ TEST(BSpline, RejectsMismatchedShapes) {
   KAN_EXPECT_ERROR(bspline_basis(torch::zeros({4, 2}, f64), grid, 9), "k = 9", "k + 2 = 11");
 }
 
-}  // namespace
-}  // namespace kan
+} // namespace
+} // namespace kan

@@ -16,27 +16,24 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class Checkpoint : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("kan_checkpoint_test_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
+class Checkpoint : public test::ScratchDirTest {
+protected:
   static KAN trained_model() {
-    auto data = create_dataset(reference_function("toy").f,
-                               DatasetOptions(2).train_num(100).test_num(10).dtype(torch::kFloat64));
-    KAN model(KANOptions({2, 3, 1}).grid(4).k(2).seed(8).sb_trainable(false).dtype(torch::kFloat64)
+    auto data =
+        create_dataset(reference_function("toy").f,
+                       DatasetOptions(2).train_num(100).test_num(10).dtype(torch::kFloat64));
+    KAN model(KANOptions({2, 3, 1})
+                  .grid(4)
+                  .k(2)
+                  .seed(8)
+                  .sb_trainable(false)
+                  .dtype(torch::kFloat64)
                   .base_fun(BaseFunction::kIdentity));
     fit(model, data, FitOptions().steps(3).grid_update_num(1).stop_grid_update_step(1));
     torch::NoGradGuard no_grad;
-    model->layer(0)->mask[1][2] = 0.0;  // a pruned edge must survive too
+    model->layer(0)->mask[1][2] = 0.0; // a pruned edge must survive too
     return model;
   }
-
-  fs::path dir_;
 };
 
 TEST_F(Checkpoint, RoundTripIsExact) {
@@ -69,8 +66,10 @@ TEST_F(Checkpoint, LoadsOntoAnotherDevice) {
   save_checkpoint(trained_model(), path("model.pt"));
   // The meta device stands in for another device on a machine without a GPU.
   auto loaded = load_checkpoint(path("model.pt"), torch::kMeta);
-  for (const auto& t : loaded->parameters()) EXPECT_TRUE(t.is_meta());
-  for (const auto& t : loaded->buffers()) EXPECT_TRUE(t.is_meta());
+  for (const auto& t : loaded->parameters())
+    EXPECT_TRUE(t.is_meta());
+  for (const auto& t : loaded->buffers())
+    EXPECT_TRUE(t.is_meta());
 }
 
 TEST_F(Checkpoint, BadFilesGiveClearErrors) {
@@ -90,7 +89,7 @@ TEST_F(Checkpoint, BadFilesGiveClearErrors) {
   std::ofstream(path("text.pt")) << "definitely not a checkpoint\n";
   KAN_EXPECT_ERROR(load_checkpoint(path("text.pt")), "text.pt", "not a readable LibTorch archive");
 
-  torch::save(torch::ones({3}), path("tensor.pt"));  // a LibTorch file, but not ours
+  torch::save(torch::ones({3}), path("tensor.pt")); // a LibTorch file, but not ours
   KAN_EXPECT_ERROR(load_checkpoint(path("tensor.pt")), "tensor.pt", "not a kanbench checkpoint");
 }
 
@@ -106,8 +105,14 @@ TEST_F(Checkpoint, MalformedConfigurationNamesTheKey) {
 }
 
 TEST_F(Checkpoint, OptionsJsonRoundTrip) {
-  const auto options = KANOptions({4, 3, 2}).grid(7).k(2).seed(123456789012345ULL).noise_scale(0.1)
-                           .base_fun(BaseFunction::kZero).grid_range({-2, 3}).sp_trainable(false)
+  const auto options = KANOptions({4, 3, 2})
+                           .grid(7)
+                           .k(2)
+                           .seed(123456789012345ULL)
+                           .noise_scale(0.1)
+                           .base_fun(BaseFunction::kZero)
+                           .grid_range({-2, 3})
+                           .sp_trainable(false)
                            .dtype(torch::kFloat64);
   EXPECT_EQ(to_json(kan_options_from_json(to_json(options))), to_json(options));
   auto bad = to_json(options);
@@ -120,12 +125,14 @@ TEST_F(Checkpoint, LoadsOntoCuda_CUDA) {
   auto model = trained_model();
   save_checkpoint(model, path("model.pt"));
   auto gpu = load_checkpoint(path("model.pt"), torch::kCUDA);
-  for (const auto& t : gpu->parameters()) EXPECT_TRUE(t.is_cuda());
+  for (const auto& t : gpu->parameters())
+    EXPECT_TRUE(t.is_cuda());
   const auto x = torch::rand({40, 2}, torch::kFloat64);
   EXPECT_LT(test::max_abs_diff(model(x), gpu(x.cuda())), 1e-12);
   save_checkpoint(gpu, path("from_gpu.pt"));
-  EXPECT_TRUE(torch::equal(load_checkpoint(path("from_gpu.pt"))->layer(0)->coef, model->layer(0)->coef));
+  EXPECT_TRUE(
+      torch::equal(load_checkpoint(path("from_gpu.pt"))->layer(0)->coef, model->layer(0)->coef));
 }
 
-}  // namespace
-}  // namespace kan
+} // namespace
+} // namespace kan

@@ -15,34 +15,29 @@ namespace fs = std::filesystem;
 
 struct Run {
   int exit_code;
-  std::string output;  // stdout and stderr together
+  std::string output; // stdout and stderr together
 };
 
 Run kanbench(const std::string& args) {
   const std::string command = std::string(KANBENCH_EXECUTABLE) + " " + args + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) throw std::runtime_error("cannot run " + command);
+  if (!pipe)
+    throw std::runtime_error("cannot run " + command);
   std::string output;
   std::array<char, 4096> buffer{};
-  while (fgets(buffer.data(), buffer.size(), pipe)) output += buffer.data();
+  while (fgets(buffer.data(), buffer.size(), pipe))
+    output += buffer.data();
   const int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
 }
 
-class Cli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("kanbench_cli_test_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
-};
+using Cli = kan::test::ScratchDirTest;
 
 TEST_F(Cli, FitWritesResultsAndCheckpoint) {
   const auto run = kanbench("fit --function toy --width 2,5,1 --grid 3 --k 3 --opt lbfgs --steps 3 "
                             "--seed 0 --dtype float64 --device cpu --refine 5 --train-num 200 "
-                            "--test-num 100 --out " + dir_.string());
+                            "--test-num 100 --out " +
+                            dir_.string());
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("test RMSE"), std::string::npos) << run.output;
   std::ifstream in(dir_ / "fit.json");
@@ -73,23 +68,26 @@ TEST_F(Cli, BadCommandLinesFailWithOneLine) {
                                  "fit --function nope", "frobnicate"}) {
     const auto run = kanbench(args + " --out " + dir_.string());
     EXPECT_EQ(run.exit_code, 2) << args << ": " << run.output;
-    EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << args << ": " << run.output;
+    EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1)
+        << args << ": " << run.output;
   }
 }
 
 TEST_F(Cli, BadValuesFailWithOneLine) {
-  for (const std::string args :
-       {"fit --grid 0 --steps 1", "fit --steps -1", "fit --width 3,1 --steps 1",
-        "fit --batch 5000 --steps 1", "fit --device tpu --steps 1", "fit --device meta --steps 1"}) {
+  for (const std::string args : {"fit --grid 0 --steps 1", "fit --steps -1",
+                                 "fit --width 3,1 --steps 1", "fit --batch 5000 --steps 1",
+                                 "fit --device tpu --steps 1", "fit --device meta --steps 1"}) {
     const auto run = kanbench(args + " --out " + dir_.string());
     EXPECT_EQ(run.exit_code, 1) << args << ": " << run.output;
     EXPECT_EQ(run.output.rfind("kanbench: error: ", 0), 0u) << args << ": " << run.output;
-    EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << args << ": " << run.output;
+    EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1)
+        << args << ": " << run.output;
   }
 }
 
 TEST_F(Cli, CudaWithoutGpuSaysSo) {
-  if (torch::cuda::is_available()) GTEST_SKIP() << "a GPU is present";
+  if (torch::cuda::is_available())
+    GTEST_SKIP() << "a GPU is present";
   const auto run = kanbench("fit --device cuda --steps 1 --out " + dir_.string());
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_NE(run.output.find("no CUDA device"), std::string::npos) << run.output;
@@ -103,4 +101,4 @@ TEST_F(Cli, FitOnCuda_CUDA) {
   EXPECT_EQ(nlohmann::json::parse(in)["config"]["device"], "cuda");
 }
 
-}  // namespace
+} // namespace

@@ -42,14 +42,14 @@ TEST(Curve2Coef, ReproducesAKnownSplineExactly) {
 
 TEST(Curve2Coef, KeepsTheDtypeOfY) {
   const auto p = known_spline(300, 5, 3);
-  const auto coef = curve2coef(p.x.to(torch::kFloat32), p.y.to(torch::kFloat32),
-                               p.grid.to(torch::kFloat32), 3);
+  const auto coef =
+      curve2coef(p.x.to(torch::kFloat32), p.y.to(torch::kFloat32), p.grid.to(torch::kFloat32), 3);
   EXPECT_EQ(coef.scalar_type(), torch::kFloat32);
   EXPECT_LT(max_abs_diff(coef, p.coef), 1e-4);
 }
 
 TEST(Curve2Coef, RankDeficientSystemsGiveFiniteFits) {
-  const auto grid = uniform_grid(2, 5, 3, -1, 1, f64);  // G + k = 8 unknowns per edge
+  const auto grid = uniform_grid(2, 5, 3, -1, 1, f64); // G + k = 8 unknowns per edge
   struct Case {
     const char* name;
     torch::Tensor x;
@@ -79,7 +79,7 @@ TEST(Curve2Coef, OneSampleGivesTheMinimumNormSolution) {
   const auto grid = uniform_grid(1, 4, 2, -1, 1, f64);
   const auto x = torch::tensor({{0.37}}, f64);
   const auto y = torch::tensor({{{1.5}}}, f64);
-  const auto b = bspline_basis(x, grid, 2).reshape({-1});  // (M)
+  const auto b = bspline_basis(x, grid, 2).reshape({-1}); // (M)
   const auto expected = b * 1.5 / b.dot(b);
   EXPECT_LT(max_abs_diff(curve2coef(x, y, grid, 2).reshape({-1}), expected), 1e-9);
 }
@@ -103,5 +103,5 @@ TEST(Curve2Coef, SameAnswerOnCuda_CUDA) {
   EXPECT_TRUE(torch::isfinite(one).all().item<bool>());
 }
 
-}  // namespace
-}  // namespace kan
+} // namespace
+} // namespace kan

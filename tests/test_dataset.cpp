@@ -49,14 +49,16 @@ TEST(Dataset, HonoursTheDevice) {
 
 TEST(Dataset, ReferenceFunctions) {
   std::vector<std::string> names;
-  for (const auto& f : reference_functions()) names.push_back(f.name);
+  for (const auto& f : reference_functions())
+    names.push_back(f.name);
   EXPECT_EQ(names, (std::vector<std::string>{"toy", "xy", "exp_sin4", "highdim100"}));
   const auto& high = reference_function("highdim100");
   EXPECT_EQ(high.n_var, 100);
-  const auto y = high.f(torch::ones({3, 100}, torch::kFloat64));  // sin^2(pi/2) = 1
+  const auto y = high.f(torch::ones({3, 100}, torch::kFloat64)); // sin^2(pi/2) = 1
   EXPECT_NEAR(y[0][0].item<double>(), std::exp(1.0), 1e-12);
-  EXPECT_NEAR(reference_function("exp_sin4").f(torch::zeros({1, 4}, torch::kFloat64)).item<double>(),
-              1.0, 1e-15);
+  EXPECT_NEAR(
+      reference_function("exp_sin4").f(torch::zeros({1, 4}, torch::kFloat64)).item<double>(), 1.0,
+      1e-15);
   KAN_EXPECT_ERROR(reference_function("nope"), "unknown function 'nope'", "toy, xy");
 }
 
@@ -67,9 +69,9 @@ TEST(Dataset, RejectsBadOptions) {
                    "n_var = 2");
   KAN_EXPECT_ERROR(create_dataset(f, DatasetOptions(2).train_num(-1)), "train_num", "-1");
   KAN_EXPECT_ERROR(create_dataset(f, DatasetOptions(2).dtype(torch::kInt64)), "dtype");
-  KAN_EXPECT_ERROR(create_dataset([](const torch::Tensor& x) { return x.sum(); }, DatasetOptions(2)),
-                   "labels");
+  KAN_EXPECT_ERROR(
+      create_dataset([](const torch::Tensor& x) { return x.sum(); }, DatasetOptions(2)), "labels");
 }
 
-}  // namespace
-}  // namespace kan
+} // namespace
+} // namespace kan

@@ -15,12 +15,9 @@ const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
 
 Dataset toy_data(int64_t train, int64_t test, uint64_t seed = 0,
                  torch::Dtype dtype = torch::kFloat64, torch::Device device = torch::kCPU) {
-  return create_dataset(reference_function("toy").f, DatasetOptions(2)
-                                                         .train_num(train)
-                                                         .test_num(test)
-                                                         .seed(seed)
-                                                         .dtype(dtype)
-                                                         .device(device));
+  return create_dataset(
+      reference_function("toy").f,
+      DatasetOptions(2).train_num(train).test_num(test).seed(seed).dtype(dtype).device(device));
 }
 
 KAN toy_model(uint64_t seed = 0, torch::Dtype dtype = torch::kFloat64,
@@ -57,7 +54,7 @@ TEST(Fit, RegularisedReferenceTraining) {
   const auto history = fit(model, data, FitOptions().steps(50).lamb(0.001));
   EXPECT_LE(evaluate(model, data).test_rmse, 2.5e-2);
   EXPECT_GT(history.steps.back().reg, 0.0);
-  EXPECT_FALSE(model->save_activations());  // restored after fit
+  EXPECT_FALSE(model->save_activations()); // restored after fit
 }
 
 TEST(Fit, AdamMinibatchCountsEpochs) {
@@ -77,7 +74,7 @@ TEST(Fit, AdamMinibatchCountsEpochs) {
                                  seen.push_back(r.step);
                                }));
   EXPECT_EQ(seen.size(), 60u);
-  ASSERT_EQ(history.epochs.size(), 20u);  // 3 steps of 100 per pass over 300 samples
+  ASSERT_EQ(history.epochs.size(), 20u); // 3 steps of 100 per pass over 300 samples
   EXPECT_EQ(history.epochs[0].last_step, 2);
   EXPECT_EQ(history.epochs.back().last_step, 59);
   EXPECT_EQ(history.grid_updates, 0);
@@ -91,14 +88,16 @@ TEST(Fit, AdamMinibatchCountsEpochs) {
 TEST(Fit, GridUpdateSchedule) {
   auto data = toy_data(200, 50);
   auto model = toy_model();
-  const auto history = fit(model, data,
-                           FitOptions().steps(12).grid_update_num(4).stop_grid_update_step(10)
-                               .start_grid_update_step(2));
+  const auto history = fit(
+      model, data,
+      FitOptions().steps(12).grid_update_num(4).stop_grid_update_step(10).start_grid_update_step(
+          2));
   std::vector<int64_t> updated;
   for (const auto& s : history.steps) {
-    if (s.grid_updated) updated.push_back(s.step);
+    if (s.grid_updated)
+      updated.push_back(s.step);
   }
-  EXPECT_EQ(updated, (std::vector<int64_t>{2, 4, 6, 8}));  // every 10 / 4 = 2 steps, from 2, < 10
+  EXPECT_EQ(updated, (std::vector<int64_t>{2, 4, 6, 8})); // every 10 / 4 = 2 steps, from 2, < 10
 }
 
 TEST(Fit, CrossEntropyClassification) {
@@ -109,8 +108,12 @@ TEST(Fit, CrossEntropyClassification) {
                labels.narrow(0, 300, 100)};
   KAN model(KANOptions({2, 4, 2}).dtype(torch::kFloat64));
   const auto history = fit(model, data,
-                           FitOptions().loss(Loss::kCrossEntropy).opt(Optimizer::kAdam).lr(0.05)
-                               .steps(150).update_grid(false));
+                           FitOptions()
+                               .loss(Loss::kCrossEntropy)
+                               .opt(Optimizer::kAdam)
+                               .lr(0.05)
+                               .steps(150)
+                               .update_grid(false));
   EXPECT_TRUE(std::isnan(history.steps.back().test_rmse));
   const auto e = evaluate(model, data, Loss::kCrossEntropy);
   EXPECT_GT(e.test_accuracy, 0.85);
@@ -129,7 +132,8 @@ TEST(Fit, SingleSampleStepIsFinite) {
   auto data = toy_data(1, 1);
   auto model = toy_model();
   fit(model, data, FitOptions().steps(1).lamb(0.01));
-  for (const auto& p : model->parameters()) EXPECT_TRUE(torch::isfinite(p).all().item<bool>());
+  for (const auto& p : model->parameters())
+    EXPECT_TRUE(torch::isfinite(p).all().item<bool>());
 }
 
 TEST(Fit, RefusesBadDataAndOptions) {
@@ -175,8 +179,10 @@ TEST(Fit, TrainsOnCuda_CUDA) {
   auto data = toy_data(1000, 1000, 0, torch::kFloat64, cuda);
   auto model = toy_model(0, torch::kFloat64, cuda);
   fit(model, data, FitOptions().steps(20));
-  for (const auto& p : model->parameters()) EXPECT_TRUE(p.is_cuda());
-  for (const auto& b : model->buffers()) EXPECT_TRUE(b.is_cuda());
+  for (const auto& p : model->parameters())
+    EXPECT_TRUE(p.is_cuda());
+  for (const auto& b : model->buffers())
+    EXPECT_TRUE(b.is_cuda());
   EXPECT_LE(evaluate(model, data).test_rmse, 2e-2);
 
   auto cpu_data = toy_data(1000, 1000);
@@ -188,5 +194,5 @@ TEST(Fit, TrainsOnCuda_CUDA) {
   EXPECT_TRUE(std::isfinite(evaluate(adam, data32).test_rmse));
 }
 
-}  // namespace
-}  // namespace kan
+} // namespace
+} // namespace kan

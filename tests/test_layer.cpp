@@ -56,8 +56,10 @@ TEST(KANLayer, GridUpdateMatchesPykan) {
 TEST(KANLayer, RegistersParametersAndBuffers) {
   KANLayer layer(KANLayerOptions(3, 2).grid(4).k(2).sb_trainable(false));
   std::vector<std::string> params, buffers;
-  for (const auto& p : layer->named_parameters()) params.push_back(p.key());
-  for (const auto& b : layer->named_buffers()) buffers.push_back(b.key());
+  for (const auto& p : layer->named_parameters())
+    params.push_back(p.key());
+  for (const auto& b : layer->named_buffers())
+    buffers.push_back(b.key());
   EXPECT_EQ(params, (std::vector<std::string>{"coef", "scale_base", "scale_sp"}));
   EXPECT_EQ(buffers, (std::vector<std::string>{"grid", "mask"}));
   EXPECT_EQ(layer->coef.sizes(), (std::vector<int64_t>{3, 2, 6}));
@@ -95,8 +97,8 @@ TEST(KANLayer, BaseFunctions) {
   for (auto base : {BaseFunction::kSiLU, BaseFunction::kIdentity, BaseFunction::kZero}) {
     KANLayer layer(KANLayerOptions(2, 3).base_fun(base).dtype(torch::kFloat64));
     torch::NoGradGuard no_grad;
-    layer->scale_sp.zero_();  // only the base branch remains
-    const auto expected = base == BaseFunction::kSiLU       ? torch::silu(x).matmul(layer->scale_base)
+    layer->scale_sp.zero_(); // only the base branch remains
+    const auto expected = base == BaseFunction::kSiLU ? torch::silu(x).matmul(layer->scale_base)
                           : base == BaseFunction::kIdentity ? x.matmul(layer->scale_base)
                                                             : torch::zeros({16, 3}, f64);
     EXPECT_LT(max_abs_diff(layer(x), expected), 1e-14) << to_string(base);
@@ -131,9 +133,10 @@ TEST(KANLayer, GradientsMatchFiniteDifferences) {
   layer->zero_grad();
   loss().backward();
 
-  std::vector<std::pair<std::string, torch::Tensor>> inputs{
-      {"x", x}, {"coef", layer->coef}, {"scale_base", layer->scale_base},
-      {"scale_sp", layer->scale_sp}};
+  std::vector<std::pair<std::string, torch::Tensor>> inputs{{"x", x},
+                                                            {"coef", layer->coef},
+                                                            {"scale_base", layer->scale_base},
+                                                            {"scale_sp", layer->scale_sp}};
   const double eps = 1e-6;
   for (auto& [name, t] : inputs) {
     const auto analytic = t.grad().clone();
@@ -197,9 +200,11 @@ TEST(KANLayer, ForwardOnCudaMatchesCpu_CUDA) {
   KAN_REQUIRE_CUDA();
   KANLayer cpu(KANLayerOptions(3, 4).grid(7).dtype(torch::kFloat64).seed(2));
   KANLayer gpu(KANLayerOptions(3, 4).grid(7).dtype(torch::kFloat64).seed(2).device(torch::kCUDA));
-  for (const auto& t : gpu->parameters()) EXPECT_TRUE(t.is_cuda());
-  for (const auto& t : gpu->buffers()) EXPECT_TRUE(t.is_cuda());
-  EXPECT_TRUE(torch::equal(cpu->coef, gpu->coef.cpu()));  // bit-identical initialisation
+  for (const auto& t : gpu->parameters())
+    EXPECT_TRUE(t.is_cuda());
+  for (const auto& t : gpu->buffers())
+    EXPECT_TRUE(t.is_cuda());
+  EXPECT_TRUE(torch::equal(cpu->coef, gpu->coef.cpu())); // bit-identical initialisation
   const auto x = torch::rand({257, 3}, f64) * 3 - 1.5;
   EXPECT_LT(max_abs_diff(cpu(x), gpu(x.cuda())), 1e-12);
   const auto samples = torch::randn({300, 3}, f64) * 0.5;
@@ -210,5 +215,5 @@ TEST(KANLayer, ForwardOnCudaMatchesCpu_CUDA) {
   KAN_EXPECT_ERROR(gpu(x), "is on cpu", "model is on cuda");
 }
 
-}  // namespace
-}  // namespace kan
+} // namespace
+} // namespace kan

@@ -99,7 +99,8 @@ struct Trained {
 
 Trained trained_toy() {
   const auto& toy = reference_function("toy");
-  auto data = create_dataset(toy.f, DatasetOptions(2).train_num(300).test_num(100).dtype(torch::kFloat64));
+  auto data =
+      create_dataset(toy.f, DatasetOptions(2).train_num(300).test_num(100).dtype(torch::kFloat64));
   KAN model(KANOptions({2, 5, 1}).grid(3).k(3).seed(0).dtype(torch::kFloat64));
   fit(model, data, FitOptions().steps(5).stop_grid_update_step(5).grid_update_num(5));
   return {model, data};
@@ -107,7 +108,7 @@ Trained trained_toy() {
 
 TEST(KAN, RefineReproducesTheSplinesInsideTheGrid) {
   auto [model, data] = trained_toy();
-  model->update_grid_from_samples(data.train_input);  // every layer's inputs inside its grid
+  model->update_grid_from_samples(data.train_input); // every layer's inputs inside its grid
   const auto before = model(data.train_input);
   KAN refined = model->refine(10, data.train_input);
   EXPECT_EQ(refined->options().grid(), 10);
@@ -116,9 +117,12 @@ TEST(KAN, RefineReproducesTheSplinesInsideTheGrid) {
   // 3 -> 10 splits the parent's intervals 3 + 3 + 4: its knots stay knots, so its splines are
   // reproduced to rounding.
   EXPECT_LT(relative_change(before, refined(data.train_input)), 1e-10);
-  EXPECT_NEAR(refined->layer(0)->grid[0][3].item<double>(), model->layer(0)->grid[0][3].item<double>(), 1e-14);
-  EXPECT_NEAR(refined->layer(0)->grid[0][6].item<double>(), model->layer(0)->grid[0][4].item<double>(), 1e-14);
-  EXPECT_NEAR(refined->layer(0)->grid[0][13].item<double>(), model->layer(0)->grid[0][6].item<double>(), 1e-14);
+  EXPECT_NEAR(refined->layer(0)->grid[0][3].item<double>(),
+              model->layer(0)->grid[0][3].item<double>(), 1e-14);
+  EXPECT_NEAR(refined->layer(0)->grid[0][6].item<double>(),
+              model->layer(0)->grid[0][4].item<double>(), 1e-14);
+  EXPECT_NEAR(refined->layer(0)->grid[0][13].item<double>(),
+              model->layer(0)->grid[0][6].item<double>(), 1e-14);
   // Without samples: fitted on a dense uniform sample of each layer's grid range.
   EXPECT_LT(relative_change(before, model->refine(10)(data.train_input)), 1e-10);
   // Coarsening interpolates the knots and fits approximately.
@@ -149,14 +153,15 @@ double pykan_regularization(const std::vector<LayerActivations>& acts, const KAN
                             const RegularizationOptions& w) {
   double reg = 0;
   for (const auto& a : acts) {
-    const auto input_range = unbiased_std(a.input) + 0.1;                    // (I)
-    const auto output_range = unbiased_std(a.edges).t();                    // (O, I)
-    const auto vec = output_range / input_range.unsqueeze(0);         // (O, I)
+    const auto input_range = unbiased_std(a.input) + 0.1;     // (I)
+    const auto output_range = unbiased_std(a.edges).t();      // (O, I)
+    const auto vec = output_range / input_range.unsqueeze(0); // (O, I)
     const auto p_row = vec / (vec.sum(1, true) + 1);
     const auto p_col = vec / (vec.sum(0, true) + 1);
     const auto entropy_row = -(p_row * torch::log2(p_row + 1e-4)).sum(1).mean();
     const auto entropy_col = -(p_col * torch::log2(p_col + 1e-4)).sum(0).mean();
-    reg += (w.lamb_l1() * vec.sum() + w.lamb_entropy() * (entropy_row + entropy_col)).item<double>();
+    reg +=
+        (w.lamb_l1() * vec.sum() + w.lamb_entropy() * (entropy_row + entropy_col)).item<double>();
   }
   for (size_t l = 0; l < model->depth(); ++l) {
     const auto coef = model->layer(l)->coef;
@@ -175,9 +180,11 @@ TEST(KAN, RegularizationMatchesPykansFormula) {
   ASSERT_EQ(model->activations().size(), 2u);
   EXPECT_EQ(model->activations()[1].edges.sizes(), (std::vector<int64_t>{50, 4, 2}));
   EXPECT_LT(max_abs_diff(model->activations()[1].output, y), 1e-15);
-  const auto weights = RegularizationOptions().lamb_l1(0.7).lamb_entropy(1.3).lamb_coef(0.2).lamb_coefdiff(0.4);
+  const auto weights =
+      RegularizationOptions().lamb_l1(0.7).lamb_entropy(1.3).lamb_coef(0.2).lamb_coefdiff(0.4);
   const auto reg = model->regularization(weights);
-  EXPECT_NEAR(reg.item<double>(), pykan_regularization(model->activations(), model, weights), 1e-10);
+  EXPECT_NEAR(reg.item<double>(), pykan_regularization(model->activations(), model, weights),
+              1e-10);
   reg.backward();
   for (const auto& p : model->parameters()) {
     ASSERT_TRUE(p.grad().defined());
@@ -189,7 +196,8 @@ TEST(KAN, RegularizationMatchesPykansFormula) {
   const auto single = model->regularization(weights);
   single.backward();
   EXPECT_TRUE(std::isfinite(single.item<double>()));
-  for (const auto& p : model->parameters()) EXPECT_TRUE(torch::isfinite(p.grad()).all().item<bool>());
+  for (const auto& p : model->parameters())
+    EXPECT_TRUE(torch::isfinite(p.grad()).all().item<bool>());
 }
 
 TEST(KAN, ForwardOnCudaMatchesCpu_CUDA) {
@@ -205,5 +213,5 @@ TEST(KAN, ForwardOnCudaMatchesCpu_CUDA) {
   expect_everything_on(refined, torch::Device(torch::kCUDA, 0), torch::kFloat64);
 }
 
-}  // namespace
-}  // namespace kan
+} // namespace
+} // namespace kan

@@ -18,4 +18,4 @@ std::string first_line(const std::string& message);
 /// half-written file.
 void write_file_atomically(const std::string& path, const std::string& text);
 
-}  // namespace kanbench
+} // namespace kanbench

@@ -59,7 +59,8 @@ torch::Device parse_device(const std::string& name) {
     TORCH_CHECK(torch::cuda::is_available(), "--device ", name,
                 " requested but no CUDA device is available (torch::cuda::is_available() is "
                 "false); run on a machine with a GPU or use --device cpu");
-    TORCH_CHECK(!device->has_index() || device->index() < static_cast<int>(torch::cuda::device_count()),
+    TORCH_CHECK(!device->has_index() ||
+                    device->index() < static_cast<int>(torch::cuda::device_count()),
                 "--device ", name, " requested but only ", torch::cuda::device_count(),
                 " CUDA device(s) are visible");
   }
@@ -68,21 +69,23 @@ torch::Device parse_device(const std::string& name) {
 
 // Progress on stderr: one rewritten line on a terminal, a line every tenth of the run otherwise.
 class Progress {
- public:
+public:
   explicit Progress(std::string label) : label_(std::move(label)), tty_(isatty(fileno(stderr))) {}
 
   void operator()(const kan::StepRecord& r, int64_t steps) const {
     const int64_t done = r.step + 1;
     const int64_t every = std::max<int64_t>(1, steps / 10);
-    if (!tty_ && done % every != 0 && done != steps) return;
+    if (!tty_ && done % every != 0 && done != steps)
+      return;
     const double left = r.seconds / done * (steps - done);
-    std::fprintf(stderr, "%s%s step %lld/%lld  train rmse %.3e  test rmse %.3e  %.1f s, ~%.1f s left%s",
+    std::fprintf(stderr,
+                 "%s%s step %lld/%lld  train rmse %.3e  test rmse %.3e  %.1f s, ~%.1f s left%s",
                  tty_ ? "\r" : "", label_.c_str(), static_cast<long long>(done),
                  static_cast<long long>(steps), r.train_rmse, r.test_rmse, r.seconds, left,
                  tty_ && done != steps ? "" : "\n");
   }
 
- private:
+private:
   std::string label_;
   bool tty_;
 };
@@ -108,7 +111,9 @@ nlohmann::json to_json(const kan::FitHistory& h) {
                       {"seconds", e.seconds},
                       {"epoch_seconds", e.epoch_seconds}});
   }
-  return {{"steps", steps}, {"epochs", epochs}, {"grid_updates", h.grid_updates},
+  return {{"steps", steps},
+          {"epochs", epochs},
+          {"grid_updates", h.grid_updates},
           {"seconds", h.seconds}};
 }
 
@@ -144,8 +149,8 @@ int run_fit(const FitArgs& a) {
   const auto dtype = a.dtype == "float64" ? torch::kFloat64 : torch::kFloat32;
   const auto& function = kan::reference_function(a.function);
   TORCH_CHECK(!a.width.empty() && a.width.front() == function.n_var, "--width starts with ",
-              a.width.empty() ? 0 : a.width.front(), " inputs but function '", a.function,
-              "' has ", function.n_var, " variables");
+              a.width.empty() ? 0 : a.width.front(), " inputs but function '", a.function, "' has ",
+              function.n_var, " variables");
   TORCH_CHECK(a.width.back() == 1, "--width must end in 1 output for a regression function, got ",
               a.width.back());
 
@@ -155,7 +160,8 @@ int run_fit(const FitArgs& a) {
                                                         .seed(a.seed)
                                                         .device(device)
                                                         .dtype(dtype));
-  const auto model_options = kan::KANOptions(a.width).grid(a.grid).k(a.k).seed(a.seed).device(device).dtype(dtype);
+  const auto model_options =
+      kan::KANOptions(a.width).grid(a.grid).k(a.k).seed(a.seed).device(device).dtype(dtype);
   kan::KAN model(model_options);
   auto fit_options = kan::FitOptions()
                          .opt(kan::optimizer_from_string(a.opt))
@@ -195,7 +201,8 @@ int run_fit(const FitArgs& a) {
   if (a.refine >= 1) {
     model = model->refine(a.refine, data.train_input);
     const std::string refined_label = a.function + " G=" + std::to_string(a.refine);
-    const auto refined_history = kan::fit(model, data, fit_options.on_step(Progress(refined_label)));
+    const auto refined_history =
+        kan::fit(model, data, fit_options.on_step(Progress(refined_label)));
     const auto refined = kan::evaluate(model, data);
     result["refined"] = {{"grid", a.refine},
                          {"history", to_json(refined_history)},
@@ -212,19 +219,20 @@ int run_fit(const FitArgs& a) {
   result["checkpoint"] = "model.pt";
   const auto json_path = (std::filesystem::path(a.out) / "fit.json").string();
   write_file_atomically(json_path, result.dump(2) + "\n");
-  std::cout << summary << " (" << kan::to_string(fit_options.opt()) << ", " << a.steps
-            << " steps, " << a.dtype << ", " << device << ", "
-            << c10::str(result["seconds"].get<double>()) << " s) -> " << json_path << "\n";
+  std::cout << summary << " (" << kan::to_string(fit_options.opt()) << ", " << a.steps << " steps, "
+            << a.dtype << ", " << device << ", " << c10::str(result["seconds"].get<double>())
+            << " s) -> " << json_path << "\n";
   return 0;
 }
 
-}  // namespace
+} // namespace
 
 void add_fit_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<FitArgs>();
   auto* cmd = app.add_subcommand("fit", "Train a KAN on a reference function (pykan's fit)");
   std::vector<std::string> functions;
-  for (const auto& f : kan::reference_functions()) functions.push_back(f.name);
+  for (const auto& f : kan::reference_functions())
+    functions.push_back(f.name);
   cmd->add_option("--function", args->function, "Target function")
       ->check(CLI::IsMember(functions))
       ->capture_default_str();
@@ -269,4 +277,4 @@ void add_fit_command(CLI::App& app, int& exit_code) {
   cmd->callback([args, &exit_code] { exit_code = run_fit(*args); });
 }
 
-}  // namespace kanbench
+} // namespace kanbench

@@ -21,12 +21,13 @@ void write_file_atomically(const std::string& path, const std::string& text) {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     out << text;
     out.flush();
-    if (!out) throw std::runtime_error("cannot write '" + temporary + "'");
+    if (!out)
+      throw std::runtime_error("cannot write '" + temporary + "'");
   }
   std::filesystem::rename(temporary, path);
 }
 
-}  // namespace kanbench
+} // namespace kanbench
 
 int main(int argc, char** argv) {
   CLI::App app{"kanbench: Kolmogorov-Arnold Networks on LibTorch - training, device audit, "
@@ -37,7 +38,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    if (e.get_exit_code() == 0)
+      return app.exit(e); // --help
     std::cerr << "kanbench: " << e.what() << " (see kanbench --help)\n";
     return 2;
   } catch (const c10::Error& e) {

@@ -27,7 +27,7 @@ torch::Tensor safe_reciprocal(const torch::Tensor& d) {
   return torch::where(d == 0, torch::zeros_like(d), d.reciprocal());
 }
 
-}  // namespace
+} // namespace
 
 torch::Tensor extend_grid(const torch::Tensor& knots, int64_t k) {
   TORCH_CHECK(knots.dim() == 2 && knots.size(1) >= 2,
@@ -57,8 +57,8 @@ torch::Tensor uniform_grid(int64_t in_dim, int64_t G, int64_t k, double lo, doub
 torch::Tensor bspline_basis(const torch::Tensor& x, const torch::Tensor& grid, int64_t k) {
   check_grid(grid, k);
   check_points(x, grid, "x");
-  const auto xe = x.unsqueeze(2);    // (N, I, 1)
-  const auto t = grid.unsqueeze(0);  // (1, I, P)
+  const auto xe = x.unsqueeze(2);   // (N, I, 1)
+  const auto t = grid.unsqueeze(0); // (1, I, P)
   const int64_t P = grid.size(1);
   auto knots = [&](int64_t begin, int64_t end) { return t.slice(2, begin, P + end); };
 
@@ -76,7 +76,7 @@ torch::Tensor bspline_basis(const torch::Tensor& x, const torch::Tensor& grid, i
 
 torch::Tensor coef2curve(const torch::Tensor& x, const torch::Tensor& grid,
                          const torch::Tensor& coef, int64_t k) {
-  const auto basis = bspline_basis(x, grid, k);  // (N, I, M)
+  const auto basis = bspline_basis(x, grid, k); // (N, I, M)
   TORCH_CHECK(coef.dim() == 3 && coef.size(0) == grid.size(0) && coef.size(2) == basis.size(2),
               "coef must have shape (in_dim, out_dim, G + k) = (", grid.size(0), ", out_dim, ",
               basis.size(2), "), got ", coef.sizes());
@@ -93,7 +93,7 @@ torch::Tensor curve2coef(const torch::Tensor& x, const torch::Tensor& y, const t
   TORCH_CHECK(y.device() == x.device(), "y is on ", y.device(), " but x is on ", x.device());
 
   const auto f64 = torch::kFloat64;
-  const auto basis = bspline_basis(x.to(f64), grid.to(f64), k).permute({1, 0, 2});  // (I, N, M)
+  const auto basis = bspline_basis(x.to(f64), grid.to(f64), k).permute({1, 0, 2}); // (I, N, M)
   const auto basis_t = basis.transpose(1, 2);                                      // (I, M, N)
   const auto gram = torch::matmul(basis_t, basis);                                 // (I, M, M)
   const auto rhs = torch::matmul(basis_t, y.to(f64).permute({1, 0, 2}));           // (I, M, O)
@@ -102,13 +102,13 @@ torch::Tensor curve2coef(const torch::Tensor& x, const torch::Tensor& y, const t
   // below kRelativeCutoff of the largest are rank deficiency (one sample, fewer samples than
   // G + k, no sample in a span) and are dropped rather than inverted.
   constexpr double kRelativeCutoff = 1e-12;
-  const auto [eigenvalues, eigenvectors] = torch::linalg_eigh(gram);  // ascending, (I, M)
+  const auto [eigenvalues, eigenvectors] = torch::linalg_eigh(gram); // ascending, (I, M)
   const auto cutoff = eigenvalues.narrow(1, -1, 1).clamp_min(0) * kRelativeCutoff;
   const auto keep = eigenvalues > cutoff;
   const auto inverse = torch::where(keep, eigenvalues.reciprocal(), torch::zeros_like(eigenvalues));
   const auto coef = torch::matmul(
       eigenvectors, inverse.unsqueeze(2) * torch::matmul(eigenvectors.transpose(1, 2), rhs));
-  return coef.permute({0, 2, 1}).to(y.scalar_type()).contiguous();  // (I, O, M)
+  return coef.permute({0, 2, 1}).to(y.scalar_type()).contiguous(); // (I, O, M)
 }
 
-}  // namespace kan
+} // namespace kan

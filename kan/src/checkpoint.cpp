@@ -21,8 +21,10 @@ std::string dtype_name(torch::Dtype dtype) {
 }
 
 torch::Dtype dtype_from_name(const std::string& name) {
-  if (name == "float64") return torch::kFloat64;
-  if (name == "float32") return torch::kFloat32;
+  if (name == "float64")
+    return torch::kFloat64;
+  if (name == "float32")
+    return torch::kFloat32;
   TORCH_CHECK(false, "dtype must be float32 or float64, got '", name, "'");
 }
 
@@ -31,8 +33,7 @@ std::string first_line(const std::string& message) {
   return message.substr(0, message.find('\n'));
 }
 
-template <typename T>
-T required(const nlohmann::json& json, const char* key) {
+template <typename T> T required(const nlohmann::json& json, const char* key) {
   TORCH_CHECK(json.contains(key), "KAN configuration is missing the key '", key, "'");
   try {
     return json.at(key).get<T>();
@@ -45,12 +46,12 @@ void check_shapes(const KAN& model, const std::string& path) {
   for (size_t l = 0; l < model->depth(); ++l) {
     const auto layer = model->layer(l);
     const auto& o = layer->options();
-    const std::vector<std::pair<const char*, std::pair<torch::Tensor, std::vector<int64_t>>>> expected{
-        {"grid", {layer->grid, {o.in_dim(), o.grid() + 2 * o.k() + 1}}},
-        {"mask", {layer->mask, {o.in_dim(), o.out_dim()}}},
-        {"coef", {layer->coef, {o.in_dim(), o.out_dim(), o.grid() + o.k()}}},
-        {"scale_base", {layer->scale_base, {o.in_dim(), o.out_dim()}}},
-        {"scale_sp", {layer->scale_sp, {o.in_dim(), o.out_dim()}}}};
+    const std::vector<std::pair<const char*, std::pair<torch::Tensor, std::vector<int64_t>>>>
+        expected{{"grid", {layer->grid, {o.in_dim(), o.grid() + 2 * o.k() + 1}}},
+                 {"mask", {layer->mask, {o.in_dim(), o.out_dim()}}},
+                 {"coef", {layer->coef, {o.in_dim(), o.out_dim(), o.grid() + o.k()}}},
+                 {"scale_base", {layer->scale_base, {o.in_dim(), o.out_dim()}}},
+                 {"scale_sp", {layer->scale_sp, {o.in_dim(), o.out_dim()}}}};
     for (const auto& [name, tensor_and_shape] : expected) {
       const auto& [tensor, shape] = tensor_and_shape;
       TORCH_CHECK(tensor.sizes() == c10::IntArrayRef(shape) && tensor.scalar_type() == o.dtype(),
@@ -61,7 +62,7 @@ void check_shapes(const KAN& model, const std::string& path) {
   }
 }
 
-}  // namespace
+} // namespace
 
 nlohmann::json to_json(const KANOptions& o) {
   return {{"width", o.width()},
@@ -111,7 +112,8 @@ void save_checkpoint(const KAN& model, const std::string& path) {
   try {
     archive.save_to(path);
   } catch (const c10::Error& e) {
-    TORCH_CHECK(false, "cannot write checkpoint '", path, "': ", first_line(e.what_without_backtrace()));
+    TORCH_CHECK(false, "cannot write checkpoint '", path,
+                "': ", first_line(e.what_without_backtrace()));
   }
 }
 
@@ -146,8 +148,8 @@ KAN load_checkpoint(const std::string& path, torch::Device device) {
   try {
     options = kan_options_from_json(nlohmann::json::parse(config.toStringRef()));
   } catch (const std::exception& e) {
-    TORCH_CHECK(false, "checkpoint '", path, "' has a malformed configuration: ",
-                first_line(e.what()));
+    TORCH_CHECK(false, "checkpoint '", path,
+                "' has a malformed configuration: ", first_line(e.what()));
   }
   KAN model(options.device(device));
   torch::serialize::InputArchive state;
@@ -155,11 +157,11 @@ KAN load_checkpoint(const std::string& path, torch::Device device) {
   try {
     model->load(state);
   } catch (const c10::Error& e) {
-    TORCH_CHECK(false, "checkpoint '", path, "' does not match its configuration: ",
-                first_line(e.what_without_backtrace()));
+    TORCH_CHECK(false, "checkpoint '", path,
+                "' does not match its configuration: ", first_line(e.what_without_backtrace()));
   }
   check_shapes(model, path);
   return model;
 }
 
-}  // namespace kan
+} // namespace kan

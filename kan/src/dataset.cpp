@@ -25,13 +25,14 @@ torch::Tensor label(const TargetFunction& f, const torch::Tensor& x) {
   auto y = f(x);
   TORCH_CHECK(y.defined() && y.is_floating_point(),
               "the dataset function must return a floating tensor");
-  if (y.dim() == 1) y = y.unsqueeze(1);
-  TORCH_CHECK(y.dim() == 2 && y.size(0) == x.size(0), "the dataset function must map ",
-              x.sizes(), " inputs to (", x.size(0), ", n_out) labels, got shape ", y.sizes());
+  if (y.dim() == 1)
+    y = y.unsqueeze(1);
+  TORCH_CHECK(y.dim() == 2 && y.size(0) == x.size(0), "the dataset function must map ", x.sizes(),
+              " inputs to (", x.size(0), ", n_out) labels, got shape ", y.sizes());
   return y.to(torch::kFloat64);
 }
 
-}  // namespace
+} // namespace
 
 Dataset create_dataset(const TargetFunction& f, const DatasetOptions& o) {
   TORCH_CHECK(f, "create_dataset needs a function, got an empty one");
@@ -82,10 +83,11 @@ const std::vector<ReferenceFunction>& reference_functions() {
 const ReferenceFunction& reference_function(const std::string& name) {
   std::ostringstream known;
   for (const auto& f : reference_functions()) {
-    if (f.name == name) return f;
+    if (f.name == name)
+      return f;
     known << (known.tellp() > 0 ? ", " : "") << f.name;
   }
   TORCH_CHECK(false, "unknown function '", name, "'; known functions: ", known.str());
 }
 
-}  // namespace kan
+} // namespace kan

@@ -62,7 +62,7 @@ void check_options(const FitOptions& o) {
 
 // Restores the model's save_activations flag however fit() ends.
 class SaveActivationsScope {
- public:
+public:
   SaveActivationsScope(KANImpl& model, bool save) : model_(model), old_(model.save_activations()) {
     model_.set_save_activations(save);
   }
@@ -70,7 +70,7 @@ class SaveActivationsScope {
   SaveActivationsScope(const SaveActivationsScope&) = delete;
   SaveActivationsScope& operator=(const SaveActivationsScope&) = delete;
 
- private:
+private:
   KANImpl& model_;
   bool old_;
 };
@@ -88,26 +88,35 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const FitOptions& o,
                                                            .tolerance_change(1e-32));
 }
 
-}  // namespace
+} // namespace
 
-std::string to_string(Optimizer opt) { return opt == Optimizer::kLBFGS ? "lbfgs" : "adam"; }
+std::string to_string(Optimizer opt) {
+  return opt == Optimizer::kLBFGS ? "lbfgs" : "adam";
+}
 
 Optimizer optimizer_from_string(const std::string& name) {
-  if (name == "lbfgs" || name == "LBFGS") return Optimizer::kLBFGS;
-  if (name == "adam" || name == "Adam") return Optimizer::kAdam;
+  if (name == "lbfgs" || name == "LBFGS")
+    return Optimizer::kLBFGS;
+  if (name == "adam" || name == "Adam")
+    return Optimizer::kAdam;
   TORCH_CHECK(false, "opt must be lbfgs or adam, got '", name, "'");
 }
 
-std::string to_string(Loss loss) { return loss == Loss::kMSE ? "mse" : "cross_entropy"; }
+std::string to_string(Loss loss) {
+  return loss == Loss::kMSE ? "mse" : "cross_entropy";
+}
 
 Loss loss_from_string(const std::string& name) {
-  if (name == "mse") return Loss::kMSE;
-  if (name == "cross_entropy") return Loss::kCrossEntropy;
+  if (name == "mse")
+    return Loss::kMSE;
+  if (name == "cross_entropy")
+    return Loss::kCrossEntropy;
   TORCH_CHECK(false, "loss must be mse or cross_entropy, got '", name, "'");
 }
 
 torch::Tensor compute_loss(Loss loss, const torch::Tensor& pred, const torch::Tensor& labels) {
-  if (loss == Loss::kMSE) return (pred - labels).square().mean();
+  if (loss == Loss::kMSE)
+    return (pred - labels).square().mean();
   return at::cross_entropy_loss(pred, labels);
 }
 
@@ -117,7 +126,8 @@ Evaluation evaluate(KAN& model, const Dataset& data, Loss loss) {
   auto measure = [&](const torch::Tensor& x, const torch::Tensor& labels, double& loss_out,
                      double& rmse_out, double& accuracy_out) {
     loss_out = rmse_out = accuracy_out = kNaN;
-    if (x.size(0) == 0) return;
+    if (x.size(0) == 0)
+      return;
     check_labels(loss, labels, x, *model, "labels");
     const auto pred = model->forward(x);
     loss_out = compute_loss(loss, pred, labels).item<double>();
@@ -157,7 +167,8 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
 
   std::vector<torch::Tensor> trainable;
   for (const auto& p : model->parameters()) {
-    if (p.requires_grad()) trainable.push_back(p);
+    if (p.requires_grad())
+      trainable.push_back(p);
   }
   auto optimizer = make_optimizer(o, trainable);
   const bool regularized = o.lamb() > 0;
@@ -167,7 +178,8 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
   // Minibatch indices: a fresh draw without replacement, made on the CPU from the fit's seed.
   auto generator = at::make_generator<at::CPUGeneratorImpl>(o.seed());
   auto draw = [&](int64_t n, int64_t count) -> torch::Tensor {
-    if (count >= n) return {};
+    if (count >= n)
+      return {};
     return torch::randperm(n, generator, torch::kLong).narrow(0, 0, count).to(model->device());
   };
   auto take = [](const torch::Tensor& t, const torch::Tensor& index) {
@@ -253,10 +265,11 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
       epoch_loss_sum = 0;
       epoch_steps = 0;
     }
-    if (o.on_step()) o.on_step()(record, o.steps());
+    if (o.on_step())
+      o.on_step()(record, o.steps());
   }
   history.seconds = seconds_since(start);
   return history;
 }
 
-}  // namespace kan
+} // namespace kan

@@ -13,11 +13,15 @@ namespace kan {
 namespace {
 
 // Points at which initialize_from_parent fits the new splines when no samples are given.
-int64_t dense_sample_count(int64_t G, int64_t k) { return 1000 + 10 * (G + k); }
+int64_t dense_sample_count(int64_t G, int64_t k) {
+  return 1000 + 10 * (G + k);
+}
 
-}  // namespace
+} // namespace
 
-KANLayerImpl::KANLayerImpl(KANLayerOptions options) : options_(std::move(options)) { reset(); }
+KANLayerImpl::KANLayerImpl(KANLayerOptions options) : options_(std::move(options)) {
+  reset();
+}
 
 void KANLayerImpl::reset() {
   const auto& o = options_;
@@ -77,25 +81,26 @@ void KANLayerImpl::check_input(const torch::Tensor& x, const char* what) const {
 
 torch::Tensor KANLayerImpl::base(const torch::Tensor& x) const {
   switch (options_.base_fun()) {
-    case BaseFunction::kSiLU:
-      return torch::silu(x);
-    case BaseFunction::kIdentity:
-      return x;
-    case BaseFunction::kZero:
-      return torch::zeros_like(x);
+  case BaseFunction::kSiLU:
+    return torch::silu(x);
+  case BaseFunction::kIdentity:
+    return x;
+  case BaseFunction::kZero:
+    return torch::zeros_like(x);
   }
   TORCH_INTERNAL_ASSERT(false, "unknown base function");
 }
 
 torch::Tensor KANLayerImpl::spline_weight() const {
-  const auto weighted = coef * (scale_sp * mask).unsqueeze(2);  // (I, O, M)
+  const auto weighted = coef * (scale_sp * mask).unsqueeze(2); // (I, O, M)
   return weighted.permute({0, 2, 1}).reshape({-1, options_.out_dim()});
 }
 
 torch::Tensor KANLayerImpl::forward(const torch::Tensor& x) {
   check_input(x);
-  const auto basis = bspline_basis(x, grid, options_.k());  // (N, I, M)
-  auto y = torch::matmul(basis.reshape({x.size(0), basis.size(1) * basis.size(2)}), spline_weight());
+  const auto basis = bspline_basis(x, grid, options_.k()); // (N, I, M)
+  auto y =
+      torch::matmul(basis.reshape({x.size(0), basis.size(1) * basis.size(2)}), spline_weight());
   if (options_.base_fun() != BaseFunction::kZero) {
     y = y + torch::matmul(base(x), scale_base * mask);
   }
@@ -126,7 +131,7 @@ void KANLayerImpl::update_grid_from_samples(const torch::Tensor& x) {
   const auto ranks = torch::cat({(torch::arange(G, f64) * (static_cast<double>(N) / G)).floor(),
                                  torch::full({1}, static_cast<double>(N - 1), f64)})
                          .to(torch::kLong);
-  const auto adaptive = sorted.index_select(0, ranks).t();  // (I, G + 1)
+  const auto adaptive = sorted.index_select(0, ranks).t(); // (I, G + 1)
   const auto lo = adaptive.narrow(1, 0, 1), hi = adaptive.narrow(1, G, 1);
   const auto uniform = lo + (hi - lo) / G * torch::arange(G + 1, x.options());
   const double eps = options_.grid_eps();
@@ -135,7 +140,7 @@ void KANLayerImpl::update_grid_from_samples(const torch::Tensor& x) {
 
   // An input whose samples are all equal (e.g. one sample) gives no knot span: keep its grid
   // and splines rather than collapse them.
-  const auto collapsed = (hi == lo);  // (I, 1)
+  const auto collapsed = (hi == lo); // (I, 1)
   grid.copy_(torch::where(collapsed, grid, new_grid));
   coef.copy_(torch::where(collapsed.unsqueeze(2), coef, new_coef));
 }
@@ -156,7 +161,7 @@ void KANLayerImpl::initialize_from_parent(const KANLayerImpl& parent, const torc
   // of its knot index. When refining (G >= parent G) each parent interval gets a whole number
   // of new intervals, so every parent knot stays a knot and the new splines contain the old ones
   // exactly inside the parent's grid.
-  const auto parent_knots = parent.grid.slice(1, pk, pk + parent_G + 1);  // (I, parent_G + 1)
+  const auto parent_knots = parent.grid.slice(1, pk, pk + parent_G + 1); // (I, parent_G + 1)
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device());
   const auto i64 = torch::TensorOptions().dtype(torch::kLong).device(device());
   torch::Tensor position;
@@ -164,7 +169,8 @@ void KANLayerImpl::initialize_from_parent(const KANLayerImpl& parent, const torc
     const auto starts = (torch::arange(parent_G + 1, i64) * G).div(parent_G, "floor");
     const auto j = torch::arange(G + 1, i64);
     const auto interval = (torch::searchsorted(starts, j, false, true) - 1).clamp_max(parent_G - 1);
-    const auto first = starts.index_select(0, interval), next = starts.index_select(0, interval + 1);
+    const auto first = starts.index_select(0, interval),
+               next = starts.index_select(0, interval + 1);
     position = interval.to(torch::kFloat64) +
                (j - first).to(torch::kFloat64) / (next - first).to(torch::kFloat64);
   } else {
@@ -181,7 +187,7 @@ void KANLayerImpl::initialize_from_parent(const KANLayerImpl& parent, const torc
   } else {
     const auto u = torch::linspace(0, 1, dense_sample_count(G, k), grid.options()).unsqueeze(1);
     const auto first = parent_knots.narrow(1, 0, 1).t(), last = parent_knots.narrow(1, -1, 1).t();
-    samples = first + u * (last - first);  // (n, I)
+    samples = first + u * (last - first); // (n, I)
   }
   if (samples.size(0) > 0) {
     coef.copy_(curve2coef(samples, coef2curve(samples, parent.grid, parent.coef, pk), grid, k));
@@ -191,4 +197,4 @@ void KANLayerImpl::initialize_from_parent(const KANLayerImpl& parent, const torc
   mask.copy_(parent.mask);
 }
 
-}  // namespace kan
+} // namespace kan

@@ -25,7 +25,7 @@ void check_width(const std::vector<int64_t>& width) {
   }
 }
 
-}  // namespace
+} // namespace
 
 KANLayerOptions layer_options(const KANOptions& o, size_t l) {
   return KANLayerOptions(o.width().at(l), o.width().at(l + 1))
@@ -45,7 +45,9 @@ KANLayerOptions layer_options(const KANOptions& o, size_t l) {
       .dtype(o.dtype());
 }
 
-KANImpl::KANImpl(KANOptions options) : options_(std::move(options)) { reset(); }
+KANImpl::KANImpl(KANOptions options) : options_(std::move(options)) {
+  reset();
+}
 
 void KANImpl::reset() {
   check_width(options_.width());
@@ -61,9 +63,13 @@ void KANImpl::pretty_print(std::ostream& stream) const {
          << ", k=" << options_.k() << ", base_fun=" << to_string(options_.base_fun()) << ")";
 }
 
-torch::Device KANImpl::device() const { return layer(0)->device(); }
+torch::Device KANImpl::device() const {
+  return layer(0)->device();
+}
 
-torch::Dtype KANImpl::dtype() const { return layer(0)->dtype(); }
+torch::Dtype KANImpl::dtype() const {
+  return layer(0)->dtype();
+}
 
 void KANImpl::check_input(const torch::Tensor& x, const char* what) const {
   detail::check_points(x, what, options_.width().front(), dtype(), device());
@@ -90,14 +96,16 @@ void KANImpl::update_grid_from_samples(const torch::Tensor& x) {
   auto h = x;
   for (size_t l = 0; l < depth(); ++l) {
     layer(l)->update_grid_from_samples(h);
-    if (l + 1 < depth()) h = layer(l)->forward(h);
+    if (l + 1 < depth())
+      h = layer(l)->forward(h);
   }
 }
 
 KAN KANImpl::refine(int64_t new_grid, const torch::Tensor& x) const {
   TORCH_CHECK(new_grid >= 1, "refine: new grid (number of intervals G) must be >= 1, got ",
               new_grid);
-  if (x.defined()) check_input(x, "refinement samples");
+  if (x.defined())
+    check_input(x, "refinement samples");
   auto options = options_;
   options.grid(new_grid).device(device()).dtype(dtype());
   KAN refined(options);
@@ -105,9 +113,10 @@ KAN KANImpl::refine(int64_t new_grid, const torch::Tensor& x) const {
   auto h = x;
   for (size_t l = 0; l < depth(); ++l) {
     refined->layer(l)->initialize_from_parent(*layer(l), h);
-    if (h.defined() && l + 1 < depth()) h = layer(l)->forward(h);
+    if (h.defined() && l + 1 < depth())
+      h = layer(l)->forward(h);
   }
   return refined;
 }
 
-}  // namespace kan
+} // namespace kan

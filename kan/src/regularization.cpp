@@ -22,7 +22,7 @@ torch::Tensor entropy_along(const torch::Tensor& s, int64_t dim) {
   return -(p * torch::log2(p + 1e-4)).sum(dim).mean();
 }
 
-}  // namespace
+} // namespace
 
 torch::Tensor KANImpl::regularization(const RegularizationOptions& w) const {
   TORCH_CHECK(activations_.size() == depth(),
@@ -41,7 +41,7 @@ torch::Tensor KANImpl::regularization(const RegularizationOptions& w) const {
   }
   if (w.lamb_coef() != 0 || w.lamb_coefdiff() != 0) {
     for (size_t l = 0; l < depth(); ++l) {
-      const auto& coef = layer(l)->coef;  // (I, O, M)
+      const auto& coef = layer(l)->coef; // (I, O, M)
       reg = reg + w.lamb_coef() * coef.abs().mean(1).sum() +
             w.lamb_coefdiff() * torch::diff(coef, 1, 2).abs().mean(1).sum();
     }
@@ -49,4 +49,4 @@ torch::Tensor KANImpl::regularization(const RegularizationOptions& w) const {
   return reg;
 }
 
-}  // namespace kan
+} // namespace kan

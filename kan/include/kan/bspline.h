@@ -42,4 +42,4 @@ torch::Tensor coef2curve(const torch::Tensor& x, const torch::Tensor& grid,
 torch::Tensor curve2coef(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& grid,
                          int64_t k);
 
-}  // namespace kan
+} // namespace kan

@@ -30,4 +30,4 @@ void save_checkpoint(const KAN& model, const std::string& path);
 ///   kan::KAN copy = kan::load_checkpoint("model.pt", torch::kCUDA);
 KAN load_checkpoint(const std::string& path, torch::Device device = torch::kCPU);
 
-}  // namespace kan
+} // namespace kan

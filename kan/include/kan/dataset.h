@@ -49,10 +49,10 @@ Dataset create_dataset(const TargetFunction& f, const DatasetOptions& options);
 
 /// A named function of the KAN literature, for benchmarks and tests.
 struct ReferenceFunction {
-  std::string name;     ///< e.g. "toy"
-  int64_t n_var;        ///< number of inputs
-  std::string formula;  ///< human-readable definition
-  TargetFunction f;     ///< (N, n_var) -> (N, 1)
+  std::string name;    ///< e.g. "toy"
+  int64_t n_var;       ///< number of inputs
+  std::string formula; ///< human-readable definition
+  TargetFunction f;    ///< (N, n_var) -> (N, 1)
 };
 
 /// Every reference function: toy, xy, exp_sin4 and highdim100.
@@ -60,4 +60,4 @@ const std::vector<ReferenceFunction>& reference_functions();
 /// The reference function called `name`; an unknown name is an error listing the known ones.
 const ReferenceFunction& reference_function(const std::string& name);
 
-}  // namespace kan
+} // namespace kan

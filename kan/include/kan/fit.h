@@ -18,8 +18,8 @@ Optimizer optimizer_from_string(const std::string& name);
 
 /// The data term of the objective.
 enum class Loss {
-  kMSE,          ///< mean squared error; labels (N, out) of the model's dtype
-  kCrossEntropy  ///< classification; labels (N) of class indices (int64)
+  kMSE,         ///< mean squared error; labels (N, out) of the model's dtype
+  kCrossEntropy ///< classification; labels (N) of class indices (int64)
 };
 /// "mse" or "cross_entropy".
 std::string to_string(Loss loss);
@@ -29,28 +29,28 @@ Loss loss_from_string(const std::string& name);
 /// test_accuracy is NaN for MSE; test fields are NaN when the test set is empty.
 struct StepRecord {
   int64_t step = 0;
-  double train_loss = 0;   ///< loss of the last evaluation on the step's training batch
-  double test_loss = 0;    ///< loss on the step's test batch after the step
+  double train_loss = 0; ///< loss of the last evaluation on the step's training batch
+  double test_loss = 0;  ///< loss on the step's test batch after the step
   double train_rmse = 0;
   double test_rmse = 0;
   double test_accuracy = 0;
-  double reg = 0;          ///< regulariser (0 when lamb = 0)
-  double seconds = 0;      ///< wall time since fit() started, after this step
-  bool grid_updated = false;  ///< a grid update ran before this step
+  double reg = 0;            ///< regulariser (0 when lamb = 0)
+  double seconds = 0;        ///< wall time since fit() started, after this step
+  bool grid_updated = false; ///< a grid update ran before this step
 };
 
 /// One pass over the training set (one step at full batch, N / batch steps otherwise).
 struct EpochRecord {
   int64_t epoch = 0;
   int64_t last_step = 0;
-  double train_loss = 0;   ///< mean of the epoch's step losses
-  double test_loss = 0;    ///< of the epoch's last step
-  double train_rmse = 0;   ///< sqrt of train_loss (MSE)
+  double train_loss = 0; ///< mean of the epoch's step losses
+  double test_loss = 0;  ///< of the epoch's last step
+  double train_rmse = 0; ///< sqrt of train_loss (MSE)
   double test_rmse = 0;
   double test_accuracy = 0;
   double reg = 0;
-  double seconds = 0;        ///< since fit() started
-  double epoch_seconds = 0;  ///< this epoch alone
+  double seconds = 0;       ///< since fit() started
+  double epoch_seconds = 0; ///< this epoch alone
 };
 
 struct FitHistory {
@@ -87,7 +87,7 @@ struct FitOptions {
   /// Called after every step with the record and the total number of steps (progress).
   TORCH_ARG(std::function<void(const StepRecord&, int64_t)>, on_step) = nullptr;
 
- public:
+public:
   /// The four regulariser weights as RegularizationOptions.
   RegularizationOptions regularization() const {
     return RegularizationOptions()
@@ -111,9 +111,9 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& options = {});
 struct Evaluation {
   double train_loss = 0;
   double test_loss = 0;
-  double train_rmse = 0;     ///< sqrt(MSE); NaN for cross-entropy
+  double train_rmse = 0; ///< sqrt(MSE); NaN for cross-entropy
   double test_rmse = 0;
-  double train_accuracy = 0;  ///< cross-entropy only; NaN for MSE
+  double train_accuracy = 0; ///< cross-entropy only; NaN for MSE
   double test_accuracy = 0;
 };
 
@@ -123,4 +123,4 @@ Evaluation evaluate(KAN& model, const Dataset& data, Loss loss = Loss::kMSE);
 /// The data loss of pred against labels.
 torch::Tensor compute_loss(Loss loss, const torch::Tensor& pred, const torch::Tensor& labels);
 
-}  // namespace kan
+} // namespace kan

@@ -48,10 +48,10 @@ struct KANLayerOptions {
 
 /// Everything one forward computes, for regularisation, pruning and plots.
 struct LayerActivations {
-  torch::Tensor input;       ///< x, (N, I)
-  torch::Tensor edges;       ///< phi_ij(x_ni), (N, I, O)
-  torch::Tensor spline;      ///< sum_m coef_ijm B_m(x_ni), unscaled, (N, I, O)
-  torch::Tensor output;      ///< y = sum_i phi_ij, (N, O)
+  torch::Tensor input;  ///< x, (N, I)
+  torch::Tensor edges;  ///< phi_ij(x_ni), (N, I, O)
+  torch::Tensor spline; ///< sum_m coef_ijm B_m(x_ni), unscaled, (N, I, O)
+  torch::Tensor output; ///< y = sum_i phi_ij, (N, O)
 };
 
 /// A KAN layer: y_j = sum_i mask_ij (scale_base_ij b(x_i) + scale_sp_ij spline_ij(x_i)).
@@ -63,7 +63,7 @@ struct LayerActivations {
 ///   kan::KANLayer layer(kan::KANLayerOptions(2, 3).grid(5).k(3).dtype(torch::kFloat64));
 ///   auto y = layer(torch::rand({10, 2}, torch::kFloat64));   // (10, 3)
 class KANLayerImpl : public torch::nn::Cloneable<KANLayerImpl> {
- public:
+public:
   KANLayerImpl(int64_t in_dim, int64_t out_dim) : KANLayerImpl(KANLayerOptions(in_dim, out_dim)) {}
   explicit KANLayerImpl(KANLayerOptions options);
 
@@ -94,13 +94,13 @@ class KANLayerImpl : public torch::nn::Cloneable<KANLayerImpl> {
   torch::Device device() const { return grid.device(); }
   torch::Dtype dtype() const { return coef.scalar_type(); }
 
-  torch::Tensor grid;        ///< buffer (I, G + 2k + 1)
-  torch::Tensor mask;        ///< buffer (I, O): 1 = alive, 0 = pruned
-  torch::Tensor coef;        ///< parameter (I, O, G + k)
-  torch::Tensor scale_base;  ///< parameter (I, O)
-  torch::Tensor scale_sp;    ///< parameter (I, O)
+  torch::Tensor grid;       ///< buffer (I, G + 2k + 1)
+  torch::Tensor mask;       ///< buffer (I, O): 1 = alive, 0 = pruned
+  torch::Tensor coef;       ///< parameter (I, O, G + k)
+  torch::Tensor scale_base; ///< parameter (I, O)
+  torch::Tensor scale_sp;   ///< parameter (I, O)
 
- private:
+private:
   torch::Tensor base(const torch::Tensor& x) const;
   /// The spline weight as one (I * (G + k), O) matrix: mask * scale_sp * coef.
   torch::Tensor spline_weight() const;
@@ -110,4 +110,4 @@ class KANLayerImpl : public torch::nn::Cloneable<KANLayerImpl> {
 
 TORCH_MODULE(KANLayer);
 
-}  // namespace kan
+} // namespace kan

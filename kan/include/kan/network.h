@@ -63,7 +63,7 @@ class KAN;
 ///   model->update_grid_from_samples(x);
 ///   kan::KAN finer = model->refine(10, x);      // G = 3 -> 10
 class KANImpl : public torch::nn::Cloneable<KANImpl> {
- public:
+public:
   explicit KANImpl(KANOptions options);
 
   void reset() override;
@@ -101,7 +101,7 @@ class KANImpl : public torch::nn::Cloneable<KANImpl> {
   size_t depth() const { return layers_->size(); }
   KANLayer layer(size_t l) const { return KANLayer(layers_->ptr<KANLayerImpl>(l)); }
 
- private:
+private:
   KANOptions options_;
   torch::nn::ModuleList layers_;
   bool save_activations_ = false;
@@ -111,4 +111,4 @@ class KANImpl : public torch::nn::Cloneable<KANImpl> {
 
 TORCH_MODULE(KAN);
 
-}  // namespace kan
+} // namespace kan

@@ -17,4 +17,4 @@ BaseFunction base_function_from_string(const std::string& name);
 /// The interval [a, b] that the initial uniform grid covers.
 using GridRange = std::array<double, 2>;
 
-}  // namespace kan
+} // namespace kan

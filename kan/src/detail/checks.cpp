@@ -17,8 +17,8 @@ void check_points(const torch::Tensor& x, const char* what, int64_t in_dim, torc
               x.scalar_type());
   TORCH_CHECK(x.size(1) == in_dim, what, " has ", x.size(1),
               " columns but the model's input width is ", in_dim);
-  TORCH_CHECK(x.scalar_type() == dtype, what, " has dtype ", x.scalar_type(),
-              " but the model is ", dtype, ": convert one of them (x.to(", dtype, "))");
+  TORCH_CHECK(x.scalar_type() == dtype, what, " has dtype ", x.scalar_type(), " but the model is ",
+              dtype, ": convert one of them (x.to(", dtype, "))");
   TORCH_CHECK(x.device() == device, what, " is on ", x.device(), " but the model is on ", device,
               ": move the data (x.to(", device, ")) or the model (model->to(", x.device(),
               ")); kanbench never moves either silently");
@@ -26,10 +26,11 @@ void check_points(const torch::Tensor& x, const char* what, int64_t in_dim, torc
 
 void check_finite(const torch::Tensor& t, const char* what) {
   const auto bad = torch::logical_not(torch::isfinite(t)).sum().item<int64_t>();
-  if (bad == 0) return;
+  if (bad == 0)
+    return;
   const auto nan = torch::isnan(t).sum().item<int64_t>();
   TORCH_CHECK(false, what, " contains ", nan, " NaN and ", bad - nan, " Inf values (shape ",
               t.sizes(), "); clean the data before training");
 }
 
-}  // namespace kan::detail
+} // namespace kan::detail

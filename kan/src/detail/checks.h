@@ -18,4 +18,4 @@ void check_points(const torch::Tensor& x, const char* what, int64_t in_dim, torc
 /// Fails when t holds NaN or Inf, naming `what` and how many.
 void check_finite(const torch::Tensor& t, const char* what);
 
-}  // namespace kan::detail
+} // namespace kan::detail
