@@ -46,6 +46,12 @@ struct FitArgs {
   std::string out = "results/fit";
 };
 
+std::string scientific(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", value);
+  return text;
+}
+
 torch::Device parse_device(const std::string& name) {
   std::unique_ptr<torch::Device> device;
   try {
@@ -196,7 +202,7 @@ int run_fit(const FitArgs& a) {
   result["train_rmse"] = final_metrics.train_rmse;
   result["test_rmse"] = final_metrics.test_rmse;
   result["seconds"] = history.seconds;
-  std::string summary = label + ": test RMSE " + c10::str(final_metrics.test_rmse);
+  std::string summary = label + ": test RMSE " + scientific(final_metrics.test_rmse);
 
   if (a.refine >= 1) {
     model = model->refine(a.refine, data.train_input);
@@ -211,7 +217,7 @@ int run_fit(const FitArgs& a) {
                          {"seconds", refined_history.seconds}};
     result["refined_test_rmse"] = refined.test_rmse;
     result["seconds"] = history.seconds + refined_history.seconds;
-    summary += ", refined " + refined_label + ": test RMSE " + c10::str(refined.test_rmse);
+    summary += ", refined " + refined_label + ": test RMSE " + scientific(refined.test_rmse);
   }
 
   const auto checkpoint = (std::filesystem::path(a.out) / "model.pt").string();
@@ -220,7 +226,7 @@ int run_fit(const FitArgs& a) {
   const auto json_path = (std::filesystem::path(a.out) / "fit.json").string();
   write_file_atomically(json_path, result.dump(2) + "\n");
   std::cout << summary << " (" << kan::to_string(fit_options.opt()) << ", " << a.steps << " steps, "
-            << a.dtype << ", " << device << ", " << c10::str(result["seconds"].get<double>())
+            << a.dtype << ", " << device << ", " << scientific(result["seconds"].get<double>())
             << " s) -> " << json_path << "\n";
   return 0;
 }
