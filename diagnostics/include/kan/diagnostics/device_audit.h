@@ -1,0 +1,109 @@
+#pragma once
+/// Static device audit: where every tensor of a model, its gradients, its optimiser and its
+/// data lives, and what is wrong with it.
+
+#include "kan/dataset.h"
+
+#include <nlohmann/json.hpp>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kan::diagnostics {
+
+/// What an audited tensor is to the model.
+enum class TensorKind { kParameter, kBuffer, kGradient, kOptimizerState, kData };
+/// "parameter", "buffer", "grad", "optimizer_state", "data".
+std::string to_string(TensorKind kind);
+
+/// What is wrong with a tensor.
+enum class Problem {
+  kWrongDevice,      ///< not on the expected device
+  kWrongDtype,       ///< a floating tensor of another dtype than the model's
+  kNonContiguous,    ///< strided but not contiguous where the KAN needs dense memory
+  kNonDense,         ///< sparse or another non-strided layout
+  kNonLeafParameter, ///< a parameter that is the result of an operation: it no longer trains
+};
+/// "wrong_device", "wrong_dtype", "non_contiguous", "non_dense", "non_leaf_parameter".
+std::string to_string(Problem problem);
+
+/// One problem with one tensor.
+struct Finding {
+  std::string tensor; ///< full dotted name, e.g. "model.layers.0.grid"
+  TensorKind kind;
+  Problem problem;
+  std::string device;
+  std::string expected_device;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::string message; ///< one sentence: what is wrong
+  std::string fix;     ///< one sentence: what to do
+};
+
+struct AuditSummary {
+  int64_t tensors_checked = 0;
+  std::map<std::string, int64_t> bytes_per_device; ///< e.g. {"cpu": 1234}
+  int64_t findings = 0;
+};
+
+/// The result of an audit; `to_json()` has a top-level `findings` array and a `summary`.
+struct AuditReport {
+  std::string expected_device;
+  std::string expected_dtype;
+  std::vector<Finding> findings;
+  AuditSummary summary;
+
+  bool clean() const { return findings.empty(); }
+  nlohmann::json to_json() const;
+  /// One line per finding, then the summary: for a terminal.
+  std::string to_text() const;
+};
+
+/// Collects tensors to audit against one expected device (and dtype), then reports.
+///
+/// Example:
+///   auto report = kan::diagnostics::DeviceAudit(torch::kCUDA)
+///                     .module(*model)
+///                     .optimizer(optimizer, *model)
+///                     .dataset(data)
+///                     .report();
+///   if (!report.clean()) std::cerr << report.to_text();
+class DeviceAudit {
+public:
+  /// expected_dtype: the model's floating dtype; by default the dtype of the first floating
+  /// parameter audited.
+  explicit DeviceAudit(torch::Device expected_device,
+                       std::optional<torch::Dtype> expected_dtype = std::nullopt);
+
+  /// Every parameter and buffer of the module tree (recursively, full dotted names) and every
+  /// defined gradient.
+  DeviceAudit& module(const torch::nn::Module& module, const std::string& prefix = "model");
+  /// Every state tensor of the optimiser (Adam moments, LBFGS history), named after the
+  /// parameter of `module` it belongs to.
+  DeviceAudit& optimizer(torch::optim::Optimizer& optimizer, const torch::nn::Module& module,
+                         const std::string& prefix = "optimizer");
+  /// One data tensor (inputs, labels).
+  DeviceAudit& data(const std::string& name, const torch::Tensor& tensor);
+  /// The dataset's train/test inputs and labels.
+  DeviceAudit& dataset(const Dataset& dataset, const std::string& prefix = "data");
+
+  AuditReport report() const;
+
+private:
+  void check(const std::string& name, TensorKind kind, const torch::Tensor& tensor);
+
+  torch::Device expected_device_;
+  std::optional<torch::Dtype> expected_dtype_;
+  AuditReport report_;
+};
+
+/// Audits a module's parameters, buffers and gradients against `expected_device`.
+AuditReport audit(const torch::nn::Module& module, torch::Device expected_device);
+
+} // namespace kan::diagnostics

@@ -1,0 +1,272 @@
+#include "kan/diagnostics/device_audit.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/optim/adagrad.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/lbfgs.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
+
+#include <sstream>
+#include <unordered_map>
+
+namespace kan::diagnostics {
+namespace {
+
+std::string dtype_name(const torch::Tensor& t) {
+  return std::string(c10::toString(t.scalar_type()));
+}
+
+// "cuda" (no index) accepts every CUDA device; "cuda:1" only that one.
+bool on_expected_device(const torch::Tensor& t, torch::Device expected) {
+  if (t.device().type() != expected.type())
+    return false;
+  return !expected.has_index() || t.device().index() == expected.index();
+}
+
+std::string wrong_device_fix(TensorKind kind, const std::string& expected) {
+  switch (kind) {
+  case TensorKind::kParameter:
+  case TensorKind::kBuffer:
+    return "create the model on " + expected + " (KANOptions().device(" + expected +
+           ")) or call model->to(" + expected +
+           "); a tensor not registered with register_parameter/register_buffer is not moved "
+           "by .to()";
+  case TensorKind::kGradient:
+    return "a gradient stays where it was computed: call model->zero_grad() after moving the "
+           "model, then run backward again";
+  case TensorKind::kOptimizerState:
+    return "create the optimizer after moving the model to " + expected +
+           ", or move its state with it";
+  case TensorKind::kData:
+    return "move the data with tensor.to(" + expected +
+           ") (create_dataset: DatasetOptions().device(" + expected + "))";
+  }
+  return "";
+}
+
+// "MulBackward0" for the output of a multiplication: the autograd node without its namespace.
+std::string operation_name(const torch::Tensor& t) {
+  if (!t.grad_fn())
+    return "an operation";
+  const auto name = t.grad_fn()->name();
+  const auto colon = name.rfind("::");
+  return colon == std::string::npos ? name : name.substr(colon + 2);
+}
+
+// The name of every parameter of `module`, by its TensorImpl (the optimisers' state key).
+std::unordered_map<const void*, std::string> parameter_names(const torch::nn::Module& module,
+                                                             const std::string& prefix) {
+  std::unordered_map<const void*, std::string> names;
+  for (const auto& p : module.named_parameters()) {
+    names[p.value().unsafeGetTensorImpl()] = prefix + "." + p.key();
+  }
+  return names;
+}
+
+} // namespace
+
+std::string to_string(TensorKind kind) {
+  switch (kind) {
+  case TensorKind::kParameter:
+    return "parameter";
+  case TensorKind::kBuffer:
+    return "buffer";
+  case TensorKind::kGradient:
+    return "grad";
+  case TensorKind::kOptimizerState:
+    return "optimizer_state";
+  case TensorKind::kData:
+    return "data";
+  }
+  TORCH_INTERNAL_ASSERT(false, "unknown TensorKind");
+}
+
+std::string to_string(Problem problem) {
+  switch (problem) {
+  case Problem::kWrongDevice:
+    return "wrong_device";
+  case Problem::kWrongDtype:
+    return "wrong_dtype";
+  case Problem::kNonContiguous:
+    return "non_contiguous";
+  case Problem::kNonDense:
+    return "non_dense";
+  case Problem::kNonLeafParameter:
+    return "non_leaf_parameter";
+  }
+  TORCH_INTERNAL_ASSERT(false, "unknown Problem");
+}
+
+DeviceAudit::DeviceAudit(torch::Device expected_device, std::optional<torch::Dtype> expected_dtype)
+    : expected_device_(expected_device), expected_dtype_(expected_dtype) {
+  report_.expected_device = expected_device.str();
+}
+
+void DeviceAudit::check(const std::string& name, TensorKind kind, const torch::Tensor& t) {
+  if (!t.defined())
+    return;
+  auto& summary = report_.summary;
+  ++summary.tensors_checked;
+  const bool strided = t.layout() == torch::kStrided;
+  summary.bytes_per_device[t.device().str()] += strided ? static_cast<int64_t>(t.nbytes()) : 0;
+  if (!expected_dtype_ && kind == TensorKind::kParameter && t.is_floating_point()) {
+    expected_dtype_ = t.scalar_type();
+  }
+
+  const std::string expected = expected_device_.str();
+  auto add = [&](Problem problem, const std::string& message, const std::string& fix) {
+    report_.findings.push_back(Finding{name, kind, problem, t.device().str(), expected,
+                                       dtype_name(t), t.sizes().vec(), message, fix});
+  };
+  const std::string what = to_string(kind) + " " + name;
+  if (!on_expected_device(t, expected_device_)) {
+    add(Problem::kWrongDevice, what + " is on " + t.device().str() + ", expected " + expected,
+        wrong_device_fix(kind, expected));
+  }
+  if (expected_dtype_ && t.is_floating_point() && t.scalar_type() != *expected_dtype_) {
+    const std::string want = c10::toString(*expected_dtype_);
+    add(Problem::kWrongDtype, what + " is " + dtype_name(t) + ", the model is " + want,
+        "convert it with .to(" + want + ") or build everything with one dtype");
+  }
+  if (!strided) {
+    add(Problem::kNonDense, what + " has layout " + c10::str(t.layout()) + ", expected strided",
+        "convert it with .to_dense()");
+  } else if (kind != TensorKind::kGradient && kind != TensorKind::kOptimizerState &&
+             !t.is_contiguous()) {
+    add(Problem::kNonContiguous,
+        what + " is not contiguous (strides " + c10::str(t.strides()) + ")",
+        "make it dense with .contiguous()");
+  }
+  if (kind == TensorKind::kParameter && !t.is_leaf()) {
+    add(Problem::kNonLeafParameter,
+        what + " is not a leaf tensor (it is the output of " + operation_name(t) +
+            "), so the optimiser no longer updates it",
+        "replace parameter values with copy_ under torch::NoGradGuard or set_data, never by "
+        "assigning the result of an operation");
+  }
+}
+
+DeviceAudit& DeviceAudit::module(const torch::nn::Module& module, const std::string& prefix) {
+  for (const auto& p : module.named_parameters()) {
+    const auto name = prefix + "." + p.key();
+    check(name, TensorKind::kParameter, p.value());
+    check(name + ".grad", TensorKind::kGradient, p.value().grad());
+  }
+  for (const auto& b : module.named_buffers()) {
+    check(prefix + "." + b.key(), TensorKind::kBuffer, b.value());
+  }
+  return *this;
+}
+
+DeviceAudit& DeviceAudit::optimizer(torch::optim::Optimizer& optimizer,
+                                    const torch::nn::Module& module, const std::string& prefix) {
+  const auto names = parameter_names(module, "model");
+  for (const auto& [key, state] : optimizer.state()) {
+    const auto found = names.find(key);
+    const std::string owner =
+        prefix + ".state[" + (found != names.end() ? found->second : std::string("?")) + "]";
+    auto tensor = [&](const char* field, const torch::Tensor& t) {
+      check(owner + "." + field, TensorKind::kOptimizerState, t);
+    };
+    auto tensors = [&](const char* field, const auto& list) {
+      int64_t i = 0;
+      for (const auto& t : list)
+        check(owner + "." + field + "[" + std::to_string(i++) + "]", TensorKind::kOptimizerState,
+              t);
+    };
+    if (auto* s = dynamic_cast<torch::optim::AdamParamState*>(state.get())) {
+      tensor("exp_avg", s->exp_avg());
+      tensor("exp_avg_sq", s->exp_avg_sq());
+      tensor("max_exp_avg_sq", s->max_exp_avg_sq());
+    } else if (auto* s = dynamic_cast<torch::optim::AdamWParamState*>(state.get())) {
+      tensor("exp_avg", s->exp_avg());
+      tensor("exp_avg_sq", s->exp_avg_sq());
+      tensor("max_exp_avg_sq", s->max_exp_avg_sq());
+    } else if (auto* s = dynamic_cast<torch::optim::LBFGSParamState*>(state.get())) {
+      tensor("d", s->d());
+      tensor("H_diag", s->H_diag());
+      tensor("prev_flat_grad", s->prev_flat_grad());
+      tensors("old_dirs", s->old_dirs());
+      tensors("old_stps", s->old_stps());
+      tensors("ro", s->ro());
+      if (s->al())
+        tensors("al", *s->al());
+    } else if (auto* s = dynamic_cast<torch::optim::SGDParamState*>(state.get())) {
+      tensor("momentum_buffer", s->momentum_buffer());
+    } else if (auto* s = dynamic_cast<torch::optim::RMSpropParamState*>(state.get())) {
+      tensor("square_avg", s->square_avg());
+      tensor("momentum_buffer", s->momentum_buffer());
+      tensor("grad_avg", s->grad_avg());
+    } else if (auto* s = dynamic_cast<torch::optim::AdagradParamState*>(state.get())) {
+      tensor("sum", s->sum());
+    }
+  }
+  return *this;
+}
+
+DeviceAudit& DeviceAudit::data(const std::string& name, const torch::Tensor& tensor) {
+  check(name, TensorKind::kData, tensor);
+  return *this;
+}
+
+DeviceAudit& DeviceAudit::dataset(const Dataset& d, const std::string& prefix) {
+  return data(prefix + ".train_input", d.train_input)
+      .data(prefix + ".train_label", d.train_label)
+      .data(prefix + ".test_input", d.test_input)
+      .data(prefix + ".test_label", d.test_label);
+}
+
+AuditReport DeviceAudit::report() const {
+  auto report = report_;
+  report.expected_dtype = expected_dtype_ ? c10::toString(*expected_dtype_) : "";
+  report.summary.findings = static_cast<int64_t>(report.findings.size());
+  return report;
+}
+
+AuditReport audit(const torch::nn::Module& module, torch::Device expected_device) {
+  return DeviceAudit(expected_device).module(module).report();
+}
+
+nlohmann::json AuditReport::to_json() const {
+  auto findings_json = nlohmann::json::array();
+  for (const auto& f : findings) {
+    findings_json.push_back({{"tensor", f.tensor},
+                             {"kind", diagnostics::to_string(f.kind)},
+                             {"problem", diagnostics::to_string(f.problem)},
+                             {"device", f.device},
+                             {"expected_device", f.expected_device},
+                             {"dtype", f.dtype},
+                             {"shape", f.shape},
+                             {"message", f.message},
+                             {"fix", f.fix}});
+  }
+  return {{"expected_device", expected_device},
+          {"expected_dtype", expected_dtype},
+          {"findings", findings_json},
+          {"summary",
+           {{"tensors_checked", summary.tensors_checked},
+            {"bytes_per_device", summary.bytes_per_device},
+            {"findings", summary.findings}}}};
+}
+
+std::string AuditReport::to_text() const {
+  std::ostringstream out;
+  for (const auto& f : findings) {
+    out << "[" << diagnostics::to_string(f.problem) << "] " << f.message << ". Fix: " << f.fix
+        << "\n";
+  }
+  out << "audit against " << expected_device << ": " << summary.tensors_checked
+      << " tensors checked (";
+  const char* separator = "";
+  for (const auto& [device, bytes] : summary.bytes_per_device) {
+    out << separator << device << " " << bytes << " bytes";
+    separator = ", ";
+  }
+  out << "), " << findings.size() << (findings.size() == 1 ? " finding" : " findings") << "\n";
+  return out.str();
+}
+
+} // namespace kan::diagnostics
