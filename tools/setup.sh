@@ -11,7 +11,7 @@ set -euo pipefail
 
 KANBENCH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 KANBENCH_TORCH_VERSION=2.11.0
-KANBENCH_VENV=${KANBENCH_VENV:-$HOME/.cache/kanbench/venv-torch-$KANBENCH_TORCH_VERSION}
+KANBENCH_VENV=${KANBENCH_VENV:-${HOME:-/root}/.cache/kanbench/venv-torch-$KANBENCH_TORCH_VERSION}
 KANBENCH_BUILD=${KANBENCH_BUILD:-$KANBENCH_ROOT/build}
 
 kanbench_log() { printf '[kanbench setup] %s\n' "$*" >&2; }
