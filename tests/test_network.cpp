@@ -125,6 +125,8 @@ TEST(KAN, RefineReproducesTheSplinesInsideTheGrid) {
               model->layer(0)->grid[0][6].item<double>(), 1e-14);
   // Without samples: fitted on a dense uniform sample of each layer's grid range.
   EXPECT_LT(relative_change(before, model->refine(10)(data.train_input)), 1e-10);
+  EXPECT_LT(relative_change(before, model->refine(10, torch::empty({0, 2}, f64))(data.train_input)),
+            1e-10);
   // Coarsening interpolates the knots and fits approximately.
   EXPECT_LT(relative_change(before, model->refine(2, data.train_input)(data.train_input)), 0.2);
 }

@@ -182,16 +182,14 @@ void KANLayerImpl::initialize_from_parent(const KANLayerImpl& parent, const torc
   grid.copy_(extend_grid(t0 + frac * (t1 - t0), k));
 
   torch::Tensor samples = x;
-  if (samples.defined()) {
+  if (samples.defined())
     parent.check_input(samples, "refinement samples");
-  } else {
+  if (!samples.defined() || samples.size(0) == 0) {
     const auto u = torch::linspace(0, 1, dense_sample_count(G, k), grid.options()).unsqueeze(1);
     const auto first = parent_knots.narrow(1, 0, 1).t(), last = parent_knots.narrow(1, -1, 1).t();
     samples = first + u * (last - first); // (n, I)
   }
-  if (samples.size(0) > 0) {
-    coef.copy_(curve2coef(samples, coef2curve(samples, parent.grid, parent.coef, pk), grid, k));
-  }
+  coef.copy_(curve2coef(samples, coef2curve(samples, parent.grid, parent.coef, pk), grid, k));
   scale_base.copy_(parent.scale_base);
   scale_sp.copy_(parent.scale_sp);
   mask.copy_(parent.mask);

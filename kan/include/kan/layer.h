@@ -83,7 +83,7 @@ public:
   /// Takes parent's scales and mask, places this layer's G knots by piecewise-linear
   /// interpolation of parent's knots (keeping every parent knot when G >= parent's G, so the
   /// parent's splines are reproduced exactly inside its grid), and fits coef to parent's splines
-  /// at x (N, I); with an undefined x, at a dense uniform sample of parent's grid range.
+  /// at x (N, I); with an undefined or empty x, at a dense uniform sample of parent's grid range.
   void initialize_from_parent(const KANLayerImpl& parent, const torch::Tensor& x = {});
 
   /// Checks that x is a (N, in_dim) floating tensor of this layer's dtype and device; the
