@@ -44,6 +44,11 @@ void check_labels(Loss loss, const torch::Tensor& labels, const torch::Tensor& i
   }
 }
 
+// Share of samples whose largest logit is the label.
+double accuracy(const torch::Tensor& logits, const torch::Tensor& labels) {
+  return logits.argmax(1).eq(labels).to(torch::kFloat64).mean().item<double>();
+}
+
 void check_options(const FitOptions& o) {
   TORCH_CHECK(o.steps() >= 0, "steps must be >= 0, got ", o.steps());
   TORCH_CHECK(o.lr() > 0 && std::isfinite(o.lr()), "lr must be a positive number, got ", o.lr());
@@ -123,25 +128,27 @@ torch::Tensor compute_loss(Loss loss, const torch::Tensor& pred, const torch::Te
 Evaluation evaluate(KAN& model, const Dataset& data, Loss loss) {
   torch::NoGradGuard no_grad;
   SaveActivationsScope fast_path(*model, false);
-  auto measure = [&](const torch::Tensor& x, const torch::Tensor& labels, double& loss_out,
-                     double& rmse_out, double& accuracy_out) {
+  auto measure = [&](const torch::Tensor& x, const torch::Tensor& labels, const char* what,
+                     double& loss_out, double& rmse_out, double& accuracy_out) {
     loss_out = rmse_out = accuracy_out = kNaN;
     if (x.size(0) == 0)
       return;
-    check_labels(loss, labels, x, *model, "labels");
+    check_labels(loss, labels, x, *model, what);
     const auto pred = model->forward(x);
     loss_out = compute_loss(loss, pred, labels).item<double>();
     if (loss == Loss::kMSE) {
       rmse_out = std::sqrt(loss_out);
     } else {
-      accuracy_out = pred.argmax(1).eq(labels).to(torch::kFloat64).mean().item<double>();
+      accuracy_out = accuracy(pred, labels);
     }
   };
   model->check_input(data.train_input, "train_input");
   model->check_input(data.test_input, "test_input");
   Evaluation e;
-  measure(data.train_input, data.train_label, e.train_loss, e.train_rmse, e.train_accuracy);
-  measure(data.test_input, data.test_label, e.test_loss, e.test_rmse, e.test_accuracy);
+  measure(data.train_input, data.train_label, "train_label", e.train_loss, e.train_rmse,
+          e.train_accuracy);
+  measure(data.test_input, data.test_label, "test_label", e.test_loss, e.test_rmse,
+          e.test_accuracy);
   return e;
 }
 
@@ -236,7 +243,7 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
       const auto labels = take(data.test_label, test_index);
       record.test_loss = compute_loss(o.loss(), pred, labels).item<double>();
       if (o.loss() == Loss::kCrossEntropy) {
-        record.test_accuracy = pred.argmax(1).eq(labels).to(torch::kFloat64).mean().item<double>();
+        record.test_accuracy = accuracy(pred, labels);
       }
     }
     const bool mse = o.loss() == Loss::kMSE;
