@@ -21,6 +21,7 @@ struct BrokenImpl : torch::nn::Module {
     table = register_buffer("table", torch::zeros({4}, buffer_elsewhere ? meta : torch::kCPU));
   }
   void replace_weight_by_an_operation() { parameters_["weight"] = weight * 2; }
+  torch::Tensor forward(const torch::Tensor& x) { return x.matmul(weight) + table.narrow(0, 0, 2); }
   torch::Tensor weight, table;
 };
 
@@ -164,6 +165,27 @@ TEST(DeviceAudit, JsonHasFindingsAndSummary) {
   EXPECT_EQ(json["summary"]["tensors_checked"], 2);
   EXPECT_EQ(json["summary"]["findings"], 1);
   EXPECT_EQ(json["summary"]["bytes_per_device"]["meta"], 16);
+}
+
+TEST(DeviceAudit, LibTorchsDeviceErrorIsExplained) {
+  auto broken = std::make_shared<BrokenImpl>(/*buffer_elsewhere=*/true);
+  const auto x = torch::rand({5, 3});
+  auto report = [&] { return audit(*broken, torch::kCPU); };
+  try {
+    diagnose_device_errors([&] { broken->forward(x); }, report);
+    ADD_FAILURE() << "expected a device-mismatch error";
+  } catch (const c10::Error& e) {
+    const std::string message = e.what_without_backtrace();
+    EXPECT_NE(message.find("buffer model.table is on meta, expected cpu"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("Fix: "), std::string::npos) << message;
+    EXPECT_NE(message.find("(LibTorch: "), std::string::npos) << message;
+  }
+  // Other errors pass through unchanged.
+  KAN_EXPECT_ERROR(diagnose_device_errors([] { TORCH_CHECK(false, "unrelated"); }, report),
+                   "unrelated");
+  auto healthy = std::make_shared<BrokenImpl>();
+  diagnose_device_errors([&] { healthy->forward(x); }, report); // no error, no audit
 }
 
 TEST(DeviceAudit, KanOnCuda_CUDA) {

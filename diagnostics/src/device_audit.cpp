@@ -230,6 +230,40 @@ AuditReport audit(const torch::nn::Module& module, torch::Device expected_device
   return DeviceAudit(expected_device).module(module).report();
 }
 
+bool is_device_mismatch(const c10::Error& error) {
+  const std::string message = error.what_without_backtrace();
+  return message.find("Expected all tensors to be on the same device") != std::string::npos ||
+         (message.find("Tensor on device ") != std::string::npos &&
+          message.find("is not on the expected device") != std::string::npos);
+}
+
+void diagnose_device_errors(const std::function<void()>& fn,
+                            const std::function<AuditReport()>& make_report) {
+  try {
+    fn();
+  } catch (const c10::Error& error) {
+    if (!is_device_mismatch(error))
+      throw;
+    const auto report = make_report();
+    const std::string original = error.what_without_backtrace();
+    const std::string libtorch = original.substr(0, original.find('\n'));
+    if (report.clean()) {
+      TORCH_CHECK(false, "device mismatch, but the audit against ", report.expected_device,
+                  " found every parameter, buffer, gradient, optimiser state and data tensor in "
+                  "place: a tensor made inside the computation is on the wrong device (LibTorch: ",
+                  libtorch, ")");
+    }
+    std::string names;
+    for (const auto& f : report.findings) {
+      if (f.problem != Problem::kWrongDevice)
+        continue;
+      names += "\n  " + f.message + ". Fix: " + f.fix;
+    }
+    TORCH_CHECK(false, "device mismatch: ", report.summary.findings,
+                " misplaced or faulty tensor(s)", names, "\n(LibTorch: ", libtorch, ")");
+  }
+}
+
 nlohmann::json AuditReport::to_json() const {
   auto findings_json = nlohmann::json::array();
   for (const auto& f : findings) {

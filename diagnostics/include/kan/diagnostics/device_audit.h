@@ -10,6 +10,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -105,5 +106,21 @@ private:
 
 /// Audits a module's parameters, buffers and gradients against `expected_device`.
 AuditReport audit(const torch::nn::Module& module, torch::Device expected_device);
+
+/// True for LibTorch's device-mismatch errors ("Expected all tensors to be on the same
+/// device ...", "Tensor on device X is not on the expected device Y!"), which never say which
+/// parameter or buffer is misplaced.
+bool is_device_mismatch(const c10::Error& error);
+
+/// Runs fn. When a device-mismatch error escapes it, runs `make_report` (an audit of the
+/// model, optimiser and data involved) and throws a c10::Error that names every misplaced
+/// tensor with its fix, followed by LibTorch's own message. Other errors pass unchanged.
+///
+/// Example:
+///   kan::diagnostics::diagnose_device_errors([&] { kan::fit(model, data, options); }, [&] {
+///     return kan::diagnostics::DeviceAudit(torch::kCUDA).module(*model).dataset(data).report();
+///   });
+void diagnose_device_errors(const std::function<void()>& fn,
+                            const std::function<AuditReport()>& make_report);
 
 } // namespace kan::diagnostics
