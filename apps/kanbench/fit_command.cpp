@@ -21,22 +21,26 @@ namespace {
 constexpr const char* kFitSchemaVersion = "1.0.0";
 
 struct FitArgs {
+  // The library's defaults, so the command line cannot drift from them.
+  inline static const kan::FitOptions kFit{};
+  inline static const kan::KANOptions kModel{{2, 5, 1}};
+
   std::string function = "toy";
-  std::vector<int64_t> width{2, 5, 1};
-  int64_t grid = 3;
-  int64_t k = 3;
-  std::string opt = "lbfgs";
-  int64_t steps = 50;
-  double lr = 1.0;
-  int64_t batch = -1;
-  double lamb = 0.0;
-  double lamb_l1 = 1.0;
-  double lamb_entropy = 2.0;
-  double lamb_coef = 0.0;
-  double lamb_coefdiff = 0.0;
-  bool no_update_grid = false;
-  int64_t grid_update_num = 10;
-  int64_t stop_grid_update_step = 50;
+  std::vector<int64_t> width = kModel.width();
+  int64_t grid = kModel.grid();
+  int64_t k = kModel.k();
+  std::string opt = kan::to_string(kFit.opt());
+  int64_t steps = 50; // pykan's reference run (the library's default is 100)
+  double lr = kFit.lr();
+  int64_t batch = kFit.batch();
+  double lamb = kFit.lamb();
+  double lamb_l1 = kFit.lamb_l1();
+  double lamb_entropy = kFit.lamb_entropy();
+  double lamb_coef = kFit.lamb_coef();
+  double lamb_coefdiff = kFit.lamb_coefdiff();
+  bool no_update_grid = !kFit.update_grid();
+  int64_t grid_update_num = kFit.grid_update_num();
+  int64_t stop_grid_update_step = kFit.stop_grid_update_step();
   uint64_t seed = 0;
   std::string dtype = "float64";
   std::string device = "cpu";
