@@ -2,6 +2,7 @@
 // Helpers of the reports tests (no LibTorch): scratch folders and a fully populated run.
 
 #include "kan/reports/results.h"
+#include "kan/reports/statistics.h"
 
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 
@@ -180,6 +182,29 @@ inline Results sample_results() {
   oom.message = "no CUDA device";
   r.edge_cases = {empty, million, oom};
   r.wall_seconds = 42.0;
+  return r;
+}
+
+/// A run whose two cases (toy/cpu, deep/cpu) have epoch times drawn around `seconds` with 2% noise
+/// (seeded, so each call gives the same run).
+inline Results synthetic_run(uint32_t seed, double toy_seconds, double deep_seconds, int repetitions) {
+  std::mt19937 generator(seed);
+  std::normal_distribution<double> noise(1.0, 0.02);
+  Results r = test::sample_results();
+  r.comparisons.clear();
+  r.cases.resize(2);
+  r.cases[1].name = "deep";
+  r.cases[1].target = "cpu";
+  r.cases[1].device = "cpu";
+  r.cases[1].gpu_activity.reset();
+  for (auto [c, seconds] : {std::pair{&r.cases[0], toy_seconds}, {&r.cases[1], deep_seconds}}) {
+    c->epoch_seconds.clear();
+    for (int i = 0; i < repetitions; ++i)
+      c->epoch_seconds.push_back(seconds * noise(generator));
+    const auto s = summarize(c->epoch_seconds);
+    c->median_epoch_seconds = s->median;
+    c->iqr_epoch_seconds = s->iqr;
+  }
   return r;
 }
 

@@ -4,7 +4,6 @@
 #include "kan/reports/baseline.h"
 #include "kan/reports/statistics.h"
 
-#include <random>
 
 namespace {
 
@@ -55,31 +54,9 @@ TEST(Statistics, MannWhitneyWithTiesUsesTheNormalApproximation) {
   EXPECT_THROW(mann_whitney_u({}, {1}), std::invalid_argument);
 }
 
-// A run whose cases have epoch times drawn around `seconds` with 2% noise.
-Results synthetic_run(uint32_t seed, double toy_seconds, double deep_seconds, int repetitions) {
-  std::mt19937 generator(seed);
-  std::normal_distribution<double> noise(1.0, 0.02);
-  Results r = test::sample_results();
-  r.comparisons.clear();
-  r.cases.resize(2);
-  r.cases[1].name = "deep";
-  r.cases[1].target = "cpu";
-  r.cases[1].device = "cpu";
-  r.cases[1].gpu_activity.reset();
-  for (auto [c, seconds] : {std::pair{&r.cases[0], toy_seconds}, {&r.cases[1], deep_seconds}}) {
-    c->epoch_seconds.clear();
-    for (int i = 0; i < repetitions; ++i)
-      c->epoch_seconds.push_back(seconds * noise(generator));
-    const auto s = summarize(c->epoch_seconds);
-    c->median_epoch_seconds = s->median;
-    c->iqr_epoch_seconds = s->iqr;
-  }
-  return r;
-}
-
 TEST(Baseline, PlantedSlowdownIsFlaggedSlower) {
-  const auto old_run = synthetic_run(1, 1.0, 2.0, 10);
-  const auto new_run = synthetic_run(2, 1.3, 2.0, 10); // toy 30% slower, deep unchanged
+  const auto old_run = test::synthetic_run(1, 1.0, 2.0, 10);
+  const auto new_run = test::synthetic_run(2, 1.3, 2.0, 10); // toy 30% slower, deep unchanged
   const auto diff = compare_with_baseline(old_run, new_run);
   ASSERT_EQ(diff.changes.size(), 2u);
   const auto& toy = diff.changes[0];
@@ -99,8 +76,8 @@ TEST(Baseline, PlantedSlowdownIsFlaggedSlower) {
 TEST(Baseline, SameDistributionIsSame) {
   for (uint32_t seed = 0; seed < 20; ++seed) {
     const auto diff =
-        compare_with_baseline(synthetic_run(100 + seed, 1.0, 2.0, 10),
-                              synthetic_run(200 + seed, 1.0, 2.0, 10));
+        compare_with_baseline(test::synthetic_run(100 + seed, 1.0, 2.0, 10),
+                              test::synthetic_run(200 + seed, 1.0, 2.0, 10));
     for (const auto& c : diff.changes)
       EXPECT_EQ(c.verdict, Verdict::kSame) << "seed " << seed << " " << c.name << ": " << c.note;
     EXPECT_TRUE(diff.regressions().empty());
@@ -109,7 +86,7 @@ TEST(Baseline, SameDistributionIsSame) {
 
 TEST(Baseline, SmallChangeBelowTheThresholdIsSame) {
   // 3% slower with 0.1% noise: significant, but not relevant at 5%.
-  auto old_run = synthetic_run(1, 1.0, 2.0, 10);
+  auto old_run = test::synthetic_run(1, 1.0, 2.0, 10);
   auto new_run = old_run;
   for (auto& t : new_run.cases[0].epoch_seconds)
     t *= 1.03;
@@ -125,12 +102,12 @@ TEST(Baseline, SmallChangeBelowTheThresholdIsSame) {
 
 TEST(Baseline, FewRepetitionsFallBackToRanges) {
   const auto diff =
-      compare_with_baseline(synthetic_run(1, 1.0, 2.0, 3), synthetic_run(2, 1.3, 2.0, 3));
+      compare_with_baseline(test::synthetic_run(1, 1.0, 2.0, 3), test::synthetic_run(2, 1.3, 2.0, 3));
   EXPECT_EQ(diff.changes[0].verdict, Verdict::kSlower) << diff.changes[0].note;
   EXPECT_NE(diff.changes[0].note.find("too few repetitions"), std::string::npos);
   EXPECT_EQ(diff.changes[1].verdict, Verdict::kSame) << diff.changes[1].note;
   const auto single =
-      compare_with_baseline(synthetic_run(1, 1.0, 2.0, 1), synthetic_run(2, 1.3, 2.0, 1));
+      compare_with_baseline(test::synthetic_run(1, 1.0, 2.0, 1), test::synthetic_run(2, 1.3, 2.0, 1));
   EXPECT_EQ(single.changes[0].verdict, Verdict::kSlower);
   EXPECT_NE(single.changes[0].note.find("no noise estimate"), std::string::npos);
 }
@@ -155,8 +132,8 @@ TEST(Baseline, UnmeasuredCasesAreNotComparable) {
 }
 
 TEST(Baseline, DifferentMachinesAndDevicesWarn) {
-  auto old_run = synthetic_run(1, 1.0, 2.0, 5);
-  auto new_run = synthetic_run(2, 1.0, 2.0, 5);
+  auto old_run = test::synthetic_run(1, 1.0, 2.0, 5);
+  auto new_run = test::synthetic_run(2, 1.0, 2.0, 5);
   new_run.environment.hostname = "laptop";
   new_run.environment.cuda_devices[0].name = "NVIDIA A100";
   new_run.cases[1].device = "cuda:1";
@@ -178,7 +155,7 @@ TEST(Baseline, DifferentMachinesAndDevicesWarn) {
 
 TEST(Baseline, TableHasOneLinePerCase) {
   const auto diff =
-      compare_with_baseline(synthetic_run(1, 1.0, 2.0, 10), synthetic_run(2, 1.3, 2.0, 10));
+      compare_with_baseline(test::synthetic_run(1, 1.0, 2.0, 10), test::synthetic_run(2, 1.3, 2.0, 10));
   const auto table = format_baseline_table(diff);
   EXPECT_NE(table.find("case"), std::string::npos);
   EXPECT_NE(table.find("slower"), std::string::npos) << table;

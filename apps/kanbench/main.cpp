@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   kanbench::add_fit_command(app, exit_code);
+  kanbench::add_compare_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
