@@ -621,7 +621,7 @@ Results read_results_file(const std::string& path) {
 void write_results_file(const std::string& path, const Results& results) {
   const json j = to_json(results);
   // The writer refuses what the reader would refuse: every file written can be read back.
-  const std::string text = j.dump(2) + "\n";
+  const std::string text = j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
   try {
     results_from_json(json::parse(text), path);
   } catch (const ResultsError& e) {

@@ -1,0 +1,71 @@
+#pragma once
+/// The self-contained HTML report: one file with Chart.js and the data inlined, no network
+/// request of any kind; it opens from disk in a browser offline.
+
+#include "kan/reports/baseline.h"
+#include "kan/reports/gbench.h"
+#include "kan/reports/results.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kan::reports {
+
+/// Where Debian's libjs-chart.js installs Chart.js (3.9, UMD build).
+inline constexpr const char* kDefaultChartJsPath = "/usr/share/javascript/chart.js/chart.min.js";
+
+/// The Chart.js file to inline: $KANBENCH_CHARTJS when set and not empty, else
+/// kDefaultChartJsPath.
+std::string default_chartjs_path();
+
+/// Reads Chart.js from `path`; throws std::runtime_error naming the path, the Debian package
+/// (libjs-chart.js) and the variable that overrides the path when it cannot be read.
+std::string load_chartjs(const std::string& path);
+
+/// What goes into a report beside the results.
+struct HtmlReportOptions {
+  std::string title = "kanbench report";
+  std::string results_source; ///< the results.json it was made from, shown in the header
+  /// Chart.js to inline. Empty: read from `chartjs_path` (empty: default_chartjs_path()).
+  std::string chartjs_source;
+  std::string chartjs_path;
+  std::optional<Results> baseline; ///< adds the "Against the baseline" section and verdict line
+  std::string baseline_source;     ///< the baseline's file name, shown in that section
+  BaselineOptions baseline_options;
+  std::vector<GBenchReport> gbench; ///< one "Google Benchmark" section each
+};
+
+/// The report as one HTML document.
+///
+/// Sections (each a <section id=...>): `verdict` (devices, speedups, parity, edge cases, audit
+/// findings, regressions), `charts` (epoch time per case and target with IQR bars, speedup,
+/// loss curves of each parity pair, learned activation functions, memory), `cases`,
+/// `comparisons`, `edge-cases`, `audit`, `baseline` (with a baseline), `gbench-N` (per Google
+/// Benchmark file), `environment`, `configuration`. The data behind the charts is embedded as
+/// JSON in <script type="application/json" id="kanbench-charts">, the whole results.json in
+/// id="kanbench-results"; every string from the results is HTML-escaped and the embedded JSON
+/// cannot close its element.
+///
+/// Example:
+///   kan::reports::HtmlReportOptions options;
+///   options.baseline = kan::reports::read_results_file("old/results.json");
+///   kan::reports::write_html_report("run/report.html",
+///                                   kan::reports::read_results_file("run/results.json"),
+///                                   options);
+std::string render_html_report(const Results& results, const HtmlReportOptions& options = {});
+
+/// render_html_report(), written atomically to `path`.
+void write_html_report(const std::string& path, const Results& results,
+                       const HtmlReportOptions& options = {});
+
+/// `text` with & < > " ' replaced by character references: safe in element content and in
+/// quoted attribute values.
+std::string html_escape(const std::string& text);
+
+/// JSON text made safe inside <script type="application/json">: <, >, & and U+2028/U+2029
+/// become \u escapes (valid JSON; the parsed value is unchanged), so no "</script>" or "<!--"
+/// can appear.
+std::string escape_script_json(const std::string& json_text);
+
+} // namespace kan::reports

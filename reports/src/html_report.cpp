@@ -1,0 +1,931 @@
+#include "kan/reports/html_report.h"
+
+#include "kan/reports/results_io.h"
+#include "kan/reports/statistics.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+
+namespace kan::reports {
+
+using json = nlohmann::json;
+
+std::string default_chartjs_path() {
+  const char* path = std::getenv("KANBENCH_CHARTJS");
+  return path && *path ? path : kDefaultChartJsPath;
+}
+
+std::string load_chartjs(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw std::runtime_error("cannot read Chart.js from " + path + ": " + std::strerror(errno) +
+                             " (install the Debian package libjs-chart.js, or point "
+                             "KANBENCH_CHARTJS / --chartjs at chart.min.js)");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (text.str().empty())
+    throw std::runtime_error("Chart.js file " + path + " is empty (reinstall libjs-chart.js)");
+  return text.str();
+}
+
+std::string html_escape(const std::string& text) {
+  std::string out;
+  out.reserve(text.size() + text.size() / 8);
+  for (const char c : text) {
+    switch (c) {
+    case '&':
+      out += "&amp;";
+      break;
+    case '<':
+      out += "&lt;";
+      break;
+    case '>':
+      out += "&gt;";
+      break;
+    case '"':
+      out += "&quot;";
+      break;
+    case '\'':
+      out += "&#39;";
+      break;
+    default:
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string escape_script_json(const std::string& json_text) {
+  std::string out;
+  out.reserve(json_text.size() + json_text.size() / 16);
+  for (size_t i = 0; i < json_text.size(); ++i) {
+    const char c = json_text[i];
+    if (c == '<')
+      out += "\\u003c";
+    else if (c == '>')
+      out += "\\u003e";
+    else if (c == '&')
+      out += "\\u0026";
+    else if (c == '\xE2' && i + 2 < json_text.size() && json_text[i + 1] == '\x80' &&
+             (json_text[i + 2] == '\xA8' || json_text[i + 2] == '\xA9')) {
+      out += json_text[i + 2] == '\xA8' ? "\\u2028" : "\\u2029";
+      i += 2;
+    } else
+      out += c;
+  }
+  return out;
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Formatting.
+
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string number(double value, int digits = 4) {
+  if (std::isnan(value))
+    return "NaN";
+  char text[48];
+  std::snprintf(text, sizeof text, "%.*g", digits, value);
+  return text;
+}
+
+std::string bytes(double value) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (std::fabs(value) >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[48];
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.3g %s", value, units[unit]);
+  return text;
+}
+
+template <typename T, typename F> std::string or_dash(const std::optional<T>& value, F format) {
+  return value ? format(*value) : "-";
+}
+
+std::string seconds_or_dash(const std::optional<double>& value) {
+  return or_dash(value, [](double v) { return format_seconds(v); });
+}
+
+std::string e(const std::string& text) { return html_escape(text); }
+
+std::string target_label(const CaseResult& c) { return c.name + "/" + c.target; }
+
+// A table from a header and rows of already-escaped cells.
+std::string table(const std::string& id, const std::vector<std::string>& header,
+                  const std::vector<std::vector<std::string>>& rows) {
+  std::string html = "<table id=\"" + id + "\"><thead><tr>";
+  for (const auto& h : header)
+    html += "<th>" + e(h) + "</th>";
+  html += "</tr></thead><tbody>";
+  for (const auto& row : rows) {
+    html += "<tr>";
+    for (const auto& cell : row)
+      html += "<td>" + cell + "</td>";
+    html += "</tr>";
+  }
+  return html + "</tbody></table>\n";
+}
+
+std::string status_cell(const std::string& status) {
+  const bool good = status == "ok" || status == "pass";
+  const bool neutral = status == "skipped" || status == "same" || status == "n/a";
+  return "<span class=\"status " + std::string(good ? "good" : neutral ? "neutral" : "bad") +
+         "\">" + e(status) + "</span>";
+}
+
+// A JSON value as rows of (dotted key, value text).
+void flatten(const json& value, const std::string& prefix,
+             std::vector<std::pair<std::string, std::string>>& rows) {
+  if (value.is_object() && !value.empty()) {
+    for (const auto& item : value.items())
+      flatten(item.value(), prefix.empty() ? item.key() : prefix + "." + item.key(), rows);
+  } else if (value.is_array() && std::any_of(value.begin(), value.end(), [](const json& v) {
+               return v.is_object() || v.is_array();
+             })) {
+    for (size_t i = 0; i < value.size(); ++i)
+      flatten(value[i], prefix + "[" + std::to_string(i) + "]", rows);
+  } else {
+    rows.emplace_back(prefix, value.is_string() ? value.get<std::string>() : dump(value));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The figures.
+
+struct CaseFigures {
+  std::optional<Summary> times;     // of epoch_seconds
+  std::optional<double> busy;       // median GPU busy fraction
+  std::optional<double> kernels;    // median kernels per epoch
+  bool gpu_idle = false;            // a traced epoch without kernels
+};
+
+CaseFigures figures(const CaseResult& c) {
+  CaseFigures f;
+  f.times = summarize(c.epoch_seconds);
+  if (c.gpu_activity && c.gpu_activity->traced && !c.gpu_activity->epochs.empty()) {
+    std::vector<double> busy, kernels;
+    for (const auto& epoch : c.gpu_activity->epochs) {
+      busy.push_back(epoch.busy_fraction);
+      kernels.push_back(static_cast<double>(epoch.kernels));
+      f.gpu_idle = f.gpu_idle || epoch.kernels == 0;
+    }
+    f.busy = quantile(busy, 0.5);
+    f.kernels = quantile(kernels, 0.5);
+  }
+  return f;
+}
+
+// Case names and targets in order of first appearance.
+std::vector<std::string> unique_names(const Results& r) {
+  std::vector<std::string> names;
+  for (const auto& c : r.cases)
+    if (std::find(names.begin(), names.end(), c.name) == names.end())
+      names.push_back(c.name);
+  return names;
+}
+std::vector<std::string> unique_targets(const Results& r) {
+  std::vector<std::string> targets;
+  for (const auto& c : r.cases)
+    if (std::find(targets.begin(), targets.end(), c.target) == targets.end())
+      targets.push_back(c.target);
+  return targets;
+}
+
+// The case whose learned activation functions are plotted: the first ok case with curves.
+const CaseResult* activation_case(const Results& r) {
+  for (const auto& c : r.cases)
+    if (c.status == CaseStatus::kOk && !c.activations.empty())
+      return &c;
+  for (const auto& c : r.cases)
+    if (!c.activations.empty())
+      return &c;
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chart data: everything the script draws, prepared here so the numbers are testable.
+
+json grouped_bars(const Results& r, const std::string& id, const std::string& title,
+                  const std::string& y_label,
+                  const std::function<std::optional<double>(const CaseResult&)>& value,
+                  const std::function<json(const CaseResult&)>& error) {
+  const auto names = unique_names(r);
+  json datasets = json::array();
+  bool any = false;
+  for (const auto& target : unique_targets(r)) {
+    json data = json::array(), errors = json::array();
+    for (const auto& name : names) {
+      const auto* c = r.find_case(name, target);
+      const auto v = c ? value(*c) : std::nullopt;
+      data.push_back(v ? json(*v) : json(nullptr));
+      errors.push_back(c && v ? error(*c) : json(nullptr));
+      any = any || v.has_value();
+    }
+    datasets.push_back({{"label", target}, {"data", data}, {"errors", errors}});
+  }
+  if (!any)
+    return nullptr;
+  return {{"id", id},          {"kind", "bar"},     {"title", title}, {"y_label", y_label},
+          {"labels", names},   {"datasets", datasets}};
+}
+
+json chart_data(const Results& r) {
+  json charts = json::array();
+  auto add = [&](json chart) {
+    if (!chart.is_null())
+      charts.push_back(std::move(chart));
+  };
+  add(grouped_bars(
+      r, "chart-epoch-time", "Epoch time per case and target (median, IQR bars)",
+      "seconds per epoch",
+      [](const CaseResult& c) {
+        return c.status == CaseStatus::kOk ? c.median_epoch_seconds : std::nullopt;
+      },
+      [](const CaseResult& c) -> json {
+        if (const auto s = summarize(c.epoch_seconds))
+          return {s->q1, s->q3};
+        return nullptr;
+      }));
+
+  {
+    json labels = json::array(), data = json::array(), errors = json::array();
+    bool any = false;
+    for (const auto& c : r.comparisons) {
+      labels.push_back(c.case_name + ": " + c.b + " vs " + c.a);
+      data.push_back(c.speedup ? json(*c.speedup) : json(nullptr));
+      errors.push_back(c.speedup_low && c.speedup_high ? json{*c.speedup_low, *c.speedup_high}
+                                                       : json(nullptr));
+      any = any || c.speedup.has_value();
+    }
+    if (any)
+      add({{"id", "chart-speedup"},
+           {"kind", "bar"},
+           {"title", "Speedup per case: median(a) / median(b), spread as bars"},
+           {"y_label", "times faster"},
+           {"labels", labels},
+           {"datasets", json::array({{{"label", "speedup"}, {"data", data}, {"errors", errors}}})}});
+  }
+
+  for (size_t i = 0; i < r.comparisons.size(); ++i) {
+    const auto& cmp = r.comparisons[i];
+    const auto* a = r.find_case(cmp.case_name, cmp.a);
+    const auto* b = r.find_case(cmp.case_name, cmp.b);
+    if (!a || !b || a->train_loss_per_epoch.empty() || b->train_loss_per_epoch.empty())
+      continue;
+    const size_t epochs = std::max(a->train_loss_per_epoch.size(), b->train_loss_per_epoch.size());
+    json labels = json::array();
+    for (size_t k = 0; k < epochs; ++k)
+      labels.push_back(k + 1);
+    bool positive = true;
+    for (const auto* side : {a, b})
+      for (double v : side->train_loss_per_epoch)
+        positive = positive && v > 0;
+    add({{"id", "chart-loss-" + std::to_string(i)},
+         {"kind", "line"},
+         {"title", "Training loss per epoch: " + cmp.case_name + ", " + cmp.a + " vs " + cmp.b},
+         {"x_label", "epoch"},
+         {"y_label", "training loss"},
+         {"log_y", positive},
+         {"labels", labels},
+         {"datasets", json::array({{{"label", cmp.a}, {"data", a->train_loss_per_epoch}},
+                                   {{"label", cmp.b}, {"data", b->train_loss_per_epoch}}})}});
+  }
+
+  if (const auto* c = activation_case(r)) {
+    for (const auto& curve : c->activations) {
+      if (curve.x.empty())
+        continue;
+      add({{"id", "chart-activation-" + std::to_string(curve.layer) + "-" +
+                      std::to_string(curve.input) + "-" + std::to_string(curve.output)},
+           {"kind", "curve"},
+           {"small", true},
+           {"title", "phi[" + std::to_string(curve.layer) + "] " + std::to_string(curve.input) +
+                         " -> " + std::to_string(curve.output)},
+           {"x", curve.x},
+           {"y", curve.y}});
+    }
+  }
+
+  add(grouped_bars(
+      r, "chart-memory", "Peak memory per case and target", "MiB",
+      [](const CaseResult& c) -> std::optional<double> {
+        if (!c.peak_memory_bytes)
+          return std::nullopt;
+        return static_cast<double>(*c.peak_memory_bytes) / (1024.0 * 1024.0);
+      },
+      [](const CaseResult&) -> json { return nullptr; }));
+  return {{"charts", charts}};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sections.
+
+std::string verdict_section(const Results& r, const std::optional<BaselineComparison>& baseline,
+                            const HtmlReportOptions& options) {
+  std::vector<std::string> items; // escaped HTML
+
+  // Devices.
+  std::vector<std::string> ran, not_ran;
+  for (const auto& c : r.cases) {
+    if (c.status == CaseStatus::kOk) {
+      if (std::find(ran.begin(), ran.end(), c.device) == ran.end())
+        ran.push_back(c.device);
+    } else {
+      not_ran.push_back(e(target_label(c)) + " " + status_cell(to_string(c.status)) + " (" +
+                        e(c.reason) + ")");
+    }
+  }
+  std::string devices = "<b>Devices:</b> ";
+  if (ran.empty())
+    devices += "nothing ran";
+  for (size_t i = 0; i < ran.size(); ++i)
+    devices += (i ? ", " : "ran on ") + e(ran[i]);
+  if (!not_ran.empty()) {
+    devices += "; not measured: ";
+    for (size_t i = 0; i < not_ran.size(); ++i)
+      devices += (i ? "; " : "") + not_ran[i];
+  }
+  items.push_back(devices);
+
+  // Speedups and parity.
+  if (r.comparisons.empty()) {
+    items.push_back("<b>Speedup and parity:</b> no comparisons in this run");
+  } else {
+    std::string speedups = "<b>Speedup:</b><ul>";
+    size_t passed = 0;
+    std::vector<std::string> failed;
+    for (const auto& c : r.comparisons) {
+      speedups += "<li>" + e(c.case_name) + ": ";
+      if (c.speedup) {
+        const bool faster = *c.speedup >= 1;
+        const double factor = faster ? *c.speedup : 1 / *c.speedup;
+        speedups += e(c.b) + " <span class=\"figure\">" + number(factor, 3) + "&times;</span> " +
+                    (faster ? "faster" : "slower") + " than " + e(c.a);
+        if (c.speedup_low && c.speedup_high)
+          speedups += " (speedup " + number(*c.speedup_low, 3) + "&ndash;" +
+                      number(*c.speedup_high, 3) + ")";
+      } else {
+        speedups += "no speedup (" + e(c.a) + " vs " + e(c.b) + " not both measured)";
+      }
+      if (c.label)
+        speedups += " &middot; " + e(*c.label);
+      speedups += " &middot; parity " + status_cell(to_string(c.parity)) + "</li>";
+      if (c.parity == Parity::kPass)
+        ++passed;
+      else
+        failed.push_back(e(c.case_name + " " + c.a + " vs " + c.b) +
+                         (c.message.empty() ? "" : " (" + e(c.message) + ")"));
+    }
+    items.push_back(speedups + "</ul>");
+    std::string parity = "<b>Parity:</b> " + std::to_string(passed) + " of " +
+                         std::to_string(r.comparisons.size()) + " comparisons pass";
+    for (size_t i = 0; i < failed.size(); ++i)
+      parity += (i ? "; " : "; failed: ") + failed[i];
+    items.push_back(parity);
+  }
+
+  // Edge cases.
+  size_t pass = 0, fail = 0, skipped = 0;
+  std::string failures;
+  for (const auto& ec : r.edge_cases) {
+    if (ec.status == EdgeStatus::kPass)
+      ++pass;
+    else if (ec.status == EdgeStatus::kSkipped)
+      ++skipped;
+    else {
+      ++fail;
+      failures += (failures.empty() ? "; failed: " : "; ") + e(ec.name + " on " + ec.device) +
+                  " (" + e(ec.message) + ")";
+    }
+  }
+  items.push_back("<b>Edge cases:</b> " + std::to_string(pass) + " of " +
+                  std::to_string(r.edge_cases.size()) + " passed, " + std::to_string(fail) +
+                  " failed, " + std::to_string(skipped) + " skipped" + failures);
+
+  // Audit and GPU activity.
+  size_t findings = 0;
+  std::string idle, busy;
+  for (const auto& c : r.cases) {
+    findings += c.audit_findings.size();
+    const auto f = figures(c);
+    if (f.gpu_idle)
+      idle += (idle.empty() ? "" : ", ") + e(target_label(c));
+    if (f.busy)
+      busy += (busy.empty() ? "" : ", ") + e(target_label(c)) + " " + number(*f.busy * 100, 3) +
+              "% (" + number(*f.kernels, 4) + " kernels/epoch)";
+  }
+  items.push_back("<b>Device audit:</b> " +
+                  (findings == 0 ? std::string("no findings")
+                                 : "<span class=\"status bad\">" + std::to_string(findings) +
+                                       " finding" + (findings == 1 ? "" : "s") +
+                                       "</span> (see Device audit below)"));
+  if (!busy.empty())
+    items.push_back("<b>GPU busy (CUPTI):</b> " + busy);
+  if (!idle.empty())
+    items.push_back("<b>GPU not used:</b> <span class=\"status bad\">epochs without a kernel in " +
+                    idle + "</span>");
+
+  // Cases that did not end well.
+  std::string bad;
+  for (const auto& c : r.cases)
+    if (c.status == CaseStatus::kFailed || c.status == CaseStatus::kOom ||
+        c.status == CaseStatus::kTimeout)
+      bad += (bad.empty() ? "" : "; ") + e(target_label(c)) + " " +
+             status_cell(to_string(c.status)) + " (" + e(c.reason) + ")";
+  if (!bad.empty())
+    items.push_back("<b>Cases that did not finish:</b> " + bad);
+
+  // Baseline.
+  if (baseline) {
+    std::string line = "<b>Against the baseline</b> (" + e(options.baseline_source) + "): " +
+                       std::to_string(baseline->count(Verdict::kSlower)) + " slower, " +
+                       std::to_string(baseline->count(Verdict::kFaster)) + " faster, " +
+                       std::to_string(baseline->count(Verdict::kSame)) + " same";
+    for (const auto& c : baseline->regressions())
+      line += "; <span class=\"status bad\">" + e(c.name + "/" + c.target) + " " +
+              number(c.change_percent(), 3) + "% slower</span>";
+    if (!baseline->warnings.empty())
+      line += "; " + std::to_string(baseline->warnings.size()) +
+              " warning(s): runs differ (see Against the baseline)";
+    items.push_back(line);
+  } else {
+    items.push_back("<b>Against a baseline:</b> none given (kanbench report --baseline OLD.json)");
+  }
+
+  std::string html = "<section id=\"verdict\"><h2>Verdict</h2><ul class=\"verdict\">";
+  for (const auto& item : items)
+    html += "<li>" + item + "</li>";
+  return html + "</ul></section>\n";
+}
+
+std::string charts_section(const json& charts, const Results& r) {
+  std::string html = "<section id=\"charts\"><h2>Charts</h2>\n"
+                     "<p id=\"chart-status\">The charts need JavaScript; the tables below hold "
+                     "every number.</p>\n";
+  bool activations_heading = false;
+  for (const auto& chart : charts["charts"]) {
+    const std::string id = chart["id"];
+    if (chart.value("small", false)) {
+      if (!activations_heading) {
+        const auto* c = activation_case(r);
+        html += "<h3>Learned activation functions</h3><p>phi(x) of each edge of the trained "
+                "model, case " + e(c->name) + " on " + e(c->target) +
+                " (layer, input -> output).</p><div class=\"small-multiples\">";
+        activations_heading = true;
+      }
+      html += "<div class=\"chart small\"><canvas id=\"" + e(id) + "\"></canvas></div>";
+      continue;
+    }
+    if (activations_heading) {
+      html += "</div>\n";
+      activations_heading = false;
+    }
+    html += "<div class=\"chart\"><canvas id=\"" + e(id) + "\"></canvas></div>\n";
+  }
+  if (activations_heading)
+    html += "</div>\n";
+  if (!activation_case(r))
+    html += "<p>No learned activation functions in this run.</p>\n";
+  bool loss = false;
+  for (const auto& chart : charts["charts"])
+    loss = loss || chart["id"].get<std::string>().rfind("chart-loss-", 0) == 0;
+  if (!loss)
+    html += "<p>No loss curves of parity pairs in this run.</p>\n";
+  return html + "</section>\n";
+}
+
+std::string cases_section(const Results& r) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& c : r.cases) {
+    const auto f = figures(c);
+    std::string metric = "-";
+    if (c.final_test_rmse)
+      metric = "RMSE " + number(*c.final_test_rmse);
+    if (c.final_accuracy)
+      metric = (metric == "-" ? "" : metric + ", ") + "accuracy " +
+               number(*c.final_accuracy * 100, 4) + "%";
+    rows.push_back(
+        {e(c.name), e(c.target), e(c.device), e(c.dtype), e(c.backend.value_or("-")),
+         status_cell(to_string(c.status)), e(c.reason),
+         seconds_or_dash(c.median_epoch_seconds), seconds_or_dash(c.iqr_epoch_seconds),
+         f.times ? format_seconds(f.times->min) : "-",
+         f.times ? format_seconds(f.times->max) : "-", std::to_string(c.epoch_seconds.size()),
+         or_dash(c.steps_per_second, [](double v) { return number(v); }),
+         or_dash(c.samples_per_second, [](double v) { return number(v); }),
+         or_dash(c.peak_memory_bytes, [](int64_t v) { return bytes(static_cast<double>(v)); }) +
+             (c.memory_kind ? " <small>" + e(*c.memory_kind) + "</small>" : ""),
+         metric, or_dash(c.threads, [](int64_t v) { return std::to_string(v); }),
+         f.busy ? number(*f.busy * 100, 3) + "%" : "-"});
+  }
+  return "<section id=\"cases\"><h2>Cases</h2>\n" +
+         table("cases-table",
+               {"case", "target", "device", "dtype", "backend", "status", "reason",
+                "median epoch", "IQR", "min", "max", "repetitions", "steps/s", "samples/s",
+                "peak memory", "final metric", "threads", "GPU busy"},
+               rows) +
+         "</section>\n";
+}
+
+std::string comparisons_section(const Results& r) {
+  std::vector<std::vector<std::string>> rows;
+  auto num = [](const std::optional<double>& v) { return or_dash(v, [](double x) { return number(x); }); };
+  for (const auto& c : r.comparisons) {
+    std::string tolerances;
+    for (const auto& [key, limit] : c.tolerances)
+      tolerances += (tolerances.empty() ? "" : ", ") + e(key) + " &le; " + number(limit);
+    rows.push_back({e(c.case_name), e(c.a), e(c.b), e(c.label.value_or("")),
+                    num(c.speedup) + (c.speedup_low && c.speedup_high
+                                          ? " (" + number(*c.speedup_low) + "&ndash;" +
+                                                number(*c.speedup_high) + ")"
+                                          : ""),
+                    num(c.max_abs_output_diff), num(c.max_rel_output_diff),
+                    num(c.max_abs_grad_diff), num(c.max_rel_loss_diff),
+                    num(c.final_metric_rel_diff), num(c.final_accuracy_diff_points), tolerances,
+                    status_cell(to_string(c.parity)), e(c.message)});
+  }
+  return "<section id=\"comparisons\"><h2>Parity and speedup</h2>\n" +
+         (rows.empty() ? std::string("<p>No comparisons in this run.</p>\n")
+                       : table("comparisons-table",
+                               {"case", "a", "b", "what", "speedup (spread)",
+                                "max abs output diff", "max rel output diff",
+                                "max abs grad diff", "max rel loss diff",
+                                "final metric rel diff", "accuracy diff (points)", "tolerances",
+                                "parity", "message"},
+                               rows)) +
+         "</section>\n";
+}
+
+std::string edge_cases_section(const Results& r) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& ec : r.edge_cases) {
+    std::string measurements;
+    for (const auto& [key, value] : ec.measurements)
+      measurements += (measurements.empty() ? "" : ", ") + e(key) + " = " + number(value);
+    rows.push_back({e(ec.name), e(ec.device), status_cell(to_string(ec.status)), e(ec.message),
+                    or_dash(ec.samples, [](int64_t v) { return std::to_string(v); }),
+                    or_dash(ec.peak_memory_bytes,
+                            [](int64_t v) { return bytes(static_cast<double>(v)); }),
+                    seconds_or_dash(ec.seconds), measurements});
+  }
+  return "<section id=\"edge-cases\"><h2>Edge cases</h2>\n" +
+         (rows.empty() ? std::string("<p>No edge cases in this run.</p>\n")
+                       : table("edge-cases-table",
+                               {"edge case", "device", "status", "message", "samples",
+                                "peak memory", "time", "measurements"},
+                               rows)) +
+         "</section>\n";
+}
+
+std::string audit_section(const Results& r) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& c : r.cases)
+    for (const auto& f : c.audit_findings)
+      rows.push_back({e(c.name), e(c.target), e(f.tensor), e(f.kind), e(f.problem), e(f.device),
+                      e(f.expected_device), e(f.message), e(f.fix)});
+  return "<section id=\"audit\"><h2>Device audit</h2>\n" +
+         (rows.empty() ? std::string("<p>No findings: every audited tensor was where it "
+                                     "belonged.</p>\n")
+                       : table("audit-table",
+                               {"case", "target", "tensor", "kind", "problem", "device",
+                                "expected device", "message", "fix"},
+                               rows)) +
+         "</section>\n";
+}
+
+std::string baseline_section(const BaselineComparison& b, const std::string& source) {
+  std::string html = "<section id=\"baseline\"><h2>Against the baseline</h2>\n<p>Baseline: " +
+                     e(source) + ". Verdicts use both runs' repetitions (Mann-Whitney U test at "
+                     "alpha " + number(b.options.alpha) + ", minimum relevant change " +
+                     number(b.options.min_change * 100) + "%).</p>\n";
+  if (!b.warnings.empty()) {
+    html += "<ul class=\"warnings\">";
+    for (const auto& w : b.warnings)
+      html += "<li>warning: " + e(w) + "</li>";
+    html += "</ul>\n";
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& c : b.changes)
+    rows.push_back({e(c.name), e(c.target), e(c.dtype), seconds_or_dash(c.old_median),
+                    seconds_or_dash(c.new_median),
+                    or_dash(c.ratio, [](double v) { return number(v); }),
+                    or_dash(c.p_value, [](double v) { return number(v, 3); }),
+                    status_cell(to_string(c.verdict)), e(c.note)});
+  return html +
+         table("baseline-table",
+               {"case", "target", "dtype", "old median", "new median", "new/old", "p", "verdict",
+                "note"},
+               rows) +
+         "</section>\n";
+}
+
+std::string gbench_section(const GBenchReport& g, size_t index) {
+  const auto& c = g.context;
+  std::string html = "<section id=\"gbench-" + std::to_string(index) +
+                     "\" class=\"gbench\"><h2>Google Benchmark: " + e(g.source) + "</h2>\n<p>" +
+                     e(c.executable) + " on " + e(c.host_name) + ", " + e(c.date) +
+                     (c.num_cpus ? ", " + std::to_string(*c.num_cpus) + " CPUs" : "") +
+                     (c.library_build_type.empty() ? "" : ", library " + e(c.library_build_type)) +
+                     (c.cpu_scaling_enabled.value_or(false) ? ", CPU scaling on (noisy)" : "") +
+                     "</p>\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& b : g.benchmarks) {
+    std::string counters;
+    for (const auto& [key, value] : b.counters)
+      counters += (counters.empty() ? "" : ", ") + e(key) + " = " + number(value);
+    auto time = [&](const std::optional<double>& t) {
+      if (!t)
+        return std::string("-");
+      return number(*t) + (b.aggregate_unit == "percentage" ? " %" : " " + e(b.time_unit));
+    };
+    rows.push_back({e(b.name), e(b.run_type == "aggregate" ? b.aggregate_name : b.run_type),
+                    or_dash(b.iterations, [](int64_t v) { return std::to_string(v); }),
+                    time(b.real_time), time(b.cpu_time), counters, e(b.label),
+                    b.error_occurred ? status_cell("error") + " " + e(b.error_message) : ""});
+  }
+  return html +
+         table("gbench-table-" + std::to_string(index),
+               {"benchmark", "run", "iterations", "real time", "CPU time", "counters", "label",
+                "error"},
+               rows) +
+         "</section>\n";
+}
+
+std::string environment_section(const Environment& env) {
+  const auto text = [](const std::string& v) { return v.empty() ? std::string("-") : e(v); };
+  std::vector<std::vector<std::string>> rows{
+      {"kanbench", text(env.kanbench_version)},
+      {"git commit", text(env.git_commit)},
+      {"date", text(env.date)},
+      {"host", text(env.hostname)},
+      {"LibTorch", text(env.libtorch_version)},
+      {"CUDA (LibTorch build)", text(env.cuda_build_version)},
+      {"cuDNN (LibTorch build)", text(env.cudnn_build_version)},
+      {"CUDA runtime", text(env.cuda_runtime_version)},
+      {"CUDA driver", text(env.cuda_driver_version)},
+      {"CUDA available",
+       env.cuda_available ? "yes" : "no (" + e(env.cuda_unavailable_reason) + ")"},
+      {"CUDA_VISIBLE_DEVICES", env.cuda_visible_devices ? e(*env.cuda_visible_devices) : "unset"},
+      {"CPU", text(env.cpu_model)},
+      {"CPU cores", std::to_string(env.cpu_cores)},
+      {"LibTorch threads", std::to_string(env.torch_threads)},
+      {"NVTX", env.nvtx_available ? "built in" : "not built in"},
+      {"CUPTI", env.cupti_available ? "built in" : "not built in"}};
+  for (const auto& d : env.cuda_devices)
+    rows.push_back({"GPU " + std::to_string(d.index),
+                    e(d.name) + ", compute capability " + e(d.compute_capability) + ", " +
+                        std::to_string(d.multiprocessors) + " SMs, " +
+                        bytes(static_cast<double>(d.total_memory_bytes)) + " (" +
+                        bytes(static_cast<double>(d.free_memory_bytes)) + " free)"});
+  for (const auto& p : env.problems)
+    rows.push_back({"problem", e(p.what) + " &rarr; " + e(p.fix)});
+  return "<section id=\"environment\"><h2>Environment</h2>\n" +
+         table("environment-table", {"what", "value"}, rows) + "</section>\n";
+}
+
+std::string configuration_section(const Results& r) {
+  std::vector<std::pair<std::string, std::string>> flat;
+  flatten(to_json(r)["config"], "", flat);
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& [key, value] : flat)
+    rows.push_back({e(key), e(value)});
+  std::string html = "<section id=\"configuration\"><h2>Configuration</h2>\n" +
+                     table("configuration-table", {"setting", "value"}, rows);
+  std::vector<std::vector<std::string>> case_rows;
+  for (const auto& c : r.cases) {
+    if (c.config.is_null())
+      continue;
+    std::vector<std::pair<std::string, std::string>> settings;
+    flatten(c.config, "", settings);
+    std::string text;
+    for (const auto& [key, value] : settings)
+      text += (text.empty() ? "" : ", ") + e(key) + " = " + e(value);
+    case_rows.push_back({e(c.name), e(c.target), text});
+  }
+  if (!case_rows.empty())
+    html += "<h3>Per case</h3>\n" +
+            table("case-configuration-table", {"case", "target", "configuration"}, case_rows);
+  return html + "</section>\n";
+}
+
+// Chart.js, safe to inline in a <script> element.
+std::string inline_script(std::string script, const std::string& origin) {
+  if (script.find("<!--") != std::string::npos)
+    throw std::runtime_error(origin + " contains \"<!--\" and cannot be inlined safely");
+  for (size_t at = 0; (at = script.find("</", at)) != std::string::npos; at += 3) {
+    std::string next = script.substr(at + 2, 6);
+    std::transform(next.begin(), next.end(), next.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    if (next == "script")
+      script.replace(at, 2, "<\\/");
+  }
+  return script;
+}
+
+constexpr const char* kStyle = R"CSS(
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1200px;padding:1em 2em;color:#1d1d1f;background:#fff}
+h1{margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
+header p{color:#555;margin-top:0}
+table{border-collapse:collapse;font-size:.85em;margin:.5em 0;display:block;overflow-x:auto}
+th,td{border:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}
+th{background:#f4f4f6}tbody tr:nth-child(even){background:#fafafa}
+.status{font-weight:600;padding:0 .3em;border-radius:3px}.good{color:#0a6b2d;background:#e3f6e8}
+.bad{color:#a4161a;background:#fde8e8}.neutral{color:#555;background:#eee}
+ul.verdict{font-size:1.05em;line-height:1.6}ul.verdict ul{margin:0}.figure{font-weight:700}
+.chart{position:relative;height:320px;margin:1em 0}
+.small-multiples{display:grid;grid-template-columns:repeat(auto-fill,minmax(180px,1fr));gap:.5em}
+.chart.small{height:150px;margin:0}
+ul.warnings{color:#8a5300}
+)CSS";
+
+constexpr const char* kScript = R"JS(
+(function () {
+  'use strict';
+  var errors = [];
+  window.addEventListener('error', function (event) { errors.push(String(event.message)); });
+  var palette = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2',
+                 '#7f7f7f', '#bcbd22', '#17becf'];
+  var errorBars = {
+    id: 'kanbenchErrorBars',
+    afterDatasetsDraw: function (chart) {
+      var ctx = chart.ctx, y = chart.scales.y;
+      chart.data.datasets.forEach(function (dataset, i) {
+        var meta = chart.getDatasetMeta(i);
+        if (!dataset.errors || meta.hidden) return;
+        meta.data.forEach(function (bar, j) {
+          var range = dataset.errors[j];
+          if (!range) return;
+          var top = y.getPixelForValue(range[1]), bottom = y.getPixelForValue(range[0]);
+          ctx.save();
+          ctx.strokeStyle = '#222';
+          ctx.lineWidth = 1.5;
+          ctx.beginPath();
+          ctx.moveTo(bar.x, top); ctx.lineTo(bar.x, bottom);
+          ctx.moveTo(bar.x - 4, top); ctx.lineTo(bar.x + 4, top);
+          ctx.moveTo(bar.x - 4, bottom); ctx.lineTo(bar.x + 4, bottom);
+          ctx.stroke();
+          ctx.restore();
+        });
+      });
+    }
+  };
+  function axis(label, type) {
+    var scale = { title: { display: !!label, text: label || '' } };
+    if (type) scale.type = type;
+    return scale;
+  }
+  function config(spec) {
+    var options = {
+      responsive: true, maintainAspectRatio: false, animation: false,
+      plugins: { title: { display: true, text: spec.title }, legend: { display: !spec.small } }
+    };
+    if (spec.kind === 'bar') {
+      options.scales = { y: axis(spec.y_label), x: axis('') };
+      options.scales.y.beginAtZero = true;
+      return {
+        type: 'bar', options: options, plugins: [errorBars],
+        data: {
+          labels: spec.labels,
+          datasets: spec.datasets.map(function (d, i) {
+            return { label: d.label, data: d.data, errors: d.errors,
+                     backgroundColor: palette[i % palette.length] };
+          })
+        }
+      };
+    }
+    if (spec.kind === 'line') {
+      options.scales = { y: axis(spec.y_label, spec.log_y ? 'logarithmic' : 'linear'),
+                         x: axis(spec.x_label) };
+      return {
+        type: 'line', options: options,
+        data: {
+          labels: spec.labels,
+          datasets: spec.datasets.map(function (d, i) {
+            var color = palette[i % palette.length];
+            return { label: d.label, data: d.data, borderColor: color, backgroundColor: color,
+                     borderDash: i === 1 ? [6, 4] : [], pointRadius: 2, fill: false };
+          })
+        }
+      };
+    }
+    options.plugins.title.font = { size: 11 };
+    options.scales = { x: { type: 'linear', ticks: { maxTicksLimit: 5 } },
+                       y: { ticks: { maxTicksLimit: 5 } } };
+    return {
+      type: 'scatter', options: options,
+      data: {
+        datasets: [{
+          label: spec.title, showLine: true, pointRadius: 0, borderWidth: 2,
+          borderColor: palette[0], backgroundColor: palette[0],
+          data: spec.x.map(function (x, k) { return { x: x, y: spec.y[k] }; })
+        }]
+      }
+    };
+  }
+  function drawn(canvas) {
+    try {
+      var pixels = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+      for (var k = 3; k < pixels.length; k += 4) if (pixels[k] !== 0) return true;
+    } catch (e) { errors.push(String(e)); }
+    return false;
+  }
+  var total = 0, done = 0;
+  try {
+    if (typeof Chart === 'undefined') throw new Error('Chart.js did not load');
+    var specs = JSON.parse(document.getElementById('kanbench-charts').textContent).charts;
+    total = specs.length;
+    specs.forEach(function (spec) {
+      var canvas = document.getElementById(spec.id);
+      if (!canvas) { errors.push('no canvas ' + spec.id); return; }
+      try {
+        new Chart(canvas, config(spec));
+        if (drawn(canvas)) done += 1; else errors.push('nothing drawn in ' + spec.id);
+      } catch (e) { errors.push(spec.id + ': ' + e); }
+    });
+  } catch (e) { errors.push(String(e)); }
+  document.body.setAttribute('data-charts-total', String(total));
+  document.body.setAttribute('data-charts-drawn', String(done));
+  document.body.setAttribute('data-report-errors', errors.join(' | '));
+  var status = document.getElementById('chart-status');
+  if (status) {
+    status.textContent = errors.length === 0 ? '' :
+        'Some charts could not be drawn: ' + errors.join('; ');
+    if (errors.length === 0) status.hidden = true;
+  }
+})();
+)JS";
+
+} // namespace
+
+std::string render_html_report(const Results& results, const HtmlReportOptions& options) {
+  const std::string chartjs = inline_script(
+      options.chartjs_source.empty()
+          ? load_chartjs(options.chartjs_path.empty() ? default_chartjs_path()
+                                                      : options.chartjs_path)
+          : options.chartjs_source,
+      "Chart.js");
+  std::optional<BaselineComparison> baseline;
+  if (options.baseline)
+    baseline = compare_with_baseline(*options.baseline, results, options.baseline_options);
+  const json charts = chart_data(results);
+
+  const auto& env = results.environment;
+  std::string html;
+  html += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+          // No network request of any kind: everything is inline.
+          "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+          "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">\n"
+          "<meta name=\"generator\" content=\"kanbench " +
+          e(env.kanbench_version) + ", results schema " + e(results.schema_version) + "\">\n" +
+          "<title>" + e(options.title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
+  html += "<header><h1>" + e(options.title) + "</h1><p>" +
+          (options.results_source.empty() ? "" : e(options.results_source) + " &middot; ") +
+          "suite " + e(results.config.suite) + " &middot; " + e(env.date) + " &middot; " +
+          e(env.hostname) + " &middot; kanbench " + e(env.kanbench_version) +
+          (env.git_commit.empty() ? "" : " (" + e(env.git_commit) + ")") +
+          (results.wall_seconds ? " &middot; run took " + format_seconds(*results.wall_seconds)
+                                : "") +
+          "</p></header>\n";
+  html += verdict_section(results, baseline, options);
+  html += charts_section(charts, results);
+  html += cases_section(results);
+  html += comparisons_section(results);
+  html += edge_cases_section(results);
+  html += audit_section(results);
+  if (baseline)
+    html += baseline_section(*baseline, options.baseline_source);
+  for (size_t i = 0; i < options.gbench.size(); ++i)
+    html += gbench_section(options.gbench[i], i);
+  html += environment_section(env);
+  html += configuration_section(results);
+  html += "<script type=\"application/json\" id=\"kanbench-results\">" +
+          escape_script_json(dump(to_json(results))) + "</script>\n";
+  html += "<script type=\"application/json\" id=\"kanbench-charts\">" +
+          escape_script_json(dump(charts)) + "</script>\n";
+  html += "<script>\n" + chartjs + "\n</script>\n";
+  html += "<script>" + std::string(kScript) + "</script>\n</body>\n</html>\n";
+  return html;
+}
+
+void write_html_report(const std::string& path, const Results& results,
+                       const HtmlReportOptions& options) {
+  write_file_atomically(path, render_html_report(results, options));
+}
+
+} // namespace kan::reports
