@@ -1,0 +1,290 @@
+// The HTML report, checked structurally: sections, numbers against the JSON, no external URL,
+// inert hostile strings.
+#include "reports_test_util.h"
+
+#include "kan/reports/html_report.h"
+#include "kan/reports/results_io.h"
+
+#include <cstdlib>
+#include <regex>
+
+namespace {
+
+using namespace kan::reports;
+using json = nlohmann::json;
+using HtmlReport = test::ReportsScratchTest;
+
+const std::string kHostile = "</script><img src=x onerror=alert(1)>";
+
+size_t count(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1))
+    ++n;
+  return n;
+}
+
+// The JSON embedded in <script type="application/json" id=ID>.
+json embedded(const std::string& html, const std::string& id) {
+  const std::string open = "<script type=\"application/json\" id=\"" + id + "\">";
+  const auto start = html.find(open);
+  if (start == std::string::npos)
+    throw std::runtime_error("no embedded " + id);
+  const auto end = html.find("</script>", start);
+  return json::parse(html.substr(start + open.size(), end - start - open.size()));
+}
+
+const json& chart(const json& charts, const std::string& id) {
+  for (const auto& c : charts["charts"])
+    if (c["id"] == id)
+      return c;
+  throw std::runtime_error("no chart " + id);
+}
+
+// The contents of every <script> element, joined.
+std::string scripts(const std::string& html) {
+  std::string text;
+  for (size_t at = html.find("<script"); at != std::string::npos; at = html.find("<script", at)) {
+    const auto start = html.find('>', at) + 1;
+    const auto end = html.find("</script>", start);
+    text += html.substr(start, end - start) + "\n";
+    at = end;
+  }
+  return text;
+}
+
+// The HTML without the embedded JSON data.
+std::string markup(const std::string& html) {
+  std::string text = html;
+  for (const char* id : {"kanbench-results", "kanbench-charts"}) {
+    const auto start = text.find("<script type=\"application/json\" id=\"" + std::string(id));
+    const auto end = text.find("</script>", start);
+    text.erase(start, end - start);
+  }
+  return text;
+}
+
+// The HTML without the inlined Chart.js (whose licence comment names its web site).
+std::string without_chartjs(const std::string& html) {
+  const std::string chartjs = load_chartjs(default_chartjs_path());
+  const auto at = html.find(chartjs);
+  if (at == std::string::npos)
+    return html;
+  return html.substr(0, at) + html.substr(at + chartjs.size());
+}
+
+HtmlReportOptions full_options() {
+  HtmlReportOptions options;
+  options.results_source = "run/results.json";
+  options.baseline = test::synthetic_run(1, 1.0, 2.0, 10);
+  options.baseline_source = "old/results.json";
+  options.gbench.push_back(
+      read_gbench_file(std::string(KAN_GBENCH_REFERENCE_DIR) + "/benchmark_out.json"));
+  return options;
+}
+
+TEST(HtmlReportTest, HasEverySectionWithTheVerdictFirst) {
+  const auto html = render_html_report(test::sample_results(), full_options());
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  size_t previous = 0;
+  for (const char* id : {"verdict", "charts", "cases", "comparisons", "edge-cases", "audit",
+                         "baseline", "gbench-0", "environment", "configuration"}) {
+    const auto at = html.find("<section id=\"" + std::string(id) + "\"");
+    ASSERT_NE(at, std::string::npos) << id;
+    EXPECT_GT(at, previous) << id << " out of order";
+    previous = at;
+  }
+  EXPECT_EQ(html.find("<section"), html.find("<section id=\"verdict\""));
+  for (const char* table : {"cases-table", "comparisons-table", "edge-cases-table", "audit-table",
+                            "baseline-table", "gbench-table-0", "environment-table",
+                            "configuration-table", "case-configuration-table"})
+    EXPECT_NE(html.find("<table id=\"" + std::string(table) + "\""), std::string::npos) << table;
+  // One canvas per chart, and the chart list names each.
+  const auto charts = embedded(html, "kanbench-charts");
+  EXPECT_EQ(count(html, "<canvas"), charts["charts"].size());
+  for (const auto& c : charts["charts"])
+    EXPECT_NE(html.find("<canvas id=\"" + c["id"].get<std::string>() + "\">"), std::string::npos);
+  for (const char* id : {"chart-epoch-time", "chart-speedup", "chart-loss-0",
+                         "chart-activation-0-0-0", "chart-activation-0-1-0",
+                         "chart-activation-1-0-0", "chart-memory"})
+    EXPECT_NO_THROW(chart(charts, id)) << id;
+}
+
+TEST(HtmlReportTest, VerdictSaysWhatRanAndHowItWent) {
+  const auto html = render_html_report(test::sample_results(), full_options());
+  const auto verdict = html.substr(html.find("<section id=\"verdict\""),
+                                   html.find("<section id=\"charts\"") -
+                                       html.find("<section id=\"verdict\""));
+  EXPECT_NE(verdict.find("ran on cpu, cuda:0"), std::string::npos) << verdict;
+  EXPECT_NE(verdict.find("wide/cuda <span class=\"status neutral\">skipped</span> (no CUDA device"),
+            std::string::npos) << verdict;
+  EXPECT_NE(verdict.find("toy: cuda <span class=\"figure\">5.1&times;</span> faster than cpu"),
+            std::string::npos) << verdict;
+  EXPECT_NE(verdict.find("<b>Parity:</b> 1 of 1 comparisons pass"), std::string::npos);
+  EXPECT_NE(verdict.find("<b>Edge cases:</b> 1 of 3 passed, 1 failed, 1 skipped; failed: "
+                         "million_samples on cpu"), std::string::npos) << verdict;
+  EXPECT_NE(verdict.find("1 finding"), std::string::npos);
+  EXPECT_NE(verdict.find("toy/cuda 78.5% (119 kernels/epoch)"), std::string::npos) << verdict;
+  // Against the synthetic baseline: toy/cpu is 0.51 s against ~1 s -> faster.
+  EXPECT_NE(verdict.find("<b>Against the baseline</b> (old/results.json): 0 slower, 1 faster"),
+            std::string::npos) << verdict;
+  const auto without = render_html_report(test::sample_results());
+  EXPECT_NE(without.find("<b>Against a baseline:</b> none given"), std::string::npos);
+  EXPECT_EQ(without.find("<section id=\"baseline\""), std::string::npos);
+  EXPECT_EQ(without.find("<section id=\"gbench-0\""), std::string::npos);
+}
+
+TEST(HtmlReportTest, NumbersMatchTheJson) {
+  const auto results = test::sample_results();
+  const auto html = render_html_report(results, full_options());
+  // The whole results.json travels with the report.
+  EXPECT_EQ(embedded(html, "kanbench-results"), to_json(results));
+
+  const auto charts = embedded(html, "kanbench-charts");
+  const auto& epoch = chart(charts, "chart-epoch-time");
+  EXPECT_EQ(epoch["labels"], json({"toy", "wide"}));
+  ASSERT_EQ(epoch["datasets"].size(), 2u);
+  EXPECT_EQ(epoch["datasets"][0]["label"], "cpu");
+  EXPECT_EQ(epoch["datasets"][0]["data"][0].get<double>(), *results.cases[0].median_epoch_seconds);
+  EXPECT_EQ(epoch["datasets"][0]["data"][1].get<double>(), *results.cases[2].median_epoch_seconds);
+  EXPECT_EQ(epoch["datasets"][1]["data"][0].get<double>(), *results.cases[1].median_epoch_seconds);
+  EXPECT_TRUE(epoch["datasets"][1]["data"][1].is_null()); // wide/cuda skipped: no bar
+  const auto s = summarize(results.cases[0].epoch_seconds);
+  EXPECT_EQ(epoch["datasets"][0]["errors"][0], json({s->q1, s->q3}));
+
+  const auto& speedup = chart(charts, "chart-speedup");
+  EXPECT_EQ(speedup["datasets"][0]["data"][0].get<double>(), 5.1);
+  EXPECT_EQ(speedup["datasets"][0]["errors"][0], json({4.2, 5.5}));
+
+  const auto& loss = chart(charts, "chart-loss-0");
+  EXPECT_EQ(loss["datasets"][0]["data"], json(results.cases[0].train_loss_per_epoch));
+  EXPECT_EQ(loss["datasets"][1]["data"], json(results.cases[1].train_loss_per_epoch));
+  EXPECT_TRUE(loss["log_y"].get<bool>());
+
+  const auto& phi = chart(charts, "chart-activation-1-0-0");
+  EXPECT_EQ(phi["x"], json(results.cases[0].activations[2].x));
+  EXPECT_EQ(phi["y"], json(results.cases[0].activations[2].y));
+
+  const auto& memory = chart(charts, "chart-memory");
+  EXPECT_DOUBLE_EQ(memory["datasets"][0]["data"][0].get<double>(),
+                   12345678.0 / (1024 * 1024));
+
+  // The tables show the same figures, rounded.
+  const auto cases = html.substr(html.find("<table id=\"cases-table\""));
+  EXPECT_NE(cases.find("<td>510 ms</td><td>20 ms</td><td>490 ms</td><td>550 ms</td><td>5</td>"),
+            std::string::npos);
+  EXPECT_NE(cases.find("11.8 MiB"), std::string::npos);
+  EXPECT_NE(cases.find("accuracy 91%"), std::string::npos);
+  EXPECT_NE(html.find("<td>5.1 (4.2&ndash;5.5)</td>"), std::string::npos);
+  EXPECT_NE(html.find("unchunked_bytes_estimate = 3.2e+09"), std::string::npos);
+  EXPECT_NE(html.find("<td>BM_Sum/64_mean</td><td>mean</td><td>2</td><td>0.1323 us</td>"),
+            std::string::npos);
+}
+
+TEST(HtmlReportTest, NoExternalUrls) {
+  const auto html = without_chartjs(render_html_report(test::sample_results(), full_options()));
+  EXPECT_EQ(html.find("http://"), std::string::npos);
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+  const std::regex fetching(R"((src|href|action|srcset)\s*=|url\(|@import|<link|<iframe|<img)",
+                            std::regex::icase);
+  EXPECT_FALSE(std::regex_search(html, fetching));
+  // Chart.js is inlined, not referenced.
+  EXPECT_NE(html.find("<script>\n"), std::string::npos);
+  EXPECT_NE(render_html_report(test::sample_results()).find("Chart.js v3"), std::string::npos);
+  EXPECT_NE(html.find("default-src 'none'"), std::string::npos);
+}
+
+TEST(HtmlReportTest, HostileStringsAreInert) {
+  auto results = test::sample_results();
+  results.cases[0].name = kHostile;
+  results.cases[0].target = kHostile;
+  results.cases[0].reason = kHostile;
+  results.cases[0].audit_findings[0].message = kHostile;
+  results.cases[0].config["opt"] = kHostile;
+  results.comparisons[0].case_name = kHostile;
+  results.comparisons[0].a = kHostile;
+  results.comparisons[0].label = kHostile + "\xE2\x80\xA8<!--";
+  results.edge_cases[0].message = kHostile;
+  results.edge_cases[0].measurements[kHostile] = 1;
+  results.environment.hostname = kHostile;
+  results.environment.cpu_model = "\"onmouseover=\"alert(1)";
+  results.config.extra = {{kHostile, kHostile}};
+  auto options = full_options();
+  options.title = kHostile;
+  options.results_source = kHostile;
+  options.baseline_source = kHostile;
+  options.gbench[0].benchmarks[0].name = kHostile;
+  options.gbench[0].source = kHostile;
+  const auto html = render_html_report(results, options);
+
+  EXPECT_EQ(html.find(kHostile), std::string::npos);
+  EXPECT_EQ(html.find("<img"), std::string::npos);
+  EXPECT_EQ(markup(html).find("\"onmouseover"), std::string::npos);
+  EXPECT_NE(html.find("&quot;onmouseover=&quot;alert(1)"), std::string::npos);
+  EXPECT_EQ(scripts(html).find("\xE2\x80\xA8"), std::string::npos); // ends a JS line
+  EXPECT_EQ(html.find("<!--"), std::string::npos);
+  // Four script elements (results, charts, Chart.js, report), each closed once.
+  EXPECT_EQ(count(html, "<script"), 4u);
+  EXPECT_EQ(count(html, "</script>"), 4u);
+  EXPECT_NE(html.find("&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;"), std::string::npos);
+  // The embedded data still holds the exact strings.
+  const auto data = embedded(html, "kanbench-results");
+  EXPECT_EQ(data["cases"][0]["name"], kHostile);
+  EXPECT_EQ(data["environment"]["hostname"], kHostile);
+  EXPECT_EQ(data["comparisons"][0]["label"], kHostile + "\xE2\x80\xA8<!--");
+}
+
+TEST(HtmlReportTest, EscapingFunctions) {
+  EXPECT_EQ(html_escape("<a href=\"x\">&'</a>"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;");
+  EXPECT_EQ(escape_script_json(json("</script>&\xE2\x80\xA9").dump()),
+            "\"\\u003c/script\\u003e\\u0026\\u2029\"");
+  EXPECT_EQ(json::parse(escape_script_json(json(kHostile).dump())), kHostile);
+}
+
+TEST(HtmlReportTest, ChartJsIsRequiredAndInlinedSafely) {
+  HtmlReportOptions options;
+  options.chartjs_path = "/nonexistent/chart.min.js";
+  try {
+    render_html_report(test::sample_results(), options);
+    ADD_FAILURE() << "rendered without Chart.js";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("/nonexistent/chart.min.js"), std::string::npos) << what;
+    EXPECT_NE(what.find("libjs-chart.js"), std::string::npos) << what;
+  }
+  options.chartjs_source = "var Chart = '</SCRIPT>';";
+  const auto html = render_html_report(test::sample_results(), options);
+  EXPECT_NE(html.find("var Chart = '<\\/SCRIPT>';"), std::string::npos);
+  EXPECT_EQ(count(html, "</script>"), 4u);
+  options.chartjs_source = "<!-- x";
+  EXPECT_THROW(render_html_report(test::sample_results(), options), std::runtime_error);
+}
+
+TEST(HtmlReportTest, ChartJsPathFromTheEnvironment) {
+  ::setenv("KANBENCH_CHARTJS", "/somewhere/chart.js", 1);
+  EXPECT_EQ(default_chartjs_path(), "/somewhere/chart.js");
+  ::setenv("KANBENCH_CHARTJS", "", 1);
+  EXPECT_EQ(default_chartjs_path(), kDefaultChartJsPath);
+  ::unsetenv("KANBENCH_CHARTJS");
+  EXPECT_EQ(default_chartjs_path(), kDefaultChartJsPath);
+}
+
+TEST(HtmlReportTest, EmptyRunRendersWithoutCharts) {
+  Results empty;
+  empty.config.devices = {"cpu"};
+  const auto html = render_html_report(empty);
+  EXPECT_NE(html.find("<b>Devices:</b> nothing ran"), std::string::npos);
+  EXPECT_EQ(embedded(html, "kanbench-charts")["charts"].size(), 0u);
+  EXPECT_EQ(count(html, "<canvas"), 0u);
+  EXPECT_NE(html.find("No comparisons in this run."), std::string::npos);
+}
+
+TEST_F(HtmlReport, WrittenAtomically) {
+  write_html_report(path("report.html"), test::sample_results());
+  EXPECT_EQ(read("report.html"), render_html_report(test::sample_results()));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_),
+                          std::filesystem::directory_iterator{}),
+            1);
+}
+
+} // namespace
