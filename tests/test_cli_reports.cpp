@@ -97,3 +97,52 @@ TEST_F(CompareCli, BadCommandLinesExitTwo) {
 }
 
 } // namespace
+
+namespace {
+
+using ReportCli = kan::reports::test::ReportsScratchTest;
+
+TEST_F(ReportCli, WritesTheReport) {
+  write_results_file(path("results.json"), test::sample_results());
+  write_results_file(path("old.json"), test::synthetic_run(1, 1.0, 2.0, 5));
+  const std::string gbench = std::string(KAN_GBENCH_REFERENCE_DIR) + "/benchmark_out.json";
+  auto run = kanbench("report " + path("results.json") + " --baseline " + path("old.json") +
+                      " --gbench " + gbench + " " + gbench + " -o " + path("out.html"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output, "report -> " + path("out.html") + "\n");
+  const auto html = read("out.html");
+  EXPECT_NE(html.find("<section id=\"baseline\""), std::string::npos);
+  EXPECT_NE(html.find("<section id=\"gbench-1\""), std::string::npos);
+  // Without -o: report.html beside the results.
+  run = kanbench("report " + path("results.json"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(std::filesystem::exists(path("report.html")));
+}
+
+TEST_F(ReportCli, ErrorsAreOneLine) {
+  write_results_file(path("results.json"), test::sample_results());
+  write("bad.json", "{\"benchmarks\": 3}");
+  for (const auto& [args, part] : std::vector<std::pair<std::string, std::string>>{
+           {"report " + path("missing.json"), "missing.json: cannot open"},
+           {"report " + path("results.json") + " --gbench " + path("bad.json"),
+            "bad.json: benchmarks: expected an array, got an integer (3)"},
+           {"report " + path("results.json") + " --chartjs /nonexistent.js -o " +
+                path("r.html"),
+            "cannot read Chart.js from /nonexistent.js"},
+           {"report " + path("results.json") + " -o " + path("no/folder/r.html"),
+            "no/folder/r.html"}}) {
+    const auto run = kanbench(args);
+    EXPECT_EQ(run.exit_code, 1) << args << ": " << run.output;
+    EXPECT_EQ(lines(run.output), 1u) << args << ": " << run.output;
+    EXPECT_EQ(run.output.rfind("kanbench: error: ", 0), 0u) << run.output;
+    EXPECT_NE(run.output.find(part), std::string::npos) << run.output;
+  }
+  EXPECT_FALSE(std::filesystem::exists(path("r.html")));
+  for (const std::string args : {"report", "report a.json --gbench", "report a.json b.json"}) {
+    const auto run = kanbench(args);
+    EXPECT_EQ(run.exit_code, 2) << args << ": " << run.output;
+    EXPECT_EQ(lines(run.output), 1u) << args << ": " << run.output;
+  }
+}
+
+} // namespace

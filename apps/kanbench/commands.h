@@ -14,6 +14,9 @@ void add_fit_command(CLI::App& app, int& exit_code);
 /// `kanbench compare OLD.json NEW.json`: baseline comparison, a CI gate with --fail-on-regression.
 void add_compare_command(CLI::App& app, int& exit_code);
 
+/// `kanbench report RESULTS.json`: the self-contained HTML report.
+void add_report_command(CLI::App& app, int& exit_code);
+
 /// The first line of an exception's message (LibTorch appends a backtrace).
 std::string first_line(const std::string& message);
 

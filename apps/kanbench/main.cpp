@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   kanbench::add_fit_command(app, exit_code);
   kanbench::add_compare_command(app, exit_code);
+  kanbench::add_report_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,67 @@
+// `kanbench report RESULTS.json [--baseline OLD.json] [--gbench FILE ...] -o report.html`: the
+// self-contained HTML report of a run.
+#include "commands.h"
+
+#include "kan/reports/gbench.h"
+#include "kan/reports/html_report.h"
+#include "kan/reports/results_io.h"
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+namespace kanbench {
+namespace {
+
+struct ReportArgs {
+  std::string results;
+  std::string baseline;
+  std::vector<std::string> gbench;
+  std::string out; // default: report.html beside the results
+  std::string chartjs;
+  std::string title = "kanbench report";
+};
+
+int run_report(const ReportArgs& a) {
+  const auto results = kan::reports::read_results_file(a.results);
+  kan::reports::HtmlReportOptions options;
+  options.title = a.title;
+  options.results_source = a.results;
+  options.chartjs_path = a.chartjs;
+  if (!a.baseline.empty()) {
+    options.baseline = kan::reports::read_results_file(a.baseline);
+    options.baseline_source = a.baseline;
+  }
+  for (const auto& file : a.gbench)
+    options.gbench.push_back(kan::reports::read_gbench_file(file));
+  const std::string out =
+      a.out.empty()
+          ? (std::filesystem::path(a.results).parent_path() / "report.html").string()
+          : a.out;
+  kan::reports::write_html_report(out, results, options);
+  std::cout << "report -> " << out << "\n";
+  return 0;
+}
+
+} // namespace
+
+void add_report_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<ReportArgs>();
+  auto* cmd = app.add_subcommand(
+      "report", "Write the self-contained HTML report of a results.json (charts, verdict, "
+                "tables; opens offline)");
+  cmd->add_option("results", args->results, "results.json of `kanbench run`")->required();
+  cmd->add_option("--baseline", args->baseline,
+                  "An older results.json to compare against (adds a regression section)");
+  cmd->add_option("--gbench", args->gbench,
+                  "Google Benchmark --benchmark_out JSON files to add as sections")
+      ->expected(1, -1);
+  cmd->add_option("-o,--out", args->out, "The HTML file (default: report.html beside RESULTS)");
+  cmd->add_option("--chartjs", args->chartjs,
+                  "Chart.js to inline (default: $KANBENCH_CHARTJS, else " +
+                      std::string(kan::reports::kDefaultChartJsPath) + ")");
+  cmd->add_option("--title", args->title, "Title of the page")->capture_default_str();
+  cmd->callback([args, &exit_code] { exit_code = run_report(*args); });
+}
+
+} // namespace kanbench
