@@ -22,8 +22,8 @@ protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     dir_ = std::filesystem::temp_directory_path() /
-           ("kanbench_reports_test_" + std::to_string(::getpid()) + "_" +
-            info->test_suite_name() + "_" + info->name());
+           ("kanbench_reports_test_" + std::to_string(::getpid()) + "_" + info->test_suite_name() +
+            "_" + info->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
@@ -104,8 +104,10 @@ inline Results sample_results() {
   toy_cpu.activations = {{0, 0, 0, {-1, 0, 1}, {0.1, 0.0, -0.1}},
                          {0, 1, 0, {-1, 0, 1}, {1.0, 0.0, 1.0}},
                          {1, 0, 0, {-2, 0, 2}, {-0.5, 0.25, 3.0}}};
-  toy_cpu.audit_findings = {{"data.train_input", "data", "cpu", "cpu", "float32 data for a "
-                             "float64 model", "wrong_dtype", "Create the data in float64."}};
+  toy_cpu.audit_findings = {{"data.train_input", "data", "cpu", "cpu",
+                             "float32 data for a "
+                             "float64 model",
+                             "wrong_dtype", "Create the data in float64."}};
 
   CaseResult toy_gpu = toy_cpu;
   toy_gpu.target = "cuda";
@@ -120,8 +122,8 @@ inline Results sample_results() {
   toy_gpu.memory_kind = "cuda_peak_allocated";
   toy_gpu.threads.reset();
   toy_gpu.audit_findings.clear();
-  toy_gpu.gpu_activity = GpuActivity{true, "", {{120, 0.08, 0.10, 0.8, 2, 64000, 1, 8},
-                                                {118, 0.085, 0.11, 0.77, 0, 0, 1, 8}}};
+  toy_gpu.gpu_activity = GpuActivity{
+      true, "", {{120, 0.08, 0.10, 0.8, 2, 64000, 1, 8}, {118, 0.085, 0.11, 0.77, 0, 0, 1, 8}}};
 
   CaseResult wide_cpu;
   wide_cpu.name = "wide";
@@ -187,7 +189,8 @@ inline Results sample_results() {
 
 /// A run whose two cases (toy/cpu, deep/cpu) have epoch times drawn around `seconds` with 2% noise
 /// (seeded, so each call gives the same run).
-inline Results synthetic_run(uint32_t seed, double toy_seconds, double deep_seconds, int repetitions) {
+inline Results synthetic_run(uint32_t seed, double toy_seconds, double deep_seconds,
+                             int repetitions) {
   std::mt19937 generator(seed);
   std::normal_distribution<double> noise(1.0, 0.02);
   Results r = test::sample_results();

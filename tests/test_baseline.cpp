@@ -4,7 +4,6 @@
 #include "kan/reports/baseline.h"
 #include "kan/reports/statistics.h"
 
-
 namespace {
 
 using namespace kan::reports;
@@ -75,9 +74,8 @@ TEST(Baseline, PlantedSlowdownIsFlaggedSlower) {
 
 TEST(Baseline, SameDistributionIsSame) {
   for (uint32_t seed = 0; seed < 20; ++seed) {
-    const auto diff =
-        compare_with_baseline(test::synthetic_run(100 + seed, 1.0, 2.0, 10),
-                              test::synthetic_run(200 + seed, 1.0, 2.0, 10));
+    const auto diff = compare_with_baseline(test::synthetic_run(100 + seed, 1.0, 2.0, 10),
+                                            test::synthetic_run(200 + seed, 1.0, 2.0, 10));
     for (const auto& c : diff.changes)
       EXPECT_EQ(c.verdict, Verdict::kSame) << "seed " << seed << " " << c.name << ": " << c.note;
     EXPECT_TRUE(diff.regressions().empty());
@@ -101,13 +99,13 @@ TEST(Baseline, SmallChangeBelowTheThresholdIsSame) {
 }
 
 TEST(Baseline, FewRepetitionsFallBackToRanges) {
-  const auto diff =
-      compare_with_baseline(test::synthetic_run(1, 1.0, 2.0, 3), test::synthetic_run(2, 1.3, 2.0, 3));
+  const auto diff = compare_with_baseline(test::synthetic_run(1, 1.0, 2.0, 3),
+                                          test::synthetic_run(2, 1.3, 2.0, 3));
   EXPECT_EQ(diff.changes[0].verdict, Verdict::kSlower) << diff.changes[0].note;
   EXPECT_NE(diff.changes[0].note.find("too few repetitions"), std::string::npos);
   EXPECT_EQ(diff.changes[1].verdict, Verdict::kSame) << diff.changes[1].note;
-  const auto single =
-      compare_with_baseline(test::synthetic_run(1, 1.0, 2.0, 1), test::synthetic_run(2, 1.3, 2.0, 1));
+  const auto single = compare_with_baseline(test::synthetic_run(1, 1.0, 2.0, 1),
+                                            test::synthetic_run(2, 1.3, 2.0, 1));
   EXPECT_EQ(single.changes[0].verdict, Verdict::kSlower);
   EXPECT_NE(single.changes[0].note.find("no noise estimate"), std::string::npos);
 }
@@ -145,22 +143,24 @@ TEST(Baseline, DifferentMachinesAndDevicesWarn) {
     return text;
   }();
   EXPECT_NE(all.find("different machine: baseline \"gpu-box\", this run \"laptop\""),
-            std::string::npos) << all;
+            std::string::npos)
+      << all;
   EXPECT_NE(all.find("different GPUs"), std::string::npos) << all;
   EXPECT_NE(all.find("case deep target cpu ran on different devices: baseline cpu, this run "
-                     "cuda:1"), std::string::npos) << all;
+                     "cuda:1"),
+            std::string::npos)
+      << all;
   const auto table = format_baseline_table(diff);
   EXPECT_EQ(table.rfind("warning: different machine", 0), 0u) << table;
 }
 
 TEST(Baseline, TableHasOneLinePerCase) {
-  const auto diff =
-      compare_with_baseline(test::synthetic_run(1, 1.0, 2.0, 10), test::synthetic_run(2, 1.3, 2.0, 10));
+  const auto diff = compare_with_baseline(test::synthetic_run(1, 1.0, 2.0, 10),
+                                          test::synthetic_run(2, 1.3, 2.0, 10));
   const auto table = format_baseline_table(diff);
   EXPECT_NE(table.find("case"), std::string::npos);
   EXPECT_NE(table.find("slower"), std::string::npos) << table;
-  EXPECT_NE(table.find("1 slower, 0 faster, 1 same, 0 not comparable"), std::string::npos)
-      << table;
+  EXPECT_NE(table.find("1 slower, 0 faster, 1 same, 0 not comparable"), std::string::npos) << table;
   EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 4) << table;
   EXPECT_EQ(format_seconds(0.512), "512 ms");
   EXPECT_EQ(format_seconds(1.234), "1.23 s");

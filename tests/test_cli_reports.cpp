@@ -45,9 +45,8 @@ protected:
 };
 
 TEST_F(CompareCli, RegressionAboveTheLimitExitsOne) {
-  const auto run =
-      kanbench("compare " + path("old.json") + " " + path("slower.json") +
-               " --fail-on-regression 10");
+  const auto run = kanbench("compare " + path("old.json") + " " + path("slower.json") +
+                            " --fail-on-regression 10");
   EXPECT_EQ(run.exit_code, 1) << run.output;
   EXPECT_NE(run.output.find("slower"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("kanbench: regression: toy on cpu is"), std::string::npos)
@@ -64,8 +63,8 @@ TEST_F(CompareCli, RegressionBelowTheLimitOrNoGateExitsZero) {
 }
 
 TEST_F(CompareCli, SameDistributionExitsZero) {
-  const auto run = kanbench("compare " + path("old.json") + " " + path("same.json") +
-                            " --fail-on-regression 0");
+  const auto run =
+      kanbench("compare " + path("old.json") + " " + path("same.json") + " --fail-on-regression 0");
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("0 slower, 0 faster, 2 same"), std::string::npos) << run.output;
 }
@@ -87,9 +86,9 @@ TEST_F(CompareCli, BadFilesFailWithOneLineNamingFileAndKey) {
 }
 
 TEST_F(CompareCli, BadCommandLinesExitTwo) {
-  for (const std::string& args : std::vector<std::string>{"compare", "compare " + path("old.json"),
-                                 "compare a b --fail-on-regression lots",
-                                 "compare a b --fail-on-regression -5", "compare a b --nope"}) {
+  for (const std::string& args : std::vector<std::string>{
+           "compare", "compare " + path("old.json"), "compare a b --fail-on-regression lots",
+           "compare a b --fail-on-regression -5", "compare a b --nope"}) {
     const auto run = kanbench(args);
     EXPECT_EQ(run.exit_code, 2) << args << ": " << run.output;
     EXPECT_EQ(lines(run.output), 1u) << args << ": " << run.output;
@@ -126,8 +125,7 @@ TEST_F(ReportCli, ErrorsAreOneLine) {
            {"report " + path("missing.json"), "missing.json: cannot open"},
            {"report " + path("results.json") + " --gbench " + path("bad.json"),
             "bad.json: benchmarks: expected an array, got an integer (3)"},
-           {"report " + path("results.json") + " --chartjs /nonexistent.js -o " +
-                path("r.html"),
+           {"report " + path("results.json") + " --chartjs /nonexistent.js -o " + path("r.html"),
             "cannot read Chart.js from /nonexistent.js"},
            {"report " + path("results.json") + " -o " + path("no/folder/r.html"),
             "no/folder/r.html"}}) {

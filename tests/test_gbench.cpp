@@ -80,7 +80,8 @@ TEST_F(GBench, MissingFileNamesIt) {
     read_gbench_file(path("none.json"));
     ADD_FAILURE();
   } catch (const ResultsError& e) {
-    EXPECT_EQ(std::string(e.what()), path("none.json") + ": cannot open: No such file or directory");
+    EXPECT_EQ(std::string(e.what()),
+              path("none.json") + ": cannot open: No such file or directory");
   }
 }
 

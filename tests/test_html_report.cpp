@@ -94,39 +94,44 @@ TEST(HtmlReportTest, HasEverySectionWithTheVerdictFirst) {
     previous = at;
   }
   EXPECT_EQ(html.find("<section"), html.find("<section id=\"verdict\""));
-  for (const char* table : {"cases-table", "comparisons-table", "edge-cases-table", "audit-table",
-                            "baseline-table", "gbench-table-0", "environment-table",
-                            "configuration-table", "case-configuration-table"})
+  for (const char* table :
+       {"cases-table", "comparisons-table", "edge-cases-table", "audit-table", "baseline-table",
+        "gbench-table-0", "environment-table", "configuration-table", "case-configuration-table"})
     EXPECT_NE(html.find("<table id=\"" + std::string(table) + "\""), std::string::npos) << table;
   // One canvas per chart, and the chart list names each.
   const auto charts = embedded(html, "kanbench-charts");
   EXPECT_EQ(count(html, "<canvas"), charts["charts"].size());
   for (const auto& c : charts["charts"])
     EXPECT_NE(html.find("<canvas id=\"" + c["id"].get<std::string>() + "\">"), std::string::npos);
-  for (const char* id : {"chart-epoch-time", "chart-speedup", "chart-loss-0",
-                         "chart-activation-0-0-0", "chart-activation-0-1-0",
-                         "chart-activation-1-0-0", "chart-memory"})
+  for (const char* id :
+       {"chart-epoch-time", "chart-speedup", "chart-loss-0", "chart-activation-0-0-0",
+        "chart-activation-0-1-0", "chart-activation-1-0-0", "chart-memory"})
     EXPECT_NO_THROW(chart(charts, id)) << id;
 }
 
 TEST(HtmlReportTest, VerdictSaysWhatRanAndHowItWent) {
   const auto html = render_html_report(test::sample_results(), full_options());
-  const auto verdict = html.substr(html.find("<section id=\"verdict\""),
-                                   html.find("<section id=\"charts\"") -
-                                       html.find("<section id=\"verdict\""));
+  const auto verdict =
+      html.substr(html.find("<section id=\"verdict\""),
+                  html.find("<section id=\"charts\"") - html.find("<section id=\"verdict\""));
   EXPECT_NE(verdict.find("ran on cpu, cuda:0"), std::string::npos) << verdict;
   EXPECT_NE(verdict.find("wide/cuda <span class=\"status neutral\">skipped</span> (no CUDA device"),
-            std::string::npos) << verdict;
+            std::string::npos)
+      << verdict;
   EXPECT_NE(verdict.find("toy: cuda <span class=\"figure\">5.1&times;</span> faster than cpu"),
-            std::string::npos) << verdict;
+            std::string::npos)
+      << verdict;
   EXPECT_NE(verdict.find("<b>Parity:</b> 1 of 1 comparisons pass"), std::string::npos);
   EXPECT_NE(verdict.find("<b>Edge cases:</b> 1 of 3 passed, 1 failed, 1 skipped; failed: "
-                         "million_samples on cpu"), std::string::npos) << verdict;
+                         "million_samples on cpu"),
+            std::string::npos)
+      << verdict;
   EXPECT_NE(verdict.find("1 finding"), std::string::npos);
   EXPECT_NE(verdict.find("toy/cuda 78.5% (119 kernels/epoch)"), std::string::npos) << verdict;
   // Against the synthetic baseline: toy/cpu is 0.51 s against ~1 s -> faster.
   EXPECT_NE(verdict.find("<b>Against the baseline</b> (old/results.json): 0 slower, 1 faster"),
-            std::string::npos) << verdict;
+            std::string::npos)
+      << verdict;
   const auto without = render_html_report(test::sample_results());
   EXPECT_NE(without.find("<b>Against a baseline:</b> none given"), std::string::npos);
   EXPECT_EQ(without.find("<section id=\"baseline\""), std::string::npos);
@@ -165,8 +170,7 @@ TEST(HtmlReportTest, NumbersMatchTheJson) {
   EXPECT_EQ(phi["y"], json(results.cases[0].activations[2].y));
 
   const auto& memory = chart(charts, "chart-memory");
-  EXPECT_DOUBLE_EQ(memory["datasets"][0]["data"][0].get<double>(),
-                   12345678.0 / (1024 * 1024));
+  EXPECT_DOUBLE_EQ(memory["datasets"][0]["data"][0].get<double>(), 12345678.0 / (1024 * 1024));
 
   // The tables show the same figures, rounded.
   const auto cases = html.substr(html.find("<table id=\"cases-table\""));

@@ -25,7 +25,8 @@ std::string find_chromium() {
   std::stringstream folders(path ? path : "");
   std::string folder;
   while (std::getline(folders, folder, ':'))
-    for (const char* name : {"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"})
+    for (const char* name :
+         {"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"})
       if (fs::exists(fs::path(folder) / name))
         return (fs::path(folder) / name).string();
   return "";
@@ -68,22 +69,25 @@ TEST(ReportBrowser, OpensOfflineDrawsEveryChartAndShowsTheVerdict) {
   write_html_report(report.string(), test::sample_results(), options);
   const auto html = read_file(report);
   const auto start = html.find("id=\"kanbench-charts\">") + 21;
-  const auto charts = nlohmann::json::parse(html.substr(start, html.find("</script>", start) - start));
+  const auto charts =
+      nlohmann::json::parse(html.substr(start, html.find("</script>", start) - start));
   const size_t expected = charts["charts"].size();
   ASSERT_GT(expected, 5u);
 
-  const auto profile = fs::temp_directory_path() / ("kanbench_chromium_" + std::to_string(::getpid()));
+  const auto profile =
+      fs::temp_directory_path() / ("kanbench_chromium_" + std::to_string(::getpid()));
   // Every host name resolves to nothing: a request to the network would fail and be logged.
   const std::string flags = " --headless --disable-gpu --no-sandbox --no-first-run "
                             "--disable-extensions --disable-background-networking "
                             "--host-resolver-rules='MAP * ~NOTFOUND' --hide-scrollbars "
-                            "--user-data-dir=" + profile.string() +
+                            "--user-data-dir=" +
+                            profile.string() +
                             " --virtual-time-budget=10000 --window-size=1280,2600 ";
   const auto dom_file = artifacts / "dom.html";
   const auto log_file = artifacts / "chromium.log";
   ASSERT_EQ(run_shell("timeout 120 " + chromium + flags + "--enable-logging=stderr --v=0 " +
-                      "--dump-dom file://" + report.string() + " > " + dom_file.string() +
-                      " 2> " + log_file.string()),
+                      "--dump-dom file://" + report.string() + " > " + dom_file.string() + " 2> " +
+                      log_file.string()),
             0)
       << read_file(log_file);
   const auto dom = read_file(dom_file);
@@ -91,8 +95,7 @@ TEST(ReportBrowser, OpensOfflineDrawsEveryChartAndShowsTheVerdict) {
 
   // No console message at all: no error, no exception, no blocked request.
   std::smatch console;
-  EXPECT_FALSE(std::regex_search(log, console, std::regex(".*:CONSOLE.*")))
-      << console.str();
+  EXPECT_FALSE(std::regex_search(log, console, std::regex(".*:CONSOLE.*"))) << console.str();
   EXPECT_EQ(body_attribute(dom, "data-report-errors"), "");
   EXPECT_EQ(body_attribute(dom, "data-charts-total"), std::to_string(expected));
   EXPECT_EQ(body_attribute(dom, "data-charts-drawn"), std::to_string(expected));

@@ -30,8 +30,7 @@ void expect_error(const json& j, const std::string& key_path, const std::string&
   EXPECT_EQ(e.file(), "run/results.json");
   EXPECT_EQ(e.key_path(), key_path) << e.what();
   EXPECT_NE(e.problem().find(problem_part), std::string::npos) << e.what();
-  EXPECT_EQ(std::string(e.what()).rfind("run/results.json: " + key_path + ": ", 0), 0u)
-      << e.what();
+  EXPECT_EQ(std::string(e.what()).rfind("run/results.json: " + key_path + ": ", 0), 0u) << e.what();
 }
 
 TEST(ResultsJson, RoundTripIsIdentical) {

@@ -35,9 +35,8 @@ int run_report(const ReportArgs& a) {
   for (const auto& file : a.gbench)
     options.gbench.push_back(kan::reports::read_gbench_file(file));
   const std::string out =
-      a.out.empty()
-          ? (std::filesystem::path(a.results).parent_path() / "report.html").string()
-          : a.out;
+      a.out.empty() ? (std::filesystem::path(a.results).parent_path() / "report.html").string()
+                    : a.out;
   kan::reports::write_html_report(out, results, options);
   std::cout << "report -> " << out << "\n";
   return 0;

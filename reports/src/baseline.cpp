@@ -47,8 +47,8 @@ std::vector<CaseChange> BaselineComparison::regressions(double min_percent) cons
 }
 
 size_t BaselineComparison::count(Verdict verdict) const {
-  return static_cast<size_t>(std::count_if(changes.begin(), changes.end(),
-                                           [&](const CaseChange& c) { return c.verdict == verdict; }));
+  return static_cast<size_t>(std::count_if(
+      changes.begin(), changes.end(), [&](const CaseChange& c) { return c.verdict == verdict; }));
 }
 
 namespace {
@@ -75,8 +75,8 @@ void judge(CaseChange& change, const std::vector<double>& old_times,
   const double ratio = *change.ratio;
   const bool relevant = std::fabs(ratio - 1) >= options.min_change;
   bool significant = false;
-  const auto sizes = "n=" + std::to_string(old_times.size()) + "+" +
-                     std::to_string(new_times.size());
+  const auto sizes =
+      "n=" + std::to_string(old_times.size()) + "+" + std::to_string(new_times.size());
   if (old_times.size() < 2 || new_times.size() < 2) {
     significant = true;
     change.note = sizes + ": no noise estimate with one repetition; threshold " +
@@ -159,8 +159,8 @@ BaselineComparison compare_with_baseline(const Results& baseline, const Results&
         result.warnings.push_back(label + " ran on different devices: baseline " +
                                   old_case->device + ", this run " + new_case->device);
       if (old_case->dtype != new_case->dtype)
-        result.warnings.push_back(label + " used different dtypes: baseline " +
-                                  old_case->dtype + ", this run " + new_case->dtype);
+        result.warnings.push_back(label + " used different dtypes: baseline " + old_case->dtype +
+                                  ", this run " + new_case->dtype);
       if (old_case->backend != new_case->backend)
         result.warnings.push_back(label + " used different backends: baseline " +
                                   old_case->backend.value_or("unknown") + ", this run " +
@@ -197,8 +197,7 @@ std::string format_baseline_table(const BaselineComparison& comparison) {
       std::snprintf(ratio, sizeof ratio, "%.3f", *c.ratio);
     if (c.p_value)
       std::snprintf(p, sizeof p, "%.3g", *c.p_value);
-    rows.push_back({c.name, c.target, c.dtype,
-                    c.old_median ? format_seconds(*c.old_median) : "-",
+    rows.push_back({c.name, c.target, c.dtype, c.old_median ? format_seconds(*c.old_median) : "-",
                     c.new_median ? format_seconds(*c.new_median) : "-", ratio, p,
                     to_string(c.verdict), c.note});
   }

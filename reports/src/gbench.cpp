@@ -69,10 +69,10 @@ GBenchContext context_from_json(const json& value, const std::string& path) {
   if (const auto* load = r.optional("load_avg")) {
     const auto& array = detail::as_array(*load, r.path_of("load_avg"));
     for (size_t i = 0; i < array.size(); ++i)
-      c.load_avg.push_back(array[i].is_null()
-                               ? std::numeric_limits<double>::quiet_NaN()
-                               : detail::as_number(array[i],
-                                                   detail::index_path(r.path_of("load_avg"), i)));
+      c.load_avg.push_back(
+          array[i].is_null()
+              ? std::numeric_limits<double>::quiet_NaN()
+              : detail::as_number(array[i], detail::index_path(r.path_of("load_avg"), i)));
   }
   return c;
 }
@@ -84,8 +84,8 @@ GBenchRun run_from_json(const json& value, const std::string& path) {
   b.run_name = r.optional_string("run_name").value_or(b.name);
   b.run_type = r.optional_string("run_type").value_or("iteration");
   b.aggregate_name = r.optional_string("aggregate_name").value_or("");
-  b.aggregate_unit = r.optional_string("aggregate_unit").value_or(
-      b.run_type == "aggregate" ? "time" : "");
+  b.aggregate_unit =
+      r.optional_string("aggregate_unit").value_or(b.run_type == "aggregate" ? "time" : "");
   b.label = r.optional_string("label").value_or("");
   b.error_occurred = r.optional_bool("error_occurred").value_or(false);
   b.error_message = r.optional_string("error_message").value_or("");
@@ -106,11 +106,27 @@ GBenchRun run_from_json(const json& value, const std::string& path) {
                           "cpu_coefficient", "real_coefficient"})
     r.optional(key);
   for (const auto& item : value.items()) {
-    static const std::set<std::string> kNotCounters{
-        "name", "run_name", "run_type", "aggregate_name", "aggregate_unit", "label",
-        "error_occurred", "error_message", "iterations", "repetitions", "repetition_index",
-        "threads", "real_time", "cpu_time", "time_unit", "family_index",
-        "per_family_instance_index", "big_o", "rms", "cpu_coefficient", "real_coefficient"};
+    static const std::set<std::string> kNotCounters{"name",
+                                                    "run_name",
+                                                    "run_type",
+                                                    "aggregate_name",
+                                                    "aggregate_unit",
+                                                    "label",
+                                                    "error_occurred",
+                                                    "error_message",
+                                                    "iterations",
+                                                    "repetitions",
+                                                    "repetition_index",
+                                                    "threads",
+                                                    "real_time",
+                                                    "cpu_time",
+                                                    "time_unit",
+                                                    "family_index",
+                                                    "per_family_instance_index",
+                                                    "big_o",
+                                                    "rms",
+                                                    "cpu_coefficient",
+                                                    "real_coefficient"};
     if (kNotCounters.count(item.key()))
       continue;
     if (item.value().is_number())
@@ -143,7 +159,8 @@ std::string sanitise(const std::string& text) {
       continue;
     }
     bool replaced = false;
-    for (const char* word : {"-Infinity", "Infinity", "-NaN", "NaN", "-nan", "nan", "-inf", "inf"}) {
+    for (const char* word :
+         {"-Infinity", "Infinity", "-NaN", "NaN", "-nan", "nan", "-inf", "inf"}) {
       const size_t length = std::char_traits<char>::length(word);
       if (text.compare(i, length, word) == 0) {
         out += "null";

@@ -122,9 +122,13 @@ std::string seconds_or_dash(const std::optional<double>& value) {
   return or_dash(value, [](double v) { return format_seconds(v); });
 }
 
-std::string e(const std::string& text) { return html_escape(text); }
+std::string e(const std::string& text) {
+  return html_escape(text);
+}
 
-std::string target_label(const CaseResult& c) { return c.name + "/" + c.target; }
+std::string target_label(const CaseResult& c) {
+  return c.name + "/" + c.target;
+}
 
 // A table from a header and rows of already-escaped cells.
 std::string table(const std::string& id, const std::vector<std::string>& header,
@@ -145,7 +149,10 @@ std::string table(const std::string& id, const std::vector<std::string>& header,
 std::string status_cell(const std::string& status) {
   const bool good = status == "ok" || status == "pass";
   const bool neutral = status == "skipped" || status == "same" || status == "n/a";
-  return "<span class=\"status " + std::string(good ? "good" : neutral ? "neutral" : "bad") +
+  return "<span class=\"status " +
+         std::string(good      ? "good"
+                     : neutral ? "neutral"
+                               : "bad") +
          "\">" + e(status) + "</span>";
 }
 
@@ -169,10 +176,10 @@ void flatten(const json& value, const std::string& prefix,
 // The figures.
 
 struct CaseFigures {
-  std::optional<Summary> times;     // of epoch_seconds
-  std::optional<double> busy;       // median GPU busy fraction
-  std::optional<double> kernels;    // median kernels per epoch
-  bool gpu_idle = false;            // a traced epoch without kernels
+  std::optional<Summary> times;  // of epoch_seconds
+  std::optional<double> busy;    // median GPU busy fraction
+  std::optional<double> kernels; // median kernels per epoch
+  bool gpu_idle = false;         // a traced epoch without kernels
 };
 
 CaseFigures figures(const CaseResult& c) {
@@ -241,8 +248,8 @@ json grouped_bars(const Results& r, const std::string& id, const std::string& ti
   }
   if (!any)
     return nullptr;
-  return {{"id", id},          {"kind", "bar"},     {"title", title}, {"y_label", y_label},
-          {"labels", names},   {"datasets", datasets}};
+  return {{"id", id},           {"kind", "bar"},   {"title", title},
+          {"y_label", y_label}, {"labels", names}, {"datasets", datasets}};
 }
 
 json chart_data(const Results& r) {
@@ -279,7 +286,8 @@ json chart_data(const Results& r) {
            {"title", "Speedup per case: median(a) / median(b), spread as bars"},
            {"y_label", "times faster"},
            {"labels", labels},
-           {"datasets", json::array({{{"label", "speedup"}, {"data", data}, {"errors", errors}}})}});
+           {"datasets",
+            json::array({{{"label", "speedup"}, {"data", data}, {"errors", errors}}})}});
   }
 
   for (size_t i = 0; i < r.comparisons.size(); ++i) {
@@ -431,10 +439,10 @@ std::string verdict_section(const Results& r, const std::optional<BaselineCompar
               "% (" + number(*f.kernels, 4) + " kernels/epoch)";
   }
   items.push_back("<b>Device audit:</b> " +
-                  (findings == 0 ? std::string("no findings")
-                                 : "<span class=\"status bad\">" + std::to_string(findings) +
-                                       " finding" + (findings == 1 ? "" : "s") +
-                                       "</span> (see Device audit below)"));
+                  (findings == 0
+                       ? std::string("no findings")
+                       : "<span class=\"status bad\">" + std::to_string(findings) + " finding" +
+                             (findings == 1 ? "" : "s") + "</span> (see Device audit below)"));
   if (!busy.empty())
     items.push_back("<b>GPU busy (CUPTI):</b> " + busy);
   if (!idle.empty())
@@ -453,8 +461,8 @@ std::string verdict_section(const Results& r, const std::optional<BaselineCompar
 
   // Baseline.
   if (baseline) {
-    std::string line = "<b>Against the baseline</b> (" + e(options.baseline_source) + "): " +
-                       std::to_string(baseline->count(Verdict::kSlower)) + " slower, " +
+    std::string line = "<b>Against the baseline</b> (" + e(options.baseline_source) +
+                       "): " + std::to_string(baseline->count(Verdict::kSlower)) + " slower, " +
                        std::to_string(baseline->count(Verdict::kFaster)) + " faster, " +
                        std::to_string(baseline->count(Verdict::kSame)) + " same";
     for (const auto& c : baseline->regressions())
@@ -485,7 +493,8 @@ std::string charts_section(const json& charts, const Results& r) {
       if (!activations_heading) {
         const auto* c = activation_case(r);
         html += "<h3>Learned activation functions</h3><p>phi(x) of each edge of the trained "
-                "model, case " + e(c->name) + " on " + e(c->target) +
+                "model, case " +
+                e(c->name) + " on " + e(c->target) +
                 " (layer, input -> output).</p><div class=\"small-multiples\">";
         activations_heading = true;
       }
@@ -522,9 +531,8 @@ std::string cases_section(const Results& r) {
                number(*c.final_accuracy * 100, 4) + "%";
     rows.push_back(
         {e(c.name), e(c.target), e(c.device), e(c.dtype), e(c.backend.value_or("-")),
-         status_cell(to_string(c.status)), e(c.reason),
-         seconds_or_dash(c.median_epoch_seconds), seconds_or_dash(c.iqr_epoch_seconds),
-         f.times ? format_seconds(f.times->min) : "-",
+         status_cell(to_string(c.status)), e(c.reason), seconds_or_dash(c.median_epoch_seconds),
+         seconds_or_dash(c.iqr_epoch_seconds), f.times ? format_seconds(f.times->min) : "-",
          f.times ? format_seconds(f.times->max) : "-", std::to_string(c.epoch_seconds.size()),
          or_dash(c.steps_per_second, [](double v) { return number(v); }),
          or_dash(c.samples_per_second, [](double v) { return number(v); }),
@@ -535,36 +543,37 @@ std::string cases_section(const Results& r) {
   }
   return "<section id=\"cases\"><h2>Cases</h2>\n" +
          table("cases-table",
-               {"case", "target", "device", "dtype", "backend", "status", "reason",
-                "median epoch", "IQR", "min", "max", "repetitions", "steps/s", "samples/s",
-                "peak memory", "final metric", "threads", "GPU busy"},
+               {"case", "target", "device", "dtype", "backend", "status", "reason", "median epoch",
+                "IQR", "min", "max", "repetitions", "steps/s", "samples/s", "peak memory",
+                "final metric", "threads", "GPU busy"},
                rows) +
          "</section>\n";
 }
 
 std::string comparisons_section(const Results& r) {
   std::vector<std::vector<std::string>> rows;
-  auto num = [](const std::optional<double>& v) { return or_dash(v, [](double x) { return number(x); }); };
+  auto num = [](const std::optional<double>& v) {
+    return or_dash(v, [](double x) { return number(x); });
+  };
   for (const auto& c : r.comparisons) {
     std::string tolerances;
     for (const auto& [key, limit] : c.tolerances)
       tolerances += (tolerances.empty() ? "" : ", ") + e(key) + " &le; " + number(limit);
-    rows.push_back({e(c.case_name), e(c.a), e(c.b), e(c.label.value_or("")),
-                    num(c.speedup) + (c.speedup_low && c.speedup_high
-                                          ? " (" + number(*c.speedup_low) + "&ndash;" +
-                                                number(*c.speedup_high) + ")"
-                                          : ""),
-                    num(c.max_abs_output_diff), num(c.max_rel_output_diff),
-                    num(c.max_abs_grad_diff), num(c.max_rel_loss_diff),
-                    num(c.final_metric_rel_diff), num(c.final_accuracy_diff_points), tolerances,
-                    status_cell(to_string(c.parity)), e(c.message)});
+    rows.push_back(
+        {e(c.case_name), e(c.a), e(c.b), e(c.label.value_or("")),
+         num(c.speedup) +
+             (c.speedup_low && c.speedup_high
+                  ? " (" + number(*c.speedup_low) + "&ndash;" + number(*c.speedup_high) + ")"
+                  : ""),
+         num(c.max_abs_output_diff), num(c.max_rel_output_diff), num(c.max_abs_grad_diff),
+         num(c.max_rel_loss_diff), num(c.final_metric_rel_diff), num(c.final_accuracy_diff_points),
+         tolerances, status_cell(to_string(c.parity)), e(c.message)});
   }
   return "<section id=\"comparisons\"><h2>Parity and speedup</h2>\n" +
          (rows.empty() ? std::string("<p>No comparisons in this run.</p>\n")
                        : table("comparisons-table",
-                               {"case", "a", "b", "what", "speedup (spread)",
-                                "max abs output diff", "max rel output diff",
-                                "max abs grad diff", "max rel loss diff",
+                               {"case", "a", "b", "what", "speedup (spread)", "max abs output diff",
+                                "max rel output diff", "max abs grad diff", "max rel loss diff",
                                 "final metric rel diff", "accuracy diff (points)", "tolerances",
                                 "parity", "message"},
                                rows)) +
@@ -577,11 +586,11 @@ std::string edge_cases_section(const Results& r) {
     std::string measurements;
     for (const auto& [key, value] : ec.measurements)
       measurements += (measurements.empty() ? "" : ", ") + e(key) + " = " + number(value);
-    rows.push_back({e(ec.name), e(ec.device), status_cell(to_string(ec.status)), e(ec.message),
-                    or_dash(ec.samples, [](int64_t v) { return std::to_string(v); }),
-                    or_dash(ec.peak_memory_bytes,
-                            [](int64_t v) { return bytes(static_cast<double>(v)); }),
-                    seconds_or_dash(ec.seconds), measurements});
+    rows.push_back(
+        {e(ec.name), e(ec.device), status_cell(to_string(ec.status)), e(ec.message),
+         or_dash(ec.samples, [](int64_t v) { return std::to_string(v); }),
+         or_dash(ec.peak_memory_bytes, [](int64_t v) { return bytes(static_cast<double>(v)); }),
+         seconds_or_dash(ec.seconds), measurements});
   }
   return "<section id=\"edge-cases\"><h2>Edge cases</h2>\n" +
          (rows.empty() ? std::string("<p>No edge cases in this run.</p>\n")
@@ -609,10 +618,12 @@ std::string audit_section(const Results& r) {
 }
 
 std::string baseline_section(const BaselineComparison& b, const std::string& source) {
-  std::string html = "<section id=\"baseline\"><h2>Against the baseline</h2>\n<p>Baseline: " +
-                     e(source) + ". Verdicts use both runs' repetitions (Mann-Whitney U test at "
-                     "alpha " + number(b.options.alpha) + ", minimum relevant change " +
-                     number(b.options.min_change * 100) + "%).</p>\n";
+  std::string html =
+      "<section id=\"baseline\"><h2>Against the baseline</h2>\n<p>Baseline: " + e(source) +
+      ". Verdicts use both runs' repetitions (Mann-Whitney U test at "
+      "alpha " +
+      number(b.options.alpha) + ", minimum relevant change " + number(b.options.min_change * 100) +
+      "%).</p>\n";
   if (!b.warnings.empty()) {
     html += "<ul class=\"warnings\">";
     for (const auto& w : b.warnings)
@@ -873,12 +884,12 @@ constexpr const char* kScript = R"JS(
 } // namespace
 
 std::string render_html_report(const Results& results, const HtmlReportOptions& options) {
-  const std::string chartjs = inline_script(
-      options.chartjs_source.empty()
-          ? load_chartjs(options.chartjs_path.empty() ? default_chartjs_path()
-                                                      : options.chartjs_path)
-          : options.chartjs_source,
-      "Chart.js");
+  const std::string chartjs =
+      inline_script(options.chartjs_source.empty()
+                        ? load_chartjs(options.chartjs_path.empty() ? default_chartjs_path()
+                                                                    : options.chartjs_path)
+                        : options.chartjs_source,
+                    "Chart.js");
   std::optional<BaselineComparison> baseline;
   if (options.baseline)
     baseline = compare_with_baseline(*options.baseline, results, options.baseline_options);
@@ -893,15 +904,16 @@ std::string render_html_report(const Results& results, const HtmlReportOptions& 
           "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">\n"
           "<meta name=\"generator\" content=\"kanbench " +
           e(env.kanbench_version) + ", results schema " + e(results.schema_version) + "\">\n" +
-          "<title>" + e(options.title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
-  html += "<header><h1>" + e(options.title) + "</h1><p>" +
-          (options.results_source.empty() ? "" : e(options.results_source) + " &middot; ") +
-          "suite " + e(results.config.suite) + " &middot; " + e(env.date) + " &middot; " +
-          e(env.hostname) + " &middot; kanbench " + e(env.kanbench_version) +
-          (env.git_commit.empty() ? "" : " (" + e(env.git_commit) + ")") +
-          (results.wall_seconds ? " &middot; run took " + format_seconds(*results.wall_seconds)
-                                : "") +
-          "</p></header>\n";
+          "<title>" + e(options.title) + "</title>\n<style>" + kStyle +
+          "</style>\n</head>\n<body>\n";
+  html +=
+      "<header><h1>" + e(options.title) + "</h1><p>" +
+      (options.results_source.empty() ? "" : e(options.results_source) + " &middot; ") + "suite " +
+      e(results.config.suite) + " &middot; " + e(env.date) + " &middot; " + e(env.hostname) +
+      " &middot; kanbench " + e(env.kanbench_version) +
+      (env.git_commit.empty() ? "" : " (" + e(env.git_commit) + ")") +
+      (results.wall_seconds ? " &middot; run took " + format_seconds(*results.wall_seconds) : "") +
+      "</p></header>\n";
   html += verdict_section(results, baseline, options);
   html += charts_section(charts, results);
   html += cases_section(results);

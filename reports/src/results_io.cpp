@@ -71,10 +71,10 @@ json to_json(const AuditFinding& f) {
 }
 
 json to_json(const EpochActivity& e) {
-  return {{"kernels", e.kernels},       {"busy_seconds", e.busy_seconds},
+  return {{"kernels", e.kernels},           {"busy_seconds", e.busy_seconds},
           {"wall_seconds", e.wall_seconds}, {"busy_fraction", e.busy_fraction},
-          {"h2d_copies", e.h2d_copies}, {"h2d_bytes", e.h2d_bytes},
-          {"d2h_copies", e.d2h_copies}, {"d2h_bytes", e.d2h_bytes}};
+          {"h2d_copies", e.h2d_copies},     {"h2d_bytes", e.h2d_bytes},
+          {"d2h_copies", e.d2h_copies},     {"d2h_bytes", e.d2h_bytes}};
 }
 
 json to_json(const GpuActivity& g) {
@@ -197,17 +197,15 @@ Enum parse_enum(const json& value, const std::string& path,
   detail::fail(path, "expected one of " + expected + "; got \"" + text + "\"");
 }
 
-constexpr std::pair<const char*, CaseStatus> kCaseStatuses[] = {
-    {"ok", CaseStatus::kOk},
-    {"skipped", CaseStatus::kSkipped},
-    {"failed", CaseStatus::kFailed},
-    {"oom", CaseStatus::kOom},
-    {"timeout", CaseStatus::kTimeout}};
+constexpr std::pair<const char*, CaseStatus> kCaseStatuses[] = {{"ok", CaseStatus::kOk},
+                                                                {"skipped", CaseStatus::kSkipped},
+                                                                {"failed", CaseStatus::kFailed},
+                                                                {"oom", CaseStatus::kOom},
+                                                                {"timeout", CaseStatus::kTimeout}};
 constexpr std::pair<const char*, Parity> kParities[] = {{"pass", Parity::kPass},
                                                         {"fail", Parity::kFail}};
-constexpr std::pair<const char*, EdgeStatus> kEdgeStatuses[] = {{"pass", EdgeStatus::kPass},
-                                                                {"fail", EdgeStatus::kFail},
-                                                                {"skipped", EdgeStatus::kSkipped}};
+constexpr std::pair<const char*, EdgeStatus> kEdgeStatuses[] = {
+    {"pass", EdgeStatus::kPass}, {"fail", EdgeStatus::kFail}, {"skipped", EdgeStatus::kSkipped}};
 
 template <typename T, typename F>
 std::vector<T> read_array(const json& value, const std::string& path, F&& read_one) {
@@ -258,10 +256,9 @@ GpuActivity gpu_activity_from_json(const json& value, const std::string& path, b
   GpuActivity g;
   g.traced = r.boolean("traced");
   g.reason = r.string("reason");
-  g.epochs = read_array<EpochActivity>(r.required("epochs"), r.path_of("epochs"),
-                                       [&](const json& v, const std::string& p) {
-                                         return epoch_activity_from_json(v, p, lenient);
-                                       });
+  g.epochs = read_array<EpochActivity>(
+      r.required("epochs"), r.path_of("epochs"),
+      [&](const json& v, const std::string& p) { return epoch_activity_from_json(v, p, lenient); });
   r.finish();
   return g;
 }
@@ -338,8 +335,7 @@ CaseResult case_from_json(const json& value, const std::string& path, bool lenie
     if (c.reason.empty())
       detail::fail(r.path_of("reason"),
                    "is empty but status is \"" + to_string(c.status) + "\" (say why)");
-    if (c.status == CaseStatus::kSkipped &&
-        (!c.epoch_seconds.empty() || c.median_epoch_seconds))
+    if (c.status == CaseStatus::kSkipped && (!c.epoch_seconds.empty() || c.median_epoch_seconds))
       detail::fail(path, "status is \"skipped\" but it has epoch times (a skipped case has no "
                          "numbers)");
   }
@@ -441,19 +437,17 @@ Environment environment_from_json_at(const json& value, const std::string& path,
   e.cuda_unavailable_reason = r.string("cuda_unavailable_reason");
   if (const auto& visible = r.required("cuda_visible_devices"); !visible.is_null())
     e.cuda_visible_devices = detail::as_string(visible, r.path_of("cuda_visible_devices"));
-  e.cuda_devices = read_array<CudaDevice>(r.required("cuda_devices"), r.path_of("cuda_devices"),
-                                          [&](const json& v, const std::string& p) {
-                                            return cuda_device_from_json(v, p, lenient);
-                                          });
+  e.cuda_devices = read_array<CudaDevice>(
+      r.required("cuda_devices"), r.path_of("cuda_devices"),
+      [&](const json& v, const std::string& p) { return cuda_device_from_json(v, p, lenient); });
   e.cpu_model = r.string("cpu_model");
   e.cpu_cores = r.integer("cpu_cores");
   e.torch_threads = r.integer("torch_threads");
   e.nvtx_available = r.boolean("nvtx_available");
   e.cupti_available = r.boolean("cupti_available");
-  e.problems = read_array<EnvironmentProblem>(r.required("problems"), r.path_of("problems"),
-                                              [&](const json& v, const std::string& p) {
-                                                return problem_from_json(v, p, lenient);
-                                              });
+  e.problems = read_array<EnvironmentProblem>(
+      r.required("problems"), r.path_of("problems"),
+      [&](const json& v, const std::string& p) { return problem_from_json(v, p, lenient); });
   r.finish();
   return e;
 }
@@ -529,9 +523,10 @@ int check_schema_version(const json& version, const std::string& key_path,
     int our_major = 0;
     std::sscanf(kSchemaVersion, "%d", &our_major);
     if (major != our_major)
-      detail::fail(key_path, "version " + text + " is not supported: this kanbench reads major "
-                                 "version " + std::to_string(our_major) + " (writes " +
-                                 kSchemaVersion + ")");
+      detail::fail(key_path, "version " + text +
+                                 " is not supported: this kanbench reads major "
+                                 "version " +
+                                 std::to_string(our_major) + " (writes " + kSchemaVersion + ")");
     return minor;
   } catch (const ResultsError& e) {
     throw e.in_file(source);
@@ -552,8 +547,8 @@ Results results_from_json(const json& value, const std::string& source) {
     ObjectReader r(value, "", lenient);
     Results results;
     results.schema_version = r.string("schema_version");
-    results.environment = environment_from_json_at(r.required("environment"), "environment",
-                                                   lenient);
+    results.environment =
+        environment_from_json_at(r.required("environment"), "environment", lenient);
     results.config = config_from_json(r.required("config"), "config", lenient);
     results.cases = read_array<CaseResult>(
         r.required("cases"), "cases",
@@ -581,9 +576,9 @@ Results results_from_json(const json& value, const std::string& source) {
       const auto path = detail::index_path("comparisons", i);
       for (const auto& [key, target] : {std::pair{"a", &c.a}, std::pair{"b", &c.b}})
         if (!results.find_case(c.case_name, *target))
-          detail::fail(detail::child_path(path, key),
-                       "no case with name \"" + c.case_name + "\" and target \"" + *target +
-                           "\" in cases");
+          detail::fail(detail::child_path(path, key), "no case with name \"" + c.case_name +
+                                                          "\" and target \"" + *target +
+                                                          "\" in cases");
     }
     return results;
   } catch (const ResultsError& e) {

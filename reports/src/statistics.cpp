@@ -35,8 +35,7 @@ namespace {
 // counts[u] = number of orderings of n1 + n2 distinct values whose U statistic is u.
 std::vector<double> u_distribution(size_t n1, size_t n2) {
   // c[m][n] over u, built up by the recurrence c(m,n,u) = c(m-1,n,u-n) + c(m,n-1,u).
-  std::vector<std::vector<std::vector<double>>> c(
-      n1 + 1, std::vector<std::vector<double>>(n2 + 1));
+  std::vector<std::vector<std::vector<double>>> c(n1 + 1, std::vector<std::vector<double>>(n2 + 1));
   for (size_t m = 0; m <= n1; ++m) {
     for (size_t n = 0; n <= n2; ++n) {
       auto& counts = c[m][n];

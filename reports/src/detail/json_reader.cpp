@@ -213,8 +213,8 @@ void ObjectReader::finish() const {
       std::string expected;
       for (const auto& key : known_)
         expected += (expected.empty() ? "" : ", ") + key;
-      fail(path_of(item.key()), "unknown key (schema " + std::string(kSchemaVersion) +
-                                    " has here: " + expected + ")");
+      fail(path_of(item.key()),
+           "unknown key (schema " + std::string(kSchemaVersion) + " has here: " + expected + ")");
     }
   }
 }

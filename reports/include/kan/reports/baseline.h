@@ -31,10 +31,10 @@ struct BaselineOptions {
 
 /// One case on one target in both runs.
 struct CaseChange {
-  std::string name;   ///< CaseResult::name
-  std::string target; ///< CaseResult::target
-  std::string dtype;  ///< of the new run (of the old one when only there)
-  std::string device; ///< of the new run (of the old one when only there)
+  std::string name;                 ///< CaseResult::name
+  std::string target;               ///< CaseResult::target
+  std::string dtype;                ///< of the new run (of the old one when only there)
+  std::string device;               ///< of the new run (of the old one when only there)
   std::optional<double> old_median; ///< median epoch seconds, baseline
   std::optional<double> new_median; ///< median epoch seconds, this run
   std::optional<double> ratio;      ///< new / old: > 1 is slower

@@ -60,13 +60,13 @@ struct AuditFinding {
 
 /// GPU activity of one timed epoch, from the CUPTI activity tracer.
 struct EpochActivity {
-  int64_t kernels = 0;         ///< kernel launches that ran
-  double busy_seconds = 0;     ///< union of the kernels' intervals
-  double wall_seconds = 0;     ///< the epoch's wall time the busy time is measured against
-  double busy_fraction = 0;    ///< busy_seconds / wall_seconds, 0..1
-  int64_t h2d_copies = 0;      ///< host-to-device memory copies
+  int64_t kernels = 0;      ///< kernel launches that ran
+  double busy_seconds = 0;  ///< union of the kernels' intervals
+  double wall_seconds = 0;  ///< the epoch's wall time the busy time is measured against
+  double busy_fraction = 0; ///< busy_seconds / wall_seconds, 0..1
+  int64_t h2d_copies = 0;   ///< host-to-device memory copies
   int64_t h2d_bytes = 0;
-  int64_t d2h_copies = 0;      ///< device-to-host memory copies
+  int64_t d2h_copies = 0; ///< device-to-host memory copies
   int64_t d2h_bytes = 0;
 
   bool operator==(const EpochActivity&) const;
@@ -74,8 +74,8 @@ struct EpochActivity {
 
 /// What the CUPTI tracer saw while a GPU case was timed.
 struct GpuActivity {
-  bool traced = false;               ///< false: CUPTI was off or could not start
-  std::string reason;                ///< why not traced ("--no-cupti", "no CUDA driver"); "" if traced
+  bool traced = false; ///< false: CUPTI was off or could not start
+  std::string reason;  ///< why not traced ("--no-cupti", "no CUDA driver"); "" if traced
   std::vector<EpochActivity> epochs; ///< one per timed epoch, in order
 
   bool operator==(const GpuActivity&) const;
@@ -109,47 +109,47 @@ struct CaseResult {
   std::optional<double> final_accuracy;       ///< classification cases, 0..1
 
   // Optional extras; absent from the JSON when empty.
-  std::optional<std::string> backend;         ///< "reference", "fused"
-  std::optional<int64_t> threads;             ///< CPU threads used (at::get_num_threads())
-  std::optional<int64_t> warmup_epochs;       ///< epochs run before timing
+  std::optional<std::string> backend;   ///< "reference", "fused"
+  std::optional<int64_t> threads;       ///< CPU threads used (at::get_num_threads())
+  std::optional<int64_t> warmup_epochs; ///< epochs run before timing
   std::optional<double> min_epoch_seconds;
   std::optional<double> max_epoch_seconds;
-  std::optional<int64_t> steps_per_epoch;     ///< optimiser steps per epoch
-  std::optional<int64_t> samples_per_epoch;   ///< training samples seen per epoch
-  std::optional<double> steps_per_second;     ///< steps_per_epoch / median_epoch_seconds
-  std::optional<double> samples_per_second;   ///< samples_per_epoch / median_epoch_seconds
-  std::optional<std::string> memory_kind;     ///< "cpu_rss_growth", "cuda_peak_allocated"
-  std::vector<double> train_loss_per_epoch;   ///< loss after each epoch (warm-up included)
+  std::optional<int64_t> steps_per_epoch;   ///< optimiser steps per epoch
+  std::optional<int64_t> samples_per_epoch; ///< training samples seen per epoch
+  std::optional<double> steps_per_second;   ///< steps_per_epoch / median_epoch_seconds
+  std::optional<double> samples_per_second; ///< samples_per_epoch / median_epoch_seconds
+  std::optional<std::string> memory_kind;   ///< "cpu_rss_growth", "cuda_peak_allocated"
+  std::vector<double> train_loss_per_epoch; ///< loss after each epoch (warm-up included)
   std::vector<double> test_loss_per_epoch;
-  nlohmann::json config;                      ///< the case's configuration (object); null = none
-  std::optional<GpuActivity> gpu_activity;    ///< GPU cases only
-  std::vector<AuditFinding> audit_findings;   ///< pre-flight audit and "GPU not used" findings
-  std::vector<ActivationCurve> activations;   ///< learned phi(x) per edge (toy case)
+  nlohmann::json config;                    ///< the case's configuration (object); null = none
+  std::optional<GpuActivity> gpu_activity;  ///< GPU cases only
+  std::vector<AuditFinding> audit_findings; ///< pre-flight audit and "GPU not used" findings
+  std::vector<ActivationCurve> activations; ///< learned phi(x) per edge (toy case)
 
   bool operator==(const CaseResult&) const;
 };
 
 /// Result parity and speed of one case on two targets (a: the reference, usually "cpu").
 struct Comparison {
-  std::string case_name; ///< JSON key `case`: CaseResult::name
-  std::string a;         ///< CaseResult::target of the reference side
-  std::string b;         ///< CaseResult::target of the other side
-  std::optional<double> speedup;               ///< median(a) / median(b): b is this many times faster
-  std::optional<double> max_abs_output_diff;   ///< forward outputs at initialisation
-  std::optional<double> max_rel_loss_diff;     ///< over the per-epoch loss curves
+  std::string case_name;                     ///< JSON key `case`: CaseResult::name
+  std::string a;                             ///< CaseResult::target of the reference side
+  std::string b;                             ///< CaseResult::target of the other side
+  std::optional<double> speedup;             ///< median(a) / median(b): b is this many times faster
+  std::optional<double> max_abs_output_diff; ///< forward outputs at initialisation
+  std::optional<double> max_rel_loss_diff;   ///< over the per-epoch loss curves
   std::optional<double> final_metric_rel_diff; ///< final test RMSE or accuracy, relative
   Parity parity = Parity::kPass;
 
   // Optional extras.
-  std::optional<std::string> label;            ///< what is compared: "float64 vs float32 on cpu"
-  std::optional<double> speedup_low;           ///< spread of the speedup (e.g. q1(a)/q3(b))
-  std::optional<double> speedup_high;          ///< (e.g. q3(a)/q1(b))
+  std::optional<std::string> label;   ///< what is compared: "float64 vs float32 on cpu"
+  std::optional<double> speedup_low;  ///< spread of the speedup (e.g. q1(a)/q3(b))
+  std::optional<double> speedup_high; ///< (e.g. q3(a)/q1(b))
   std::optional<double> max_rel_output_diff;
-  std::optional<double> max_abs_grad_diff;     ///< gradients at initialisation
+  std::optional<double> max_abs_grad_diff; ///< gradients at initialisation
   std::optional<double> max_rel_grad_diff;
   std::optional<double> final_accuracy_diff_points; ///< |acc(a) - acc(b)| in percentage points
-  std::map<std::string, double> tolerances;    ///< key of a difference above -> its limit
-  std::string message;                         ///< why it failed; "" when none (not written)
+  std::map<std::string, double> tolerances;         ///< key of a difference above -> its limit
+  std::string message;                              ///< why it failed; "" when none (not written)
 
   bool operator==(const Comparison&) const;
 };
@@ -161,9 +161,9 @@ struct EdgeCaseResult {
   EdgeStatus status = EdgeStatus::kPass;
   std::string message; ///< what happened, one sentence
 
-  std::optional<int64_t> samples;           ///< input rows used
-  std::optional<int64_t> peak_memory_bytes; ///< extra peak memory while it ran
-  std::optional<double> seconds;            ///< wall time it took
+  std::optional<int64_t> samples;             ///< input rows used
+  std::optional<int64_t> peak_memory_bytes;   ///< extra peak memory while it ran
+  std::optional<double> seconds;              ///< wall time it took
   std::map<std::string, double> measurements; ///< any further figures, name -> value
 
   bool operator==(const EdgeCaseResult&) const;
@@ -175,14 +175,14 @@ struct RunConfig {
   std::vector<std::string> devices; ///< devices asked for, after "auto" was resolved
   int64_t repeat = 0;               ///< timed epochs per case (R)
 
-  std::optional<int64_t> warmup;    ///< warm-up epochs per case
-  std::vector<std::string> cases;   ///< --case filter; empty = all
+  std::optional<int64_t> warmup;  ///< warm-up epochs per case
+  std::vector<std::string> cases; ///< --case filter; empty = all
   std::optional<uint64_t> seed;
   std::optional<double> time_limit_seconds; ///< per case
-  std::optional<bool> cupti;        ///< false with --no-cupti
-  std::optional<std::string> trace; ///< --trace FILE
-  std::optional<std::string> out;   ///< --out DIR
-  nlohmann::json extra;             ///< any further settings (object); null = none
+  std::optional<bool> cupti;                ///< false with --no-cupti
+  std::optional<std::string> trace;         ///< --trace FILE
+  std::optional<std::string> out;           ///< --out DIR
+  nlohmann::json extra;                     ///< any further settings (object); null = none
 
   bool operator==(const RunConfig&) const;
 };

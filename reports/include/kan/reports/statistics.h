@@ -26,9 +26,9 @@ std::optional<Summary> summarize(const std::vector<double>& values);
 
 /// The result of a two-sided Mann-Whitney U test.
 struct UTest {
-  double u = 0;        ///< U statistic of the first sample
-  double p_value = 1;  ///< two-sided
-  bool exact = false;  ///< from the exact distribution (no ties, small samples), else normal
+  double u = 0;           ///< U statistic of the first sample
+  double p_value = 1;     ///< two-sided
+  bool exact = false;     ///< from the exact distribution (no ties, small samples), else normal
   double min_p_value = 0; ///< the smallest p-value these sample sizes can give
 };
 /// Two-sided Mann-Whitney U test of `a` against `b`: exact for small samples without ties,
