@@ -97,6 +97,7 @@ inline Results sample_results() {
   toy_cpu.samples_per_epoch = 1000;
   toy_cpu.steps_per_second = 20 / 0.51;
   toy_cpu.samples_per_second = 1000 / 0.51;
+  toy_cpu.timer = "steady_clock";
   toy_cpu.memory_kind = "cpu_rss_growth";
   toy_cpu.train_loss_per_epoch = {0.5, 0.1, 0.01, 0.005, 0.004, 0.003};
   toy_cpu.test_loss_per_epoch = {0.6, 0.12, 0.02, 0.006, 0.005, 0.004};
@@ -119,6 +120,7 @@ inline Results sample_results() {
   toy_gpu.max_epoch_seconds = 0.12;
   toy_gpu.peak_memory_bytes = 4096;
   toy_gpu.final_test_rmse = 1.50001e-3;
+  toy_gpu.timer = "cuda_events";
   toy_gpu.memory_kind = "cuda_peak_allocated";
   toy_gpu.threads.reset();
   toy_gpu.audit_findings.clear();

@@ -83,6 +83,37 @@ TEST(ResultsJson, EnvironmentRoundTrips) {
   EXPECT_TRUE(environment_from_json(to_json(unset)) == unset);
 }
 
+TEST(ResultsJson, FillEpochStatisticsAndSpeedup) {
+  CaseResult cpu;
+  cpu.epoch_seconds = {4.0, 1.0, 2.0, 3.0};
+  cpu.steps_per_epoch = 10;
+  cpu.samples_per_epoch = 1000;
+  fill_epoch_statistics(cpu);
+  EXPECT_EQ(cpu.median_epoch_seconds, 2.5);
+  EXPECT_EQ(cpu.iqr_epoch_seconds, 3.25 - 1.75);
+  EXPECT_EQ(cpu.min_epoch_seconds, 1.0);
+  EXPECT_EQ(cpu.max_epoch_seconds, 4.0);
+  EXPECT_EQ(cpu.steps_per_second, 4.0);
+  EXPECT_EQ(cpu.samples_per_second, 400.0);
+  CaseResult gpu;
+  gpu.epoch_seconds = {0.5, 0.5, 0.25, 0.75};
+  fill_epoch_statistics(gpu);
+  EXPECT_FALSE(gpu.steps_per_second);
+  Comparison comparison;
+  fill_speedup(comparison, cpu, gpu);
+  EXPECT_EQ(comparison.speedup, 5.0);
+  EXPECT_EQ(comparison.speedup_low, 1.75 / 0.5625);
+  EXPECT_EQ(comparison.speedup_high, 3.25 / 0.4375);
+  gpu.status = CaseStatus::kSkipped;
+  fill_speedup(comparison, cpu, gpu);
+  EXPECT_FALSE(comparison.speedup);
+  EXPECT_FALSE(comparison.speedup_low);
+  cpu.epoch_seconds.clear();
+  fill_epoch_statistics(cpu);
+  EXPECT_FALSE(cpu.median_epoch_seconds);
+  EXPECT_FALSE(cpu.samples_per_second);
+}
+
 TEST(ResultsJson, MissingKeyNamesItsPath) {
   auto j = to_json(test::sample_results());
   j["cases"][1].erase("median_epoch_seconds");

@@ -1,5 +1,7 @@
 #include "kan/reports/results.h"
 
+#include "kan/reports/statistics.h"
+
 #include <tuple>
 
 namespace kan::reports {
@@ -55,8 +57,9 @@ auto tie(const CaseResult& c) {
                   c.median_epoch_seconds, c.iqr_epoch_seconds, c.peak_memory_bytes,
                   c.final_test_rmse, c.final_accuracy, c.backend, c.threads, c.warmup_epochs,
                   c.min_epoch_seconds, c.max_epoch_seconds, c.steps_per_epoch, c.samples_per_epoch,
-                  c.steps_per_second, c.samples_per_second, c.memory_kind, c.train_loss_per_epoch,
-                  c.test_loss_per_epoch, c.config, c.gpu_activity, c.audit_findings, c.activations);
+                  c.steps_per_second, c.samples_per_second, c.timer, c.memory_kind,
+                  c.train_loss_per_epoch, c.test_loss_per_epoch, c.config, c.gpu_activity,
+                  c.audit_findings, c.activations);
 }
 auto tie(const Comparison& c) {
   return std::tie(c.case_name, c.a, c.b, c.speedup, c.max_abs_output_diff, c.max_rel_loss_diff,
@@ -127,6 +130,46 @@ bool operator==(const EnvironmentProblem& a, const EnvironmentProblem& b) {
 }
 bool operator==(const Environment& a, const Environment& b) {
   return tie(a) == tie(b);
+}
+
+void fill_epoch_statistics(CaseResult& result) {
+  const auto summary = summarize(result.epoch_seconds);
+  if (!summary) {
+    result.median_epoch_seconds.reset();
+    result.iqr_epoch_seconds.reset();
+    result.min_epoch_seconds.reset();
+    result.max_epoch_seconds.reset();
+    result.steps_per_second.reset();
+    result.samples_per_second.reset();
+    return;
+  }
+  result.median_epoch_seconds = summary->median;
+  result.iqr_epoch_seconds = summary->iqr;
+  result.min_epoch_seconds = summary->min;
+  result.max_epoch_seconds = summary->max;
+  result.steps_per_second.reset();
+  result.samples_per_second.reset();
+  if (summary->median > 0) {
+    if (result.steps_per_epoch)
+      result.steps_per_second = static_cast<double>(*result.steps_per_epoch) / summary->median;
+    if (result.samples_per_epoch)
+      result.samples_per_second = static_cast<double>(*result.samples_per_epoch) / summary->median;
+  }
+}
+
+void fill_speedup(Comparison& comparison, const CaseResult& a, const CaseResult& b) {
+  comparison.speedup.reset();
+  comparison.speedup_low.reset();
+  comparison.speedup_high.reset();
+  if (a.status != CaseStatus::kOk || b.status != CaseStatus::kOk)
+    return;
+  const auto sa = summarize(a.epoch_seconds);
+  const auto sb = summarize(b.epoch_seconds);
+  if (!sa || !sb || sb->median <= 0 || sb->q1 <= 0 || sb->q3 <= 0)
+    return;
+  comparison.speedup = sa->median / sb->median;
+  comparison.speedup_low = sa->q1 / sb->q3;
+  comparison.speedup_high = sa->q3 / sb->q1;
 }
 
 const CaseResult* Results::find_case(const std::string& name, const std::string& target) const {

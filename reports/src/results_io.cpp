@@ -111,6 +111,7 @@ json to_json(const CaseResult& c) {
   put_optional(j, "samples_per_epoch", c.samples_per_epoch);
   put_optional(j, "steps_per_second", c.steps_per_second);
   put_optional(j, "samples_per_second", c.samples_per_second);
+  put_optional(j, "timer", c.timer);
   put_optional(j, "memory_kind", c.memory_kind);
   put_nonempty(j, "train_loss_per_epoch", c.train_loss_per_epoch);
   put_nonempty(j, "test_loss_per_epoch", c.test_loss_per_epoch);
@@ -302,6 +303,7 @@ CaseResult case_from_json(const json& value, const std::string& path, bool lenie
   c.samples_per_epoch = r.optional_integer("samples_per_epoch");
   c.steps_per_second = r.optional_number("steps_per_second");
   c.samples_per_second = r.optional_number("samples_per_second");
+  c.timer = r.optional_string("timer");
   c.memory_kind = r.optional_string("memory_kind");
   c.train_loss_per_epoch = r.optional_numbers("train_loss_per_epoch");
   c.test_loss_per_epoch = r.optional_numbers("test_loss_per_epoch");

@@ -118,7 +118,8 @@ struct CaseResult {
   std::optional<int64_t> samples_per_epoch; ///< training samples seen per epoch
   std::optional<double> steps_per_second;   ///< steps_per_epoch / median_epoch_seconds
   std::optional<double> samples_per_second; ///< samples_per_epoch / median_epoch_seconds
-  std::optional<std::string> memory_kind;   ///< "cpu_rss_growth", "cuda_peak_allocated"
+  std::optional<std::string> timer;       ///< how epochs were timed: "cuda_events", "steady_clock"
+  std::optional<std::string> memory_kind; ///< "cpu_rss_growth", "cuda_peak_allocated"
   std::vector<double> train_loss_per_epoch; ///< loss after each epoch (warm-up included)
   std::vector<double> test_loss_per_epoch;
   nlohmann::json config;                    ///< the case's configuration (object); null = none
@@ -202,6 +203,16 @@ struct Results {
   /// The case with this name and target, or nullptr.
   const CaseResult* find_case(const std::string& name, const std::string& target) const;
 };
+
+/// Sets median, IQR, min and max of `result.epoch_seconds` (quantiles as kan::reports::quantile,
+/// so every file agrees on them), and steps_per_second / samples_per_second from
+/// steps_per_epoch / samples_per_epoch and the median. Clears them when there are no epochs.
+void fill_epoch_statistics(CaseResult& result);
+
+/// Sets `comparison.speedup` = median(a) / median(b) with its spread speedup_low = q1(a) / q3(b)
+/// and speedup_high = q3(a) / q1(b), from the epoch times; clears them unless both are `ok`
+/// with epoch times.
+void fill_speedup(Comparison& comparison, const CaseResult& a, const CaseResult& b);
 
 bool operator==(const CudaDevice& a, const CudaDevice& b);
 bool operator==(const EnvironmentProblem& a, const EnvironmentProblem& b);
