@@ -68,7 +68,8 @@ nlohmann::json all_findings(const kan::diagnostics::AuditReport& before,
   auto findings = nlohmann::json::array();
   std::set<std::string> seen;
   auto add_static = [&](const kan::diagnostics::AuditReport& report, const char* stage) {
-    for (auto f : report.to_json()["findings"]) {
+    const auto report_json = report.to_json();
+    for (auto f : report_json["findings"]) {
       const std::string key = f["tensor"].get<std::string>() + "/" + f["problem"].get<std::string>();
       if (!seen.insert(key).second)
         continue; // the same fault before and after training

@@ -19,12 +19,11 @@ void add_env_command(CLI::App& app, int& exit_code);
 /// clean, 1 findings, 2 could not run.
 void add_audit_command(CLI::App& app, int& exit_code);
 
+/// `kanbench compare OLD.json NEW.json`: baseline comparison, a CI gate with --fail-on-regression.
+void add_compare_command(CLI::App& app, int& exit_code);
+
 /// The first line of an exception's message (LibTorch appends a backtrace).
 std::string first_line(const std::string& message);
-
-/// Writes `text` to `path` through a temporary file and a rename, so a reader never sees a
-/// half-written file.
-void write_file_atomically(const std::string& path, const std::string& text);
 
 /// "cpu", "cuda" or "cuda:N" as a device; an unusable CUDA device is an error that says why
 /// (from the environment report). `option` names the flag in the message.

@@ -6,26 +6,12 @@
 #include <c10/util/Exception.h>
 #include <torch/cuda.h>
 
-#include <filesystem>
-#include <fstream>
 #include <memory>
 
 namespace kanbench {
 
 std::string first_line(const std::string& message) {
   return message.substr(0, message.find('\n'));
-}
-
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out)
-      throw std::runtime_error("cannot write '" + temporary + "'");
-  }
-  std::filesystem::rename(temporary, path);
 }
 
 torch::Device parse_device(const std::string& name, const std::string& option) {

@@ -4,6 +4,7 @@
 
 #include "kan/diagnostics/audited_fit.h"
 #include "kan/kan.h"
+#include "kan/reports/results_io.h"
 
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>
@@ -19,7 +20,7 @@
 namespace kanbench {
 namespace {
 
-constexpr const char* kFitSchemaVersion = "1.0.0";
+constexpr const char* kFitSchemaVersion = "1.1.0"; // 1.1: device_audit, config.trace_steps
 
 struct FitArgs {
   // The library's defaults, so the command line cannot drift from them.
@@ -231,7 +232,7 @@ int run_fit(const FitArgs& a) {
   kan::save_checkpoint(model, checkpoint);
   result["checkpoint"] = "model.pt";
   const auto json_path = (std::filesystem::path(a.out) / "fit.json").string();
-  write_file_atomically(json_path, result.dump(2) + "\n");
+  kan::reports::write_file_atomically(json_path, result.dump(2) + "\n");
   std::cout << summary << " (" << kan::to_string(fit_options.opt()) << ", " << a.steps << " steps, "
             << a.dtype << ", " << device << ", " << scientific(result["seconds"].get<double>())
             << " s) -> " << json_path << "\n";

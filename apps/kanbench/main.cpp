@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   kanbench::add_fit_command(app, exit_code);
   kanbench::add_env_command(app, exit_code);
   kanbench::add_audit_command(app, exit_code);
+  kanbench::add_compare_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

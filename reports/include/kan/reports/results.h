@@ -1,0 +1,210 @@
+#pragma once
+/// The result model of `kanbench run` (results.json): plain structs, free of LibTorch.
+/// reports/SCHEMA.md documents every key, its unit and meaning; results_io.h reads and writes
+/// them.
+///
+/// Conventions: a field that the contract requires but that a run may not have measured (a
+/// skipped case has no median) is a `std::optional`, written as JSON `null`; an optional field
+/// a run may leave out entirely is a `std::optional` (or an empty vector / map) and is not
+/// written at all when empty. No number is ever invented: leave it empty.
+
+#include "kan/reports/environment.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kan::reports {
+
+/// The version of the results.json format this library writes; a file with another major
+/// version is refused. Bump on every change (major: incompatible, minor: keys added).
+inline constexpr const char* kSchemaVersion = "1.0.0";
+
+/// How a case ended.
+enum class CaseStatus {
+  kOk,      ///< measured
+  kSkipped, ///< not attempted (e.g. no CUDA device); `reason` says why
+  kFailed,  ///< an error stopped it; `reason` holds the error
+  kOom,     ///< out of memory; `reason` names the size that failed
+  kTimeout, ///< past the per-case time limit; `reason` names the limit
+};
+/// "ok", "skipped", "failed", "oom", "timeout".
+std::string to_string(CaseStatus status);
+
+/// The verdict of a parity comparison against its documented tolerances.
+enum class Parity { kPass, kFail };
+/// "pass", "fail".
+std::string to_string(Parity parity);
+
+/// How an edge case ended.
+enum class EdgeStatus { kPass, kFail, kSkipped };
+/// "pass", "fail", "skipped".
+std::string to_string(EdgeStatus status);
+
+/// One problem the pre-flight device audit found (kan::diagnostics::Finding, as plain data).
+struct AuditFinding {
+  std::string tensor;          ///< full dotted name, "model.layers.0.grid"
+  std::string kind;            ///< "parameter", "buffer", "grad", "optimizer_state", "data"
+  std::string device;          ///< where it is, "cpu"
+  std::string expected_device; ///< where it should be, "cuda:0"
+  std::string message;         ///< one sentence: what is wrong
+  std::string problem;         ///< "wrong_device", ...; empty when not classified (not written)
+  std::string fix;             ///< one sentence: what to do; empty when none (not written)
+
+  bool operator==(const AuditFinding&) const;
+};
+
+/// GPU activity of one timed epoch, from the CUPTI activity tracer.
+struct EpochActivity {
+  int64_t kernels = 0;         ///< kernel launches that ran
+  double busy_seconds = 0;     ///< union of the kernels' intervals
+  double wall_seconds = 0;     ///< the epoch's wall time the busy time is measured against
+  double busy_fraction = 0;    ///< busy_seconds / wall_seconds, 0..1
+  int64_t h2d_copies = 0;      ///< host-to-device memory copies
+  int64_t h2d_bytes = 0;
+  int64_t d2h_copies = 0;      ///< device-to-host memory copies
+  int64_t d2h_bytes = 0;
+
+  bool operator==(const EpochActivity&) const;
+};
+
+/// What the CUPTI tracer saw while a GPU case was timed.
+struct GpuActivity {
+  bool traced = false;               ///< false: CUPTI was off or could not start
+  std::string reason;                ///< why not traced ("--no-cupti", "no CUDA driver"); "" if traced
+  std::vector<EpochActivity> epochs; ///< one per timed epoch, in order
+
+  bool operator==(const GpuActivity&) const;
+};
+
+/// One learned activation function phi(x) of a trained model, sampled for plotting.
+struct ActivationCurve {
+  int64_t layer = 0;     ///< layer index, 0 = the input layer
+  int64_t input = 0;     ///< input neuron index i of the edge (i -> j)
+  int64_t output = 0;    ///< output neuron index j of the edge
+  std::vector<double> x; ///< sample points, ascending
+  std::vector<double> y; ///< phi(x) at each sample point; same length as x
+
+  bool operator==(const ActivationCurve&) const;
+};
+
+/// One measured target of one workload: a case on one device (and dtype / backend / threads).
+struct CaseResult {
+  std::string name;   ///< the workload: "toy", "deep", "wide", "million"
+  std::string target; ///< unique per name; comparisons refer to it: "cpu", "cuda", "cpu-float32"
+  std::string device; ///< "cpu", "cuda:0"
+  std::string dtype;  ///< "float64", "float32"
+  CaseStatus status = CaseStatus::kOk;
+  std::string reason; ///< why not ok; "" when ok
+
+  std::vector<double> epoch_seconds;          ///< timed epochs (warm-up excluded), seconds
+  std::optional<double> median_epoch_seconds; ///< null unless measured
+  std::optional<double> iqr_epoch_seconds;    ///< q3 - q1, seconds; null unless measured
+  std::optional<int64_t> peak_memory_bytes;   ///< see memory_kind; null unless measured
+  std::optional<double> final_test_rmse;      ///< regression cases
+  std::optional<double> final_accuracy;       ///< classification cases, 0..1
+
+  // Optional extras; absent from the JSON when empty.
+  std::optional<std::string> backend;         ///< "reference", "fused"
+  std::optional<int64_t> threads;             ///< CPU threads used (at::get_num_threads())
+  std::optional<int64_t> warmup_epochs;       ///< epochs run before timing
+  std::optional<double> min_epoch_seconds;
+  std::optional<double> max_epoch_seconds;
+  std::optional<int64_t> steps_per_epoch;     ///< optimiser steps per epoch
+  std::optional<int64_t> samples_per_epoch;   ///< training samples seen per epoch
+  std::optional<double> steps_per_second;     ///< steps_per_epoch / median_epoch_seconds
+  std::optional<double> samples_per_second;   ///< samples_per_epoch / median_epoch_seconds
+  std::optional<std::string> memory_kind;     ///< "cpu_rss_growth", "cuda_peak_allocated"
+  std::vector<double> train_loss_per_epoch;   ///< loss after each epoch (warm-up included)
+  std::vector<double> test_loss_per_epoch;
+  nlohmann::json config;                      ///< the case's configuration (object); null = none
+  std::optional<GpuActivity> gpu_activity;    ///< GPU cases only
+  std::vector<AuditFinding> audit_findings;   ///< pre-flight audit and "GPU not used" findings
+  std::vector<ActivationCurve> activations;   ///< learned phi(x) per edge (toy case)
+
+  bool operator==(const CaseResult&) const;
+};
+
+/// Result parity and speed of one case on two targets (a: the reference, usually "cpu").
+struct Comparison {
+  std::string case_name; ///< JSON key `case`: CaseResult::name
+  std::string a;         ///< CaseResult::target of the reference side
+  std::string b;         ///< CaseResult::target of the other side
+  std::optional<double> speedup;               ///< median(a) / median(b): b is this many times faster
+  std::optional<double> max_abs_output_diff;   ///< forward outputs at initialisation
+  std::optional<double> max_rel_loss_diff;     ///< over the per-epoch loss curves
+  std::optional<double> final_metric_rel_diff; ///< final test RMSE or accuracy, relative
+  Parity parity = Parity::kPass;
+
+  // Optional extras.
+  std::optional<std::string> label;            ///< what is compared: "float64 vs float32 on cpu"
+  std::optional<double> speedup_low;           ///< spread of the speedup (e.g. q1(a)/q3(b))
+  std::optional<double> speedup_high;          ///< (e.g. q3(a)/q1(b))
+  std::optional<double> max_rel_output_diff;
+  std::optional<double> max_abs_grad_diff;     ///< gradients at initialisation
+  std::optional<double> max_rel_grad_diff;
+  std::optional<double> final_accuracy_diff_points; ///< |acc(a) - acc(b)| in percentage points
+  std::map<std::string, double> tolerances;    ///< key of a difference above -> its limit
+  std::string message;                         ///< why it failed; "" when none (not written)
+
+  bool operator==(const Comparison&) const;
+};
+
+/// One edge case (empty input, one sample, 2^20 samples, out of memory, time limit).
+struct EdgeCaseResult {
+  std::string name;   ///< "empty_input", "single_sample", ...
+  std::string device; ///< "cpu", "cuda:0"
+  EdgeStatus status = EdgeStatus::kPass;
+  std::string message; ///< what happened, one sentence
+
+  std::optional<int64_t> samples;           ///< input rows used
+  std::optional<int64_t> peak_memory_bytes; ///< extra peak memory while it ran
+  std::optional<double> seconds;            ///< wall time it took
+  std::map<std::string, double> measurements; ///< any further figures, name -> value
+
+  bool operator==(const EdgeCaseResult&) const;
+};
+
+/// The configuration of a run, as given on the command line (written back for reproduction).
+struct RunConfig {
+  std::string suite = "default";    ///< "quick", "default", "full"
+  std::vector<std::string> devices; ///< devices asked for, after "auto" was resolved
+  int64_t repeat = 0;               ///< timed epochs per case (R)
+
+  std::optional<int64_t> warmup;    ///< warm-up epochs per case
+  std::vector<std::string> cases;   ///< --case filter; empty = all
+  std::optional<uint64_t> seed;
+  std::optional<double> time_limit_seconds; ///< per case
+  std::optional<bool> cupti;        ///< false with --no-cupti
+  std::optional<std::string> trace; ///< --trace FILE
+  std::optional<std::string> out;   ///< --out DIR
+  nlohmann::json extra;             ///< any further settings (object); null = none
+
+  bool operator==(const RunConfig&) const;
+};
+
+/// A whole results.json.
+struct Results {
+  std::string schema_version = kSchemaVersion;
+  Environment environment;
+  RunConfig config;
+  std::vector<CaseResult> cases;
+  std::vector<Comparison> comparisons;
+  std::vector<EdgeCaseResult> edge_cases;
+  std::optional<double> wall_seconds; ///< the whole run
+
+  bool operator==(const Results&) const;
+
+  /// The case with this name and target, or nullptr.
+  const CaseResult* find_case(const std::string& name, const std::string& target) const;
+};
+
+bool operator==(const CudaDevice& a, const CudaDevice& b);
+bool operator==(const EnvironmentProblem& a, const EnvironmentProblem& b);
+bool operator==(const Environment& a, const Environment& b);
+
+} // namespace kan::reports

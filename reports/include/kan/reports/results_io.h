@@ -1,0 +1,75 @@
+#pragma once
+/// results.json in and out: strict, kind reading (one ResultsError naming file, key path and
+/// problem; never a half-built object) and atomic writing.
+
+#include "kan/reports/environment.h"
+#include "kan/reports/results.h"
+
+#include <nlohmann/json.hpp>
+
+#include <stdexcept>
+#include <string>
+
+namespace kan::reports {
+
+/// A results (or other input) file that cannot be read: what() is
+/// "FILE: KEY.PATH: PROBLEM", e.g.
+/// "run/results.json: cases[3].median_epoch_seconds: expected a number, got a string (\"fast\")".
+class ResultsError : public std::runtime_error {
+public:
+  ResultsError(std::string file, std::string key_path, std::string problem);
+
+  const std::string& file() const { return file_; }         ///< "" when not read from a file
+  const std::string& key_path() const { return key_path_; } ///< "" for the whole document
+  const std::string& problem() const { return problem_; }
+
+  /// The same error, attributed to `file`.
+  ResultsError in_file(const std::string& file) const;
+
+private:
+  std::string file_, key_path_, problem_;
+};
+
+/// The JSON form of a whole results.json (SCHEMA.md).
+nlohmann::json to_json(const Results& results);
+/// Reads a results document. `source` names it in error messages (a file name).
+/// Throws ResultsError: missing key, wrong type, bad value, unknown key (tolerated only when
+/// the file's minor version is newer than kSchemaVersion), another major version, a case
+/// `ok` without numbers or `skipped` with one, a comparison naming a case that is not there.
+Results results_from_json(const nlohmann::json& json, const std::string& source = "");
+
+/// The JSON forms of the environment (results.json `environment`, `kanbench env --json`).
+nlohmann::json to_json(const Environment& environment);
+/// Throws ResultsError, with key paths below `environment`.
+Environment environment_from_json(const nlohmann::json& json, const std::string& source = "");
+
+/// Reads and parses a results.json. Throws ResultsError (cannot open, not JSON, invalid).
+///
+/// Example:
+///   try {
+///     auto results = kan::reports::read_results_file("run/results.json");
+///   } catch (const kan::reports::ResultsError& e) {
+///     std::cerr << e.what() << "\n"; // names the file, the key path and the problem
+///   }
+Results read_results_file(const std::string& path);
+
+/// Checks `results` by reading its JSON back, then writes it to `path` atomically (2-space
+/// indent, final newline). Throws ResultsError when the results would not read back (e.g. an
+/// `ok` case without a median, a NaN in epoch_seconds), std::runtime_error when the file
+/// cannot be written; in both cases `path` is left as it was.
+void write_results_file(const std::string& path, const Results& results);
+
+/// Checks that `schema_version` is "MAJOR.MINOR.PATCH" with the major this library reads;
+/// throws ResultsError otherwise. Returns the file's minor version.
+int check_schema_version(const nlohmann::json& version, const std::string& key_path,
+                         const std::string& source = "");
+
+/// The whole content of a file; throws std::runtime_error naming the file when it cannot be read.
+std::string read_text_file(const std::string& path);
+
+/// Writes `content` to `path` through a temporary file in the same folder and a rename, so a
+/// reader never sees a half-written file and an interrupted writer leaves `path` as it was.
+/// Throws std::runtime_error naming the file and the system's reason.
+void write_file_atomically(const std::string& path, const std::string& content);
+
+} // namespace kan::reports

@@ -1,0 +1,94 @@
+#pragma once
+// Strict JSON reading with key paths: every accessor names the path of what it reads, so a
+// wrong input ends in one ResultsError("", "cases[3].median_epoch_seconds", "expected ...").
+
+#include "kan/reports/results_io.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace kan::reports::detail {
+
+using json = nlohmann::json;
+
+/// "a string (\"fast\")", "null", "an array of 3", ... for "expected X, got Y".
+std::string describe(const json& value);
+
+[[noreturn]] void fail(const std::string& path, const std::string& problem);
+
+inline std::string child_path(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+inline std::string index_path(const std::string& path, size_t index) {
+  return path + "[" + std::to_string(index) + "]";
+}
+
+double as_number(const json& value, const std::string& path);
+int64_t as_integer(const json& value, const std::string& path);
+uint64_t as_unsigned(const json& value, const std::string& path);
+std::string as_string(const json& value, const std::string& path);
+bool as_bool(const json& value, const std::string& path);
+const json& as_array(const json& value, const std::string& path);
+const json& as_object(const json& value, const std::string& path);
+std::vector<double> as_numbers(const json& value, const std::string& path);
+std::vector<std::string> as_strings(const json& value, const std::string& path);
+std::map<std::string, double> as_number_map(const json& value, const std::string& path);
+
+/// One JSON object being read. Every key read is remembered; finish() refuses the others
+/// unless unknown keys are allowed (a newer minor version of the format).
+class ObjectReader {
+public:
+  ObjectReader(const json& value, std::string path, bool allow_unknown);
+
+  const std::string& path() const { return path_; }
+  std::string path_of(const std::string& key) const { return child_path(path_, key); }
+
+  /// The value of a key that must be there (it may be null).
+  const json& required(const std::string& key);
+  /// The value of a key that may be missing; nullptr when missing or null.
+  const json* optional(const std::string& key);
+
+  std::string string(const std::string& key) { return as_string(required(key), path_of(key)); }
+  double number(const std::string& key) { return as_number(required(key), path_of(key)); }
+  int64_t integer(const std::string& key) { return as_integer(required(key), path_of(key)); }
+  bool boolean(const std::string& key) { return as_bool(required(key), path_of(key)); }
+  std::vector<double> numbers(const std::string& key) {
+    return as_numbers(required(key), path_of(key));
+  }
+
+  /// A key that must be there but may be null.
+  std::optional<double> nullable_number(const std::string& key);
+  std::optional<int64_t> nullable_integer(const std::string& key);
+
+  /// Keys that may be missing (or null).
+  std::optional<std::string> optional_string(const std::string& key);
+  std::optional<double> optional_number(const std::string& key);
+  std::optional<int64_t> optional_integer(const std::string& key);
+  std::optional<uint64_t> optional_unsigned(const std::string& key);
+  std::optional<bool> optional_bool(const std::string& key);
+  std::vector<double> optional_numbers(const std::string& key);
+  std::vector<std::string> optional_strings(const std::string& key);
+  std::map<std::string, double> optional_number_map(const std::string& key);
+  /// An object kept as JSON; null when missing.
+  json optional_object(const std::string& key);
+
+  /// Throws for the first key that was never read (unless unknown keys are allowed).
+  void finish() const;
+
+private:
+  const json& value_;
+  std::string path_;
+  bool allow_unknown_;
+  std::set<std::string> known_;
+};
+
+/// Parses text as JSON; throws ResultsError("", "", "not valid JSON: ...").
+json parse_json(const std::string& text);
+
+} // namespace kan::reports::detail

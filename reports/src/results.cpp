@@ -1,0 +1,110 @@
+#include "kan/reports/results.h"
+
+#include <tuple>
+
+namespace kan::reports {
+
+std::string to_string(CaseStatus status) {
+  switch (status) {
+  case CaseStatus::kOk:
+    return "ok";
+  case CaseStatus::kSkipped:
+    return "skipped";
+  case CaseStatus::kFailed:
+    return "failed";
+  case CaseStatus::kOom:
+    return "oom";
+  case CaseStatus::kTimeout:
+    return "timeout";
+  }
+  return "unknown";
+}
+
+std::string to_string(Parity parity) { return parity == Parity::kPass ? "pass" : "fail"; }
+
+std::string to_string(EdgeStatus status) {
+  switch (status) {
+  case EdgeStatus::kPass:
+    return "pass";
+  case EdgeStatus::kFail:
+    return "fail";
+  case EdgeStatus::kSkipped:
+    return "skipped";
+  }
+  return "unknown";
+}
+
+namespace {
+auto tie(const AuditFinding& f) {
+  return std::tie(f.tensor, f.kind, f.device, f.expected_device, f.message, f.problem, f.fix);
+}
+auto tie(const EpochActivity& e) {
+  return std::tie(e.kernels, e.busy_seconds, e.wall_seconds, e.busy_fraction, e.h2d_copies,
+                  e.h2d_bytes, e.d2h_copies, e.d2h_bytes);
+}
+auto tie(const GpuActivity& g) { return std::tie(g.traced, g.reason, g.epochs); }
+auto tie(const ActivationCurve& c) { return std::tie(c.layer, c.input, c.output, c.x, c.y); }
+auto tie(const CaseResult& c) {
+  return std::tie(c.name, c.target, c.device, c.dtype, c.status, c.reason, c.epoch_seconds,
+                  c.median_epoch_seconds, c.iqr_epoch_seconds, c.peak_memory_bytes,
+                  c.final_test_rmse, c.final_accuracy, c.backend, c.threads, c.warmup_epochs,
+                  c.min_epoch_seconds, c.max_epoch_seconds, c.steps_per_epoch,
+                  c.samples_per_epoch, c.steps_per_second, c.samples_per_second, c.memory_kind,
+                  c.train_loss_per_epoch, c.test_loss_per_epoch, c.config, c.gpu_activity,
+                  c.audit_findings, c.activations);
+}
+auto tie(const Comparison& c) {
+  return std::tie(c.case_name, c.a, c.b, c.speedup, c.max_abs_output_diff, c.max_rel_loss_diff,
+                  c.final_metric_rel_diff, c.parity, c.label, c.speedup_low, c.speedup_high,
+                  c.max_rel_output_diff, c.max_abs_grad_diff, c.max_rel_grad_diff,
+                  c.final_accuracy_diff_points, c.tolerances, c.message);
+}
+auto tie(const EdgeCaseResult& e) {
+  return std::tie(e.name, e.device, e.status, e.message, e.samples, e.peak_memory_bytes,
+                  e.seconds, e.measurements);
+}
+auto tie(const RunConfig& c) {
+  return std::tie(c.suite, c.devices, c.repeat, c.warmup, c.cases, c.seed, c.time_limit_seconds,
+                  c.cupti, c.trace, c.out, c.extra);
+}
+auto tie(const Results& r) {
+  return std::tie(r.schema_version, r.environment, r.config, r.cases, r.comparisons,
+                  r.edge_cases, r.wall_seconds);
+}
+auto tie(const CudaDevice& d) {
+  return std::tie(d.index, d.name, d.compute_capability, d.multiprocessors, d.total_memory_bytes,
+                  d.free_memory_bytes);
+}
+auto tie(const EnvironmentProblem& p) { return std::tie(p.what, p.fix); }
+auto tie(const Environment& e) {
+  return std::tie(e.kanbench_version, e.git_commit, e.date, e.hostname, e.libtorch_version,
+                  e.cuda_build_version, e.cudnn_build_version, e.cuda_runtime_version,
+                  e.cuda_driver_version, e.cuda_available, e.cuda_unavailable_reason,
+                  e.cuda_visible_devices, e.cuda_devices, e.cpu_model, e.cpu_cores,
+                  e.torch_threads, e.nvtx_available, e.cupti_available, e.problems);
+}
+} // namespace
+
+bool AuditFinding::operator==(const AuditFinding& o) const { return tie(*this) == tie(o); }
+bool EpochActivity::operator==(const EpochActivity& o) const { return tie(*this) == tie(o); }
+bool GpuActivity::operator==(const GpuActivity& o) const { return tie(*this) == tie(o); }
+bool ActivationCurve::operator==(const ActivationCurve& o) const { return tie(*this) == tie(o); }
+bool CaseResult::operator==(const CaseResult& o) const { return tie(*this) == tie(o); }
+bool Comparison::operator==(const Comparison& o) const { return tie(*this) == tie(o); }
+bool EdgeCaseResult::operator==(const EdgeCaseResult& o) const { return tie(*this) == tie(o); }
+bool RunConfig::operator==(const RunConfig& o) const { return tie(*this) == tie(o); }
+bool Results::operator==(const Results& o) const { return tie(*this) == tie(o); }
+bool operator==(const CudaDevice& a, const CudaDevice& b) { return tie(a) == tie(b); }
+bool operator==(const EnvironmentProblem& a, const EnvironmentProblem& b) {
+  return tie(a) == tie(b);
+}
+bool operator==(const Environment& a, const Environment& b) { return tie(a) == tie(b); }
+
+const CaseResult* Results::find_case(const std::string& name, const std::string& target) const {
+  for (const auto& c : cases)
+    if (c.name == name && c.target == target)
+      return &c;
+  return nullptr;
+}
+
+} // namespace kan::reports

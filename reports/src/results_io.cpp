@@ -1,0 +1,673 @@
+#include "kan/reports/results_io.h"
+
+#include "detail/json_reader.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace kan::reports {
+
+using json = nlohmann::json;
+using detail::ObjectReader;
+
+namespace {
+
+std::string compose(const std::string& file, const std::string& key_path,
+                    const std::string& problem) {
+  std::string text;
+  if (!file.empty())
+    text += file + ": ";
+  if (!key_path.empty())
+    text += key_path + ": ";
+  return text + problem;
+}
+
+} // namespace
+
+ResultsError::ResultsError(std::string file, std::string key_path, std::string problem)
+    : std::runtime_error(compose(file, key_path, problem)), file_(std::move(file)),
+      key_path_(std::move(key_path)), problem_(std::move(problem)) {}
+
+ResultsError ResultsError::in_file(const std::string& file) const {
+  return ResultsError(file, key_path_, problem_);
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Writing.
+
+template <typename T> void put_optional(json& j, const char* key, const std::optional<T>& value) {
+  if (value)
+    j[key] = *value;
+}
+template <typename T> json nullable(const std::optional<T>& value) {
+  return value ? json(*value) : json(nullptr);
+}
+template <typename T> void put_nonempty(json& j, const char* key, const T& value) {
+  if (!value.empty())
+    j[key] = value;
+}
+
+json to_json(const AuditFinding& f) {
+  json j{{"tensor", f.tensor},
+         {"kind", f.kind},
+         {"device", f.device},
+         {"expected_device", f.expected_device},
+         {"message", f.message}};
+  put_nonempty(j, "problem", f.problem);
+  put_nonempty(j, "fix", f.fix);
+  return j;
+}
+
+json to_json(const EpochActivity& e) {
+  return {{"kernels", e.kernels},       {"busy_seconds", e.busy_seconds},
+          {"wall_seconds", e.wall_seconds}, {"busy_fraction", e.busy_fraction},
+          {"h2d_copies", e.h2d_copies}, {"h2d_bytes", e.h2d_bytes},
+          {"d2h_copies", e.d2h_copies}, {"d2h_bytes", e.d2h_bytes}};
+}
+
+json to_json(const GpuActivity& g) {
+  json epochs = json::array();
+  for (const auto& e : g.epochs)
+    epochs.push_back(to_json(e));
+  return {{"traced", g.traced}, {"reason", g.reason}, {"epochs", epochs}};
+}
+
+json to_json(const ActivationCurve& c) {
+  return {{"layer", c.layer}, {"input", c.input}, {"output", c.output}, {"x", c.x}, {"y", c.y}};
+}
+
+json to_json(const CaseResult& c) {
+  json j{{"name", c.name},
+         {"target", c.target},
+         {"device", c.device},
+         {"dtype", c.dtype},
+         {"status", to_string(c.status)},
+         {"reason", c.reason},
+         {"epoch_seconds", c.epoch_seconds},
+         {"median_epoch_seconds", nullable(c.median_epoch_seconds)},
+         {"iqr_epoch_seconds", nullable(c.iqr_epoch_seconds)},
+         {"peak_memory_bytes", nullable(c.peak_memory_bytes)}};
+  // The contract: final_test_rmse or final_accuracy; write whichever is known (both may be).
+  put_optional(j, "final_test_rmse", c.final_test_rmse);
+  put_optional(j, "final_accuracy", c.final_accuracy);
+  put_optional(j, "backend", c.backend);
+  put_optional(j, "threads", c.threads);
+  put_optional(j, "warmup_epochs", c.warmup_epochs);
+  put_optional(j, "min_epoch_seconds", c.min_epoch_seconds);
+  put_optional(j, "max_epoch_seconds", c.max_epoch_seconds);
+  put_optional(j, "steps_per_epoch", c.steps_per_epoch);
+  put_optional(j, "samples_per_epoch", c.samples_per_epoch);
+  put_optional(j, "steps_per_second", c.steps_per_second);
+  put_optional(j, "samples_per_second", c.samples_per_second);
+  put_optional(j, "memory_kind", c.memory_kind);
+  put_nonempty(j, "train_loss_per_epoch", c.train_loss_per_epoch);
+  put_nonempty(j, "test_loss_per_epoch", c.test_loss_per_epoch);
+  if (!c.config.is_null())
+    j["config"] = c.config;
+  if (c.gpu_activity)
+    j["gpu_activity"] = to_json(*c.gpu_activity);
+  if (!c.audit_findings.empty()) {
+    json findings = json::array();
+    for (const auto& f : c.audit_findings)
+      findings.push_back(to_json(f));
+    j["audit_findings"] = findings;
+  }
+  if (!c.activations.empty()) {
+    json curves = json::array();
+    for (const auto& curve : c.activations)
+      curves.push_back(to_json(curve));
+    j["activations"] = curves;
+  }
+  return j;
+}
+
+json to_json(const Comparison& c) {
+  json j{{"case", c.case_name},
+         {"a", c.a},
+         {"b", c.b},
+         {"speedup", nullable(c.speedup)},
+         {"max_abs_output_diff", nullable(c.max_abs_output_diff)},
+         {"max_rel_loss_diff", nullable(c.max_rel_loss_diff)},
+         {"final_metric_rel_diff", nullable(c.final_metric_rel_diff)},
+         {"parity", to_string(c.parity)}};
+  put_optional(j, "label", c.label);
+  put_optional(j, "speedup_low", c.speedup_low);
+  put_optional(j, "speedup_high", c.speedup_high);
+  put_optional(j, "max_rel_output_diff", c.max_rel_output_diff);
+  put_optional(j, "max_abs_grad_diff", c.max_abs_grad_diff);
+  put_optional(j, "max_rel_grad_diff", c.max_rel_grad_diff);
+  put_optional(j, "final_accuracy_diff_points", c.final_accuracy_diff_points);
+  put_nonempty(j, "tolerances", c.tolerances);
+  put_nonempty(j, "message", c.message);
+  return j;
+}
+
+json to_json(const EdgeCaseResult& e) {
+  json j{{"name", e.name},
+         {"device", e.device},
+         {"status", to_string(e.status)},
+         {"message", e.message}};
+  put_optional(j, "samples", e.samples);
+  put_optional(j, "peak_memory_bytes", e.peak_memory_bytes);
+  put_optional(j, "seconds", e.seconds);
+  put_nonempty(j, "measurements", e.measurements);
+  return j;
+}
+
+json to_json(const RunConfig& c) {
+  json j{{"suite", c.suite}, {"devices", c.devices}, {"repeat", c.repeat}};
+  put_optional(j, "warmup", c.warmup);
+  put_nonempty(j, "cases", c.cases);
+  put_optional(j, "seed", c.seed);
+  put_optional(j, "time_limit_seconds", c.time_limit_seconds);
+  put_optional(j, "cupti", c.cupti);
+  put_optional(j, "trace", c.trace);
+  put_optional(j, "out", c.out);
+  if (!c.extra.is_null())
+    j["extra"] = c.extra;
+  return j;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading. Each reader takes the value and its key path; `lenient` allows unknown keys (a file
+// of a newer minor version).
+
+template <typename Enum, size_t N>
+Enum parse_enum(const json& value, const std::string& path,
+                const std::pair<const char*, Enum> (&names)[N]) {
+  const std::string text = detail::as_string(value, path);
+  std::string expected;
+  for (const auto& [name, e] : names) {
+    if (text == name)
+      return e;
+    expected += (expected.empty() ? "" : ", ") + std::string(name);
+  }
+  detail::fail(path, "expected one of " + expected + "; got \"" + text + "\"");
+}
+
+constexpr std::pair<const char*, CaseStatus> kCaseStatuses[] = {
+    {"ok", CaseStatus::kOk},
+    {"skipped", CaseStatus::kSkipped},
+    {"failed", CaseStatus::kFailed},
+    {"oom", CaseStatus::kOom},
+    {"timeout", CaseStatus::kTimeout}};
+constexpr std::pair<const char*, Parity> kParities[] = {{"pass", Parity::kPass},
+                                                        {"fail", Parity::kFail}};
+constexpr std::pair<const char*, EdgeStatus> kEdgeStatuses[] = {{"pass", EdgeStatus::kPass},
+                                                                {"fail", EdgeStatus::kFail},
+                                                                {"skipped", EdgeStatus::kSkipped}};
+
+template <typename T, typename F>
+std::vector<T> read_array(const json& value, const std::string& path, F&& read_one) {
+  std::vector<T> items;
+  const auto& array = detail::as_array(value, path);
+  for (size_t i = 0; i < array.size(); ++i)
+    items.push_back(read_one(array[i], detail::index_path(path, i)));
+  return items;
+}
+
+template <typename T, typename F>
+std::vector<T> read_optional_array(ObjectReader& r, const std::string& key, F&& read_one) {
+  const auto* value = r.optional(key);
+  return value ? read_array<T>(*value, r.path_of(key), read_one) : std::vector<T>{};
+}
+
+AuditFinding finding_from_json(const json& value, const std::string& path, bool lenient) {
+  ObjectReader r(value, path, lenient);
+  AuditFinding f;
+  f.tensor = r.string("tensor");
+  f.kind = r.string("kind");
+  f.device = r.string("device");
+  f.expected_device = r.string("expected_device");
+  f.message = r.string("message");
+  f.problem = r.optional_string("problem").value_or("");
+  f.fix = r.optional_string("fix").value_or("");
+  r.finish();
+  return f;
+}
+
+EpochActivity epoch_activity_from_json(const json& value, const std::string& path, bool lenient) {
+  ObjectReader r(value, path, lenient);
+  EpochActivity e;
+  e.kernels = r.integer("kernels");
+  e.busy_seconds = r.number("busy_seconds");
+  e.wall_seconds = r.number("wall_seconds");
+  e.busy_fraction = r.number("busy_fraction");
+  e.h2d_copies = r.integer("h2d_copies");
+  e.h2d_bytes = r.integer("h2d_bytes");
+  e.d2h_copies = r.integer("d2h_copies");
+  e.d2h_bytes = r.integer("d2h_bytes");
+  r.finish();
+  return e;
+}
+
+GpuActivity gpu_activity_from_json(const json& value, const std::string& path, bool lenient) {
+  ObjectReader r(value, path, lenient);
+  GpuActivity g;
+  g.traced = r.boolean("traced");
+  g.reason = r.string("reason");
+  g.epochs = read_array<EpochActivity>(r.required("epochs"), r.path_of("epochs"),
+                                       [&](const json& v, const std::string& p) {
+                                         return epoch_activity_from_json(v, p, lenient);
+                                       });
+  r.finish();
+  return g;
+}
+
+ActivationCurve activation_from_json(const json& value, const std::string& path, bool lenient) {
+  ObjectReader r(value, path, lenient);
+  ActivationCurve c;
+  c.layer = r.integer("layer");
+  c.input = r.integer("input");
+  c.output = r.integer("output");
+  c.x = r.numbers("x");
+  c.y = r.numbers("y");
+  if (c.x.size() != c.y.size())
+    detail::fail(r.path_of("y"), "has " + std::to_string(c.y.size()) + " values but x has " +
+                                     std::to_string(c.x.size()));
+  r.finish();
+  return c;
+}
+
+CaseResult case_from_json(const json& value, const std::string& path, bool lenient) {
+  ObjectReader r(value, path, lenient);
+  CaseResult c;
+  c.name = r.string("name");
+  c.target = r.string("target");
+  c.device = r.string("device");
+  c.dtype = r.string("dtype");
+  c.status = parse_enum(r.required("status"), r.path_of("status"), kCaseStatuses);
+  c.reason = r.string("reason");
+  c.epoch_seconds = r.numbers("epoch_seconds");
+  c.median_epoch_seconds = r.nullable_number("median_epoch_seconds");
+  c.iqr_epoch_seconds = r.nullable_number("iqr_epoch_seconds");
+  c.peak_memory_bytes = r.nullable_integer("peak_memory_bytes");
+  c.final_test_rmse = r.optional_number("final_test_rmse");
+  c.final_accuracy = r.optional_number("final_accuracy");
+  c.backend = r.optional_string("backend");
+  c.threads = r.optional_integer("threads");
+  c.warmup_epochs = r.optional_integer("warmup_epochs");
+  c.min_epoch_seconds = r.optional_number("min_epoch_seconds");
+  c.max_epoch_seconds = r.optional_number("max_epoch_seconds");
+  c.steps_per_epoch = r.optional_integer("steps_per_epoch");
+  c.samples_per_epoch = r.optional_integer("samples_per_epoch");
+  c.steps_per_second = r.optional_number("steps_per_second");
+  c.samples_per_second = r.optional_number("samples_per_second");
+  c.memory_kind = r.optional_string("memory_kind");
+  c.train_loss_per_epoch = r.optional_numbers("train_loss_per_epoch");
+  c.test_loss_per_epoch = r.optional_numbers("test_loss_per_epoch");
+  c.config = r.optional_object("config");
+  if (const auto* g = r.optional("gpu_activity"))
+    c.gpu_activity = gpu_activity_from_json(*g, r.path_of("gpu_activity"), lenient);
+  c.audit_findings = read_optional_array<AuditFinding>(
+      r, "audit_findings",
+      [&](const json& v, const std::string& p) { return finding_from_json(v, p, lenient); });
+  c.activations = read_optional_array<ActivationCurve>(
+      r, "activations",
+      [&](const json& v, const std::string& p) { return activation_from_json(v, p, lenient); });
+  r.finish();
+
+  // What the status promises.
+  if (c.name.empty())
+    detail::fail(r.path_of("name"), "must not be empty");
+  if (c.target.empty())
+    detail::fail(r.path_of("target"), "must not be empty");
+  if (c.status == CaseStatus::kOk) {
+    if (c.epoch_seconds.empty())
+      detail::fail(r.path_of("epoch_seconds"), "is empty but status is \"ok\"");
+    if (!c.median_epoch_seconds)
+      detail::fail(r.path_of("median_epoch_seconds"), "is null but status is \"ok\"");
+    if (!c.iqr_epoch_seconds)
+      detail::fail(r.path_of("iqr_epoch_seconds"), "is null but status is \"ok\"");
+    if (!c.final_test_rmse && !c.final_accuracy)
+      detail::fail(path, "status is \"ok\" but neither final_test_rmse nor final_accuracy is "
+                         "given");
+  } else {
+    if (c.reason.empty())
+      detail::fail(r.path_of("reason"),
+                   "is empty but status is \"" + to_string(c.status) + "\" (say why)");
+    if (c.status == CaseStatus::kSkipped &&
+        (!c.epoch_seconds.empty() || c.median_epoch_seconds))
+      detail::fail(path, "status is \"skipped\" but it has epoch times (a skipped case has no "
+                         "numbers)");
+  }
+  return c;
+}
+
+Comparison comparison_from_json(const json& value, const std::string& path, bool lenient) {
+  ObjectReader r(value, path, lenient);
+  Comparison c;
+  c.case_name = r.string("case");
+  c.a = r.string("a");
+  c.b = r.string("b");
+  c.speedup = r.nullable_number("speedup");
+  c.max_abs_output_diff = r.nullable_number("max_abs_output_diff");
+  c.max_rel_loss_diff = r.nullable_number("max_rel_loss_diff");
+  c.final_metric_rel_diff = r.nullable_number("final_metric_rel_diff");
+  c.parity = parse_enum(r.required("parity"), r.path_of("parity"), kParities);
+  c.label = r.optional_string("label");
+  c.speedup_low = r.optional_number("speedup_low");
+  c.speedup_high = r.optional_number("speedup_high");
+  c.max_rel_output_diff = r.optional_number("max_rel_output_diff");
+  c.max_abs_grad_diff = r.optional_number("max_abs_grad_diff");
+  c.max_rel_grad_diff = r.optional_number("max_rel_grad_diff");
+  c.final_accuracy_diff_points = r.optional_number("final_accuracy_diff_points");
+  c.tolerances = r.optional_number_map("tolerances");
+  c.message = r.optional_string("message").value_or("");
+  r.finish();
+  return c;
+}
+
+EdgeCaseResult edge_case_from_json(const json& value, const std::string& path, bool lenient) {
+  ObjectReader r(value, path, lenient);
+  EdgeCaseResult e;
+  e.name = r.string("name");
+  e.device = r.string("device");
+  e.status = parse_enum(r.required("status"), r.path_of("status"), kEdgeStatuses);
+  e.message = r.string("message");
+  e.samples = r.optional_integer("samples");
+  e.peak_memory_bytes = r.optional_integer("peak_memory_bytes");
+  e.seconds = r.optional_number("seconds");
+  e.measurements = r.optional_number_map("measurements");
+  r.finish();
+  return e;
+}
+
+RunConfig config_from_json(const json& value, const std::string& path, bool lenient) {
+  ObjectReader r(value, path, lenient);
+  RunConfig c;
+  c.suite = r.string("suite");
+  c.devices = detail::as_strings(r.required("devices"), r.path_of("devices"));
+  c.repeat = r.integer("repeat");
+  c.warmup = r.optional_integer("warmup");
+  c.cases = r.optional_strings("cases");
+  c.seed = r.optional_unsigned("seed");
+  c.time_limit_seconds = r.optional_number("time_limit_seconds");
+  c.cupti = r.optional_bool("cupti");
+  c.trace = r.optional_string("trace");
+  c.out = r.optional_string("out");
+  c.extra = r.optional_object("extra");
+  r.finish();
+  return c;
+}
+
+CudaDevice cuda_device_from_json(const json& value, const std::string& path, bool lenient) {
+  ObjectReader r(value, path, lenient);
+  CudaDevice d;
+  d.index = r.integer("index");
+  d.name = r.string("name");
+  d.compute_capability = r.string("compute_capability");
+  d.multiprocessors = r.integer("multiprocessors");
+  d.total_memory_bytes = r.integer("total_memory_bytes");
+  d.free_memory_bytes = r.integer("free_memory_bytes");
+  r.finish();
+  return d;
+}
+
+EnvironmentProblem problem_from_json(const json& value, const std::string& path, bool lenient) {
+  ObjectReader r(value, path, lenient);
+  EnvironmentProblem p;
+  p.what = r.string("what");
+  p.fix = r.string("fix");
+  r.finish();
+  return p;
+}
+
+Environment environment_from_json_at(const json& value, const std::string& path, bool lenient) {
+  ObjectReader r(value, path, lenient);
+  Environment e;
+  e.kanbench_version = r.string("kanbench_version");
+  e.git_commit = r.string("git_commit");
+  e.date = r.string("date");
+  e.hostname = r.string("hostname");
+  e.libtorch_version = r.string("libtorch_version");
+  e.cuda_build_version = r.string("cuda_build_version");
+  e.cudnn_build_version = r.string("cudnn_build_version");
+  e.cuda_runtime_version = r.string("cuda_runtime_version");
+  e.cuda_driver_version = r.string("cuda_driver_version");
+  e.cuda_available = r.boolean("cuda_available");
+  e.cuda_unavailable_reason = r.string("cuda_unavailable_reason");
+  if (const auto& visible = r.required("cuda_visible_devices"); !visible.is_null())
+    e.cuda_visible_devices = detail::as_string(visible, r.path_of("cuda_visible_devices"));
+  e.cuda_devices = read_array<CudaDevice>(r.required("cuda_devices"), r.path_of("cuda_devices"),
+                                          [&](const json& v, const std::string& p) {
+                                            return cuda_device_from_json(v, p, lenient);
+                                          });
+  e.cpu_model = r.string("cpu_model");
+  e.cpu_cores = r.integer("cpu_cores");
+  e.torch_threads = r.integer("torch_threads");
+  e.nvtx_available = r.boolean("nvtx_available");
+  e.cupti_available = r.boolean("cupti_available");
+  e.problems = read_array<EnvironmentProblem>(r.required("problems"), r.path_of("problems"),
+                                              [&](const json& v, const std::string& p) {
+                                                return problem_from_json(v, p, lenient);
+                                              });
+  r.finish();
+  return e;
+}
+
+} // namespace
+
+json to_json(const Environment& e) {
+  json devices = json::array(), problems = json::array();
+  for (const auto& d : e.cuda_devices)
+    devices.push_back({{"index", d.index},
+                       {"name", d.name},
+                       {"compute_capability", d.compute_capability},
+                       {"multiprocessors", d.multiprocessors},
+                       {"total_memory_bytes", d.total_memory_bytes},
+                       {"free_memory_bytes", d.free_memory_bytes}});
+  for (const auto& p : e.problems)
+    problems.push_back({{"what", p.what}, {"fix", p.fix}});
+  return {{"kanbench_version", e.kanbench_version},
+          {"git_commit", e.git_commit},
+          {"date", e.date},
+          {"hostname", e.hostname},
+          {"libtorch_version", e.libtorch_version},
+          {"cuda_build_version", e.cuda_build_version},
+          {"cudnn_build_version", e.cudnn_build_version},
+          {"cuda_runtime_version", e.cuda_runtime_version},
+          {"cuda_driver_version", e.cuda_driver_version},
+          {"cuda_available", e.cuda_available},
+          {"cuda_unavailable_reason", e.cuda_unavailable_reason},
+          {"cuda_visible_devices", nullable(e.cuda_visible_devices)},
+          {"cuda_devices", devices},
+          {"cpu_model", e.cpu_model},
+          {"cpu_cores", e.cpu_cores},
+          {"torch_threads", e.torch_threads},
+          {"nvtx_available", e.nvtx_available},
+          {"cupti_available", e.cupti_available},
+          {"problems", problems}};
+}
+
+Environment environment_from_json(const json& value, const std::string& source) {
+  try {
+    return environment_from_json_at(value, "environment", false);
+  } catch (const ResultsError& e) {
+    throw e.in_file(source);
+  }
+}
+
+json to_json(const Results& results) {
+  json cases = json::array(), comparisons = json::array(), edge_cases = json::array();
+  for (const auto& c : results.cases)
+    cases.push_back(to_json(c));
+  for (const auto& c : results.comparisons)
+    comparisons.push_back(to_json(c));
+  for (const auto& e : results.edge_cases)
+    edge_cases.push_back(to_json(e));
+  json j{{"schema_version", results.schema_version},
+         {"environment", to_json(results.environment)},
+         {"config", to_json(results.config)},
+         {"cases", cases},
+         {"comparisons", comparisons},
+         {"edge_cases", edge_cases}};
+  put_optional(j, "wall_seconds", results.wall_seconds);
+  return j;
+}
+
+int check_schema_version(const json& version, const std::string& key_path,
+                         const std::string& source) {
+  try {
+    const std::string text = detail::as_string(version, key_path);
+    int major = 0, minor = 0, patch = 0, consumed = 0;
+    if (std::sscanf(text.c_str(), "%d.%d.%d%n", &major, &minor, &patch, &consumed) != 3 ||
+        consumed != static_cast<int>(text.size()) || major < 0 || minor < 0 || patch < 0)
+      detail::fail(key_path, "expected \"MAJOR.MINOR.PATCH\", got \"" + text + "\"");
+    int our_major = 0;
+    std::sscanf(kSchemaVersion, "%d", &our_major);
+    if (major != our_major)
+      detail::fail(key_path, "version " + text + " is not supported: this kanbench reads major "
+                                 "version " + std::to_string(our_major) + " (writes " +
+                                 kSchemaVersion + ")");
+    return minor;
+  } catch (const ResultsError& e) {
+    throw e.in_file(source);
+  }
+}
+
+Results results_from_json(const json& value, const std::string& source) {
+  try {
+    if (!value.is_object())
+      detail::fail("", "expected a JSON object at the top level, got " + detail::describe(value));
+    const auto version = value.find("schema_version");
+    if (version == value.end())
+      detail::fail("schema_version", "missing (a required key; is this a kanbench results.json?)");
+    int our_minor = 0;
+    std::sscanf(kSchemaVersion, "%*d.%d", &our_minor);
+    const bool lenient = check_schema_version(*version, "schema_version") > our_minor;
+
+    ObjectReader r(value, "", lenient);
+    Results results;
+    results.schema_version = r.string("schema_version");
+    results.environment = environment_from_json_at(r.required("environment"), "environment",
+                                                   lenient);
+    results.config = config_from_json(r.required("config"), "config", lenient);
+    results.cases = read_array<CaseResult>(
+        r.required("cases"), "cases",
+        [&](const json& v, const std::string& p) { return case_from_json(v, p, lenient); });
+    results.comparisons = read_array<Comparison>(
+        r.required("comparisons"), "comparisons",
+        [&](const json& v, const std::string& p) { return comparison_from_json(v, p, lenient); });
+    results.edge_cases = read_array<EdgeCaseResult>(
+        r.required("edge_cases"), "edge_cases",
+        [&](const json& v, const std::string& p) { return edge_case_from_json(v, p, lenient); });
+    results.wall_seconds = r.optional_number("wall_seconds");
+    r.finish();
+
+    // Cross references: cases are unique by (name, target); comparisons name existing cases.
+    for (size_t i = 0; i < results.cases.size(); ++i) {
+      const auto& c = results.cases[i];
+      for (size_t k = 0; k < i; ++k)
+        if (results.cases[k].name == c.name && results.cases[k].target == c.target)
+          detail::fail(detail::index_path("cases", i),
+                       "same name \"" + c.name + "\" and target \"" + c.target + "\" as " +
+                           detail::index_path("cases", k) + " (give each target its own label)");
+    }
+    for (size_t i = 0; i < results.comparisons.size(); ++i) {
+      const auto& c = results.comparisons[i];
+      const auto path = detail::index_path("comparisons", i);
+      for (const auto& [key, target] : {std::pair{"a", &c.a}, std::pair{"b", &c.b}})
+        if (!results.find_case(c.case_name, *target))
+          detail::fail(detail::child_path(path, key),
+                       "no case with name \"" + c.case_name + "\" and target \"" + *target +
+                           "\" in cases");
+    }
+    return results;
+  } catch (const ResultsError& e) {
+    throw e.in_file(source);
+  }
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad())
+    throw std::runtime_error(path + ": cannot read: " + std::strerror(errno));
+  return text.str();
+}
+
+Results read_results_file(const std::string& path) {
+  if (std::filesystem::is_directory(path))
+    throw ResultsError(path, "", "is a folder, expected a results.json file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw ResultsError(path, "", std::string("cannot open: ") + std::strerror(errno));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  try {
+    return results_from_json(detail::parse_json(text), path);
+  } catch (const ResultsError& e) {
+    throw e.in_file(path);
+  }
+}
+
+void write_results_file(const std::string& path, const Results& results) {
+  const json j = to_json(results);
+  // The writer refuses what the reader would refuse: every file written can be read back.
+  const std::string text = j.dump(2) + "\n";
+  try {
+    results_from_json(json::parse(text), path);
+  } catch (const ResultsError& e) {
+    throw ResultsError(path, e.key_path(), e.problem() + " (not written)");
+  }
+  write_file_atomically(path, text);
+}
+
+void write_file_atomically(const std::string& path, const std::string& content) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::string pattern = (folder / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
+  const int fd = ::mkstemp(pattern.data());
+  if (fd < 0)
+    throw std::runtime_error(path + ": cannot create a temporary file in " + folder.string() +
+                             ": " + std::strerror(errno));
+  const std::string temporary = pattern;
+  auto give_up = [&](const std::string& what) {
+    const int error = errno;
+    ::unlink(temporary.c_str());
+    throw std::runtime_error(path + ": " + what + ": " + std::strerror(error));
+  };
+  size_t written = 0;
+  while (written < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      ::close(fd);
+      give_up("cannot write " + temporary);
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    ::close(fd);
+    give_up("cannot sync " + temporary);
+  }
+  // mkstemp creates 0600; a results file is as readable as any other file the user writes.
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(fd, 0666 & ~mask);
+  if (::close(fd) != 0)
+    give_up("cannot close " + temporary);
+  if (::rename(temporary.c_str(), path.c_str()) != 0)
+    give_up("cannot rename " + temporary + " to " + path);
+}
+
+} // namespace kan::reports

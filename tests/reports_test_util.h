@@ -1,0 +1,211 @@
+#pragma once
+// Helpers of the reports tests (no LibTorch): scratch folders and a fully populated run.
+
+#include "kan/reports/results.h"
+#include "kan/reports/statistics.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+namespace kan::reports::test {
+
+/// A fixture with a fresh scratch folder per test, removed afterwards.
+class ReportsScratchTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = std::filesystem::temp_directory_path() /
+           ("kanbench_reports_test_" + std::to_string(::getpid()) + "_" +
+            info->test_suite_name() + "_" + info->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  void write(const std::string& name, const std::string& text) const {
+    std::ofstream(path(name), std::ios::binary) << text;
+  }
+  std::string read(const std::string& name) const {
+    std::ifstream in(path(name), std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+  std::filesystem::path dir_;
+};
+
+/// A run with every field set: a CPU and a GPU target per case, a skipped target, a
+/// comparison, edge cases, audit findings, GPU activity and activation curves.
+inline Results sample_results() {
+  Results r;
+  auto& e = r.environment;
+  e.kanbench_version = "0.1.0";
+  e.git_commit = "20075b1";
+  e.date = "2026-11-29T18:36:08Z";
+  e.hostname = "gpu-box";
+  e.libtorch_version = "2.11.0";
+  e.cuda_build_version = "13.0";
+  e.cudnn_build_version = "9.10.2";
+  e.cuda_runtime_version = "13.0";
+  e.cuda_driver_version = "13.0";
+  e.cuda_available = true;
+  e.cuda_visible_devices = "0";
+  e.cuda_devices = {{0, "NVIDIA H200", "9.0", 132, 150000000000, 149000000000}};
+  e.cpu_model = "Intel(R) Xeon(R) Platinum 8480+";
+  e.cpu_cores = 16;
+  e.torch_threads = 16;
+  e.nvtx_available = true;
+  e.cupti_available = true;
+  e.problems = {{"CUPTI could not start", "Run as a user allowed to profile."}};
+
+  r.config.suite = "quick";
+  r.config.devices = {"cpu", "cuda"};
+  r.config.repeat = 5;
+  r.config.warmup = 1;
+  r.config.cases = {"toy", "wide"};
+  r.config.seed = 0;
+  r.config.time_limit_seconds = 60;
+  r.config.cupti = true;
+  r.config.trace = "trace.json";
+  r.config.out = "results/run";
+  r.config.extra = {{"note", "sample"}};
+
+  CaseResult toy_cpu;
+  toy_cpu.name = "toy";
+  toy_cpu.target = "cpu";
+  toy_cpu.device = "cpu";
+  toy_cpu.dtype = "float64";
+  toy_cpu.epoch_seconds = {0.50, 0.52, 0.49, 0.51, 0.55};
+  toy_cpu.median_epoch_seconds = 0.51;
+  toy_cpu.iqr_epoch_seconds = 0.02;
+  toy_cpu.peak_memory_bytes = 12345678;
+  toy_cpu.final_test_rmse = 1.5e-3;
+  toy_cpu.backend = "reference";
+  toy_cpu.threads = 16;
+  toy_cpu.warmup_epochs = 1;
+  toy_cpu.min_epoch_seconds = 0.49;
+  toy_cpu.max_epoch_seconds = 0.55;
+  toy_cpu.steps_per_epoch = 20;
+  toy_cpu.samples_per_epoch = 1000;
+  toy_cpu.steps_per_second = 20 / 0.51;
+  toy_cpu.samples_per_second = 1000 / 0.51;
+  toy_cpu.memory_kind = "cpu_rss_growth";
+  toy_cpu.train_loss_per_epoch = {0.5, 0.1, 0.01, 0.005, 0.004, 0.003};
+  toy_cpu.test_loss_per_epoch = {0.6, 0.12, 0.02, 0.006, 0.005, 0.004};
+  toy_cpu.config = {{"width", {2, 5, 1}}, {"grid", 5}, {"k", 3}, {"opt", "lbfgs"}};
+  toy_cpu.activations = {{0, 0, 0, {-1, 0, 1}, {0.1, 0.0, -0.1}},
+                         {0, 1, 0, {-1, 0, 1}, {1.0, 0.0, 1.0}},
+                         {1, 0, 0, {-2, 0, 2}, {-0.5, 0.25, 3.0}}};
+  toy_cpu.audit_findings = {{"data.train_input", "data", "cpu", "cpu", "float32 data for a "
+                             "float64 model", "wrong_dtype", "Create the data in float64."}};
+
+  CaseResult toy_gpu = toy_cpu;
+  toy_gpu.target = "cuda";
+  toy_gpu.device = "cuda:0";
+  toy_gpu.epoch_seconds = {0.10, 0.11, 0.10, 0.12, 0.10};
+  toy_gpu.median_epoch_seconds = 0.10;
+  toy_gpu.iqr_epoch_seconds = 0.01;
+  toy_gpu.min_epoch_seconds = 0.10;
+  toy_gpu.max_epoch_seconds = 0.12;
+  toy_gpu.peak_memory_bytes = 4096;
+  toy_gpu.final_test_rmse = 1.50001e-3;
+  toy_gpu.memory_kind = "cuda_peak_allocated";
+  toy_gpu.threads.reset();
+  toy_gpu.audit_findings.clear();
+  toy_gpu.gpu_activity = GpuActivity{true, "", {{120, 0.08, 0.10, 0.8, 2, 64000, 1, 8},
+                                                {118, 0.085, 0.11, 0.77, 0, 0, 1, 8}}};
+
+  CaseResult wide_cpu;
+  wide_cpu.name = "wide";
+  wide_cpu.target = "cpu";
+  wide_cpu.device = "cpu";
+  wide_cpu.dtype = "float32";
+  wide_cpu.epoch_seconds = {2.0, 2.1, 1.9};
+  wide_cpu.median_epoch_seconds = 2.0;
+  wide_cpu.iqr_epoch_seconds = 0.1;
+  wide_cpu.peak_memory_bytes = 50000000;
+  wide_cpu.final_accuracy = 0.91;
+
+  CaseResult wide_gpu;
+  wide_gpu.name = "wide";
+  wide_gpu.target = "cuda";
+  wide_gpu.device = "cuda";
+  wide_gpu.dtype = "float32";
+  wide_gpu.status = CaseStatus::kSkipped;
+  wide_gpu.reason = "no CUDA device: CUDA is not usable: no NVIDIA driver";
+
+  r.cases = {toy_cpu, toy_gpu, wide_cpu, wide_gpu};
+
+  Comparison cmp;
+  cmp.case_name = "toy";
+  cmp.a = "cpu";
+  cmp.b = "cuda";
+  cmp.speedup = 5.1;
+  cmp.max_abs_output_diff = 1e-12;
+  cmp.max_rel_loss_diff = 1e-9;
+  cmp.final_metric_rel_diff = 6.7e-6;
+  cmp.label = "cpu vs cuda, float64";
+  cmp.speedup_low = 4.2;
+  cmp.speedup_high = 5.5;
+  cmp.max_rel_output_diff = 1e-11;
+  cmp.max_abs_grad_diff = 2e-12;
+  cmp.max_rel_grad_diff = 3e-10;
+  cmp.tolerances = {{"max_abs_output_diff", 1e-9}, {"max_rel_loss_diff", 1e-6}};
+  r.comparisons = {cmp};
+
+  EdgeCaseResult empty;
+  empty.name = "empty_input";
+  empty.device = "cpu";
+  empty.message = "forward returned (0, 1); fit refused: no training samples";
+  empty.samples = 0;
+  EdgeCaseResult million;
+  million.name = "million_samples";
+  million.device = "cpu";
+  million.status = EdgeStatus::kFail;
+  million.message = "peak extra memory 600 MB > 512 MB";
+  million.samples = 1 << 20;
+  million.peak_memory_bytes = 600000000;
+  million.seconds = 12.5;
+  million.measurements = {{"unchunked_bytes_estimate", 3.2e9}, {"limit_bytes", 536870912}};
+  EdgeCaseResult oom;
+  oom.name = "out_of_memory";
+  oom.device = "cuda";
+  oom.status = EdgeStatus::kSkipped;
+  oom.message = "no CUDA device";
+  r.edge_cases = {empty, million, oom};
+  r.wall_seconds = 42.0;
+  return r;
+}
+
+/// A run whose two cases (toy/cpu, deep/cpu) have epoch times drawn around `seconds` with 2% noise
+/// (seeded, so each call gives the same run).
+inline Results synthetic_run(uint32_t seed, double toy_seconds, double deep_seconds, int repetitions) {
+  std::mt19937 generator(seed);
+  std::normal_distribution<double> noise(1.0, 0.02);
+  Results r = test::sample_results();
+  r.comparisons.clear();
+  r.cases.resize(2);
+  r.cases[1].name = "deep";
+  r.cases[1].target = "cpu";
+  r.cases[1].device = "cpu";
+  r.cases[1].gpu_activity.reset();
+  for (auto [c, seconds] : {std::pair{&r.cases[0], toy_seconds}, {&r.cases[1], deep_seconds}}) {
+    c->epoch_seconds.clear();
+    for (int i = 0; i < repetitions; ++i)
+      c->epoch_seconds.push_back(seconds * noise(generator));
+    const auto s = summarize(c->epoch_seconds);
+    c->median_epoch_seconds = s->median;
+    c->iqr_epoch_seconds = s->iqr;
+  }
+  return r;
+}
+
+} // namespace kan::reports::test

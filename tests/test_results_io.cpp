@@ -1,0 +1,263 @@
+// results.json: round trip, and one clear error (file, key path, problem) per malformed input.
+#include "reports_test_util.h"
+
+#include "kan/reports/results_io.h"
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace kan::reports;
+using json = nlohmann::json;
+using ResultsIo = test::ReportsScratchTest;
+
+// The error reading `j` as file "run/results.json"; fails the test when there is none.
+ResultsError error_of(const json& j) {
+  try {
+    results_from_json(j, "run/results.json");
+  } catch (const ResultsError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no ResultsError for " << j.dump().substr(0, 200);
+  return ResultsError("", "", "");
+}
+
+void expect_error(const json& j, const std::string& key_path, const std::string& problem_part) {
+  const auto e = error_of(j);
+  EXPECT_EQ(e.file(), "run/results.json");
+  EXPECT_EQ(e.key_path(), key_path) << e.what();
+  EXPECT_NE(e.problem().find(problem_part), std::string::npos) << e.what();
+  EXPECT_EQ(std::string(e.what()).rfind("run/results.json: " + key_path + ": ", 0), 0u)
+      << e.what();
+}
+
+TEST(ResultsJson, RoundTripIsIdentical) {
+  const auto results = test::sample_results();
+  const auto j = to_json(results);
+  const auto back = results_from_json(j);
+  EXPECT_TRUE(back == results);
+  EXPECT_EQ(to_json(back), j);
+  // Through text as well: doubles survive the printed form.
+  EXPECT_TRUE(results_from_json(json::parse(j.dump(2))) == results);
+}
+
+TEST(ResultsJson, HasTheContractKeys) {
+  const auto j = to_json(test::sample_results());
+  for (const char* key :
+       {"schema_version", "environment", "config", "cases", "comparisons", "edge_cases"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["schema_version"], kSchemaVersion);
+  for (const char* key : {"name", "device", "dtype", "status", "reason", "epoch_seconds",
+                          "median_epoch_seconds", "iqr_epoch_seconds", "peak_memory_bytes"})
+    for (const auto& c : j["cases"])
+      EXPECT_TRUE(c.contains(key)) << key;
+  EXPECT_TRUE(j["cases"][0].contains("final_test_rmse"));
+  EXPECT_TRUE(j["cases"][2].contains("final_accuracy"));
+  for (const char* key : {"case", "a", "b", "speedup", "max_abs_output_diff", "max_rel_loss_diff",
+                          "final_metric_rel_diff", "parity"})
+    EXPECT_TRUE(j["comparisons"][0].contains(key)) << key;
+  for (const char* key : {"name", "device", "status", "message"})
+    EXPECT_TRUE(j["edge_cases"][0].contains(key)) << key;
+  EXPECT_EQ(j["edge_cases"][1]["samples"], 1 << 20);
+  // A skipped case carries no number: null, never a made-up value.
+  EXPECT_EQ(j["cases"][3]["status"], "skipped");
+  EXPECT_TRUE(j["cases"][3]["median_epoch_seconds"].is_null());
+  EXPECT_TRUE(j["cases"][3]["peak_memory_bytes"].is_null());
+  EXPECT_FALSE(j["cases"][3].contains("gpu_activity"));
+}
+
+TEST(ResultsJson, MinimalRunRoundTrips) {
+  Results empty;
+  empty.config.devices = {"cpu"};
+  EXPECT_TRUE(results_from_json(to_json(empty)) == empty);
+}
+
+TEST(ResultsJson, EnvironmentRoundTrips) {
+  const auto env = test::sample_results().environment;
+  EXPECT_TRUE(environment_from_json(to_json(env)) == env);
+  Environment unset = env;
+  unset.cuda_visible_devices.reset();
+  EXPECT_TRUE(to_json(unset)["cuda_visible_devices"].is_null());
+  EXPECT_TRUE(environment_from_json(to_json(unset)) == unset);
+}
+
+TEST(ResultsJson, MissingKeyNamesItsPath) {
+  auto j = to_json(test::sample_results());
+  j["cases"][1].erase("median_epoch_seconds");
+  expect_error(j, "cases[1].median_epoch_seconds", "missing");
+  j = to_json(test::sample_results());
+  j.erase("edge_cases");
+  expect_error(j, "edge_cases", "missing");
+  j = to_json(test::sample_results());
+  j["environment"]["cuda_devices"][0].erase("name");
+  expect_error(j, "environment.cuda_devices[0].name", "missing");
+}
+
+TEST(ResultsJson, WrongTypeNamesItsPath) {
+  auto j = to_json(test::sample_results());
+  j["cases"][2]["median_epoch_seconds"] = "fast";
+  expect_error(j, "cases[2].median_epoch_seconds", "expected a number, got a string (\"fast\")");
+  j = to_json(test::sample_results());
+  j["cases"][0]["epoch_seconds"][3] = nullptr;
+  expect_error(j, "cases[0].epoch_seconds[3]", "expected a number, got null");
+  j = to_json(test::sample_results());
+  j["cases"][0]["peak_memory_bytes"] = 1.5;
+  expect_error(j, "cases[0].peak_memory_bytes", "expected an integer");
+  j = to_json(test::sample_results());
+  j["comparisons"] = json::object();
+  expect_error(j, "comparisons", "expected an array, got an object");
+  j = to_json(test::sample_results());
+  j["environment"]["cuda_available"] = "yes";
+  expect_error(j, "environment.cuda_available", "expected true or false");
+  j = to_json(test::sample_results());
+  j["cases"][1]["gpu_activity"]["epochs"][1]["kernels"] = -1.5;
+  expect_error(j, "cases[1].gpu_activity.epochs[1].kernels", "expected an integer");
+  j = to_json(test::sample_results());
+  j["edge_cases"][1]["measurements"]["limit_bytes"] = "512 MB";
+  expect_error(j, "edge_cases[1].measurements.limit_bytes", "expected a number");
+}
+
+TEST(ResultsJson, BadValuesNameTheirPath) {
+  auto j = to_json(test::sample_results());
+  j["cases"][0]["status"] = "done";
+  expect_error(j, "cases[0].status", "expected one of ok, skipped, failed, oom, timeout");
+  j = to_json(test::sample_results());
+  j["comparisons"][0]["parity"] = "maybe";
+  expect_error(j, "comparisons[0].parity", "expected one of pass, fail");
+  j = to_json(test::sample_results());
+  j["edge_cases"][0]["status"] = "ok";
+  expect_error(j, "edge_cases[0].status", "expected one of pass, fail, skipped");
+  j = to_json(test::sample_results());
+  j["cases"][0]["activations"][1]["y"] = {1.0};
+  expect_error(j, "cases[0].activations[1].y", "has 1 values but x has 3");
+}
+
+TEST(ResultsJson, StatusPromisesAreChecked) {
+  auto j = to_json(test::sample_results());
+  j["cases"][0]["median_epoch_seconds"] = nullptr;
+  expect_error(j, "cases[0].median_epoch_seconds", "is null but status is \"ok\"");
+  j = to_json(test::sample_results());
+  j["cases"][2].erase("final_accuracy");
+  expect_error(j, "cases[2]", "neither final_test_rmse nor final_accuracy");
+  j = to_json(test::sample_results());
+  j["cases"][3]["median_epoch_seconds"] = 0.5;
+  expect_error(j, "cases[3]", "a skipped case has no numbers");
+  j = to_json(test::sample_results());
+  j["cases"][3]["reason"] = "";
+  expect_error(j, "cases[3].reason", "is empty but status is \"skipped\"");
+}
+
+TEST(ResultsJson, CrossReferencesAreChecked) {
+  auto j = to_json(test::sample_results());
+  j["comparisons"][0]["b"] = "tpu";
+  expect_error(j, "comparisons[0].b", "no case with name \"toy\" and target \"tpu\"");
+  j = to_json(test::sample_results());
+  j["cases"][1]["target"] = "cpu";
+  expect_error(j, "cases[1]", "same name \"toy\" and target \"cpu\" as cases[0]");
+}
+
+TEST(ResultsJson, SchemaVersions) {
+  auto j = to_json(test::sample_results());
+  j["schema_version"] = "2.0.0";
+  expect_error(j, "schema_version", "version 2.0.0 is not supported");
+  j["schema_version"] = "1.0";
+  expect_error(j, "schema_version", "expected \"MAJOR.MINOR.PATCH\"");
+  j["schema_version"] = 1;
+  expect_error(j, "schema_version", "expected a string");
+  j.erase("schema_version");
+  expect_error(j, "schema_version", "missing");
+  // A newer major is refused before anything else is looked at.
+  expect_error(json{{"schema_version", "7.1.0"}}, "schema_version", "not supported");
+}
+
+TEST(ResultsJson, UnknownKeysAreRefusedUnlessTheMinorVersionIsNewer) {
+  auto j = to_json(test::sample_results());
+  j["cases"][0]["median_epoch_secs"] = 1.0; // a typo
+  expect_error(j, "cases[0].median_epoch_secs", "unknown key");
+  j["schema_version"] = "1.99.0"; // a newer writer may add keys
+  EXPECT_NO_THROW(results_from_json(j));
+  j["schema_version"] = "1.0.7"; // a patch never adds keys
+  EXPECT_THROW(results_from_json(j), ResultsError);
+}
+
+TEST(ResultsJson, TopLevelMustBeAnObject) {
+  const auto e = error_of(json::array());
+  EXPECT_EQ(e.key_path(), "");
+  EXPECT_NE(e.problem().find("expected a JSON object at the top level, got an array"),
+            std::string::npos);
+}
+
+TEST_F(ResultsIo, WriteThenReadIsIdentical) {
+  const auto results = test::sample_results();
+  write_results_file(path("results.json"), results);
+  EXPECT_TRUE(read_results_file(path("results.json")) == results);
+  const auto text = read("results.json");
+  EXPECT_EQ(text.back(), '\n');
+  EXPECT_EQ(json::parse(text), to_json(results));
+  for (const auto& entry : fs::directory_iterator(dir_))
+    EXPECT_EQ(entry.path().filename(), "results.json") << "left behind: " << entry.path();
+}
+
+TEST_F(ResultsIo, FileErrorsNameTheFile) {
+  const auto expect_file_error = [&](const std::string& file, const std::string& part) {
+    try {
+      read_results_file(path(file));
+      ADD_FAILURE() << file << " was read";
+    } catch (const ResultsError& e) {
+      EXPECT_EQ(e.file(), path(file));
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).rfind(path(file) + ": ", 0), 0u) << e.what();
+    }
+  };
+  expect_file_error("missing.json", "cannot open: No such file or directory");
+  write("empty.json", "");
+  expect_file_error("empty.json", "not valid JSON");
+  write("truncated.json", to_json(test::sample_results()).dump(2).substr(0, 300));
+  expect_file_error("truncated.json", "not valid JSON");
+  write("garbage.json", "{\"schema_version\": \"1.0.0\",\n  \"cases\": [1, 2,, 3]}");
+  expect_file_error("garbage.json", "line 2");
+  fs::create_directories(path("folder.json"));
+  expect_file_error("folder.json", "is a folder");
+  auto j = to_json(test::sample_results());
+  j["cases"][3]["epoch_seconds"] = "[]";
+  write("wrong.json", j.dump());
+  expect_file_error("wrong.json", "cases[3].epoch_seconds: expected an array, got a string");
+}
+
+TEST_F(ResultsIo, WriterRefusesWhatTheReaderWouldRefuseAndLeavesTheOldFile) {
+  write_results_file(path("results.json"), test::sample_results());
+  const auto before = read("results.json");
+  auto bad = test::sample_results();
+  bad.cases[0].epoch_seconds[2] = std::numeric_limits<double>::quiet_NaN();
+  try {
+    write_results_file(path("results.json"), bad);
+    ADD_FAILURE() << "a NaN epoch time was written";
+  } catch (const ResultsError& e) {
+    EXPECT_EQ(e.key_path(), "cases[0].epoch_seconds[2]") << e.what();
+    EXPECT_NE(std::string(e.what()).find("not written"), std::string::npos) << e.what();
+  }
+  auto unlabelled = test::sample_results();
+  unlabelled.cases[1].target = "cpu";
+  EXPECT_THROW(write_results_file(path("results.json"), unlabelled), ResultsError);
+  EXPECT_EQ(read("results.json"), before);
+}
+
+TEST_F(ResultsIo, AtomicWriteReplacesAndLeavesNoTemporary) {
+  write_file_atomically(path("a.txt"), "first");
+  write_file_atomically(path("a.txt"), "second");
+  EXPECT_EQ(read("a.txt"), "second");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator{}), 1);
+  const auto perms = fs::status(path("a.txt")).permissions();
+  EXPECT_NE(perms & fs::perms::owner_read, fs::perms::none);
+  try {
+    write_file_atomically(path("no/such/folder/a.txt"), "x");
+    ADD_FAILURE() << "wrote into a missing folder";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("no/such/folder/a.txt"), std::string::npos) << e.what();
+  }
+}
+
+} // namespace
