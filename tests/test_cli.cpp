@@ -54,6 +54,12 @@ TEST_F(Cli, FitWritesResultsAndCheckpoint) {
   EXPECT_LT(result["refined_test_rmse"].get<double>(), 1.0);
   EXPECT_TRUE(fs::exists(dir_ / "model.pt"));
   EXPECT_FALSE(fs::exists(dir_ / "fit.json.tmp"));
+  // The first step ran under the device audit's operation trace.
+  EXPECT_NE(run.output.find("device audit: clean"), std::string::npos) << run.output;
+  const auto& audit = result["device_audit"];
+  EXPECT_EQ(audit["trace"]["summary"]["steps"], 1);
+  EXPECT_GT(audit["trace"]["summary"]["operations"].get<int64_t>(), 100);
+  EXPECT_TRUE(audit["audit"]["findings"].empty());
 }
 
 TEST_F(Cli, HelpExitsZero) {
@@ -99,6 +105,101 @@ TEST_F(Cli, FitOnCuda_CUDA) {
   ASSERT_EQ(run.exit_code, 0) << run.output;
   std::ifstream in(dir_ / "fit.json");
   EXPECT_EQ(nlohmann::json::parse(in)["config"]["device"], "cuda");
+}
+
+
+nlohmann::json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  return nlohmann::json::parse(in);
+}
+
+TEST_F(Cli, EnvPrintsTheReportAndWritesJson) {
+  const auto run = kanbench("env --json " + path("env.json"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("LibTorch: 2.11"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("CUDA usable: "), std::string::npos) << run.output;
+  const auto env = read_json(path("env.json"));
+  EXPECT_EQ(env["cuda_available"].get<bool>(), torch::cuda::is_available());
+  EXPECT_GE(env["cpu_cores"].get<int64_t>(), 1);
+  EXPECT_TRUE(env["problems"].is_array());
+}
+
+TEST_F(Cli, AuditOfACorrectModelExitsZero) {
+  const auto run = kanbench("audit --device cpu --width 2,3,1 --trace-steps 1 --samples 64 "
+                            "--opt adam --json " + path("audit.json"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("audit: clean on cpu"), std::string::npos) << run.output;
+  const auto audit = read_json(path("audit.json"));
+  EXPECT_TRUE(audit["findings"].is_array());
+  EXPECT_TRUE(audit["findings"].empty());
+  EXPECT_EQ(audit["summary"]["clean"], true);
+  EXPECT_EQ(audit["summary"]["exit_code"], 0);
+  EXPECT_EQ(audit["summary"]["trace"]["steps"], 1);
+  EXPECT_GT(audit["summary"]["tensors_checked"].get<int64_t>(), 0);
+}
+
+TEST_F(Cli, AuditOfACheckpointExitsZero) {
+  ASSERT_EQ(kanbench("fit --width 2,3,1 --steps 1 --train-num 50 --test-num 10 --trace-steps 0 "
+                     "--out " + dir_.string())
+                .exit_code,
+            0);
+  const auto run = kanbench("audit --device cpu --checkpoint " + path("model.pt") +
+                            " --trace-steps 1 --samples 32 --opt adam");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+}
+
+TEST_F(Cli, AuditFindingsExitOne) {
+  // Data of another dtype than the model, as a loader that yields float64 would give.
+  const auto run = kanbench("audit --device cpu --width 2,3,1 --dtype float32 --data-dtype "
+                            "float64 --samples 32 --json " + path("audit.json"));
+  ASSERT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("data.train_input is Double, the model is Float"), std::string::npos)
+      << run.output;
+  const auto audit = read_json(path("audit.json"));
+  ASSERT_GE(audit["findings"].size(), 4u);
+  for (const auto& f : audit["findings"]) {
+    for (const char* key : {"tensor", "kind", "device", "expected_device", "message"})
+      EXPECT_TRUE(f.contains(key)) << key << " in " << f.dump();
+  }
+  EXPECT_EQ(audit["findings"][0]["tensor"], "data.train_input");
+  EXPECT_EQ(audit["findings"][0]["kind"], "data");
+  EXPECT_EQ(audit["summary"]["exit_code"], 1);
+}
+
+TEST_F(Cli, AuditThatCannotRunExitsTwo) {
+  // A GPU that is not there (this machine has none, or fewer than 8).
+  auto run = kanbench("audit --device cuda:7 --width 2,3,1");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("kanbench audit: cannot run: --device cuda:7 requested but"),
+            std::string::npos)
+      << run.output;
+  if (!torch::cuda::is_available()) {
+    EXPECT_NE(run.output.find("no CUDA device: CUDA is not usable: "), std::string::npos)
+        << run.output;
+  }
+  run = kanbench("audit --device cpu");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("either as --checkpoint PATH or as --width"), std::string::npos);
+  run = kanbench("audit --device cpu --checkpoint " + path("missing.pt"));
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  run = kanbench("audit --device tpu --width 2,3,1");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("--device must be cpu, cuda or cuda:N, got 'tpu'"), std::string::npos);
+}
+
+TEST_F(Cli, AuditOnCuda_CUDA) {
+  KAN_REQUIRE_CUDA();
+  auto run = kanbench("audit --device cuda --width 2,5,1 --samples 128 --json " + path("a.json"));
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_GT(read_json(path("a.json"))["summary"]["trace"]["operations_per_device"]["cuda:0"]
+                .get<int64_t>(),
+            0);
+  // The classic mistake: the dataset left on the CPU.
+  run = kanbench("audit --device cuda --data-device cpu --width 2,5,1 --samples 128");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("data.train_input is on cpu, expected cuda"), std::string::npos)
+      << run.output;
 }
 
 } // namespace

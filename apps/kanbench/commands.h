@@ -3,6 +3,7 @@
 // callback stores the process exit code in `exit_code`.
 
 #include <CLI/CLI.hpp>
+#include <torch/types.h>
 
 #include <string>
 
@@ -10,6 +11,13 @@ namespace kanbench {
 
 /// `kanbench fit`: trains a KAN on a reference function and writes fit.json and a checkpoint.
 void add_fit_command(CLI::App& app, int& exit_code);
+
+/// `kanbench env`: prints the environment report (versions, CUDA, devices, CPU, threads).
+void add_env_command(CLI::App& app, int& exit_code);
+
+/// `kanbench audit`: static audit plus traced training steps of a model on a device; exit 0
+/// clean, 1 findings, 2 could not run.
+void add_audit_command(CLI::App& app, int& exit_code);
 
 /// `kanbench compare OLD.json NEW.json`: baseline comparison, a CI gate with --fail-on-regression.
 void add_compare_command(CLI::App& app, int& exit_code);
@@ -20,8 +28,8 @@ void add_report_command(CLI::App& app, int& exit_code);
 /// The first line of an exception's message (LibTorch appends a backtrace).
 std::string first_line(const std::string& message);
 
-/// Writes `text` to `path` through a temporary file and a rename, so a reader never sees a
-/// half-written file.
-void write_file_atomically(const std::string& path, const std::string& text);
+/// "cpu", "cuda" or "cuda:N" as a device; an unusable CUDA device is an error that says why
+/// (from the environment report). `option` names the flag in the message.
+torch::Device parse_device(const std::string& name, const std::string& option = "--device");
 
 } // namespace kanbench

@@ -2,7 +2,9 @@
 // train again; write DIR/fit.json (configuration, history, final RMSE) and DIR/model.pt.
 #include "commands.h"
 
+#include "kan/diagnostics/audited_fit.h"
 #include "kan/kan.h"
+#include "kan/reports/results_io.h"
 
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>
@@ -18,7 +20,7 @@
 namespace kanbench {
 namespace {
 
-constexpr const char* kFitSchemaVersion = "1.0.0";
+constexpr const char* kFitSchemaVersion = "1.1.0"; // 1.1: device_audit, config.trace_steps
 
 struct FitArgs {
   // The library's defaults, so the command line cannot drift from them.
@@ -47,6 +49,7 @@ struct FitArgs {
   int64_t refine = 0;
   int64_t train_num = 1000;
   int64_t test_num = 1000;
+  int64_t trace_steps = 1;
   std::string out = "results/fit";
 };
 
@@ -54,27 +57,6 @@ std::string scientific(double value) {
   char text[32];
   std::snprintf(text, sizeof text, "%.3g", value);
   return text;
-}
-
-torch::Device parse_device(const std::string& name) {
-  std::unique_ptr<torch::Device> device;
-  try {
-    device = std::make_unique<torch::Device>(name);
-  } catch (const c10::Error&) {
-    TORCH_CHECK(false, "--device must be cpu, cuda or cuda:N, got '", name, "'");
-  }
-  TORCH_CHECK(device->is_cpu() || device->is_cuda(), "--device must be cpu, cuda or cuda:N, got '",
-              name, "'");
-  if (device->is_cuda()) {
-    TORCH_CHECK(torch::cuda::is_available(), "--device ", name,
-                " requested but no CUDA device is available (torch::cuda::is_available() is "
-                "false); run on a machine with a GPU or use --device cpu");
-    TORCH_CHECK(!device->has_index() ||
-                    device->index() < static_cast<int>(torch::cuda::device_count()),
-                "--device ", name, " requested but only ", torch::cuda::device_count(),
-                " CUDA device(s) are visible");
-  }
-  return *device;
 }
 
 // Progress on stderr: one rewritten line on a terminal, a line every tenth of the run otherwise.
@@ -135,6 +117,7 @@ nlohmann::json config_json(const FitArgs& a, const kan::KANOptions& model,
           {"seed", a.seed},
           {"device", a.device},
           {"refine", a.refine},
+          {"trace_steps", a.trace_steps},
           {"model", kan::to_json(model)},
           {"fit",
            {{"opt", kan::to_string(fit.opt())},
@@ -152,6 +135,23 @@ nlohmann::json config_json(const FitArgs& a, const kan::KANOptions& model,
             {"stop_grid_update_step", fit.stop_grid_update_step()},
             {"loss", kan::to_string(fit.loss())},
             {"seed", fit.seed()}}}};
+}
+
+// Findings go to stderr; a clean audit is one line.
+void report_audit(const kan::diagnostics::AuditedFit& audited) {
+  if (!audited.clean()) {
+    std::cerr << audited.audit.to_text() << audited.trace.to_text();
+    return;
+  }
+  const auto& t = audited.trace.summary;
+  if (t.steps == 0)
+    return;
+  std::fprintf(stderr,
+               "device audit: clean (%lld tensors in place; %lld operations traced in %lld "
+               "step(s), trace overhead %.3f s)\n",
+               static_cast<long long>(audited.audit.summary.tensors_checked),
+               static_cast<long long>(t.operations), static_cast<long long>(t.steps),
+               t.overhead_seconds);
 }
 
 int run_fit(const FitArgs& a) {
@@ -200,7 +200,11 @@ int run_fit(const FitArgs& a) {
                           {"threads", at::get_num_threads()},
                           {"device", device.str()}}}};
   const std::string label = a.function + " G=" + std::to_string(a.grid);
-  auto history = kan::fit(model, data, fit_options.on_step(Progress(label)));
+  auto audited =
+      kan::diagnostics::audited_fit(model, data, fit_options.on_step(Progress(label)), a.trace_steps);
+  report_audit(audited);
+  result["device_audit"] = audited.to_json();
+  const auto& history = audited.history;
   auto final_metrics = kan::evaluate(model, data);
   result["history"] = to_json(history);
   result["train_rmse"] = final_metrics.train_rmse;
@@ -228,7 +232,7 @@ int run_fit(const FitArgs& a) {
   kan::save_checkpoint(model, checkpoint);
   result["checkpoint"] = "model.pt";
   const auto json_path = (std::filesystem::path(a.out) / "fit.json").string();
-  write_file_atomically(json_path, result.dump(2) + "\n");
+  kan::reports::write_file_atomically(json_path, result.dump(2) + "\n");
   std::cout << summary << " (" << kan::to_string(fit_options.opt()) << ", " << a.steps << " steps, "
             << a.dtype << ", " << device << ", " << scientific(result["seconds"].get<double>())
             << " s) -> " << json_path << "\n";
@@ -282,6 +286,9 @@ void add_fit_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--train-num", args->train_num, "Training samples")->capture_default_str();
   cmd->add_option("--test-num", args->test_num, "Test samples")->capture_default_str();
+  cmd->add_option("--trace-steps", args->trace_steps,
+                  "Trace the device of every operation in the first N steps (0: off)")
+      ->capture_default_str();
   cmd->add_option("--out", args->out, "Output folder for fit.json and model.pt")
       ->capture_default_str();
   cmd->callback([args, &exit_code] { exit_code = run_fit(*args); });

@@ -1,33 +1,11 @@
-// kanbench: the command line. Errors end here as one line on stderr and a non-zero exit:
-// 2 for a bad command line, 1 for anything that failed while running.
+// kanbench: the command line. Errors end here as a message on stderr (one line, unless it
+// lists misplaced tensors) and a non-zero exit: 2 for a bad command line, 1 for anything that
+// failed while running (`audit` has its own codes).
 #include "commands.h"
 
 #include <c10/util/Exception.h>
 
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-
-namespace kanbench {
-
-std::string first_line(const std::string& message) {
-  return message.substr(0, message.find('\n'));
-}
-
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out)
-      throw std::runtime_error("cannot write '" + temporary + "'");
-  }
-  std::filesystem::rename(temporary, path);
-}
-
-} // namespace kanbench
 
 int main(int argc, char** argv) {
   CLI::App app{"kanbench: Kolmogorov-Arnold Networks on LibTorch - training, device audit, "
@@ -35,6 +13,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   kanbench::add_fit_command(app, exit_code);
+  kanbench::add_env_command(app, exit_code);
+  kanbench::add_audit_command(app, exit_code);
   kanbench::add_compare_command(app, exit_code);
   kanbench::add_report_command(app, exit_code);
   try {
@@ -45,7 +25,9 @@ int main(int argc, char** argv) {
     std::cerr << "kanbench: " << e.what() << " (see kanbench --help)\n";
     return 2;
   } catch (const c10::Error& e) {
-    std::cerr << "kanbench: error: " << kanbench::first_line(e.what_without_backtrace()) << "\n";
+    // The message without LibTorch's backtrace; a device-mismatch explanation lists the
+    // misplaced tensors on the lines after the first.
+    std::cerr << "kanbench: error: " << e.what_without_backtrace() << "\n";
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "kanbench: error: " << kanbench::first_line(e.what()) << "\n";

@@ -1,6 +1,7 @@
 #include "kan/fit.h"
 
 #include "detail/checks.h"
+#include "kan/trace_scope.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -187,6 +188,7 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
   auto draw = [&](int64_t n, int64_t count) -> torch::Tensor {
     if (count >= n)
       return {};
+    PhaseScope host(Phase::kHostWork);
     return torch::randperm(n, generator, torch::kLong).narrow(0, 0, count).to(model->device());
   };
   auto take = [](const torch::Tensor& t, const torch::Tensor& index) {
@@ -200,6 +202,8 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
   double epoch_loss_sum = 0;
   int64_t epoch_steps = 0;
   for (int64_t step = 0; step < o.steps(); ++step) {
+    if (o.on_step_begin())
+      o.on_step_begin()(step, *optimizer);
     StepRecord record;
     record.step = step;
     const auto train_index = draw(n_train, batch);
@@ -216,20 +220,27 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
 
     torch::Tensor loss, reg;
     auto objective = [&]() {
-      optimizer->zero_grad();
-      loss = compute_loss(o.loss(), model->forward(x), y);
-      auto total = loss;
-      if (regularized) {
-        reg = model->regularization(reg_weights);
-        total = loss + o.lamb() * reg;
+      torch::Tensor total;
+      {
+        PhaseScope phase(Phase::kForward);
+        optimizer->zero_grad();
+        loss = compute_loss(o.loss(), model->forward(x), y);
+        total = loss;
+        if (regularized) {
+          reg = model->regularization(reg_weights);
+          total = loss + o.lamb() * reg;
+        }
       }
+      PhaseScope phase(Phase::kBackward);
       total.backward();
       return total;
     };
     if (o.opt() == Optimizer::kLBFGS) {
+      PhaseScope phase(Phase::kOptimizerStep);
       optimizer->step(objective);
     } else {
       objective();
+      PhaseScope phase(Phase::kOptimizerStep);
       optimizer->step();
     }
     record.train_loss = loss.item<double>();
@@ -237,6 +248,7 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
 
     record.test_loss = record.test_accuracy = kNaN;
     if (n_test > 0) {
+      PhaseScope phase(Phase::kEvaluation);
       torch::NoGradGuard no_grad;
       SaveActivationsScope fast_path(*model, false);
       const auto pred = model->forward(take(data.test_input, test_index));

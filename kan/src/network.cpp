@@ -1,5 +1,7 @@
 #include "kan/network.h"
 
+#include "kan/trace_scope.h"
+
 #include "detail/checks.h"
 
 #include <ATen/ATen.h>
@@ -80,6 +82,7 @@ torch::Tensor KANImpl::forward(const torch::Tensor& x) {
   activations_.clear();
   auto h = x;
   for (size_t l = 0; l < depth(); ++l) {
+    ModuleScope scope("layers", static_cast<int64_t>(l));
     if (save_activations_) {
       activations_.push_back(layer(l)->forward_with_activations(h));
       h = activations_.back().output;
@@ -92,9 +95,11 @@ torch::Tensor KANImpl::forward(const torch::Tensor& x) {
 
 void KANImpl::update_grid_from_samples(const torch::Tensor& x) {
   check_input(x, "grid-update samples");
+  PhaseScope phase(Phase::kGridUpdate);
   torch::NoGradGuard no_grad;
   auto h = x;
   for (size_t l = 0; l < depth(); ++l) {
+    ModuleScope scope("layers", static_cast<int64_t>(l));
     layer(l)->update_grid_from_samples(h);
     if (l + 1 < depth())
       h = layer(l)->forward(h);

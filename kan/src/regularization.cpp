@@ -1,5 +1,6 @@
 // KANImpl::regularization: pykan 0.2.8's `edge_forward_spline_n` regulariser.
 #include "kan/network.h"
+#include "kan/trace_scope.h"
 
 #include <ATen/ATen.h>
 
@@ -29,8 +30,11 @@ torch::Tensor KANImpl::regularization(const RegularizationOptions& w) const {
               "regularization needs the activations of the last forward: call "
               "set_save_activations(true) before the forward (have ",
               activations_.size(), " layers' activations, the model has ", depth(), ")");
+  PhaseScope phase(Phase::kRegularization);
   auto reg = torch::zeros({}, torch::TensorOptions().dtype(dtype()).device(device()));
-  for (const auto& a : activations_) {
+  for (size_t l = 0; l < depth(); ++l) {
+    ModuleScope scope("layers", static_cast<int64_t>(l));
+    const auto& a = activations_[l];
     TORCH_CHECK(a.input.size(0) >= 1, "regularization needs at least one sample, the last "
                                       "forward had an empty batch");
     // Edge score s_ij = std_n(phi_ij) / (std_n(x_i) + 0.1), (I, O). pykan's rows are output
@@ -41,6 +45,7 @@ torch::Tensor KANImpl::regularization(const RegularizationOptions& w) const {
   }
   if (w.lamb_coef() != 0 || w.lamb_coefdiff() != 0) {
     for (size_t l = 0; l < depth(); ++l) {
+      ModuleScope scope("layers", static_cast<int64_t>(l));
       const auto& coef = layer(l)->coef; // (I, O, M)
       reg = reg + w.lamb_coef() * coef.abs().mean(1).sum() +
             w.lamb_coefdiff() * torch::diff(coef, 1, 2).abs().mean(1).sum();

@@ -4,6 +4,8 @@
 #include "kan/dataset.h"
 #include "kan/network.h"
 
+#include <torch/optim/optimizer.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -84,6 +86,9 @@ struct FitOptions {
   TORCH_ARG(Loss, loss) = Loss::kMSE;
   /// Seed of the minibatch draws.
   TORCH_ARG(uint64_t, seed) = 0;
+  /// Called before every step (before its grid update) with the step's index and the optimiser,
+  /// e.g. to start an operation trace or to audit the optimiser's state.
+  TORCH_ARG(std::function<void(int64_t, torch::optim::Optimizer&)>, on_step_begin) = nullptr;
   /// Called after every step with the record and the total number of steps (progress).
   TORCH_ARG(std::function<void(const StepRecord&, int64_t)>, on_step) = nullptr;
 

@@ -1,0 +1,255 @@
+// `kanbench audit`: is this model, on this device, really where it should be? A static audit
+// of the model and a small dataset, then traced training steps. Exit 0 = clean, 1 = findings,
+// 2 = could not run (the reason on stderr).
+#include "commands.h"
+
+#include "kan/diagnostics/audited_fit.h"
+#include "kan/diagnostics/environment.h"
+#include "kan/kan.h"
+#include "kan/reports/results_io.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <iostream>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <set>
+
+namespace kanbench {
+namespace {
+
+constexpr const char* kAuditSchemaVersion = "1.0.0";
+constexpr int kClean = 0, kFindings = 1, kCannotRun = 2;
+
+struct AuditArgs {
+  inline static const kan::KANOptions kModel{{2, 5, 1}};
+
+  std::string device = "cpu";
+  std::string checkpoint;
+  std::vector<int64_t> width;
+  int64_t grid = kModel.grid();
+  int64_t k = kModel.k();
+  std::string dtype = "float32";
+  uint64_t seed = 0;
+  std::string opt = "lbfgs";
+  int64_t trace_steps = 1;
+  int64_t samples = 256;
+  std::string data_device; // default: --device
+  std::string data_dtype;  // default: the model's
+  std::string json;
+};
+
+torch::Dtype parse_dtype(const std::string& name) {
+  return name == "float64" ? torch::kFloat64 : torch::kFloat32;
+}
+
+// A small regression dataset for the model's input and output widths.
+kan::Dataset audit_dataset(const AuditArgs& a, const kan::KAN& model, torch::Device device,
+                           torch::Dtype dtype) {
+  const int64_t inputs = model->options().width().front();
+  const int64_t outputs = model->options().width().back();
+  auto target = [outputs](const torch::Tensor& x) {
+    return torch::sin(M_PI * x.sum(1, /*keepdim=*/true)).expand({-1, outputs}).contiguous();
+  };
+  return kan::create_dataset(target, kan::DatasetOptions(inputs)
+                                         .train_num(a.samples)
+                                         .test_num(std::max<int64_t>(1, a.samples / 4))
+                                         .seed(a.seed)
+                                         .device(device)
+                                         .dtype(dtype));
+}
+
+// Every finding in one list: `tensor`, `kind`, `device`, `expected_device`, `message` (and more).
+nlohmann::json all_findings(const kan::diagnostics::AuditReport& before,
+                            const kan::diagnostics::AuditedFit* after,
+                            const std::string& training_error) {
+  auto findings = nlohmann::json::array();
+  std::set<std::string> seen;
+  auto add_static = [&](const kan::diagnostics::AuditReport& report, const char* stage) {
+    const auto report_json = report.to_json();
+    for (auto f : report_json["findings"]) {
+      const std::string key = f["tensor"].get<std::string>() + "/" + f["problem"].get<std::string>();
+      if (!seen.insert(key).second)
+        continue; // the same fault before and after training
+      f["stage"] = stage;
+      findings.push_back(f);
+    }
+  };
+  add_static(before, "before_training");
+  if (after != nullptr) {
+    add_static(after->audit, "after_training");
+    for (const auto& f : after->trace.findings) {
+      findings.push_back(
+          {{"tensor", f.operation.empty() ? std::string("(all operations)")
+                                          : f.operation + (f.module.empty() ? "" : " in " + f.module)},
+           {"kind", "operation"},
+           {"problem", kan::diagnostics::to_string(f.problem)},
+           {"device", f.devices},
+           {"expected_device", after->trace.expected_device},
+           {"module", f.module},
+           {"phase", f.phase},
+           {"count", f.count},
+           {"message", f.message},
+           {"fix", f.fix},
+           {"stage", "trace"}});
+    }
+  }
+  if (!training_error.empty()) {
+    findings.push_back({{"tensor", ""},
+                        {"kind", "error"},
+                        {"problem", "training_failed"},
+                        {"device", ""},
+                        {"expected_device", before.expected_device},
+                        {"message", training_error},
+                        {"fix", "See the findings above."},
+                        {"stage", "trace"}});
+  }
+  return findings;
+}
+
+int run_audit(const AuditArgs& a) {
+  // Everything up to the training steps decides whether the audit can run at all.
+  torch::Device device = torch::kCPU, data_device = torch::kCPU;
+  std::optional<kan::KAN> loaded;
+  kan::Dataset data;
+  try {
+    TORCH_CHECK(a.checkpoint.empty() != a.width.empty(),
+                "give the model either as --checkpoint PATH or as --width 2,5,1 (not both)");
+    TORCH_CHECK(a.trace_steps >= 0, "--trace-steps must be >= 0, got ", a.trace_steps);
+    TORCH_CHECK(a.samples >= 1, "--samples must be >= 1, got ", a.samples);
+    device = parse_device(a.device, "--device");
+    data_device = a.data_device.empty() ? device : parse_device(a.data_device, "--data-device");
+    if (!a.checkpoint.empty()) {
+      loaded = kan::load_checkpoint(a.checkpoint, device);
+    } else {
+      loaded = kan::KAN(kan::KANOptions(a.width)
+                            .grid(a.grid)
+                            .k(a.k)
+                            .seed(a.seed)
+                            .device(device)
+                            .dtype(parse_dtype(a.dtype)));
+    }
+    const auto data_dtype = a.data_dtype.empty() ? (*loaded)->dtype() : parse_dtype(a.data_dtype);
+    data = audit_dataset(a, *loaded, data_device, data_dtype);
+  } catch (const std::exception& e) {
+    const std::string message =
+        dynamic_cast<const c10::Error*>(&e) ? static_cast<const c10::Error&>(e).what_without_backtrace()
+                                            : e.what();
+    std::cerr << "kanbench audit: cannot run: " << first_line(message) << "\n";
+    return kCannotRun;
+  }
+  kan::KAN model = *loaded;
+
+  const auto before = kan::diagnostics::DeviceAudit(device).module(*model).dataset(data).report();
+  std::cout << before.to_text();
+
+  // N traced steps, then N untraced ones to compare their time.
+  const bool adam = a.opt == "adam";
+  auto fit_options = kan::FitOptions()
+                         .opt(adam ? kan::Optimizer::kAdam : kan::Optimizer::kLBFGS)
+                         .lr(adam ? 0.01 : 1.0)
+                         .steps(2 * a.trace_steps)
+                         .seed(a.seed);
+  std::unique_ptr<kan::diagnostics::AuditedFit> after;
+  std::string training_error;
+  try {
+    after = std::make_unique<kan::diagnostics::AuditedFit>(
+        kan::diagnostics::audited_fit(model, data, fit_options, a.trace_steps));
+  } catch (const c10::Error& e) {
+    training_error = e.what_without_backtrace();
+    // A device mismatch is what the audit looks for; anything else stops it, unless the static
+    // audit already explains why training could not run.
+    if (training_error.rfind("device mismatch", 0) != 0 && before.clean()) {
+      std::cerr << "kanbench audit: cannot run: training failed: " << first_line(training_error)
+                << "\n";
+      return kCannotRun;
+    }
+  }
+  if (after) {
+    std::cout << after->audit.to_text() << after->trace.to_text();
+    if (after->trace.summary.steps > 0) {
+      std::printf("timing: traced step %.4f s, untraced step %.4f s\n", after->traced_step_seconds,
+                  after->untraced_step_seconds);
+    }
+  }
+  if (!training_error.empty())
+    std::cout << "training failed: " << training_error << "\n";
+
+  const auto findings = all_findings(before, after.get(), training_error);
+  const int code = findings.empty() ? kClean : kFindings;
+  std::cout << "audit: " << (code == kClean ? "clean" : std::to_string(findings.size()) + " finding(s)")
+            << " on " << device << "\n";
+
+  if (!a.json.empty()) {
+    nlohmann::json summary = {{"clean", code == kClean},
+                              {"findings", findings.size()},
+                              {"tensors_checked", before.summary.tensors_checked},
+                              {"bytes_per_device", before.summary.bytes_per_device},
+                              {"exit_code", code}};
+    nlohmann::json out = {
+        {"schema_version", kAuditSchemaVersion},
+        {"command", "audit"},
+        {"device", device.str()},
+        {"config",
+         {{"checkpoint", a.checkpoint},
+          {"model", kan::to_json(model->options())},
+          {"data_device", data_device.str()},
+          {"data_dtype", a.data_dtype.empty() ? "model" : a.data_dtype},
+          {"samples", a.samples},
+          {"opt", a.opt},
+          {"trace_steps", a.trace_steps},
+          {"seed", a.seed}}},
+        {"findings", findings},
+        {"summary", summary},
+        {"static_audit", before.to_json()}};
+    if (after) {
+      out["summary"]["trace"] = after->trace.to_json()["summary"];
+      out["summary"]["traced_step_seconds"] = after->traced_step_seconds;
+      out["summary"]["untraced_step_seconds"] = std::isfinite(after->untraced_step_seconds)
+                                                    ? nlohmann::json(after->untraced_step_seconds)
+                                                    : nlohmann::json(nullptr);
+      out["after_training"] = after->to_json();
+    }
+    kan::reports::write_file_atomically(a.json, out.dump(2) + "\n");
+  }
+  return code;
+}
+
+} // namespace
+
+void add_audit_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<AuditArgs>();
+  auto* cmd = app.add_subcommand(
+      "audit", "Audit where a KAN's tensors live and where its operations run on a device; exit "
+               "0 = clean, 1 = findings, 2 = could not run");
+  cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
+  auto* checkpoint = cmd->add_option("--checkpoint", args->checkpoint, "A model.pt to audit");
+  cmd->add_option("--width", args->width, "Or build a model of these widths, e.g. 2,5,1")
+      ->delimiter(',')
+      ->excludes(checkpoint);
+  cmd->add_option("--grid", args->grid, "Grid intervals G (with --width)")->capture_default_str();
+  cmd->add_option("--k", args->k, "Spline order k (with --width)")->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "Model dtype (with --width)")
+      ->check(CLI::IsMember({"float32", "float64"}))
+      ->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Seed of model and data")->capture_default_str();
+  cmd->add_option("--opt", args->opt, "Optimiser of the traced steps")
+      ->check(CLI::IsMember({"lbfgs", "adam"}))
+      ->capture_default_str();
+  cmd->add_option("--trace-steps", args->trace_steps,
+                  "Training steps traced operation by operation (as many again run untraced "
+                  "for the timing comparison); 0 = static audit only")
+      ->capture_default_str();
+  cmd->add_option("--samples", args->samples, "Training samples of the audit dataset")
+      ->capture_default_str();
+  cmd->add_option("--data-device", args->data_device,
+                  "Put the dataset here instead (as a loader that yields CPU tensors would)");
+  cmd->add_option("--data-dtype", args->data_dtype, "Give the dataset this dtype instead")
+      ->check(CLI::IsMember({"float32", "float64"}));
+  cmd->add_option("--json", args->json, "Also write the findings and summary as JSON");
+  cmd->callback([args, &exit_code] { exit_code = run_audit(*args); });
+}
+
+} // namespace kanbench

@@ -1,0 +1,25 @@
+#pragma once
+/// The environment report: LibTorch and CUDA versions, whether CUDA is usable and why not,
+/// the devices, the CPU and the threads, each problem with what to do about it.
+
+#include "kan/reports/environment.h"
+
+#include <string>
+
+namespace kan::diagnostics {
+
+/// Collects the report for this process on this machine. Queries every visible GPU (which
+/// creates a CUDA context on each); never throws for a missing driver or device.
+///
+/// Example:
+///   std::cout << kan::diagnostics::to_text(kan::diagnostics::collect_environment());
+reports::Environment collect_environment();
+
+/// Why CUDA cannot be used in this process ("no NVIDIA driver: ...", "CUDA_VISIBLE_DEVICES=''
+/// hides every GPU", ...), or an empty string when it can.
+std::string cuda_unavailable_reason();
+
+/// The report for a terminal: one "key: value" line each, then the problems with their fixes.
+std::string to_text(const reports::Environment& environment);
+
+} // namespace kan::diagnostics

@@ -1,0 +1,101 @@
+#include "kan/diagnostics/audited_fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+namespace kan::diagnostics {
+namespace {
+
+double median(std::vector<double> values) {
+  if (values.empty())
+    return std::numeric_limits<double>::quiet_NaN();
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+nlohmann::json number_or_null(double value) {
+  return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr);
+}
+
+} // namespace
+
+nlohmann::json AuditedFit::to_json() const {
+  return {{"audit", audit.to_json()},
+          {"trace", trace.to_json()},
+          {"traced_step_seconds", number_or_null(traced_step_seconds)},
+          {"untraced_step_seconds", number_or_null(untraced_step_seconds)}};
+}
+
+AuditedFit audited_fit(KAN& model, const Dataset& data, FitOptions options, int64_t trace_steps) {
+  TORCH_CHECK(trace_steps >= 0, "trace_steps must be >= 0, got ", trace_steps);
+  const torch::Device device = model->device();
+  OperationTrace trace(device);
+  torch::optim::Optimizer* optimizer = nullptr;
+  AuditedFit result;
+  auto static_audit = [&] {
+    DeviceAudit audit(device);
+    audit.module(*model).dataset(data);
+    if (optimizer != nullptr)
+      audit.optimizer(*optimizer, *model);
+    return audit.report();
+  };
+
+  const auto user_begin = options.on_step_begin();
+  const auto user_step = options.on_step();
+  options.on_step_begin([&](int64_t step, torch::optim::Optimizer& opt) {
+    optimizer = &opt;
+    if (step == 0 && trace_steps > 0)
+      trace.start();
+    if (user_begin)
+      user_begin(step, opt);
+  });
+  options.on_step([&](const StepRecord& record, int64_t total) {
+    if (trace.running()) {
+      trace.count_step();
+      if (record.step + 1 == trace_steps || record.step + 1 == total)
+        trace.stop();
+    }
+    if (record.step + 1 == total)
+      result.audit = static_audit(); // while the optimiser still exists
+    if (user_step)
+      user_step(record, total);
+  });
+
+  try {
+    diagnose_device_errors([&] { result.history = fit(model, data, options); }, [&] {
+      trace.stop();
+      return static_audit();
+    });
+  } catch (const c10::Error& error) {
+    // Name the operations that mixed devices too, when the trace saw them.
+    trace.stop();
+    std::string operations;
+    for (const auto& f : trace.report().findings) {
+      if (f.problem == TraceProblem::kMixedDevices || f.problem == TraceProblem::kCreatedOnWrongDevice)
+        operations += "\n  " + f.message + ". Fix: " + f.fix;
+    }
+    if (operations.empty())
+      throw;
+    TORCH_CHECK(false, error.what_without_backtrace(), "\nThe operation trace saw:", operations);
+  }
+  if (options.steps() == 0)
+    result.audit = static_audit();
+  result.trace = trace.report();
+
+  std::vector<double> step_seconds, traced;
+  double previous = 0;
+  for (const auto& s : result.history.steps) {
+    (s.step < trace_steps ? traced : step_seconds).push_back(s.seconds - previous);
+    previous = s.seconds;
+  }
+  result.traced_step_seconds =
+      traced.empty() ? 0.0 : std::accumulate(traced.begin(), traced.end(), 0.0) / traced.size();
+  result.untraced_step_seconds = median(step_seconds);
+  return result;
+}
+
+} // namespace kan::diagnostics

@@ -1,0 +1,591 @@
+#include "kan/diagnostics/operation_trace.h"
+
+#include "kan/trace_scope.h"
+
+#include <ATen/ATen.h>
+#include <ATen/record_function.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <set>
+#include <sstream>
+#include <tuple>
+#include <unordered_map>
+
+namespace kan::diagnostics {
+namespace detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// What encloses an operation on this thread: kan scopes, autograd nodes and ATen operations.
+struct Frame {
+  enum class Kind { kOperation, kPhase, kModule, kBackward } kind;
+  std::string text; // the phase, the module's name, or (backward) the forward's module path
+};
+
+} // namespace
+
+struct TraceState;
+
+namespace {
+
+// RecordFunction callbacks are plain function pointers: they find their trace through this
+// pointer, and the scope stack of their thread through t_frames.
+std::atomic<TraceState*> g_active{nullptr};
+thread_local std::vector<Frame> t_frames;
+thread_local int t_operation_depth = 0;
+
+// The context handed from an operation's start callback to its end callback.
+struct OperationContext : at::ObserverContext {
+  bool pushed = false;
+  bool top_level = false;
+  Clock::time_point start;
+  std::string module, phase;
+  bool host_work = false;
+  bool has_tensor_inputs = false;
+  std::string input_device; // of the first tensor input
+};
+
+constexpr std::string_view kAutogradNodePrefix = "autograd::engine::evaluate_function: ";
+
+bool is_copy(std::string_view name) {
+  static const std::set<std::string_view> copies = {
+      "aten::to",          "aten::_to_copy",    "aten::copy_",        "aten::_copy_from",
+      "aten::item",        "aten::_local_scalar_dense", "aten::lift_fresh", "aten::lift_fresh_copy",
+      "aten::_copy_from_and_resize", "aten::contiguous"};
+  return copies.count(name) > 0;
+}
+
+// Devices of the tensors among an operation's arguments. A 0-dim CPU tensor is a scalar that
+// LibTorch accepts beside tensors on any device, so it does not make an operation mixed.
+void collect_devices(const c10::IValue& value, std::vector<c10::Device>& all,
+                     std::vector<c10::Device>& strict) {
+  auto add = [&](const at::Tensor& t) {
+    if (!t.defined())
+      return;
+    all.push_back(t.device());
+    if (!(t.dim() == 0 && t.device().is_cpu()))
+      strict.push_back(t.device());
+  };
+  if (value.isTensor()) {
+    add(value.toTensor());
+  } else if (value.isTensorList()) {
+    for (const at::Tensor& t : value.toTensorList().vec())
+      add(t);
+  } else if (value.isList()) {
+    for (const c10::IValue& element : value.toListRef()) {
+      if (element.isTensor())
+        add(element.toTensor());
+    }
+  }
+}
+
+std::string join_devices(std::vector<c10::Device> devices) {
+  std::set<std::string> names;
+  for (const auto& d : devices)
+    names.insert(d.str());
+  std::string out;
+  for (const auto& n : names)
+    out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+} // namespace
+
+struct TraceState {
+  torch::Device expected;
+  std::string root;
+  std::thread::id owner;
+  at::CallbackHandle handle = 0;
+  bool running = false;
+  Clock::time_point started;
+  double traced_seconds = 0;
+
+  std::mutex mutex; // guards everything below: autograd threads report too
+  std::unordered_map<int64_t, std::string> module_of_sequence;
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, OperationCount> ops;
+  std::map<std::tuple<int, std::string, std::string, std::string, std::string>, TraceFinding>
+      findings;
+  TransferCounts transfers;
+  int64_t steps = 0;
+  int64_t computing_operations = 0; // top-level, neither copies nor host work
+  int64_t cpu_operations = 0;       // of those, on the CPU while the model is elsewhere
+  double overhead_seconds = 0;
+
+  explicit TraceState(torch::Device d, std::string r) : expected(d), root(std::move(r)) {}
+
+  bool on_expected(const c10::Device& d) const {
+    return d.type() == expected.type() && (!expected.has_index() || d.index() == expected.index());
+  }
+
+  // Innermost module and phase around the current operation on this thread.
+  void attribute(std::string& module, std::string& phase, bool& host_work) const {
+    std::vector<const std::string*> modules;
+    bool module_done = false;
+    for (auto it = t_frames.rbegin(); it != t_frames.rend(); ++it) {
+      if (it->kind == Frame::Kind::kBackward) {
+        if (phase.empty())
+          phase = to_string(Phase::kBackward);
+        if (!module_done && modules.empty() && !it->text.empty()) {
+          module = it->text;
+          module_done = true;
+        }
+      } else if (it->kind == Frame::Kind::kPhase) {
+        if (phase.empty())
+          phase = it->text;
+        if (it->text == to_string(Phase::kHostWork))
+          host_work = true;
+      } else if (it->kind == Frame::Kind::kModule && !module_done) {
+        modules.push_back(&it->text);
+      }
+    }
+    if (!module_done && !modules.empty()) {
+      module = root;
+      for (auto it = modules.rbegin(); it != modules.rend(); ++it)
+        module += "." + **it;
+    }
+  }
+
+  void add_finding(TraceProblem problem, const std::string& operation, const std::string& module,
+                   const std::string& phase, const std::string& devices) {
+    auto key = std::make_tuple(static_cast<int>(problem), operation, module, phase, devices);
+    auto [it, inserted] = findings.try_emplace(key);
+    auto& f = it->second;
+    ++f.count;
+    if (!inserted)
+      return;
+    f.problem = problem;
+    f.operation = operation;
+    f.module = module;
+    f.phase = phase;
+    f.devices = devices;
+  }
+
+  void record_transfer(const c10::Device& from, const c10::Device& to, int64_t bytes) {
+    if (from.is_cpu() && !to.is_cpu()) {
+      ++transfers.host_to_device;
+      transfers.host_to_device_bytes += bytes;
+    } else if (!from.is_cpu() && to.is_cpu()) {
+      ++transfers.device_to_host;
+      transfers.device_to_host_bytes += bytes;
+      ++transfers.synchronizations;
+    } else if (from != to) {
+      ++transfers.device_to_device;
+      transfers.device_to_device_bytes += bytes;
+    }
+  }
+
+  std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn);
+  std::unique_ptr<at::ObserverContext> backward_frame(int64_t sequence_nr);
+  void on_end(const at::RecordFunction& fn, OperationContext& context);
+};
+
+namespace {
+
+std::unique_ptr<at::ObserverContext> start_callback(const at::RecordFunction& fn) {
+  TraceState* state = g_active.load();
+  if (state == nullptr)
+    return nullptr;
+  const auto t0 = Clock::now();
+  auto context = state->on_start(fn);
+  const double spent = seconds_between(t0, Clock::now());
+  std::lock_guard<std::mutex> lock(state->mutex);
+  state->overhead_seconds += spent;
+  return context;
+}
+
+void end_callback(const at::RecordFunction& fn, at::ObserverContext* context) {
+  auto* op = static_cast<OperationContext*>(context);
+  if (op == nullptr)
+    return;
+  if (op->pushed && !t_frames.empty()) {
+    if (t_frames.back().kind == Frame::Kind::kOperation)
+      --t_operation_depth;
+    t_frames.pop_back();
+  }
+  TraceState* state = g_active.load();
+  if (state == nullptr || fn.scope() != at::RecordScope::FUNCTION || !op->top_level)
+    return;
+  const auto t0 = Clock::now();
+  state->on_end(fn, *op);
+  const double spent = seconds_between(t0, Clock::now());
+  std::lock_guard<std::mutex> lock(state->mutex);
+  state->overhead_seconds += spent;
+}
+
+} // namespace
+
+// An autograd node: its operations belong to the module whose forward created it.
+std::unique_ptr<at::ObserverContext> TraceState::backward_frame(int64_t sequence_nr) {
+  std::string module;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = module_of_sequence.find(sequence_nr);
+    if (it != module_of_sequence.end())
+      module = it->second;
+  }
+  t_frames.push_back({Frame::Kind::kBackward, module});
+  auto context = std::make_unique<OperationContext>();
+  context->pushed = true;
+  return context;
+}
+
+std::unique_ptr<at::ObserverContext> TraceState::on_start(const at::RecordFunction& fn) {
+  auto context = std::make_unique<OperationContext>();
+  const std::string_view name = fn.name();
+  switch (fn.scope()) {
+  case at::RecordScope::USER_SCOPE:
+    if (name.substr(0, kPhaseScopePrefix.size()) == kPhaseScopePrefix) {
+      t_frames.push_back({Frame::Kind::kPhase, std::string(name.substr(kPhaseScopePrefix.size()))});
+      context->pushed = true;
+    } else if (name.substr(0, kModuleScopePrefix.size()) == kModuleScopePrefix) {
+      t_frames.push_back(
+          {Frame::Kind::kModule, std::string(name.substr(kModuleScopePrefix.size()))});
+      context->pushed = true;
+    }
+    return context;
+  case at::RecordScope::BACKWARD_FUNCTION:
+    return backward_frame(fn.seqNr());
+  case at::RecordScope::FUNCTION:
+    // The autograd engine wraps each node in a FUNCTION record of this name; the node's own
+    // operations inside it are the ones that count.
+    if (name.substr(0, kAutogradNodePrefix.size()) == kAutogradNodePrefix)
+      return backward_frame(fn.seqNr());
+    break;
+  default:
+    return context;
+  }
+
+  context->top_level = t_operation_depth == 0;
+  context->start = Clock::now();
+  attribute(context->module, context->phase, context->host_work);
+  std::vector<c10::Device> all, strict;
+  const auto inputs = fn.inputs();
+  for (const auto& value : inputs)
+    collect_devices(value, all, strict);
+  context->has_tensor_inputs = !all.empty();
+  if (!all.empty())
+    context->input_device = all.front().str();
+
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (fn.seqNr() >= 0 && !context->module.empty() && context->phase != "backward")
+      module_of_sequence[fn.seqNr()] = context->module;
+    // Traffic is counted where it happens, at any depth: copy_ does the moving for to(),
+    // _local_scalar_dense the waiting for item().
+    if (name == "aten::copy_" && inputs.size() >= 2 && inputs[0].isTensor() &&
+        inputs[1].isTensor()) {
+      const auto& dst = inputs[0].toTensor();
+      const auto& src = inputs[1].toTensor();
+      if (dst.defined() && src.defined() && dst.device() != src.device())
+        record_transfer(src.device(), dst.device(), static_cast<int64_t>(src.nbytes()));
+    } else if (name == "aten::_local_scalar_dense" && !all.empty() && !all.front().is_cpu()) {
+      record_transfer(all.front(), c10::Device(c10::kCPU),
+                      static_cast<int64_t>(inputs[0].toTensor().element_size()));
+    } else if (name == "aten::nonzero" && !all.empty() && !all.front().is_cpu()) {
+      ++transfers.synchronizations;
+    }
+    // A mixed operation is named before LibTorch gets to refuse it.
+    if (context->top_level && !is_copy(name)) {
+      bool mixed = false;
+      for (const auto& d : strict)
+        mixed = mixed || d != strict.front();
+      if (mixed)
+        add_finding(TraceProblem::kMixedDevices, std::string(name), context->module,
+                    context->phase, join_devices(strict));
+    }
+  }
+  t_frames.push_back({Frame::Kind::kOperation, {}});
+  ++t_operation_depth;
+  context->pushed = true;
+  return context;
+}
+
+void TraceState::on_end(const at::RecordFunction& fn, OperationContext& op) {
+  const std::string name = fn.name();
+  std::vector<c10::Device> out_all, out_strict;
+  std::vector<c10::Device> out_dims; // outputs with at least one dimension
+  for (const auto& value : fn.outputs()) {
+    collect_devices(value, out_all, out_strict);
+    if (value.isTensor() && value.toTensor().defined() && value.toTensor().dim() > 0)
+      out_dims.push_back(value.toTensor().device());
+  }
+  const std::string device = !out_all.empty() ? out_all.front().str() : op.input_device;
+  const bool copy = is_copy(name);
+  const double seconds = seconds_between(op.start, Clock::now());
+
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& count = ops[std::make_tuple(op.module, op.phase, name, device)];
+  count.operation = name;
+  count.module = op.module;
+  count.phase = op.phase;
+  count.device = device.empty() ? "none" : device;
+  ++count.calls;
+  count.seconds += seconds;
+  if (copy || op.host_work)
+    return;
+  // A factory (no tensor inputs) whose result is off the model's device. 0-dim results are
+  // scalars, usable beside tensors on any device.
+  if (out_all.empty())
+    return;
+  ++computing_operations;
+  if (!op.has_tensor_inputs) {
+    std::vector<c10::Device> wrong;
+    for (const auto& d : out_dims) {
+      if (!on_expected(d))
+        wrong.push_back(d);
+    }
+    if (!wrong.empty()) {
+      add_finding(TraceProblem::kCreatedOnWrongDevice, name, op.module, op.phase,
+                  join_devices(wrong));
+      return; // one finding for one mistake
+    }
+  }
+  if (!expected.is_cpu() && out_all.front().is_cpu()) {
+    ++cpu_operations;
+    add_finding(TraceProblem::kRanOnCpu, name, op.module, op.phase, "cpu");
+  }
+}
+
+} // namespace detail
+
+using detail::Clock;
+using detail::seconds_between;
+using detail::g_active;
+using detail::t_frames;
+using detail::t_operation_depth;
+
+OperationTrace::OperationTrace(torch::Device expected_device, std::string root)
+    : state_(std::make_unique<detail::TraceState>(expected_device, std::move(root))) {}
+
+OperationTrace::~OperationTrace() {
+  try {
+    stop();
+  } catch (...) {
+    // A destructor must not throw; stop() only throws when called from another thread.
+  }
+}
+
+void OperationTrace::start() {
+  TORCH_CHECK(!state_->running, "OperationTrace::start: this trace is already running");
+  detail::TraceState* expected = nullptr;
+  TORCH_CHECK(g_active.compare_exchange_strong(expected, state_.get()),
+              "OperationTrace::start: another operation trace is running; one at a time");
+  state_->owner = std::this_thread::get_id();
+  t_frames.clear();
+  t_operation_depth = 0;
+  state_->handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(detail::start_callback, detail::end_callback)
+          .needsInputs(true)
+          .needsOutputs(true)
+          .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
+                   at::RecordScope::USER_SCOPE}));
+  state_->running = true;
+  state_->started = Clock::now();
+}
+
+void OperationTrace::stop() {
+  if (!state_->running)
+    return;
+  TORCH_CHECK(state_->owner == std::this_thread::get_id(),
+              "OperationTrace::stop must run on the thread that called start()");
+  at::removeCallback(state_->handle);
+  g_active.store(nullptr);
+  state_->running = false;
+  state_->traced_seconds += seconds_between(state_->started, Clock::now());
+  t_frames.clear();
+  t_operation_depth = 0;
+}
+
+bool OperationTrace::running() const {
+  return state_->running;
+}
+
+void OperationTrace::count_step() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  ++state_->steps;
+}
+
+TraceReport OperationTrace::report() const {
+  TORCH_CHECK(!state_->running, "OperationTrace::report: stop() the trace first");
+  const auto& s = *state_;
+  const std::string expected = s.expected.str();
+  TraceReport r;
+  r.expected_device = expected;
+  auto& sum = r.summary;
+  sum.steps = s.steps;
+  sum.traced_seconds = s.traced_seconds;
+  sum.overhead_seconds = s.overhead_seconds;
+  sum.cpu_operations = s.cpu_operations;
+  sum.transfers = s.transfers;
+  int64_t on_expected_device = 0;
+  for (const auto& [key, count] : s.ops) {
+    r.operations.push_back(count);
+    sum.operations += count.calls;
+    sum.operations_per_device[count.device] += count.calls;
+    if (count.device != "none" && s.on_expected(c10::Device(count.device)))
+      on_expected_device += count.calls;
+  }
+  for (const auto& [key, finding] : s.findings) {
+    TraceFinding f = finding;
+    const std::string where =
+        (f.module.empty() ? std::string("outside the model") : "in " + f.module) +
+        (f.phase.empty() ? "" : " (" + f.phase + ")");
+    const std::string times = f.count == 1 ? "once" : std::to_string(f.count) + " times";
+    switch (f.problem) {
+    case TraceProblem::kMixedDevices:
+      f.message = f.operation + " " + where + " received tensors on " + f.devices + " (" + times +
+                  "); LibTorch refuses or silently computes on one of them";
+      f.fix = "Create every tensor the module uses on the model's device (x.options()), or "
+              "register it as a buffer so that .to() moves it.";
+      break;
+    case TraceProblem::kCreatedOnWrongDevice:
+      f.message = f.operation + " " + where + " created a tensor on " + f.devices +
+                  " but the model is on " + expected + " (" + times + ")";
+      f.fix = "Pass the device when creating it (e.g. torch::zeros(shape, x.options())), or "
+              "create it once and register it as a buffer.";
+      break;
+    case TraceProblem::kRanOnCpu:
+      f.message = f.operation + " " + where + " ran on the CPU " + times + " while the model is on " +
+                  expected;
+      f.fix = "Move the tensors it reads to " + expected +
+              "; work that must stay on the host belongs in kan::PhaseScope(kan::Phase::kHostWork).";
+      break;
+    case TraceProblem::kDeviceNotUsed:
+      break;
+    }
+    r.findings.push_back(std::move(f));
+  }
+  if (!s.expected.is_cpu() && sum.operations > 0) {
+    sum.cpu_share = static_cast<double>(s.cpu_operations) /
+                    static_cast<double>(std::max<int64_t>(s.computing_operations, 1));
+    if (on_expected_device == 0) {
+      TraceFinding f;
+      f.problem = TraceProblem::kDeviceNotUsed;
+      for (const auto& [device, calls] : sum.operations_per_device)
+        f.devices += (f.devices.empty() ? "" : ", ") + device;
+      f.count = sum.operations;
+      f.message = "none of the " + std::to_string(sum.operations) + " traced operations ran on " +
+                  expected + "; they ran on " + f.devices;
+      f.fix = "Move the model and the data to " + expected +
+              " (model->to(device), Dataset::to(device)) before training.";
+      r.findings.insert(r.findings.begin(), std::move(f));
+    }
+  }
+  std::sort(r.operations.begin(), r.operations.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.module, a.phase, a.operation, a.device) <
+           std::tie(b.module, b.phase, b.operation, b.device);
+  });
+  sum.findings = static_cast<int64_t>(r.findings.size());
+  return r;
+}
+
+std::string to_string(TraceProblem problem) {
+  switch (problem) {
+  case TraceProblem::kMixedDevices:
+    return "mixed_devices";
+  case TraceProblem::kCreatedOnWrongDevice:
+    return "created_on_wrong_device";
+  case TraceProblem::kRanOnCpu:
+    return "ran_on_cpu";
+  case TraceProblem::kDeviceNotUsed:
+    return "device_not_used";
+  }
+  return "unknown";
+}
+
+nlohmann::json TraceReport::to_json() const {
+  auto findings_json = nlohmann::json::array();
+  for (const auto& f : findings) {
+    findings_json.push_back({{"problem", to_string(f.problem)},
+                             {"operation", f.operation},
+                             {"module", f.module},
+                             {"phase", f.phase},
+                             {"devices", f.devices},
+                             {"expected_device", expected_device},
+                             {"count", f.count},
+                             {"message", f.message},
+                             {"fix", f.fix}});
+  }
+  auto operations_json = nlohmann::json::array();
+  for (const auto& o : operations) {
+    operations_json.push_back({{"operation", o.operation},
+                               {"module", o.module},
+                               {"phase", o.phase},
+                               {"device", o.device},
+                               {"calls", o.calls},
+                               {"seconds", o.seconds}});
+  }
+  const auto& t = summary.transfers;
+  const double steps = static_cast<double>(std::max<int64_t>(summary.steps, 1));
+  nlohmann::json transfers = {{"host_to_device", t.host_to_device},
+                              {"host_to_device_bytes", t.host_to_device_bytes},
+                              {"device_to_host", t.device_to_host},
+                              {"device_to_host_bytes", t.device_to_host_bytes},
+                              {"device_to_device", t.device_to_device},
+                              {"device_to_device_bytes", t.device_to_device_bytes},
+                              {"synchronizations", t.synchronizations},
+                              {"per_step",
+                               {{"host_to_device_bytes", t.host_to_device_bytes / steps},
+                                {"device_to_host_bytes", t.device_to_host_bytes / steps},
+                                {"synchronizations", t.synchronizations / steps}}}};
+  return {{"expected_device", expected_device},
+          {"findings", findings_json},
+          {"operations", operations_json},
+          {"summary",
+           {{"steps", summary.steps},
+            {"operations", summary.operations},
+            {"operations_per_device", summary.operations_per_device},
+            {"cpu_operations", summary.cpu_operations},
+            {"cpu_share", summary.cpu_share},
+            {"traced_seconds", summary.traced_seconds},
+            {"overhead_seconds", summary.overhead_seconds},
+            {"transfers", transfers},
+            {"findings", summary.findings}}}};
+}
+
+std::string TraceReport::to_text() const {
+  std::ostringstream out;
+  for (const auto& f : findings)
+    out << "trace: " << to_string(f.problem) << ": " << f.message << ". Fix: " << f.fix << "\n";
+  const auto& s = summary;
+  const auto& t = s.transfers;
+  out << "trace: " << s.operations << " operations";
+  if (s.steps > 0)
+    out << " in " << s.steps << (s.steps == 1 ? " step" : " steps");
+  out << " (";
+  bool first = true;
+  for (const auto& [device, calls] : s.operations_per_device) {
+    out << (first ? "" : ", ") << device << " " << calls;
+    first = false;
+  }
+  out << "), " << t.host_to_device << " host-to-device copies (" << t.host_to_device_bytes
+      << " B), " << t.device_to_host << " device-to-host (" << t.device_to_host_bytes << " B), "
+      << t.synchronizations << " synchronisations; traced " << s.traced_seconds
+      << " s, of which trace overhead " << s.overhead_seconds << " s; " << s.findings
+      << (s.findings == 1 ? " finding" : " findings") << "\n";
+  return out.str();
+}
+
+TraceReport trace_operations(torch::Device expected_device, const std::function<void()>& fn) {
+  OperationTrace trace(expected_device);
+  trace.start();
+  try {
+    fn();
+  } catch (...) {
+    trace.stop();
+    throw;
+  }
+  trace.stop();
+  return trace.report();
+}
+
+} // namespace kan::diagnostics
