@@ -4,6 +4,7 @@
 #include "kan/dataset.h"
 #include "kan/network.h"
 
+#include <torch/arg.h>
 #include <torch/optim/optimizer.h>
 
 #include <cstdint>

@@ -3,6 +3,7 @@
 
 #include "kan/options.h"
 
+#include <torch/arg.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>

@@ -4,6 +4,7 @@
 #include "kan/layer.h"
 #include "kan/options.h"
 
+#include <torch/arg.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/pimpl.h>
