@@ -32,8 +32,8 @@ inline double layer_forward_flops(int64_t N, int64_t I, int64_t O, int64_t G, in
 
 /// Sets samples/s and GFLOP/s (dense-equivalent work per iteration, as a rate).
 inline void set_rate_counters(benchmark::State& state, int64_t samples, double flops) {
-  state.counters["samples/s"] =
-      benchmark::Counter(static_cast<double>(samples), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["samples/s"] = benchmark::Counter(static_cast<double>(samples),
+                                                   benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -49,8 +49,7 @@ inline bool cuda_benchmarks_available() {
 
 /// Runs body once per iteration on the current CUDA stream and reports the time between CUDA
 /// events around it (manual time; register the benchmark with UseManualTime()).
-template <typename Body>
-void time_on_cuda(benchmark::State& state, Body&& body) {
+template <typename Body> void time_on_cuda(benchmark::State& state, Body&& body) {
 #ifdef KAN_BENCH_HAS_CUDA_EVENTS
   at::cuda::CUDAEvent start(cudaEventDefault), stop(cudaEventDefault);
   for (auto _ : state) {

@@ -172,13 +172,8 @@ int run_fit(const FitArgs& a) {
                                                         .device(device)
                                                         .dtype(dtype));
   const auto model_options =
-      kan::KANOptions(a.width)
-          .grid(a.grid)
-          .k(a.k)
-          .seed(a.seed)
-          .device(device)
-          .dtype(dtype)
-          .backend(kan::spline_backend_from_string(a.backend));
+      kan::KANOptions(a.width).grid(a.grid).k(a.k).seed(a.seed).device(device).dtype(dtype).backend(
+          kan::spline_backend_from_string(a.backend));
   kan::KAN model(model_options);
   auto fit_options = kan::FitOptions()
                          .opt(kan::optimizer_from_string(a.opt))

@@ -27,11 +27,10 @@ bool cpu_has_avx2() {
 #endif
 }
 
-template <typename T>
-const SplineKernels<T>& cpu_kernels() {
+template <typename T> const SplineKernels<T>& cpu_kernels() {
 #ifdef KAN_HAS_AVX2_KERNELS
-  static const SplineKernels<T> kernels = cpu_has_avx2() ? cpu_avx2::kernels<T>()
-                                                         : cpu_generic::kernels<T>();
+  static const SplineKernels<T> kernels =
+      cpu_has_avx2() ? cpu_avx2::kernels<T>() : cpu_generic::kernels<T>();
 #else
   static const SplineKernels<T> kernels = cpu_generic::kernels<T>();
 #endif
@@ -41,9 +40,16 @@ const SplineKernels<T>& cpu_kernels() {
 template <typename T>
 SplineArgs<T> spline_args(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& inv,
                           const at::Tensor& weight, int64_t k) {
-  return {x.const_data_ptr<T>(), grid.const_data_ptr<T>(), inv.const_data_ptr<T>(),
-          weight.const_data_ptr<T>(), x.size(0), x.size(1), grid.size(1), weight.size(1),
-          weight.size(2), static_cast<int>(k)};
+  return {x.const_data_ptr<T>(),
+          grid.const_data_ptr<T>(),
+          inv.const_data_ptr<T>(),
+          weight.const_data_ptr<T>(),
+          x.size(0),
+          x.size(1),
+          grid.size(1),
+          weight.size(1),
+          weight.size(2),
+          static_cast<int>(k)};
 }
 
 at::Tensor forward_cpu(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& inv,
@@ -66,12 +72,12 @@ std::pair<at::Tensor, at::Tensor> backward_cpu(const at::Tensor& grad_y, const a
   const int64_t threads = at::get_num_threads();
   int64_t slices = std::max<int64_t>(1, (2 * threads + I - 1) / I);
   slices = std::min(slices, std::max<int64_t>(1, N / kMinSliceRows));
-  slices = std::min(slices, std::max<int64_t>(
-                                1, kMaxSliceBytes / std::max<int64_t>(
-                                                         1, weight_numel * x.element_size())));
+  slices = std::min(
+      slices,
+      std::max<int64_t>(1, kMaxSliceBytes / std::max<int64_t>(1, weight_numel * x.element_size())));
   auto grad_x = at::empty_like(x);
-  auto grad_w_slices = at::zeros({slices, weight.size(0), weight.size(1), weight.size(2)},
-                                 weight.options());
+  auto grad_w_slices =
+      at::zeros({slices, weight.size(0), weight.size(1), weight.size(2)}, weight.options());
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_backward_cpu", [&] {
     spline_backward(cpu_kernels<scalar_t>(), spline_args<scalar_t>(x, grid, inv, weight, k),
                     grad_y.const_data_ptr<scalar_t>(), grad_x.mutable_data_ptr<scalar_t>(),
@@ -87,8 +93,9 @@ at::Tensor forward_any(const at::Tensor& x, const at::Tensor& grid, const at::Te
     return fused_spline_forward_cuda(x, grid, inv, weight, k);
 #else
     // An explicit error rather than a quiet fallback to the reference formulation.
-    TORCH_CHECK(false, "backend fused: this build has no CUDA kernels (the CUDA toolkit was not "
-                       "found at configure time); use backend reference on ",
+    TORCH_CHECK(false,
+                "backend fused: this build has no CUDA kernels (the CUDA toolkit was not "
+                "found at configure time); use backend reference on ",
                 x.device(), " or rebuild with nvcc");
 #endif
   }
@@ -145,8 +152,9 @@ at::Tensor knot_reciprocals(const at::Tensor& grid, int64_t k) {
   auto inv = at::zeros({I, k, P}, grid.options());
   for (int64_t p = 1; p <= k && p < P; ++p) {
     const auto d = grid.narrow(1, p, P - p) - grid.narrow(1, 0, P - p);
-    inv.select(1, p - 1).narrow(1, 0, P - p).copy_(at::where(d == 0, at::zeros_like(d),
-                                                             d.reciprocal()));
+    inv.select(1, p - 1)
+        .narrow(1, 0, P - p)
+        .copy_(at::where(d == 0, at::zeros_like(d), d.reciprocal()));
   }
   return inv;
 }
@@ -165,8 +173,9 @@ at::Tensor fused_spline(const at::Tensor& x, const at::Tensor& grid, const at::T
   TORCH_CHECK(x.scalar_type() == grid.scalar_type() && x.scalar_type() == weight.scalar_type(),
               "fused_spline: x is ", x.scalar_type(), ", grid ", grid.scalar_type(), ", weight ",
               weight.scalar_type(), "; all must have one dtype");
-  TORCH_CHECK(x.device() == grid.device() && x.device() == weight.device(), "fused_spline: x is on ",
-              x.device(), ", grid on ", grid.device(), ", weight on ", weight.device());
+  TORCH_CHECK(x.device() == grid.device() && x.device() == weight.device(),
+              "fused_spline: x is on ", x.device(), ", grid on ", grid.device(), ", weight on ",
+              weight.device());
   return FusedSplineFunction::apply(x, grid, weight, k);
 }
 

@@ -31,8 +31,9 @@ int64_t blocks_for(int64_t work) {
 // so the reads of w are coalesced.
 template <typename T>
 __global__ void forward_kernel(const T* __restrict__ x, const T* __restrict__ grid,
-                               const T* __restrict__ inv, const T* __restrict__ w, T* __restrict__ y,
-                               int64_t N, int64_t I, int64_t P, int64_t M, int64_t O, int k) {
+                               const T* __restrict__ inv, const T* __restrict__ w,
+                               T* __restrict__ y, int64_t N, int64_t I, int64_t P, int64_t M,
+                               int64_t O, int k) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= N * O)
     return;
@@ -130,18 +131,16 @@ at::Tensor fused_spline_forward_cuda(const at::Tensor& x, const at::Tensor& grid
   return y;
 }
 
-std::pair<at::Tensor, at::Tensor> fused_spline_backward_cuda(const at::Tensor& grad_y,
-                                                             const at::Tensor& x,
-                                                             const at::Tensor& grid,
-                                                             const at::Tensor& inv,
-                                                             const at::Tensor& weight, int64_t k) {
+std::pair<at::Tensor, at::Tensor>
+fused_spline_backward_cuda(const at::Tensor& grad_y, const at::Tensor& x, const at::Tensor& grid,
+                           const at::Tensor& inv, const at::Tensor& weight, int64_t k) {
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t N = x.size(0), I = x.size(1), P = grid.size(1), M = weight.size(1),
                 O = weight.size(2);
   int64_t slices = std::max<int64_t>(1, kTargetThreads / (I * O));
   slices = std::min(slices, std::max<int64_t>(1, N / 64));
-  slices = std::min(slices, std::max<int64_t>(1, kMaxSliceBytes / (weight.numel() *
-                                                                     weight.element_size())));
+  slices = std::min(
+      slices, std::max<int64_t>(1, kMaxSliceBytes / (weight.numel() * weight.element_size())));
   auto grad_x = at::empty_like(x);
   auto grad_w = at::zeros({slices, I, M, O}, weight.options());
   if (N > 0) {

@@ -10,8 +10,7 @@
 namespace kan::detail {
 
 /// One fused spline problem: y_nj = sum_i sum_m B_m(x_ni) weight_imj (all arrays contiguous).
-template <typename T>
-struct SplineArgs {
+template <typename T> struct SplineArgs {
   const T* x;      ///< (N, I) inputs
   const T* grid;   ///< (I, P) knots, non-decreasing per row
   const T* inv;    ///< (I, k, P) reciprocal knot differences (see local_bspline)
@@ -22,8 +21,7 @@ struct SplineArgs {
 
 /// The kernels of one instruction set, on a range of the work; the drivers below split the work
 /// over threads.
-template <typename T>
-struct SplineKernels {
+template <typename T> struct SplineKernels {
   /// Rows [n_begin, n_end) of y (N, O) += the spline part.
   void (*forward_rows)(const SplineArgs<T>& a, T* y, int64_t n_begin, int64_t n_end);
   /// Tasks [task_begin, task_end) of the backward, task = slice * I + input (see spline_backward).
@@ -32,13 +30,11 @@ struct SplineKernels {
 };
 
 namespace cpu_generic {
-template <typename T>
-SplineKernels<T> kernels();
+template <typename T> SplineKernels<T> kernels();
 } // namespace cpu_generic
 
 namespace cpu_avx2 {
-template <typename T>
-SplineKernels<T> kernels();
+template <typename T> SplineKernels<T> kernels();
 } // namespace cpu_avx2
 
 /// y (N, O) = the spline part (y must be zero on entry), parallel over samples.

@@ -13,9 +13,8 @@ constexpr int64_t kForwardGrain = 64;
 
 template <typename T>
 void spline_forward(const SplineKernels<T>& kernels, const SplineArgs<T>& a, T* y) {
-  at::parallel_for(0, a.N, kForwardGrain, [&](int64_t begin, int64_t end) {
-    kernels.forward_rows(a, y, begin, end);
-  });
+  at::parallel_for(0, a.N, kForwardGrain,
+                   [&](int64_t begin, int64_t end) { kernels.forward_rows(a, y, begin, end); });
 }
 
 template <typename T>

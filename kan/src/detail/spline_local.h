@@ -58,7 +58,8 @@ static KAN_HOST_DEVICE bool local_bspline(const T* t, const T* inv, int64_t P, i
         value[r] = T(0);
         continue;
       }
-      if (p == k) // dB_j/dx = k (B_j / (t_{j+k} - t_j) - B_{j+1} / (t_{j+k+1} - t_{j+1})), order k-1
+      if (p ==
+          k) // dB_j/dx = k (B_j / (t_{j+k} - t_j) - B_{j+1} / (t_{j+k+1} - t_{j+1})), order k-1
         deriv[r] = T(k) * (inv_p[j] * left - inv_p[j + 1] * right);
       value[r] = (x - t[j]) * inv_p[j] * left + (t[j + p + 1] - x) * inv_p[j + 1] * right;
     }
