@@ -9,6 +9,8 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 namespace kan::detail {
 namespace {
@@ -19,8 +21,13 @@ constexpr int64_t kMaxSliceBytes = 64 << 20;
 // Rows below which a slice is not worth its own copy of grad_weight.
 constexpr int64_t kMinSliceRows = 256;
 
-bool cpu_has_avx2() {
+// The AVX2 kernels where they were built and the CPU has AVX2 and FMA, unless the environment
+// variable KAN_FUSED_CPU_ISA=generic asks for the portable ones (tests run both).
+bool use_avx2() {
 #if defined(KAN_HAS_AVX2_KERNELS) && (defined(__x86_64__) || defined(__i386__))
+  const char* isa = std::getenv("KAN_FUSED_CPU_ISA");
+  if (isa != nullptr && std::string(isa) == "generic")
+    return false;
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #else
   return false;
@@ -30,7 +37,7 @@ bool cpu_has_avx2() {
 template <typename T> const SplineKernels<T>& cpu_kernels() {
 #ifdef KAN_HAS_AVX2_KERNELS
   static const SplineKernels<T> kernels =
-      cpu_has_avx2() ? cpu_avx2::kernels<T>() : cpu_generic::kernels<T>();
+      use_avx2() ? cpu_avx2::kernels<T>() : cpu_generic::kernels<T>();
 #else
   static const SplineKernels<T> kernels = cpu_generic::kernels<T>();
 #endif
@@ -143,7 +150,7 @@ public:
 } // namespace
 
 const char* fused_cpu_kernel_isa() {
-  return cpu_has_avx2() ? "avx2" : "generic";
+  return use_avx2() ? "avx2" : "generic";
 }
 
 at::Tensor knot_reciprocals(const at::Tensor& grid, int64_t k) {
