@@ -49,6 +49,7 @@ TEST_F(Cli, FitWritesResultsAndCheckpoint) {
   }
   EXPECT_EQ(result["config"]["model"]["width"], (std::vector<int64_t>{2, 5, 1}));
   EXPECT_EQ(result["config"]["fit"]["opt"], "lbfgs");
+  EXPECT_EQ(result["config"]["model"]["backend"], "fused");
   EXPECT_EQ(result["history"]["steps"].size(), 3u);
   EXPECT_GT(result["test_rmse"].get<double>(), 0.0);
   EXPECT_LT(result["refined_test_rmse"].get<double>(), 1.0);
@@ -62,6 +63,14 @@ TEST_F(Cli, FitWritesResultsAndCheckpoint) {
   EXPECT_TRUE(audit["audit"]["findings"].empty());
 }
 
+TEST_F(Cli, FitRecordsTheBackend) {
+  const auto run = kanbench(
+      "fit --backend reference --steps 1 --train-num 50 --test-num 20 --out " + dir_.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  std::ifstream in(dir_ / "fit.json");
+  EXPECT_EQ(nlohmann::json::parse(in)["config"]["model"]["backend"], "reference");
+}
+
 TEST_F(Cli, HelpExitsZero) {
   const auto run = kanbench("fit --help");
   EXPECT_EQ(run.exit_code, 0);
@@ -71,7 +80,7 @@ TEST_F(Cli, HelpExitsZero) {
 
 TEST_F(Cli, BadCommandLinesFailWithOneLine) {
   for (const std::string args : {"fit --no-such-flag", "fit --dtype float16", "fit --steps many",
-                                 "fit --function nope", "frobnicate"}) {
+                                 "fit --function nope", "fit --backend fast", "frobnicate"}) {
     const auto run = kanbench(args + " --out " + dir_.string());
     EXPECT_EQ(run.exit_code, 2) << args << ": " << run.output;
     EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1)
