@@ -1,5 +1,11 @@
 # LibTorch, found through torch.utils.cmake_prefix_path (tools/setup.sh passes it as
 # CMAKE_PREFIX_PATH). The CUDA build of LibTorch needs the CUDA toolkit at configure time.
+# LibTorch's CMake turns TORCH_CUDA_ARCH_LIST into nvcc -gencode flags for every .cu file; its
+# default list starts at sm_50, which CUDA 13's nvcc rejects. kanbench's kernels target the H200
+# (sm_90) plus PTX for anything newer; set TORCH_CUDA_ARCH_LIST (variable or environment) to change.
+if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+  set(TORCH_CUDA_ARCH_LIST "9.0+PTX")
+endif()
 find_package(Torch 2.11 REQUIRED)
 
 # One precompiled header for every target that includes LibTorch: a LibTorch translation

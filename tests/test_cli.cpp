@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 namespace {
 
@@ -49,6 +50,7 @@ TEST_F(Cli, FitWritesResultsAndCheckpoint) {
   }
   EXPECT_EQ(result["config"]["model"]["width"], (std::vector<int64_t>{2, 5, 1}));
   EXPECT_EQ(result["config"]["fit"]["opt"], "lbfgs");
+  EXPECT_EQ(result["config"]["model"]["backend"], "fused");
   EXPECT_EQ(result["history"]["steps"].size(), 3u);
   EXPECT_GT(result["test_rmse"].get<double>(), 0.0);
   EXPECT_LT(result["refined_test_rmse"].get<double>(), 1.0);
@@ -62,6 +64,14 @@ TEST_F(Cli, FitWritesResultsAndCheckpoint) {
   EXPECT_TRUE(audit["audit"]["findings"].empty());
 }
 
+TEST_F(Cli, FitRecordsTheBackend) {
+  const auto run = kanbench(
+      "fit --backend reference --steps 1 --train-num 50 --test-num 20 --out " + dir_.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  std::ifstream in(dir_ / "fit.json");
+  EXPECT_EQ(nlohmann::json::parse(in)["config"]["model"]["backend"], "reference");
+}
+
 TEST_F(Cli, HelpExitsZero) {
   const auto run = kanbench("fit --help");
   EXPECT_EQ(run.exit_code, 0);
@@ -71,7 +81,7 @@ TEST_F(Cli, HelpExitsZero) {
 
 TEST_F(Cli, BadCommandLinesFailWithOneLine) {
   for (const std::string args : {"fit --no-such-flag", "fit --dtype float16", "fit --steps many",
-                                 "fit --function nope", "frobnicate"}) {
+                                 "fit --function nope", "fit --backend fast", "frobnicate"}) {
     const auto run = kanbench(args + " --out " + dir_.string());
     EXPECT_EQ(run.exit_code, 2) << args << ": " << run.output;
     EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1)
@@ -200,6 +210,63 @@ TEST_F(Cli, AuditOnCuda_CUDA) {
   EXPECT_EQ(run.exit_code, 1) << run.output;
   EXPECT_NE(run.output.find("data.train_input is on cpu, expected cuda"), std::string::npos)
       << run.output;
+}
+
+
+TEST_F(Cli, RunQuickSuiteWritesResultsJson) {
+  const auto run = kanbench("run --suite quick --repeat 2 --devices cpu --out " + dir_.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto results = read_json(dir_ / "results.json");
+  for (const char* key :
+       {"schema_version", "environment", "config", "cases", "comparisons", "edge_cases"})
+    ASSERT_TRUE(results.contains(key)) << key;
+  EXPECT_EQ(results["config"]["suite"], "quick");
+  // Four workloads on cpu (float32) and, without a GPU, on cpu-float64 for parity.
+  ASSERT_EQ(results["cases"].size(), 8u);
+  for (const auto& c : results["cases"]) {
+    for (const char* key : {"name", "device", "dtype", "status", "reason", "epoch_seconds",
+                            "median_epoch_seconds", "iqr_epoch_seconds", "peak_memory_bytes"})
+      EXPECT_TRUE(c.contains(key)) << key << " in " << c["name"];
+    EXPECT_EQ(c["status"], "ok") << c.dump();
+    EXPECT_EQ(c["epoch_seconds"].size(), 2u);
+    EXPECT_GT(c["median_epoch_seconds"].get<double>(), 0.0);
+    EXPECT_TRUE(c.contains(c["name"] == "wide" ? "final_accuracy" : "final_test_rmse")) << c["name"];
+  }
+  ASSERT_EQ(results["comparisons"].size(), 4u);
+  for (const auto& c : results["comparisons"]) {
+    for (const char* key : {"case", "a", "b", "speedup", "max_abs_output_diff", "max_rel_loss_diff",
+                            "final_metric_rel_diff", "parity"})
+      EXPECT_TRUE(c.contains(key)) << key << " in " << c["case"];
+    EXPECT_EQ(c["label"], "float32 vs float64 on cpu");
+    EXPECT_LT(c["max_rel_output_diff"].get<double>(), 1e-4); // same seed, same model
+  }
+  std::set<std::string> edge_cases;
+  for (const auto& e : results["edge_cases"]) {
+    edge_cases.insert(e["name"].get<std::string>());
+    EXPECT_NE(e["status"], "fail") << e.dump();
+  }
+  EXPECT_EQ(edge_cases, (std::set<std::string>{"empty_input", "single_sample",
+                                               "million_samples_bounded_memory", "out_of_memory",
+                                               "time_limit"}));
+}
+
+TEST_F(Cli, RunWithAMissingGpuRecordsSkippedCases) {
+  if (torch::cuda::is_available())
+    GTEST_SKIP() << "this machine has a GPU";
+  const auto run = kanbench("run --suite quick --repeat 1 --devices cpu,cuda --case toy "
+                            "--no-edge-cases --out " + dir_.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto results = read_json(dir_ / "results.json");
+  bool skipped = false;
+  for (const auto& c : results["cases"]) {
+    if (c["target"] == "cuda") {
+      skipped = true;
+      EXPECT_EQ(c["status"], "skipped");
+      EXPECT_NE(c["reason"].get<std::string>().find("no CUDA device"), std::string::npos);
+      EXPECT_TRUE(c["median_epoch_seconds"].is_null()); // never a number for a missing device
+    }
+  }
+  EXPECT_TRUE(skipped);
 }
 
 } // namespace

@@ -69,7 +69,8 @@ TEST(KANLayer, RegistersParametersAndBuffers) {
   EXPECT_EQ(layer->scale_sp.min().item<float>(), static_cast<float>(1 / std::sqrt(3.0)));
   std::ostringstream printed;
   layer->pretty_print(printed);
-  EXPECT_EQ(printed.str(), "kan::KANLayer(in_dim=3, out_dim=2, grid=4, k=2, base_fun=silu)");
+  EXPECT_EQ(printed.str(),
+            "kan::KANLayer(in_dim=3, out_dim=2, grid=4, k=2, base_fun=silu, backend=fused)");
 }
 
 TEST(KANLayer, SeedDeterminesInitialisationInEveryDtype) {

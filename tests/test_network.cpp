@@ -44,7 +44,7 @@ TEST(KAN, BuildsLayersFromTheWidthList) {
   EXPECT_EQ(model(torch::empty({0, 2})).sizes(), (std::vector<int64_t>{0, 1}));
   std::ostringstream printed;
   model->pretty_print(printed);
-  EXPECT_EQ(printed.str(), "kan::KAN(width=[2, 5, 1], grid=3, k=3, base_fun=silu)");
+  EXPECT_EQ(printed.str(), "kan::KAN(width=[2, 5, 1], grid=3, k=3, base_fun=silu, backend=fused)");
 }
 
 TEST(KAN, HonoursDeviceAndDtypeAtConstruction) {

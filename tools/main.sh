@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The main job: install what is missing, build, train the reference model, print its metrics.
+# The main job: install what is missing, build, train pykan's reference model, then run the
+# default benchmark suite on every device this machine has. Results go to results/ (or $1).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 kanbench_build
-out=${1:-$KANBENCH_ROOT/results/reference-fit}
+out=${1:-$KANBENCH_ROOT/results}
 "$KANBENCH_BUILD/bin/kanbench" fit --function toy --width 2,5,1 --grid 3 --k 3 --opt lbfgs \
-  --steps 50 --seed 0 --dtype float64 --device cpu --refine 10 --out "$out"
+  --steps 50 --seed 0 --dtype float64 --device cpu --refine 10 --out "$out/reference-fit"
+"$KANBENCH_BUILD/bin/kanbench" run --suite default --devices auto --out "$out/default"

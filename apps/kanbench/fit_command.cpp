@@ -31,6 +31,7 @@ struct FitArgs {
   std::vector<int64_t> width = kModel.width();
   int64_t grid = kModel.grid();
   int64_t k = kModel.k();
+  std::string backend = kan::to_string(kModel.backend());
   std::string opt = kan::to_string(kFit.opt());
   int64_t steps = 50; // pykan's reference run (the library's default is 100)
   double lr = kFit.lr();
@@ -171,7 +172,8 @@ int run_fit(const FitArgs& a) {
                                                         .device(device)
                                                         .dtype(dtype));
   const auto model_options =
-      kan::KANOptions(a.width).grid(a.grid).k(a.k).seed(a.seed).device(device).dtype(dtype);
+      kan::KANOptions(a.width).grid(a.grid).k(a.k).seed(a.seed).device(device).dtype(dtype).backend(
+          kan::spline_backend_from_string(a.backend));
   kan::KAN model(model_options);
   auto fit_options = kan::FitOptions()
                          .opt(kan::optimizer_from_string(a.opt))
@@ -255,6 +257,9 @@ void add_fit_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--grid", args->grid, "Grid intervals G")->capture_default_str();
   cmd->add_option("--k", args->k, "Spline order k")->capture_default_str();
+  cmd->add_option("--backend", args->backend, "Spline backend")
+      ->check(CLI::IsMember({"reference", "fused"}))
+      ->capture_default_str();
   cmd->add_option("--opt", args->opt, "Optimiser")
       ->check(CLI::IsMember({"lbfgs", "adam"}))
       ->capture_default_str();

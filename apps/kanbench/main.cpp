@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
                "CPU vs GPU benchmarks"};
   app.require_subcommand(1);
   int exit_code = 0;
+  kanbench::add_run_command(app, exit_code);
   kanbench::add_fit_command(app, exit_code);
   kanbench::add_env_command(app, exit_code);
   kanbench::add_audit_command(app, exit_code);

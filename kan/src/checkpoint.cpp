@@ -78,7 +78,8 @@ nlohmann::json to_json(const KANOptions& o) {
           {"grid_range", o.grid_range()},
           {"sp_trainable", o.sp_trainable()},
           {"sb_trainable", o.sb_trainable()},
-          {"dtype", dtype_name(o.dtype())}};
+          {"dtype", dtype_name(o.dtype())},
+          {"backend", to_string(o.backend())}};
 }
 
 KANOptions kan_options_from_json(const nlohmann::json& j) {
@@ -96,7 +97,10 @@ KANOptions kan_options_from_json(const nlohmann::json& j) {
       .grid_range(required<GridRange>(j, "grid_range"))
       .sp_trainable(required<bool>(j, "sp_trainable"))
       .sb_trainable(required<bool>(j, "sb_trainable"))
-      .dtype(dtype_from_name(required<std::string>(j, "dtype")));
+      .dtype(dtype_from_name(required<std::string>(j, "dtype")))
+      // Files written before the backend option existed read as the default, "fused".
+      .backend(spline_backend_from_string(
+          j.contains("backend") ? required<std::string>(j, "backend") : std::string("fused")));
 }
 
 void save_checkpoint(const KAN& model, const std::string& path) {

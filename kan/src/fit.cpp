@@ -126,21 +126,33 @@ torch::Tensor compute_loss(Loss loss, const torch::Tensor& pred, const torch::Te
   return at::cross_entropy_loss(pred, labels);
 }
 
-Evaluation evaluate(KAN& model, const Dataset& data, Loss loss) {
+Evaluation evaluate(KAN& model, const Dataset& data, Loss loss, int64_t chunk) {
+  TORCH_CHECK(chunk >= 1, "evaluate: chunk must be >= 1 rows, got ", chunk);
+  PhaseScope phase(Phase::kEvaluation);
   torch::NoGradGuard no_grad;
   SaveActivationsScope fast_path(*model, false);
   auto measure = [&](const torch::Tensor& x, const torch::Tensor& labels, const char* what,
                      double& loss_out, double& rmse_out, double& accuracy_out) {
     loss_out = rmse_out = accuracy_out = kNaN;
-    if (x.size(0) == 0)
+    const int64_t n = x.size(0);
+    if (n == 0)
       return;
     check_labels(loss, labels, x, *model, what);
-    const auto pred = model->forward(x);
-    loss_out = compute_loss(loss, pred, labels).item<double>();
+    // Sums over chunks of rows, so memory stays bounded by the chunk, not the dataset.
+    double loss_sum = 0, correct = 0;
+    for (int64_t start = 0; start < n; start += chunk) {
+      const int64_t rows = std::min(chunk, n - start);
+      const auto pred = model->forward(x.narrow(0, start, rows));
+      const auto y = labels.narrow(0, start, rows);
+      loss_sum += compute_loss(loss, pred, y).item<double>() * static_cast<double>(rows);
+      if (loss == Loss::kCrossEntropy)
+        correct += accuracy(pred, y) * static_cast<double>(rows);
+    }
+    loss_out = loss_sum / static_cast<double>(n);
     if (loss == Loss::kMSE) {
       rmse_out = std::sqrt(loss_out);
     } else {
-      accuracy_out = accuracy(pred, labels);
+      accuracy_out = correct / static_cast<double>(n);
     }
   };
   model->check_input(data.train_input, "train_input");

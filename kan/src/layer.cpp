@@ -1,6 +1,7 @@
 #include "kan/layer.h"
 
 #include "detail/checks.h"
+#include "detail/fused_spline.h"
 #include "kan/bspline.h"
 
 #include <ATen/ATen.h>
@@ -72,7 +73,8 @@ void KANLayerImpl::reset_parameters() {
 void KANLayerImpl::pretty_print(std::ostream& stream) const {
   stream << "kan::KANLayer(in_dim=" << options_.in_dim() << ", out_dim=" << options_.out_dim()
          << ", grid=" << options_.grid() << ", k=" << options_.k()
-         << ", base_fun=" << to_string(options_.base_fun()) << ")";
+         << ", base_fun=" << to_string(options_.base_fun())
+         << ", backend=" << to_string(options_.backend()) << ")";
 }
 
 void KANLayerImpl::check_input(const torch::Tensor& x, const char* what) const {
@@ -98,9 +100,14 @@ torch::Tensor KANLayerImpl::spline_weight() const {
 
 torch::Tensor KANLayerImpl::forward(const torch::Tensor& x) {
   check_input(x);
-  const auto basis = bspline_basis(x, grid, options_.k()); // (N, I, M)
-  auto y =
-      torch::matmul(basis.reshape({x.size(0), basis.size(1) * basis.size(2)}), spline_weight());
+  const int64_t k = options_.k(), I = options_.in_dim(), O = options_.out_dim();
+  torch::Tensor y;
+  if (options_.backend() == SplineBackend::kFused) {
+    y = detail::fused_spline(x, grid, spline_weight().view({I, -1, O}), k);
+  } else {
+    const auto basis = bspline_basis(x, grid, k); // (N, I, M)
+    y = torch::matmul(basis.reshape({x.size(0), I * basis.size(2)}), spline_weight());
+  }
   if (options_.base_fun() != BaseFunction::kZero) {
     y = y + torch::matmul(base(x), scale_base * mask);
   }

@@ -44,7 +44,8 @@ KANLayerOptions layer_options(const KANOptions& o, size_t l) {
       .sb_trainable(o.sb_trainable())
       .seed(mix_seed(o.seed(), l))
       .device(o.device())
-      .dtype(o.dtype());
+      .dtype(o.dtype())
+      .backend(o.backend());
 }
 
 KANImpl::KANImpl(KANOptions options) : options_(std::move(options)) {
@@ -62,7 +63,8 @@ void KANImpl::reset() {
 
 void KANImpl::pretty_print(std::ostream& stream) const {
   stream << "kan::KAN(width=" << c10::IntArrayRef(options_.width()) << ", grid=" << options_.grid()
-         << ", k=" << options_.k() << ", base_fun=" << to_string(options_.base_fun()) << ")";
+         << ", k=" << options_.k() << ", base_fun=" << to_string(options_.base_fun())
+         << ", backend=" << to_string(options_.backend()) << ")";
 }
 
 torch::Device KANImpl::device() const {

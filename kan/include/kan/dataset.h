@@ -3,6 +3,7 @@
 
 #include "kan/options.h"
 
+#include <torch/arg.h>
 #include <torch/types.h>
 
 #include <cstdint>

@@ -4,6 +4,7 @@
 #include "kan/dataset.h"
 #include "kan/network.h"
 
+#include <torch/arg.h>
 #include <torch/optim/optimizer.h>
 
 #include <cstdint>
@@ -122,8 +123,10 @@ struct Evaluation {
   double test_accuracy = 0;
 };
 
-/// Evaluates model on every train and test sample, without gradients. Empty splits give NaN.
-Evaluation evaluate(KAN& model, const Dataset& data, Loss loss = Loss::kMSE);
+/// Evaluates model on every train and test sample, without gradients, `chunk` rows at a time
+/// (so 2^20 samples need no more memory than `chunk` of them). Empty splits give NaN.
+Evaluation evaluate(KAN& model, const Dataset& data, Loss loss = Loss::kMSE,
+                    int64_t chunk = 65536);
 
 /// The data loss of pred against labels.
 torch::Tensor compute_loss(Loss loss, const torch::Tensor& pred, const torch::Tensor& labels);

@@ -3,6 +3,7 @@
 
 #include "kan/options.h"
 
+#include <torch/arg.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
@@ -44,6 +45,9 @@ struct KANLayerOptions {
   TORCH_ARG(torch::Device, device) = torch::kCPU;
   /// float32 or float64.
   TORCH_ARG(torch::Dtype, dtype) = torch::kFloat32;
+  /// How forward() evaluates the splines: kFused (default) or kReference (the ATen oracle).
+  /// forward_with_activations() always uses the reference formulation.
+  TORCH_ARG(SplineBackend, backend) = SplineBackend::kFused;
 };
 
 /// Everything one forward computes, for regularisation, pruning and plots.

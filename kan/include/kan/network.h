@@ -4,6 +4,7 @@
 #include "kan/layer.h"
 #include "kan/options.h"
 
+#include <torch/arg.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/pimpl.h>
@@ -40,6 +41,8 @@ struct KANOptions {
   TORCH_ARG(torch::Device, device) = torch::kCPU;
   /// float32 or float64.
   TORCH_ARG(torch::Dtype, dtype) = torch::kFloat32;
+  /// Spline backend of every layer: kFused (default) or kReference.
+  TORCH_ARG(SplineBackend, backend) = SplineBackend::kFused;
 };
 
 /// The options of layer l of a network built from `options`.

@@ -14,6 +14,18 @@ std::string to_string(BaseFunction f);
 /// Parses "silu", "identity" or "zero"; anything else is an error naming the value.
 BaseFunction base_function_from_string(const std::string& name);
 
+/// How a KAN layer evaluates its splines (KAN_SPEC.md, "One KAN layer").
+///  - kReference: the Cox-de Boor recursion as whole-tensor ATen ops and one matrix product over
+///    I * (G + k) columns; materialises (N, I, G + k) tensors. The correctness oracle.
+///  - kFused: per (sample, input), the knot span and its k + 1 non-zero basis functions only,
+///    in custom kernels with their own backward; memory does not grow with G.
+enum class SplineBackend { kReference, kFused };
+
+/// "reference" or "fused".
+std::string to_string(SplineBackend b);
+/// Parses "reference" or "fused"; anything else is an error naming the value.
+SplineBackend spline_backend_from_string(const std::string& name);
+
 /// The interval [a, b] that the initial uniform grid covers.
 using GridRange = std::array<double, 2>;
 

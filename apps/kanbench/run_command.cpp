@@ -1,0 +1,113 @@
+// `kanbench run`: the benchmark suite; writes DIR/results.json.
+#include "commands.h"
+
+#include "kan/bench/suite.h"
+#include "kan/reports/results_io.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+namespace kanbench {
+namespace {
+
+struct RunArgs {
+  std::string suite = "default";
+  std::string devices = "auto";
+  int64_t repeat = 0;
+  std::vector<std::string> cases;
+  double time_limit = 0;
+  bool no_edge_cases = false;
+  std::string out = "results/run";
+};
+
+// Case i/N, epoch j/M, elapsed and remaining: one rewritten line on a terminal, a line per
+// epoch otherwise.
+void print_progress(const kan::bench::Progress& p) {
+  static const bool tty = isatty(fileno(stderr));
+  char remaining[32] = "?";
+  if (p.remaining_seconds >= 0)
+    std::snprintf(remaining, sizeof remaining, "~%.0f s", p.remaining_seconds);
+  std::fprintf(stderr, "%scase %lld/%lld %s on %s: epoch %lld/%lld  %.1f s elapsed, %s left%s",
+               tty ? "\r\033[K" : "", static_cast<long long>(p.case_index),
+               static_cast<long long>(p.case_count), p.case_name.c_str(), p.target.c_str(),
+               static_cast<long long>(p.epoch), static_cast<long long>(p.epochs),
+               p.elapsed_seconds, remaining, tty ? "" : "\n");
+}
+
+std::string format_seconds(const std::optional<double>& s) {
+  if (!s)
+    return "-";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.4g s", *s);
+  return text;
+}
+
+int run(const RunArgs& a) {
+  kan::bench::SuiteOptions options;
+  options.suite = a.suite;
+  options.devices = a.devices;
+  options.repeat = a.repeat;
+  options.cases = a.cases;
+  options.time_limit_seconds = a.time_limit;
+  options.edge_cases = !a.no_edge_cases;
+  options.on_progress = print_progress;
+  auto results = kan::bench::run_suite(options);
+  results.config.out = a.out;
+  if (isatty(fileno(stderr)))
+    std::fprintf(stderr, "\n");
+
+  std::filesystem::create_directories(a.out);
+  const auto path = (std::filesystem::path(a.out) / "results.json").string();
+  kan::reports::write_results_file(path, results);
+
+  for (const auto& c : results.cases) {
+    std::cout << c.name << " on " << c.target << ": " << kan::reports::to_string(c.status);
+    if (c.status == kan::reports::CaseStatus::kOk)
+      std::cout << ", epoch " << format_seconds(c.median_epoch_seconds) << " (IQR "
+                << format_seconds(c.iqr_epoch_seconds) << ")";
+    else
+      std::cout << " (" << c.reason << ")";
+    std::cout << "\n";
+  }
+  for (const auto& c : results.comparisons) {
+    std::printf("%s %s vs %s: speedup %.3g, parity %s%s\n", c.case_name.c_str(), c.a.c_str(),
+                c.b.c_str(), c.speedup.value_or(0), kan::reports::to_string(c.parity).c_str(),
+                c.message.empty() ? "" : (" (" + c.message + ")").c_str());
+  }
+  int passed = 0;
+  for (const auto& e : results.edge_cases) {
+    passed += e.status == kan::reports::EdgeStatus::kPass;
+    if (e.status == kan::reports::EdgeStatus::kFail)
+      std::cout << "edge case " << e.name << " on " << e.device << ": FAIL: " << e.message << "\n";
+  }
+  std::printf("edge cases: %d of %zu passed; %.1f s in all -> %s\n", passed,
+              results.edge_cases.size(), results.wall_seconds.value_or(0), path.c_str());
+  return 0;
+}
+
+} // namespace
+
+void add_run_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<RunArgs>();
+  auto* cmd = app.add_subcommand("run", "Run the benchmark suite on every device: per-epoch time, "
+                                        "parity, edge cases; writes DIR/results.json");
+  cmd->add_option("--suite", args->suite, "quick (seconds), default (minutes), full (GPU sizes)")
+      ->check(CLI::IsMember(kan::bench::suite_names()))
+      ->capture_default_str();
+  cmd->add_option("--devices", args->devices, "auto, cpu, cuda or cpu,cuda")->capture_default_str();
+  cmd->add_option("--repeat", args->repeat, "Timed epochs per case (0: the suite's own)")
+      ->capture_default_str();
+  cmd->add_option("--case", args->cases, "Only these workloads (toy, deep, wide, million)");
+  cmd->add_option("--time-limit", args->time_limit,
+                  "Seconds per case before it is recorded as timeout (0: the suite's default)")
+      ->capture_default_str();
+  cmd->add_flag("--no-edge-cases", args->no_edge_cases, "Skip the edge cases");
+  cmd->add_option("--out", args->out, "Output folder for results.json")->capture_default_str();
+  cmd->callback([args, &exit_code] { exit_code = run(*args); });
+}
+
+} // namespace kanbench

@@ -1,0 +1,155 @@
+// bench_kan: Google Benchmark families of the KAN library. Each family is a BM_ function plus
+// a registration in register_families(); CUDA variants are registered only where a GPU is.
+//
+// Read the fused / reference ratio off one run, e.g.
+//   build/bin/bench_kan --benchmark_filter='BM_LayerForwardBackward/.*/batch:4096/in:100'
+#include "bench_util.h"
+
+#include "kan/kan.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <benchmark/benchmark.h>
+#include <torch/cuda.h>
+#include <torch/nn/module.h>
+#include <torch/version.h>
+
+#include <vector>
+
+namespace kan::bench {
+namespace {
+
+// ---- Layer forward + backward ---------------------------------------------------------------
+// Args: backend (0 reference, 1 fused), batch N, in I, out O, grid G, order k. float32.
+
+struct LayerCase {
+  KANLayer layer;
+  torch::Tensor x, grad_y;
+};
+
+LayerCase make_layer_case(const benchmark::State& state, torch::Device device) {
+  const int64_t N = state.range(1), I = state.range(2), O = state.range(3), G = state.range(4),
+                k = state.range(5);
+  KANLayer layer(KANLayerOptions(I, O).grid(G).k(k).seed(0).backend(backend_arg(state.range(0))));
+  layer->to(device);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
+  auto x = (torch::rand({N, I}, gen) * 2 - 1).to(device).requires_grad_(true);
+  auto grad_y = torch::randn({N, O}, gen).to(device);
+  return {layer, x, grad_y};
+}
+
+void layer_step(LayerCase& c) {
+  c.layer->zero_grad();
+  c.x.mutable_grad() = torch::Tensor();
+  c.layer(c.x).backward(c.grad_y);
+}
+
+void set_layer_counters(benchmark::State& state) {
+  const double flops = 3 * layer_forward_flops(state.range(1), state.range(2), state.range(3),
+                                               state.range(4), state.range(5));
+  set_rate_counters(state, state.range(1), flops);
+  state.SetLabel(to_string(backend_arg(state.range(0))));
+}
+
+void BM_LayerForwardBackward(benchmark::State& state) {
+  auto c = make_layer_case(state, torch::kCPU);
+  layer_step(c); // warm-up
+  for (auto _ : state)
+    layer_step(c);
+  set_layer_counters(state);
+}
+
+void BM_LayerForwardBackward_CUDA(benchmark::State& state) {
+  auto c = make_layer_case(state, torch::kCUDA);
+  layer_step(c);
+  torch::cuda::synchronize();
+  time_on_cuda(state, [&] { layer_step(c); });
+  set_layer_counters(state);
+}
+
+// The dense matrix product of the spline's shape, (N, I * (G + k)) x (I * (G + k), O) forward
+// and its two backward products: the yardstick for the GPU figures.
+void BM_DenseEquivalentGemm_CUDA(benchmark::State& state) {
+  const int64_t N = state.range(1), I = state.range(2), O = state.range(3),
+                K = I * (state.range(4) + state.range(5));
+  const auto opts = torch::TensorOptions().device(torch::kCUDA);
+  auto a = torch::randn({N, K}, opts), w = torch::randn({K, O}, opts),
+       g = torch::randn({N, O}, opts);
+  time_on_cuda(state, [&] {
+    auto y = torch::matmul(a, w);
+    auto gw = torch::matmul(a.t(), g);
+    auto ga = torch::matmul(g, w.t());
+    benchmark::DoNotOptimize(y);
+  });
+  set_layer_counters(state);
+  state.SetLabel("dense gemm");
+}
+
+void layer_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"backend", "batch", "in", "out", "G", "k"});
+  // batch, in, out, G, k; both backends. G = 5 and G = 50 at 4096 x 100 -> 100 are issue 6's
+  // acceptance cases.
+  const std::vector<std::vector<int64_t>> shapes = {
+      {256, 16, 16, 5, 3},     {4096, 100, 100, 5, 3},  {4096, 100, 100, 50, 3},
+      {4096, 100, 100, 10, 1}, {4096, 100, 100, 10, 5}, {1024, 784, 64, 5, 3}};
+  for (const auto& s : shapes)
+    for (const int64_t backend : {0, 1})
+      b->Args({backend, s[0], s[1], s[2], s[3], s[4]});
+  // The memory test's shape, fused only: the reference needs a 3.4 GB basis tensor per level.
+  b->Args({1, 65536, 64, 64, 200, 3});
+}
+
+// ---- The `deep` workload's training epoch ---------------------------------------------------
+// KAN [4, 100, 100, 100, 1] on exp_sin4, Adam (lr 1e-3), batch 100 over 1000 training samples:
+// one epoch = 10 steps of kan::fit (each step also evaluates the 1000 test samples). Arg: backend.
+
+void BM_DeepEpoch(benchmark::State& state) {
+  const auto& f = reference_function("exp_sin4");
+  const auto data = create_dataset(f.f, DatasetOptions(f.n_var).train_num(1000).test_num(1000));
+  KAN model(
+      KANOptions({4, 100, 100, 100, 1}).grid(3).k(3).seed(0).backend(backend_arg(state.range(0))));
+  const auto options =
+      FitOptions().opt(Optimizer::kAdam).lr(1e-3).batch(100).steps(10).update_grid(false);
+  fit(model, data, FitOptions(options).steps(1)); // warm-up
+  for (auto _ : state)
+    fit(model, data, options);
+  state.counters["epochs/s"] = benchmark::Counter(1, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(to_string(backend_arg(state.range(0))));
+}
+
+void register_families() {
+  // The ctest smoke run filters on "/batch:256/" and a tiny --benchmark_min_time.
+  benchmark::RegisterBenchmark("BM_LayerForwardBackward", BM_LayerForwardBackward)
+      ->Apply(layer_args)
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("BM_DeepEpoch", BM_DeepEpoch)
+      ->ArgName("backend")
+      ->DenseRange(0, 1)
+      ->Unit(benchmark::kMillisecond);
+  if (cuda_benchmarks_available()) {
+    benchmark::RegisterBenchmark("BM_LayerForwardBackward_CUDA", BM_LayerForwardBackward_CUDA)
+        ->Apply(layer_args)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("BM_DenseEquivalentGemm_CUDA", BM_DenseEquivalentGemm_CUDA)
+        ->Apply(layer_args)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+}
+
+} // namespace
+} // namespace kan::bench
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv))
+    return 1;
+  benchmark::AddCustomContext("libtorch", TORCH_VERSION);
+  benchmark::AddCustomContext("torch_threads", std::to_string(at::get_num_threads()));
+  benchmark::AddCustomContext("cuda", kan::bench::cuda_benchmarks_available() ? "yes" : "no");
+  kan::bench::register_families();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

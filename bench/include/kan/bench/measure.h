@@ -1,0 +1,51 @@
+#pragma once
+/// Honest measurements (../shared/DESIGN.md, "Measuring honestly"): device-side epoch timing
+/// and peak memory per case. Statistics of repeated timings: kan/reports/statistics.h.
+
+#include <torch/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace kan::bench {
+
+/// Times intervals of work on one device: CUDA events on the current stream for a GPU (the
+/// host synchronises before reading them), the steady clock for the CPU.
+class EpochTimer {
+public:
+  explicit EpochTimer(torch::Device device);
+  ~EpochTimer();
+  void start();
+  /// Seconds since start(), after the device finished the work.
+  double stop();
+
+private:
+  struct CudaEvents;
+  torch::Device device_;
+  std::chrono::steady_clock::time_point wall_start_;
+  std::unique_ptr<CudaEvents> events_;
+};
+
+/// Peak extra memory of a piece of work: on the CPU the growth of the resident set's high-water
+/// mark (reset through /proc/self/clear_refs), on a GPU the caching allocator's peak allocated
+/// bytes (its statistics reset at start).
+class PeakMemory {
+public:
+  explicit PeakMemory(torch::Device device);
+  /// Peak bytes above the level at construction.
+  int64_t bytes() const;
+  /// "cpu_rss_growth" or "cuda_peak_allocated".
+  std::string kind() const;
+
+private:
+  torch::Device device_;
+  int64_t baseline_ = 0;
+};
+
+
+/// Frees what the CUDA caching allocator holds (after an out-of-memory error).
+void release_cuda_cache();
+
+} // namespace kan::bench

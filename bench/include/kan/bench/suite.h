@@ -1,0 +1,94 @@
+#pragma once
+/// `kanbench run`: every workload of a suite on every target, timed per epoch, compared for
+/// result parity, plus the edge cases; everything lands in a reports::Results.
+
+#include "kan/bench/workloads.h"
+#include "kan/reports/results.h"
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kan::bench {
+
+/// Where a case runs: a device and a dtype, under a name that is unique per workload.
+struct Target {
+  std::string name; ///< "cpu", "cuda", "cpu-float64"
+  torch::Device device = torch::kCPU;
+  torch::Dtype dtype = torch::kFloat32;
+  std::string unavailable; ///< why it cannot run here; "" when it can
+};
+
+/// The targets for the devices asked for ("auto", "cpu", "cuda", "cpu,cuda"). A CUDA device
+/// that is not there stays in the list, `unavailable` saying why, so its cases are reported as
+/// skipped. With one CPU target and no GPU, a float64 CPU target is added so that parity is
+/// still measured (labelled as what it is).
+std::vector<Target> resolve_targets(const std::string& devices);
+
+/// Parity tolerances per dtype (the less precise side of a comparison decides); documented in
+/// reports/SCHEMA.md and written into every comparison.
+struct ParityTolerances {
+  double output_rel;       ///< forward outputs at initialisation, max |a-b| / max |a|
+  double grad_rel;         ///< gradients at initialisation, max |a-b| / max |a| per tensor
+  double loss_curve_rel;   ///< per-epoch losses, max |a-b| / |a|
+  double final_metric_rel; ///< final test RMSE, |a-b| / a
+  double accuracy_points;  ///< final accuracy, |a-b| in percentage points
+};
+ParityTolerances parity_tolerances(torch::Dtype less_precise);
+
+/// Progress of a run, for a terminal.
+struct Progress {
+  int64_t case_index = 0, case_count = 0; ///< 1-based
+  std::string case_name, target;
+  int64_t epoch = 0, epochs = 0; ///< 1-based, warm-up included
+  double elapsed_seconds = 0;    ///< since the run started
+  double remaining_seconds = -1; ///< estimate; < 0 when unknown
+};
+
+struct SuiteOptions {
+  std::string suite = "default";
+  std::string devices = "auto";
+  /// Timed epochs per case; 0 = the suite's own count.
+  int64_t repeat = 0;
+  /// Workload names to run; empty = all.
+  std::vector<std::string> cases;
+  /// Per-case limit; 0 = the suite's default (quick 60 s, default 120 s, full 900 s).
+  double time_limit_seconds = 0;
+  bool edge_cases = true;
+  std::function<void(const Progress&)> on_progress;
+};
+
+/// Runs the suite. Never throws for a case that fails: it is recorded with its status and
+/// reason (failed, oom, timeout, skipped), and the run goes on.
+///
+/// Example:
+///   auto results = kan::bench::run_suite(kan::bench::SuiteOptions{.suite = "quick"});
+///   kan::reports::write_results_file("results.json", results);
+reports::Results run_suite(const SuiteOptions& options);
+
+/// One workload on one target (the building block of run_suite).
+reports::CaseResult run_case(const Workload& workload, const Target& target,
+                             double time_limit_seconds,
+                             const std::function<void(int64_t epoch, int64_t epochs)>& on_epoch = {});
+
+/// Result parity and speed of a workload on two targets that both ran.
+reports::Comparison compare_targets(const Workload& workload, const Target& a, const Target& b,
+                                    const reports::CaseResult& result_a,
+                                    const reports::CaseResult& result_b);
+
+/// The edge cases' names, in the order run_edge_cases reports them.
+const std::vector<std::string>& edge_case_names();
+
+/// An edge case that did not run, with the reason.
+reports::EdgeCaseResult skipped_edge_case(const std::string& name, const std::string& device,
+                                          const std::string& reason);
+
+/// The edge cases on one device: empty input, one sample, 2^20 samples through a 100-input
+/// model in bounded memory, out of memory (GPU), a case past its time limit.
+std::vector<reports::EdgeCaseResult> run_edge_cases(const Target& target, const std::string& suite);
+
+} // namespace kan::bench

@@ -1,0 +1,57 @@
+#pragma once
+/// The named workloads of `kanbench run` and their sizes per suite (quick, default, full).
+
+#include "kan/dataset.h"
+#include "kan/fit.h"
+#include "kan/network.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kan::bench {
+
+/// One workload at one suite's size: what to train, how, and how long to time it.
+struct Workload {
+  std::string name;        ///< "toy", "deep", "wide", "million"
+  std::string description; ///< one line for the report
+  std::vector<int64_t> width;
+  int64_t grid = 5;
+  int64_t k = 3;
+  Optimizer opt = Optimizer::kLBFGS;
+  double lr = 1.0;
+  int64_t batch = -1; ///< -1: full batch (one step per epoch)
+  Loss loss = Loss::kMSE;
+  int64_t train_num = 1000;
+  int64_t test_num = 1000;
+  int64_t warmup_epochs = 1;
+  int64_t epochs = 5; ///< timed epochs (the suite's repeat count overrides it)
+  uint64_t seed = 0;
+
+  /// Steps per epoch: 1 at full batch, else ceil(train_num / batch).
+  int64_t steps_per_epoch() const;
+  /// The dataset, made on the CPU from the seed (identical for every target), then moved.
+  Dataset dataset(torch::Device device, torch::Dtype dtype) const;
+  KANOptions model_options(torch::Device device, torch::Dtype dtype) const;
+  /// Fit options for warm-up plus timed epochs; no grid update (a timing of steady state).
+  FitOptions fit_options() const;
+  /// Everything above as JSON, written into the results.
+  nlohmann::json to_json() const;
+};
+
+/// The suites' names: "quick", "default", "full".
+const std::vector<std::string>& suite_names();
+
+/// The workloads of a suite: quick (seconds, used by the tests), default (the README's main
+/// job: all cases within 5 minutes on a 2-core CPU-only machine), full (the real sizes).
+std::vector<Workload> suite_workloads(const std::string& suite);
+
+/// A seeded, synthetic classification set of MNIST's shape: `classes` prototype images in
+/// [-1, 1]^inputs, each sample one prototype plus noise. Labels are int64 class indices.
+Dataset synthetic_classification(int64_t inputs, int64_t classes, int64_t train_num,
+                                 int64_t test_num, uint64_t seed, torch::Device device,
+                                 torch::Dtype dtype);
+
+} // namespace kan::bench

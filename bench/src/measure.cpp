@@ -1,0 +1,92 @@
+#include "kan/bench/measure.h"
+
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+
+namespace kan::bench {
+namespace {
+
+// A "Vm...:   1234 kB" line of /proc/self/status, in bytes; 0 when unreadable.
+int64_t proc_status_bytes(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + ":", 0) == 0)
+      return std::stoll(line.substr(key.size() + 1)) * 1024;
+  }
+  return 0;
+}
+
+} // namespace
+
+struct EpochTimer::CudaEvents {
+  at::cuda::CUDAEvent begin{cudaEventDefault};
+  at::cuda::CUDAEvent end{cudaEventDefault};
+};
+
+EpochTimer::EpochTimer(torch::Device device) : device_(device) {
+  if (device_.is_cuda())
+    events_ = std::make_unique<CudaEvents>();
+}
+
+EpochTimer::~EpochTimer() = default;
+
+void EpochTimer::start() {
+  if (events_) {
+    events_->begin.record(c10::cuda::getCurrentCUDAStream(device_.index()));
+    return;
+  }
+  wall_start_ = std::chrono::steady_clock::now();
+}
+
+double EpochTimer::stop() {
+  if (events_) {
+    events_->end.record(c10::cuda::getCurrentCUDAStream(device_.index()));
+    events_->end.synchronize();
+    return events_->begin.elapsed_time(events_->end) / 1000.0;
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_).count();
+}
+
+PeakMemory::PeakMemory(torch::Device device) : device_(device) {
+  if (device_.is_cuda()) {
+    torch::cuda::synchronize(device_.index());
+    const auto index = device_.has_index() ? device_.index() : c10::cuda::current_device();
+    c10::cuda::CUDACachingAllocator::resetPeakStats(index);
+    baseline_ = c10::cuda::CUDACachingAllocator::getDeviceStats(index)
+                    .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+                    .current;
+    return;
+  }
+  // Writing 5 to clear_refs resets the high-water mark VmHWM to the current resident set.
+  std::ofstream("/proc/self/clear_refs") << "5";
+  baseline_ = proc_status_bytes("VmRSS");
+}
+
+int64_t PeakMemory::bytes() const {
+  if (device_.is_cuda()) {
+    const auto index = device_.has_index() ? device_.index() : c10::cuda::current_device();
+    const auto peak = c10::cuda::CUDACachingAllocator::getDeviceStats(index)
+                          .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+                          .peak;
+    return std::max<int64_t>(0, peak - baseline_);
+  }
+  return std::max<int64_t>(0, proc_status_bytes("VmHWM") - baseline_);
+}
+
+std::string PeakMemory::kind() const {
+  return device_.is_cuda() ? "cuda_peak_allocated" : "cpu_rss_growth";
+}
+
+void release_cuda_cache() {
+  if (torch::cuda::is_available())
+    c10::cuda::CUDACachingAllocator::emptyCache();
+}
+
+} // namespace kan::bench

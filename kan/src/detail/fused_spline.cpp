@@ -1,0 +1,189 @@
+#include "detail/fused_spline.h"
+
+#include "detail/spline_kernels.h"
+#include "detail/spline_local.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+namespace kan::detail {
+namespace {
+
+// Cap on the per-slice copies of grad_weight that let the backward run many threads over a layer
+// with few inputs (see spline_backward_cpu).
+constexpr int64_t kMaxSliceBytes = 64 << 20;
+// Rows below which a slice is not worth its own copy of grad_weight.
+constexpr int64_t kMinSliceRows = 256;
+
+// The AVX2 kernels where they were built and the CPU has AVX2 and FMA, unless the environment
+// variable KAN_FUSED_CPU_ISA=generic asks for the portable ones (tests run both).
+bool use_avx2() {
+#if defined(KAN_HAS_AVX2_KERNELS) && (defined(__x86_64__) || defined(__i386__))
+  const char* isa = std::getenv("KAN_FUSED_CPU_ISA");
+  if (isa != nullptr && std::string(isa) == "generic")
+    return false;
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+
+template <typename T> const SplineKernels<T>& cpu_kernels() {
+#ifdef KAN_HAS_AVX2_KERNELS
+  static const SplineKernels<T> kernels =
+      use_avx2() ? cpu_avx2::kernels<T>() : cpu_generic::kernels<T>();
+#else
+  static const SplineKernels<T> kernels = cpu_generic::kernels<T>();
+#endif
+  return kernels;
+}
+
+template <typename T>
+SplineArgs<T> spline_args(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& inv,
+                          const at::Tensor& weight, int64_t k) {
+  return {x.const_data_ptr<T>(),
+          grid.const_data_ptr<T>(),
+          inv.const_data_ptr<T>(),
+          weight.const_data_ptr<T>(),
+          x.size(0),
+          x.size(1),
+          grid.size(1),
+          weight.size(1),
+          weight.size(2),
+          static_cast<int>(k)};
+}
+
+at::Tensor forward_cpu(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& inv,
+                       const at::Tensor& weight, int64_t k) {
+  auto y = at::zeros({x.size(0), weight.size(2)}, x.options());
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_forward_cpu", [&] {
+    spline_forward(cpu_kernels<scalar_t>(), spline_args<scalar_t>(x, grid, inv, weight, k),
+                   y.mutable_data_ptr<scalar_t>());
+  });
+  return y;
+}
+
+std::pair<at::Tensor, at::Tensor> backward_cpu(const at::Tensor& grad_y, const at::Tensor& x,
+                                               const at::Tensor& grid, const at::Tensor& inv,
+                                               const at::Tensor& weight, int64_t k) {
+  const int64_t N = x.size(0), I = x.size(1), weight_numel = weight.numel();
+  // grad_weight sums over samples. Threads split the inputs; where there are fewer inputs than
+  // twice the threads, the samples are cut into slices too, each with its own copy of
+  // grad_weight, summed at the end (no atomics, deterministic for a fixed thread count).
+  const int64_t threads = at::get_num_threads();
+  int64_t slices = std::max<int64_t>(1, (2 * threads + I - 1) / I);
+  slices = std::min(slices, std::max<int64_t>(1, N / kMinSliceRows));
+  slices = std::min(
+      slices,
+      std::max<int64_t>(1, kMaxSliceBytes / std::max<int64_t>(1, weight_numel * x.element_size())));
+  auto grad_x = at::empty_like(x);
+  auto grad_w_slices =
+      at::zeros({slices, weight.size(0), weight.size(1), weight.size(2)}, weight.options());
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_backward_cpu", [&] {
+    spline_backward(cpu_kernels<scalar_t>(), spline_args<scalar_t>(x, grid, inv, weight, k),
+                    grad_y.const_data_ptr<scalar_t>(), grad_x.mutable_data_ptr<scalar_t>(),
+                    grad_w_slices.mutable_data_ptr<scalar_t>(), slices);
+  });
+  return {grad_x, slices == 1 ? grad_w_slices.squeeze(0) : grad_w_slices.sum(0)};
+}
+
+at::Tensor forward_any(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& inv,
+                       const at::Tensor& weight, int64_t k) {
+  if (x.is_cuda()) {
+#ifdef KAN_HAS_CUDA_KERNELS
+    return fused_spline_forward_cuda(x, grid, inv, weight, k);
+#else
+    // An explicit error rather than a quiet fallback to the reference formulation.
+    TORCH_CHECK(false,
+                "backend fused: this build has no CUDA kernels (the CUDA toolkit was not "
+                "found at configure time); use backend reference on ",
+                x.device(), " or rebuild with nvcc");
+#endif
+  }
+  TORCH_CHECK(x.is_cpu(), "backend fused runs on CPU and CUDA tensors, got x on ", x.device());
+  return forward_cpu(x, grid, inv, weight, k);
+}
+
+std::pair<at::Tensor, at::Tensor> backward_any(const at::Tensor& grad_y, const at::Tensor& x,
+                                               const at::Tensor& grid, const at::Tensor& inv,
+                                               const at::Tensor& weight, int64_t k) {
+#ifdef KAN_HAS_CUDA_KERNELS
+  if (x.is_cuda())
+    return fused_spline_backward_cuda(grad_y, x, grid, inv, weight, k);
+#endif
+  return backward_cpu(grad_y, x, grid, inv, weight, k);
+}
+
+class FusedSplineFunction : public torch::autograd::Function<FusedSplineFunction> {
+public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            const at::Tensor& grid, const at::Tensor& weight, int64_t k) {
+    const auto xc = x.contiguous(), gc = grid.contiguous(), wc = weight.contiguous();
+    const auto inv = knot_reciprocals(gc, k);
+    ctx->save_for_backward({xc, gc, inv, wc});
+    ctx->saved_data["k"] = k;
+    return forward_any(xc, gc, inv, wc, k);
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grad_outputs) {
+    // The kernels' backward is not itself differentiable: refuse rather than return a graph that
+    // silently lacks the second-order terms.
+    TORCH_CHECK(!at::GradMode::is_enabled(),
+                "backend fused does not support double backward (create_graph=true through a "
+                "KAN layer); use backend reference for higher-order derivatives");
+    const auto saved = ctx->get_saved_variables();
+    const int64_t k = ctx->saved_data["k"].toInt();
+    const auto grad_y = grad_outputs[0].contiguous();
+    auto [grad_x, grad_w] = backward_any(grad_y, saved[0], saved[1], saved[2], saved[3], k);
+    return {ctx->needs_input_grad(0) ? grad_x : at::Tensor(), at::Tensor(),
+            ctx->needs_input_grad(2) ? grad_w : at::Tensor(), at::Tensor()};
+  }
+};
+
+} // namespace
+
+const char* fused_cpu_kernel_isa() {
+  return use_avx2() ? "avx2" : "generic";
+}
+
+at::Tensor knot_reciprocals(const at::Tensor& grid, int64_t k) {
+  at::NoGradGuard no_grad;
+  const int64_t I = grid.size(0), P = grid.size(1);
+  auto inv = at::zeros({I, k, P}, grid.options());
+  for (int64_t p = 1; p <= k && p < P; ++p) {
+    const auto d = grid.narrow(1, p, P - p) - grid.narrow(1, 0, P - p);
+    inv.select(1, p - 1)
+        .narrow(1, 0, P - p)
+        .copy_(at::where(d == 0, at::zeros_like(d), d.reciprocal()));
+  }
+  return inv;
+}
+
+at::Tensor fused_spline(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& weight,
+                        int64_t k) {
+  TORCH_CHECK(k >= 0 && k <= kFusedMaxOrder, "backend fused supports spline orders k = 0..",
+              kFusedMaxOrder, ", got k = ", k, "; use backend reference");
+  TORCH_CHECK(x.dim() == 2 && grid.dim() == 2 && weight.dim() == 3,
+              "fused_spline expects x (N, I), grid (I, P), weight (I, M, O); got x ", x.sizes(),
+              ", grid ", grid.sizes(), ", weight ", weight.sizes());
+  TORCH_CHECK(grid.size(0) == x.size(1) && weight.size(0) == x.size(1) &&
+                  weight.size(1) == grid.size(1) - k - 1,
+              "fused_spline: x ", x.sizes(), ", grid ", grid.sizes(), " and weight ",
+              weight.sizes(), " do not fit together for k = ", k);
+  TORCH_CHECK(x.scalar_type() == grid.scalar_type() && x.scalar_type() == weight.scalar_type(),
+              "fused_spline: x is ", x.scalar_type(), ", grid ", grid.scalar_type(), ", weight ",
+              weight.scalar_type(), "; all must have one dtype");
+  TORCH_CHECK(x.device() == grid.device() && x.device() == weight.device(),
+              "fused_spline: x is on ", x.device(), ", grid on ", grid.device(), ", weight on ",
+              weight.device());
+  return FusedSplineFunction::apply(x, grid, weight, k);
+}
+
+} // namespace kan::detail

@@ -1,0 +1,70 @@
+#pragma once
+// The k + 1 B-spline basis functions that can be non-zero at one point, and their derivatives,
+// from the knot span (de Boor's triangular scheme). Plain C++ with no LibTorch headers, so that
+// the CPU kernels (compiled once per instruction set) and the CUDA kernels share it.
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define KAN_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define KAN_HOST_DEVICE inline __attribute__((always_inline))
+#endif
+
+namespace kan::detail {
+
+/// Largest spline order the fused backend supports (its per-point arrays are this long + 1).
+constexpr int kFusedMaxOrder = 15;
+
+// `static` gives every translation unit (one per instruction set) its own copy, so the linker
+// cannot swap an AVX2 body into the generic kernels.
+//
+// t: the knot row of one input, P non-decreasing knots. inv: (k, P) with
+// inv[(p - 1) * P + j] = 1 / (t[j + p] - t[j]), or 0 where the knots coincide (the reference's
+// "a zero denominator contributes 0"). Returns false where x lies outside [t[0], t[P - 1]) or is
+// NaN: every basis function is 0 there, as in the reference's half-open order-0 indicators.
+// Otherwise *first = m - k for the span m with t[m] <= x < t[m + 1], and value[r], deriv[r]
+// (r = 0..k) are B_{m-k+r}(x) and its x-derivative; indices outside [0, P - k - 2] get 0.
+template <typename T>
+static KAN_HOST_DEVICE bool local_bspline(const T* t, const T* inv, int64_t P, int k, T x,
+                                          int64_t* first, T* value, T* deriv) {
+  if (!(x >= t[0] && x < t[P - 1]))
+    return false;
+  int64_t lo = 0, hi = P - 1; // invariant t[lo] <= x < t[hi]
+  while (hi - lo > 1) {
+    const int64_t mid = (lo + hi) / 2;
+    if (t[mid] <= x)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  const int64_t m = lo;
+  *first = m - k;
+  value[0] = T(1);
+  for (int r = 0; r <= k; ++r)
+    deriv[r] = T(0);
+  for (int p = 1; p <= k; ++p) {
+    // value[r] holds B_{m-p+1+r} of order p - 1 (r = 0..p-1); turn it into order p in place,
+    // from the top so that value[r - 1] is still of order p - 1 when value[r] is written.
+    const T* inv_p = inv + (p - 1) * P;
+    for (int r = p; r >= 0; --r) {
+      const int64_t j = m - p + r;
+      const T left = r >= 1 ? value[r - 1] : T(0); // B_j of order p - 1
+      const T right = r < p ? value[r] : T(0);     // B_{j+1} of order p - 1
+      if (j < 0 || j > P - p - 2) {
+        // Not a basis function of this knot row: no knots to build it from.
+        if (p == k)
+          deriv[r] = T(0);
+        value[r] = T(0);
+        continue;
+      }
+      if (p ==
+          k) // dB_j/dx = k (B_j / (t_{j+k} - t_j) - B_{j+1} / (t_{j+k+1} - t_{j+1})), order k-1
+        deriv[r] = T(k) * (inv_p[j] * left - inv_p[j + 1] * right);
+      value[r] = (x - t[j]) * inv_p[j] * left + (t[j + p + 1] - x) * inv_p[j + 1] * right;
+    }
+  }
+  return true;
+}
+
+} // namespace kan::detail

@@ -1,0 +1,322 @@
+// The fused spline backend against the reference one: outputs and every gradient, edge cases,
+// memory that does not grow with the grid, and the option's plumbing.
+#include "kan/checkpoint.h"
+#include "kan/layer.h"
+#include "kan/network.h"
+#include "test_util.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/autograd.h>
+#include <torch/nn/module.h>
+
+#include <fstream>
+#include <string>
+
+namespace kan {
+namespace {
+
+using test::max_abs_diff;
+
+enum class Knots { kUniform, kUpdated };
+
+// max |a - b| / max |b|: the float32 criterion of issue 6.
+double max_rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  const double scale = b.abs().max().item<double>();
+  return max_abs_diff(a, b) / std::max(scale, 1e-30);
+}
+
+struct Result {
+  torch::Tensor y, grad_x, grad_coef, grad_scale_base, grad_scale_sp;
+};
+
+Result run(KANLayer& layer, const torch::Tensor& x_in, const torch::Tensor& grad_y) {
+  layer->zero_grad();
+  auto x = x_in.clone().requires_grad_(true);
+  auto y = layer(x);
+  y.backward(grad_y);
+  return {y.detach(), x.grad(), layer->coef.grad(), layer->scale_base.grad(),
+          layer->scale_sp.grad()};
+}
+
+// A reference layer and a fused layer with the same state.
+std::pair<KANLayer, KANLayer> layer_pair(KANLayerOptions options) {
+  KANLayer reference(KANLayerOptions(options).backend(SplineBackend::kReference));
+  KANLayer fused(KANLayerOptions(options).backend(SplineBackend::kFused));
+  torch::NoGradGuard no_grad;
+  for (const auto& p : reference->named_parameters())
+    fused->named_parameters()[p.key()].copy_(p.value());
+  for (const auto& b : reference->named_buffers())
+    fused->named_buffers()[b.key()].copy_(b.value());
+  return {reference, fused};
+}
+
+// Moves both layers' knots to skewed, non-uniform positions by a grid update.
+void update_grids(KANLayer& reference, KANLayer& fused, int64_t in_dim, torch::Dtype dtype) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  const auto u = torch::rand({256, in_dim}, gen, torch::kFloat64);
+  const auto samples = (u.pow(3) * 2 - 1).to(dtype); // crowded towards -1
+  reference->update_grid_from_samples(samples);
+  fused->update_grid_from_samples(samples);
+}
+
+// Points inside every knot span, on every knot, outside the extended grid on both sides (the
+// last knot itself is outside: order 0 is half-open), then `random` more in and around the grid.
+torch::Tensor probe_points(const torch::Tensor& grid, int64_t random, uint64_t seed) {
+  const auto g = grid.to(torch::kFloat64).t(); // (P, I)
+  const auto lo = g.narrow(0, 0, 1), hi = g.narrow(0, -1, 1), width = hi - lo;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const auto u = torch::rand({random, grid.size(0)}, gen, torch::kFloat64).to(grid.device());
+  const auto mids = (g.narrow(0, 0, g.size(0) - 1) + g.narrow(0, 1, g.size(0) - 1)) / 2;
+  return torch::cat({g, mids, lo - 0.5 * width, lo - 1e-3 * width, hi + 1e-3 * width,
+                     hi + 0.5 * width, lo + (1.4 * u - 0.2) * width})
+      .to(grid.scalar_type());
+}
+
+// Compares every output of the two backends (float64: max abs diff, float32: max rel diff).
+void expect_match(KANLayer& reference, KANLayer& fused, const torch::Tensor& x, double tol,
+                  const std::string& what) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  const auto grad_y =
+      torch::randn({x.size(0), reference->options().out_dim()}, gen, torch::kFloat64)
+          .to(x.device(), x.scalar_type());
+  const auto r = run(reference, x, grad_y);
+  const auto f = run(fused, x, grad_y);
+  const bool f64 = x.scalar_type() == torch::kFloat64;
+  auto diff = [&](const torch::Tensor& a, const torch::Tensor& b) {
+    if (a.numel() == 0)
+      return 0.0;
+    return f64 ? max_abs_diff(a, b) : max_rel_diff(a, b);
+  };
+  const std::pair<const char*, std::pair<torch::Tensor, torch::Tensor>> outputs[] = {
+      {"y", {f.y, r.y}},
+      {"grad x", {f.grad_x, r.grad_x}},
+      {"grad coef", {f.grad_coef, r.grad_coef}},
+      {"grad scale_base", {f.grad_scale_base, r.grad_scale_base}},
+      {"grad scale_sp", {f.grad_scale_sp, r.grad_scale_sp}}};
+  for (const auto& [name, pair] : outputs) {
+    ASSERT_TRUE(pair.first.defined() && pair.second.defined()) << what << ": " << name;
+    ASSERT_EQ(pair.first.sizes(), pair.second.sizes()) << what << ": " << name;
+    EXPECT_LE(diff(pair.first, pair.second), tol) << what << ": " << name;
+  }
+}
+
+void check_grids_and_orders(torch::Dtype dtype, double tol) {
+  for (const int64_t G : {1, 3, 5, 10, 100}) {
+    for (const int64_t k : {1, 2, 3, 5}) {
+      for (const auto knots : {Knots::kUniform, Knots::kUpdated}) {
+        const std::string what = "G=" + std::to_string(G) + " k=" + std::to_string(k) +
+                                 (knots == Knots::kUniform ? " uniform" : " updated");
+        auto [reference, fused] =
+            layer_pair(KANLayerOptions(3, 4).grid(G).k(k).seed(G * 10 + k).dtype(dtype));
+        if (knots == Knots::kUpdated)
+          update_grids(reference, fused, 3, dtype);
+        const auto x = probe_points(reference->grid, 64, G + k);
+        expect_match(reference, fused, x, tol, what);
+      }
+    }
+  }
+}
+
+TEST(FusedBackend, MatchesReferenceFloat64) {
+  check_grids_and_orders(torch::kFloat64, 1e-10);
+}
+
+TEST(FusedBackend, MatchesReferenceFloat32) {
+  check_grids_and_orders(torch::kFloat32, 1e-5);
+}
+
+TEST(FusedBackend, BatchSizes) {
+  for (const auto dtype : {torch::kFloat64, torch::kFloat32}) {
+    const double tol = dtype == torch::kFloat64 ? 1e-10 : 1e-5;
+    for (const int64_t G : {5, 100}) {
+      auto [reference, fused] = layer_pair(KANLayerOptions(5, 6).grid(G).k(3).dtype(dtype));
+      update_grids(reference, fused, 5, dtype);
+      for (const int64_t N : {0, 1, 7, 4096}) {
+        auto gen = at::make_generator<at::CPUGeneratorImpl>(N);
+        const auto x = (torch::rand({N, 5}, gen, torch::kFloat64) * 2.4 - 1.2).to(dtype);
+        expect_match(reference, fused, x, tol,
+                     "G=" + std::to_string(G) + " N=" + std::to_string(N) + " " +
+                         std::string(c10::toString(dtype)));
+      }
+    }
+  }
+}
+
+TEST(FusedBackend, RepeatedKnots) {
+  // Coinciding knots make zero denominators, which must contribute 0 (never NaN) in both.
+  auto [reference, fused] = layer_pair(KANLayerOptions(2, 3).grid(6).k(3).dtype(torch::kFloat64));
+  const auto row = torch::tensor(
+      {-2.0, -1.5, -1.0, -1.0, -0.5, 0.0, 0.0, 0.0, 0.5, 1.0, 1.0, 1.5, 2.0}, torch::kFloat64);
+  {
+    torch::NoGradGuard no_grad;
+    reference->grid.copy_(row.expand({2, -1}));
+    fused->grid.copy_(row.expand({2, -1}));
+  }
+  const auto x = probe_points(reference->grid, 64, 3);
+  expect_match(reference, fused, x, 1e-10, "repeated knots");
+  EXPECT_FALSE(
+      run(fused, x, torch::ones({x.size(0), 3}, torch::kFloat64)).y.isnan().any().item<bool>());
+}
+
+TEST(FusedBackend, PrunedEdgesAndFrozenScales) {
+  auto [reference, fused] =
+      layer_pair(KANLayerOptions(4, 3).grid(7).k(2).sb_trainable(false).dtype(torch::kFloat64));
+  {
+    torch::NoGradGuard no_grad;
+    reference->mask[1][2] = 0;
+    fused->mask[1][2] = 0;
+  }
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  const auto x = torch::rand({33, 4}, gen, torch::kFloat64) * 2 - 1;
+  const auto grad_y = torch::ones({33, 3}, torch::kFloat64);
+  const auto r = run(reference, x, grad_y), f = run(fused, x, grad_y);
+  EXPECT_LE(max_abs_diff(f.y, r.y), 1e-12);
+  EXPECT_LE(max_abs_diff(f.grad_coef, r.grad_coef), 1e-12);
+  EXPECT_FALSE(f.grad_scale_base.defined());
+}
+
+TEST(FusedBackend, DoubleBackwardIsAClearError) {
+  KANLayer layer(KANLayerOptions(2, 2).dtype(torch::kFloat64));
+  auto x = torch::rand({5, 2}, torch::kFloat64).requires_grad_(true);
+  auto y = layer(x).sum();
+  KAN_EXPECT_ERROR(torch::autograd::grad({y}, {x}, {}, true, /*create_graph=*/true),
+                   "double backward", "backend reference");
+}
+
+TEST(FusedBackend, DefaultAndPlumbing) {
+  EXPECT_EQ(KANLayerOptions(2, 3).backend(), SplineBackend::kFused);
+  EXPECT_EQ(KANOptions({2, 3}).backend(), SplineBackend::kFused);
+  EXPECT_EQ(spline_backend_from_string("reference"), SplineBackend::kReference);
+  EXPECT_EQ(to_string(SplineBackend::kFused), "fused");
+  KAN_EXPECT_ERROR(spline_backend_from_string("fast"), "backend", "fast");
+
+  const auto options = KANOptions({2, 3, 1}).backend(SplineBackend::kReference);
+  KAN model(options);
+  EXPECT_EQ(model->layer(1)->options().backend(), SplineBackend::kReference);
+  const auto json = to_json(options);
+  EXPECT_EQ(json.at("backend"), "reference");
+  EXPECT_EQ(kan_options_from_json(json).backend(), SplineBackend::kReference);
+  // A configuration written before the option existed reads as the default.
+  auto old = json;
+  old.erase("backend");
+  EXPECT_EQ(kan_options_from_json(old).backend(), SplineBackend::kFused);
+}
+
+TEST(FusedBackend, NetworkTrainsLikeReference) {
+  // A network's loss and every parameter's gradient agree between the backends.
+  auto options = KANOptions({2, 5, 1}).grid(5).seed(3).dtype(torch::kFloat64);
+  KAN reference(KANOptions(options).backend(SplineBackend::kReference));
+  KAN fused(KANOptions(options).backend(SplineBackend::kFused));
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
+  const auto x = torch::rand({200, 2}, gen, torch::kFloat64) * 2 - 1;
+  const auto lr = reference(x).pow(2).mean(), lf = fused(x).pow(2).mean();
+  lr.backward();
+  lf.backward();
+  EXPECT_LE(std::abs(lr.item<double>() - lf.item<double>()), 1e-12);
+  const auto pr = reference->parameters(), pf = fused->parameters();
+  ASSERT_EQ(pr.size(), pf.size());
+  for (size_t i = 0; i < pr.size(); ++i)
+    EXPECT_LE(max_abs_diff(pf[i].grad(), pr[i].grad()), 1e-12) << "parameter " << i;
+}
+
+// Peak resident memory since the last reset, in bytes (VmHWM of /proc/self/status).
+int64_t peak_rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0)
+      return std::stoll(line.substr(6)) * 1024;
+  }
+  return -1;
+}
+
+// Resets VmHWM to the current resident size (Linux >= 4.0); false where that is not allowed.
+bool reset_peak_rss() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";
+  clear.flush();
+  return static_cast<bool>(clear);
+}
+
+TEST(FusedBackend, MemoryDoesNotGrowWithTheGrid) {
+  // The reference basis tensor alone would be 65536 * 64 * 203 * 4 B = 3.4 GB at every level of
+  // the recursion; the fused path must stay within 512 MB of extra peak resident memory.
+  constexpr int64_t N = 65536, width = 64, G = 200;
+  KANLayer layer(KANLayerOptions(width, width).grid(G).k(3).dtype(torch::kFloat32));
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
+  auto x = (torch::rand({N, width}, gen, torch::kFloat32) * 2 - 1).requires_grad_(true);
+  const auto grad_y = torch::ones({N, width}, torch::kFloat32);
+  if (!reset_peak_rss() || peak_rss_bytes() < 0)
+    GTEST_SKIP() << "cannot reset the peak resident size (/proc/self/clear_refs)";
+  const int64_t before = peak_rss_bytes();
+  layer(x).backward(grad_y);
+  const int64_t growth = peak_rss_bytes() - before;
+  RecordProperty("peak_rss_growth_bytes", std::to_string(growth));
+  EXPECT_LT(growth, int64_t{512} << 20)
+      << "peak resident memory grew by " << (growth >> 20) << " MiB";
+  EXPECT_TRUE(x.grad().defined());
+  EXPECT_TRUE(layer->coef.grad().isfinite().all().item<bool>());
+}
+
+// ---- CUDA variants (skipped without a GPU) ----
+
+void check_cuda_against_cpu_reference(torch::Dtype dtype, double tol) {
+  for (const int64_t G : {1, 3, 5, 10, 100}) {
+    for (const int64_t k : {1, 2, 3, 5}) {
+      for (const auto knots : {Knots::kUniform, Knots::kUpdated}) {
+        const std::string what = "CUDA G=" + std::to_string(G) + " k=" + std::to_string(k) +
+                                 (knots == Knots::kUniform ? " uniform" : " updated");
+        auto [reference, fused] =
+            layer_pair(KANLayerOptions(3, 4).grid(G).k(k).seed(G * 10 + k).dtype(dtype));
+        if (knots == Knots::kUpdated)
+          update_grids(reference, fused, 3, dtype);
+        reference->to(torch::kCUDA);
+        fused->to(torch::kCUDA);
+        const auto x = probe_points(reference->grid, 64, G + k);
+        expect_match(reference, fused, x, tol, what);
+      }
+    }
+  }
+}
+
+TEST(FusedBackend, MatchesReferenceFloat64_CUDA) {
+  KAN_REQUIRE_CUDA();
+  check_cuda_against_cpu_reference(torch::kFloat64, 1e-10);
+}
+
+TEST(FusedBackend, MatchesReferenceFloat32_CUDA) {
+  KAN_REQUIRE_CUDA();
+  check_cuda_against_cpu_reference(torch::kFloat32, 1e-5);
+}
+
+TEST(FusedBackend, BatchSizes_CUDA) {
+  KAN_REQUIRE_CUDA();
+  for (const auto dtype : {torch::kFloat64, torch::kFloat32}) {
+    const double tol = dtype == torch::kFloat64 ? 1e-10 : 1e-5;
+    auto [reference, fused] = layer_pair(KANLayerOptions(5, 6).grid(100).k(3).dtype(dtype));
+    update_grids(reference, fused, 5, dtype);
+    reference->to(torch::kCUDA);
+    fused->to(torch::kCUDA);
+    for (const int64_t N : {0, 1, 7, 4096}) {
+      const auto x = (torch::rand({N, 5}, torch::kFloat64) * 2.4 - 1.2).to(dtype).to(torch::kCUDA);
+      expect_match(reference, fused, x, tol, "CUDA N=" + std::to_string(N));
+    }
+  }
+}
+
+TEST(FusedBackend, MatchesCpu_CUDA) {
+  KAN_REQUIRE_CUDA();
+  auto [cpu, gpu] = layer_pair(KANLayerOptions(8, 8).grid(20).k(3).dtype(torch::kFloat64));
+  gpu->to(torch::kCUDA);
+  const auto x = probe_points(cpu->grid, 512, 1);
+  const auto grad_y = torch::randn({x.size(0), 8}, torch::kFloat64);
+  const auto c = run(cpu, x, grad_y);
+  const auto g = run(gpu, x.to(torch::kCUDA), grad_y.to(torch::kCUDA));
+  EXPECT_LE(max_abs_diff(g.y, c.y), 1e-10);
+  EXPECT_LE(max_abs_diff(g.grad_x, c.grad_x), 1e-10);
+  EXPECT_LE(max_abs_diff(g.grad_coef, c.grad_coef), 1e-10);
+}
+
+} // namespace
+} // namespace kan
