@@ -115,10 +115,11 @@ TEST(HtmlReportTest, VerdictSaysWhatRanAndHowItWent) {
       html.substr(html.find("<section id=\"verdict\""),
                   html.find("<section id=\"charts\"") - html.find("<section id=\"verdict\""));
   EXPECT_NE(verdict.find("ran on cpu, cuda:0"), std::string::npos) << verdict;
-  EXPECT_NE(verdict.find("wide/cuda <span class=\"status neutral\">skipped</span> (no CUDA device"),
-            std::string::npos)
+  EXPECT_NE(
+      verdict.find("cuda <span class=\"status neutral\">skipped</span> for wide (no CUDA device"),
+      std::string::npos)
       << verdict;
-  EXPECT_NE(verdict.find("toy: cuda <span class=\"figure\">5.1&times;</span> faster than cpu"),
+  EXPECT_NE(verdict.find("toy: cuda <span class=\"figure\">5.10&times;</span> faster than cpu"),
             std::string::npos)
       << verdict;
   EXPECT_NE(verdict.find("<b>Parity:</b> 1 of 1 comparisons pass"), std::string::npos);
@@ -136,6 +137,22 @@ TEST(HtmlReportTest, VerdictSaysWhatRanAndHowItWent) {
   EXPECT_NE(without.find("<b>Against a baseline:</b> none given"), std::string::npos);
   EXPECT_EQ(without.find("<section id=\"baseline\""), std::string::npos);
   EXPECT_EQ(without.find("<section id=\"gbench-0\""), std::string::npos);
+}
+
+TEST(HtmlReportTest, VerdictGroupsTargetsThatDidNotRun) {
+  auto results = test::sample_results();
+  results.cases[1].status = CaseStatus::kSkipped;
+  results.cases[1].reason = results.cases[3].reason;
+  results.cases[1].epoch_seconds.clear();
+  results.cases[1].median_epoch_seconds.reset();
+  results.comparisons[0].speedup = 0.999;
+  const auto html = render_html_report(results);
+  EXPECT_NE(html.find("not measured: cuda <span class=\"status neutral\">skipped</span> for toy, "
+                      "wide (no CUDA device: CUDA is not usable: no NVIDIA driver)</li>"),
+            std::string::npos);
+  EXPECT_EQ(count(html, "no NVIDIA driver)</li>"), 1u);
+  EXPECT_NE(html.find("<span class=\"figure\">1.00&times;</span> slower than cpu"),
+            std::string::npos);
 }
 
 TEST(HtmlReportTest, NumbersMatchTheJson) {

@@ -14,6 +14,7 @@
 #include <functional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 namespace kan::reports {
 
@@ -99,6 +100,12 @@ std::string number(double value, int digits = 4) {
     return "NaN";
   char text[48];
   std::snprintf(text, sizeof text, "%.*g", digits, value);
+  return text;
+}
+
+std::string fixed2(double value) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%.2f", value);
   return text;
 }
 
@@ -348,16 +355,23 @@ std::string verdict_section(const Results& r, const std::optional<BaselineCompar
                             const HtmlReportOptions& options) {
   std::vector<std::string> items; // escaped HTML
 
-  // Devices.
-  std::vector<std::string> ran, not_ran;
+  // Devices. Targets that did not run are grouped by (target, status, reason): one line says
+  // "cuda skipped for toy, deep, wide (no CUDA device: ...)".
+  std::vector<std::string> ran;
+  std::vector<std::pair<std::tuple<std::string, CaseStatus, std::string>, std::string>> not_ran;
   for (const auto& c : r.cases) {
     if (c.status == CaseStatus::kOk) {
       if (std::find(ran.begin(), ran.end(), c.device) == ran.end())
         ran.push_back(c.device);
-    } else {
-      not_ran.push_back(e(target_label(c)) + " " + status_cell(to_string(c.status)) + " (" +
-                        e(c.reason) + ")");
+      continue;
     }
+    const auto key = std::make_tuple(c.target, c.status, c.reason);
+    const auto group =
+        std::find_if(not_ran.begin(), not_ran.end(), [&](const auto& g) { return g.first == key; });
+    if (group == not_ran.end())
+      not_ran.emplace_back(key, c.name);
+    else
+      group->second += ", " + c.name;
   }
   std::string devices = "<b>Devices:</b> ";
   if (ran.empty())
@@ -366,8 +380,11 @@ std::string verdict_section(const Results& r, const std::optional<BaselineCompar
     devices += (i ? ", " : "ran on ") + e(ran[i]);
   if (!not_ran.empty()) {
     devices += "; not measured: ";
-    for (size_t i = 0; i < not_ran.size(); ++i)
-      devices += (i ? "; " : "") + not_ran[i];
+    for (size_t i = 0; i < not_ran.size(); ++i) {
+      const auto& [target, status, reason] = not_ran[i].first;
+      devices += (i ? "; " : "") + e(target) + " " + status_cell(to_string(status)) + " for " +
+                 e(not_ran[i].second) + " (" + e(reason) + ")";
+    }
   }
   items.push_back(devices);
 
@@ -383,7 +400,7 @@ std::string verdict_section(const Results& r, const std::optional<BaselineCompar
       if (c.speedup) {
         const bool faster = *c.speedup >= 1;
         const double factor = faster ? *c.speedup : 1 / *c.speedup;
-        speedups += e(c.b) + " <span class=\"figure\">" + number(factor, 3) + "&times;</span> " +
+        speedups += e(c.b) + " <span class=\"figure\">" + fixed2(factor) + "&times;</span> " +
                     (faster ? "faster" : "slower") + " than " + e(c.a);
         if (c.speedup_low && c.speedup_high)
           speedups += " (speedup " + number(*c.speedup_low, 3) + "&ndash;" +
