@@ -146,7 +146,11 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
       if (seconds_since(start) > time_limit_seconds && epoch < epochs)
         throw CaseTimeout{time_limit_seconds, epoch};
     });
-    const auto history = fit(model, data, options);
+    // A device-mismatch error names the misplaced tensors instead of LibTorch's bare message.
+    FitHistory history;
+    diagnostics::diagnose_device_errors([&] { history = fit(model, data, options); }, [&] {
+      return diagnostics::DeviceAudit(target.device).module(*model).dataset(data).report();
+    });
     for (const auto& e : history.epochs) {
       r.train_loss_per_epoch.push_back(e.train_loss);
       r.test_loss_per_epoch.push_back(e.test_loss);
