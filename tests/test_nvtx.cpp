@@ -127,8 +127,9 @@ TEST(Nvtx, FitStepUnderScopesPushesBalancedRanges) {
   }
   const auto delta = detail::nvtx_scope_counters() - before;
   EXPECT_EQ(delta.pushed, delta.popped);
-  if (nvtx_compiled_in())
+  if (nvtx_compiled_in()) {
     EXPECT_GT(delta.pushed, 4) << "fit opens forward, backward, optimizer_step and layer scopes";
+  }
 }
 
 } // namespace

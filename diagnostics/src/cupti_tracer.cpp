@@ -170,14 +170,19 @@ void CUPTIAPI buffer_completed(CUcontext /*context*/, uint32_t /*stream*/, uint8
   }
 }
 
-const CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-                                      CUPTI_ACTIVITY_KIND_MEMCPY};
-
 // Disables what start() enabled and delivers what CUPTI still holds; never throws.
 void disable_and_flush_noexcept() noexcept {
-  for (auto kind : kKinds)
-    KAN_CUPTI_CALL_NOEXCEPT(cuptiActivityDisable(kind));
+  KAN_CUPTI_CALL_NOEXCEPT(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  KAN_CUPTI_CALL_NOEXCEPT(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY));
   KAN_CUPTI_CALL_NOEXCEPT(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+}
+
+// After a failed start: undoes what may have been enabled. The failure is already the reason,
+// so what fails here (usually the same thing) is not reported again.
+void undo_start_quietly() noexcept {
+  (void)cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  (void)cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY);
+  (void)cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }
 
 bool cuda_usable() noexcept {
@@ -275,10 +280,10 @@ bool CuptiTracer::start() {
     // Registered on every start: another CUPTI client may have replaced the callbacks since.
     KAN_CUPTI_CALL(cuptiActivityRegisterCallbacks(detail::buffer_requested,
                                                   detail::buffer_completed));
-    for (auto kind : detail::kKinds)
-      KAN_CUPTI_CALL(cuptiActivityEnable(kind));
+    KAN_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+    KAN_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
   } catch (const c10::Error& e) {
-    detail::disable_and_flush_noexcept();
+    detail::undo_start_quietly();
     release();
     std::string reason = std::string("CUPTI unavailable: ") + e.what_without_backtrace();
     if (!detail::cuda_usable())
@@ -291,7 +296,7 @@ bool CuptiTracer::start() {
     return false;
   }
   if (!detail::cuda_usable()) {
-    detail::disable_and_flush_noexcept();
+    detail::undo_start_quietly();
     release();
     detail::make_unavailable(s, "CUPTI unavailable: no CUDA device is visible "
                                 "(torch::cuda::is_available() is false), so GPU activity cannot "
@@ -323,8 +328,8 @@ ActivitySummary CuptiTracer::stop() {
   }
   const uint64_t end_ns = timestamp_ns();
   try {
-    for (auto kind : detail::kKinds)
-      KAN_CUPTI_CALL(cuptiActivityDisable(kind));
+    KAN_CUPTI_CALL(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+    KAN_CUPTI_CALL(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY));
     KAN_CUPTI_CALL(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   } catch (const c10::Error& e) {
     if (failure.empty())
