@@ -72,16 +72,16 @@ TEST(CuptiSummary, NestedKernelsCountTheOuterOnly) {
 }
 
 TEST(CuptiSummary, TouchingAndUnsortedKernels) {
-  const auto s = summarize_activity({kernel(200, 300), kernel(0, 100), kernel(100, 200)}, {}, 0,
-                                    300);
+  const auto s =
+      summarize_activity({kernel(200, 300), kernel(0, 100), kernel(100, 200)}, {}, 0, 300);
   EXPECT_DOUBLE_EQ(s.busy_seconds, 300 * kNs);
   EXPECT_DOUBLE_EQ(s.busy_fraction, 1.0);
 }
 
 TEST(CuptiSummary, BusyTimeIsClippedToTheInterval) {
   // One kernel started before the interval, one runs past it, one lies wholly after it.
-  const auto s = summarize_activity({kernel(50, 150), kernel(180, 260), kernel(300, 400)}, {}, 100,
-                                    200);
+  const auto s =
+      summarize_activity({kernel(50, 150), kernel(180, 260), kernel(300, 400)}, {}, 100, 200);
   EXPECT_EQ(s.kernels, 3);
   EXPECT_DOUBLE_EQ(s.busy_seconds, (50 + 20) * kNs);
   EXPECT_DOUBLE_EQ(s.busy_fraction, 0.7);
@@ -105,13 +105,12 @@ TEST(CuptiSummary, KernelsWithoutTimestampsCountButAreNotBusy) {
 TEST(CuptiSummary, CopiesOfEachKind) {
   auto batched = copy(300, CopyKind::kHostToDevice);
   batched.count = 3;
-  const auto s = summarize_activity({kernel(0, 10)},
-                                    {copy(4096, CopyKind::kHostToDevice), batched,
-                                     copy(4, CopyKind::kDeviceToHost),
-                                     copy(1 << 20, CopyKind::kDeviceToDevice),
-                                     copy(1 << 20, CopyKind::kDeviceToDevice),
-                                     copy(64, CopyKind::kOther)},
-                                    0, 100);
+  const auto s = summarize_activity(
+      {kernel(0, 10)},
+      {copy(4096, CopyKind::kHostToDevice), batched, copy(4, CopyKind::kDeviceToHost),
+       copy(1 << 20, CopyKind::kDeviceToDevice), copy(1 << 20, CopyKind::kDeviceToDevice),
+       copy(64, CopyKind::kOther)},
+      0, 100);
   EXPECT_EQ(s.host_to_device.copies, 4);
   EXPECT_EQ(s.host_to_device.bytes, 4096 + 300);
   EXPECT_EQ(s.device_to_host.copies, 1);
@@ -153,11 +152,11 @@ TEST(CuptiSummary, UnionMatchesBruteForceOnRandomKernels) {
 }
 
 TEST(CuptiSummary, ToEpochActivity) {
-  const auto s = summarize_activity({kernel(0, 500)},
-                                    {copy(100, CopyKind::kHostToDevice),
-                                     copy(8, CopyKind::kDeviceToHost),
-                                     copy(50, CopyKind::kDeviceToDevice)},
-                                    0, 1000);
+  const auto s =
+      summarize_activity({kernel(0, 500)},
+                         {copy(100, CopyKind::kHostToDevice), copy(8, CopyKind::kDeviceToHost),
+                          copy(50, CopyKind::kDeviceToDevice)},
+                         0, 1000);
   const auto e = s.to_epoch_activity();
   EXPECT_EQ(e.kernels, 1);
   EXPECT_DOUBLE_EQ(e.busy_seconds, 500 * kNs);
@@ -331,10 +330,10 @@ TEST(CuptiChromeTrace, KernelsCopiesAndRangesInTheirLanes) {
   std::set<std::string> labels;
   for (const auto& e : events_of(trace, "M"))
     labels.insert(e["name"].get<std::string>() + ":" + e["args"]["name"].get<std::string>());
-  for (const char* label : {"process_name:kanbench", "process_name:GPU kernels",
-                            "process_name:GPU memory copies", "thread_name:kanbench",
-                            "thread_name:cases", "thread_name:stream 7", "thread_name:stream 13",
-                            "thread_name:host to device", "thread_name:device to host"})
+  for (const char* label :
+       {"process_name:kanbench", "process_name:GPU kernels", "process_name:GPU memory copies",
+        "thread_name:kanbench", "thread_name:cases", "thread_name:stream 7",
+        "thread_name:stream 13", "thread_name:host to device", "thread_name:device to host"})
     EXPECT_TRUE(labels.count(label)) << label;
 }
 

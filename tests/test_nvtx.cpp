@@ -121,8 +121,8 @@ TEST(Nvtx, FitStepUnderScopesPushesBalancedRanges) {
     NvtxScopes scopes;
     NvtxRange epoch("epoch", 0);
     KAN model(KANOptions({2, 3, 1}));
-    auto data = create_dataset(reference_function("toy").f,
-                               DatasetOptions(2).train_num(32).test_num(8));
+    auto data =
+        create_dataset(reference_function("toy").f, DatasetOptions(2).train_num(32).test_num(8));
     fit(model, data, FitOptions().opt(Optimizer::kAdam).lr(0.01).steps(2).lamb(0.01));
   }
   const auto delta = detail::nvtx_scope_counters() - before;

@@ -124,8 +124,8 @@ reports::EpochActivity ActivitySummary::to_epoch_activity() const {
   return e;
 }
 
-std::optional<reports::AuditFinding> gpu_not_used_finding(const ActivitySummary& summary,
-                                                          const std::string& device, int64_t epoch) {
+std::optional<reports::AuditFinding>
+gpu_not_used_finding(const ActivitySummary& summary, const std::string& device, int64_t epoch) {
   if (!summary.gpu_not_used())
     return std::nullopt;
   reports::AuditFinding f;

@@ -179,8 +179,8 @@ void write_chrome_trace(std::ostream& out, const ActivityRecords& records,
   for (const auto& c : records.copies) {
     if (!has_time(c.start_ns, c.end_ns))
       continue;
-    std::string args = "\"bytes\":" + std::to_string(c.bytes) +
-                       ",\"stream\":" + std::to_string(c.stream);
+    std::string args =
+        "\"bytes\":" + std::to_string(c.bytes) + ",\"stream\":" + std::to_string(c.stream);
     if (c.count > 1)
       args += ",\"copies\":" + std::to_string(c.count);
     events.complete(quoted(copy_name(c.kind)), "memcpy", c.start_ns, c.end_ns, kCopiesPid,

@@ -34,8 +34,10 @@ struct CuptiState {
   // pending: the records of the running interval
   std::vector<KernelRecord> pending_kernels;
   std::vector<CopyRecord> pending_copies;
+  bool records_lost = false;            // out of memory while reading a buffer
+  int64_t buffers_refused_at_start = 0; // g_buffers_refused when the interval began
 
-  explicit CuptiState(CuptiTracerOptions o) : options(std::move(o)) {}
+  explicit CuptiState(const CuptiTracerOptions& o) : options(o) {}
 };
 
 #ifdef KAN_HAS_CUPTI
@@ -84,7 +86,8 @@ void check_cupti_noexcept(CUptiResult result, const char* call, const char* file
 
 /// Calls a CUPTI function; on failure throws c10::Error with file:line, the error's name and the
 /// call's text.
-#define KAN_CUPTI_CALL(call) ::kan::diagnostics::detail::check_cupti((call), #call, __FILE__, __LINE__)
+#define KAN_CUPTI_CALL(call)                                                                       \
+  ::kan::diagnostics::detail::check_cupti((call), #call, __FILE__, __LINE__)
 /// As KAN_CUPTI_CALL, for destructors: a failure is printed on stderr, never thrown.
 #define KAN_CUPTI_CALL_NOEXCEPT(call)                                                              \
   ::kan::diagnostics::detail::check_cupti_noexcept((call), #call, __FILE__, __LINE__)
@@ -96,16 +99,19 @@ namespace {
 
 constexpr size_t kBufferAlignment = 8; // CUPTI's requirement for activity buffers
 
-std::mutex g_mutex;              // guards g_active and the active tracer's pending records
-CuptiState* g_active = nullptr;  // the tracer whose interval is running
+std::mutex g_mutex;             // guards g_active and the active tracer's pending records
+CuptiState* g_active = nullptr; // the tracer whose interval is running
 std::atomic<size_t> g_buffer_bytes{size_t{8} << 20};
+std::atomic<int64_t> g_buffers_refused{0}; // requests we could not allocate: CUPTI dropped records
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
-  const size_t bytes = (g_buffer_bytes.load() + kBufferAlignment - 1) / kBufferAlignment *
-                       kBufferAlignment;
+  const size_t bytes =
+      (g_buffer_bytes.load() + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
   // A null buffer is allowed: CUPTI then drops records rather than failing.
   *buffer = static_cast<uint8_t*>(std::aligned_alloc(kBufferAlignment, bytes));
   *size = *buffer != nullptr ? bytes : 0;
+  if (*buffer == nullptr)
+    ++g_buffers_refused;
   *max_records = 0;
 }
 
@@ -128,14 +134,7 @@ CopyKind copy_kind(uint8_t kind) {
   }
 }
 
-void CUPTIAPI buffer_completed(CUcontext /*context*/, uint32_t /*stream*/, uint8_t* buffer,
-                               size_t /*size*/, size_t valid_size) {
-  std::unique_ptr<uint8_t, decltype(&std::free)> owned(buffer, &std::free);
-  std::lock_guard<std::mutex> lock(g_mutex);
-  CuptiState* state = g_active;
-  if (state == nullptr || buffer == nullptr || valid_size == 0)
-    return; // records outside any interval are dropped
-  const bool keep_names = state->options.keep_records();
+void parse_records(CuptiState& state, uint8_t* buffer, size_t valid_size, bool keep_names) {
   CUpti_Activity* record = nullptr;
   while (cuptiActivityGetNextRecord(buffer, valid_size, &record) == CUPTI_SUCCESS) {
     switch (record->kind) {
@@ -149,7 +148,7 @@ void CUPTIAPI buffer_completed(CUcontext /*context*/, uint32_t /*stream*/, uint8
       r.stream = k->streamId;
       if (keep_names && k->name != nullptr)
         r.name = k->name;
-      state->pending_kernels.push_back(std::move(r));
+      state.pending_kernels.push_back(std::move(r));
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
@@ -161,12 +160,27 @@ void CUPTIAPI buffer_completed(CUcontext /*context*/, uint32_t /*stream*/, uint8
       r.kind = copy_kind(m->copyKind);
       r.stream = m->streamId;
       r.count = m->copyCount > 0 ? m->copyCount : 1;
-      state->pending_copies.push_back(r);
+      state.pending_copies.push_back(r);
       break;
     }
     default:
       break;
     }
+  }
+}
+
+void CUPTIAPI buffer_completed(CUcontext /*context*/, uint32_t /*stream*/, uint8_t* buffer,
+                               size_t /*size*/, size_t valid_size) {
+  std::unique_ptr<uint8_t, decltype(&std::free)> owned(buffer, &std::free);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  CuptiState* state = g_active;
+  if (state == nullptr || buffer == nullptr || valid_size == 0)
+    return; // records outside any interval are dropped
+  // CUPTI calls this from C: nothing may escape. Out of memory loses the rest of the buffer.
+  try {
+    parse_records(*state, buffer, valid_size, state->options.keep_records());
+  } catch (...) {
+    state->records_lost = true;
   }
 }
 
@@ -226,7 +240,7 @@ bool cupti_compiled_in() {
 }
 
 CuptiTracer::CuptiTracer(CuptiTracerOptions options)
-    : state_(std::make_unique<detail::CuptiState>(std::move(options))) {
+    : state_(std::make_unique<detail::CuptiState>(options)) {
   auto& s = *state_;
   if (!s.options.enabled()) {
     s.status = CuptiStatus::kDisabled;
@@ -268,7 +282,9 @@ bool CuptiTracer::start() {
     detail::g_active = &s;
     s.pending_kernels.clear();
     s.pending_copies.clear();
+    s.records_lost = false;
   }
+  s.buffers_refused_at_start = detail::g_buffers_refused.load();
   auto release = [&] {
     std::lock_guard<std::mutex> lock(detail::g_mutex);
     detail::g_active = nullptr;
@@ -278,8 +294,8 @@ bool CuptiTracer::start() {
   detail::g_buffer_bytes.store(std::max<size_t>(s.options.buffer_bytes(), 64 << 10));
   try {
     // Registered on every start: another CUPTI client may have replaced the callbacks since.
-    KAN_CUPTI_CALL(cuptiActivityRegisterCallbacks(detail::buffer_requested,
-                                                  detail::buffer_completed));
+    KAN_CUPTI_CALL(
+        cuptiActivityRegisterCallbacks(detail::buffer_requested, detail::buffer_completed));
     KAN_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
     KAN_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
   } catch (const c10::Error& e) {
@@ -319,8 +335,8 @@ ActivitySummary CuptiTracer::stop() {
   std::string failure;
   if (s.options.synchronize()) {
     try {
-      const auto devices = static_cast<int64_t>(torch::cuda::device_count());
-      for (int64_t d = 0; d < devices; ++d)
+      const int devices = static_cast<int>(torch::cuda::device_count()); // c10::DeviceIndex: int8_t
+      for (int d = 0; d < devices; ++d)
         torch::cuda::synchronize(d);
     } catch (const c10::Error& e) {
       failure = std::string("synchronising the CUDA devices failed: ") + e.what_without_backtrace();
@@ -337,12 +353,19 @@ ActivitySummary CuptiTracer::stop() {
   }
   std::vector<KernelRecord> kernels;
   std::vector<CopyRecord> copies;
+  bool lost = false;
   {
     std::lock_guard<std::mutex> lock(detail::g_mutex);
     detail::g_active = nullptr;
     kernels.swap(s.pending_kernels);
     copies.swap(s.pending_copies);
+    lost = s.records_lost;
   }
+  // Incomplete records would understate the kernels, or invent "GPU not used".
+  if (failure.empty() && (lost || detail::g_buffers_refused.load() != s.buffers_refused_at_start))
+    failure = "out of memory for CUPTI's activity records (" +
+              std::string(lost ? "reading a buffer" : "allocating a buffer") +
+              "); use a smaller CuptiTracerOptions::buffer_bytes or free host memory";
   if (!failure.empty()) {
     detail::make_unavailable(s, "CUPTI failed while tracing, so this interval is not counted: " +
                                     failure);

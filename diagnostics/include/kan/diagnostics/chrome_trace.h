@@ -20,7 +20,7 @@ namespace kan::diagnostics {
 
 /// A named span of host time, in ns on CUPTI's clock (CuptiTracer::timestamp_ns()).
 struct TraceRange {
-  std::string name;  ///< "epoch 3", "step", "evaluation"
+  std::string name; ///< "epoch 3", "step", "evaluation"
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;
   /// The row it is drawn on; ranges of one row should nest ("epoch" around "step").

@@ -63,8 +63,9 @@ struct ActivitySummary {
   /// false: nothing was traced (CUPTI off or unavailable; see CuptiTracer::reason); every
   /// figure below is then 0 except wall_seconds.
   bool traced = false;
-  int64_t kernels = 0;      ///< kernel executions
-  double busy_seconds = 0;  ///< length of the union of the kernels' intervals, clipped to the interval
+  int64_t kernels = 0; ///< kernel executions
+  double busy_seconds =
+      0; ///< length of the union of the kernels' intervals, clipped to the interval
   double wall_seconds = 0;  ///< the interval's length (0 when not given)
   double busy_fraction = 0; ///< busy_seconds / wall_seconds, 0..1; 0 when wall_seconds is 0
   CopyTotals host_to_device;
@@ -89,7 +90,8 @@ struct ActivitySummary {
 ///
 /// Example:
 ///   auto s = kan::diagnostics::summarize_activity(
-///       {{0, 100, "k1", 7}, {50, 150, "k2", 8}}, {{0, 10, 4096, CopyKind::kHostToDevice}}, 0, 300);
+///       {{0, 100, "k1", 7}, {50, 150, "k2", 8}}, {{0, 10, 4096, CopyKind::kHostToDevice}}, 0,
+///       300);
 ///   // s.kernels == 2, s.busy_seconds == 150e-9, s.busy_fraction == 0.5
 ActivitySummary summarize_activity(const std::vector<KernelRecord>& kernels,
                                    const std::vector<CopyRecord>& copies, uint64_t begin_ns,
