@@ -14,6 +14,8 @@ if(KAN_WITH_NVTX AND CUDAToolkit_FOUND)
 endif()
 if(KAN_WITH_CUPTI AND TARGET CUDA::cupti)
   set(KAN_HAS_CUPTI ON)
+  # Written into the installed kanbenchConfig.cmake, so that consumers find the same CUPTI.
+  get_filename_component(KAN_CUDATOOLKIT_ROOT "${CUDAToolkit_BIN_DIR}" DIRECTORY)
 endif()
 message(STATUS "kanbench: NVTX3 ${KAN_HAS_NVTX}, CUPTI ${KAN_HAS_CUPTI}")
 

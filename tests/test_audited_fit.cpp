@@ -8,18 +8,13 @@
 namespace kan::diagnostics {
 namespace {
 
-Dataset small_data(torch::Dtype dtype = torch::kFloat32, torch::Device device = torch::kCPU) {
-  return create_dataset(reference_function("toy").f,
-                        DatasetOptions(2).train_num(64).test_num(16).dtype(dtype).device(device));
-}
-
 TEST(AuditedFit, CorrectKanIsCleanAndTracesTheFirstSteps) {
   for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
     KAN model(KANOptions({2, 3, 1}).dtype(dtype));
     int64_t user_steps = 0;
     auto options = FitOptions().opt(Optimizer::kAdam).lr(0.01).steps(5).on_step(
         [&](const StepRecord&, int64_t) { ++user_steps; });
-    const auto result = audited_fit(model, small_data(dtype), options, /*trace_steps=*/2);
+    const auto result = audited_fit(model, test::toy_data(dtype), options, /*trace_steps=*/2);
     EXPECT_TRUE(result.clean()) << result.audit.to_text() << result.trace.to_text();
     EXPECT_EQ(user_steps, 5); // the caller's callbacks still run
     EXPECT_EQ(result.history.steps.size(), 5u);
@@ -37,17 +32,17 @@ TEST(AuditedFit, CorrectKanIsCleanAndTracesTheFirstSteps) {
 
 TEST(AuditedFit, TraceCanBeOff) {
   KAN model(KANOptions({2, 3, 1}));
-  const auto result = audited_fit(model, small_data(), FitOptions().opt(Optimizer::kAdam).steps(2),
+  const auto result = audited_fit(model, test::toy_data(), FitOptions().opt(Optimizer::kAdam).steps(2),
                                   /*trace_steps=*/0);
   EXPECT_EQ(result.trace.summary.operations, 0);
   EXPECT_TRUE(result.clean());
-  KAN_EXPECT_ERROR(audited_fit(model, small_data(), FitOptions().steps(1), -1),
+  KAN_EXPECT_ERROR(audited_fit(model, test::toy_data(), FitOptions().steps(1), -1),
                    "trace_steps must be >= 0, got -1");
 }
 
 TEST(AuditedFit, ZeroStepsStillAuditsTheModelAndData) {
   KAN model(KANOptions({2, 3, 1}));
-  const auto result = audited_fit(model, small_data(), FitOptions().steps(0));
+  const auto result = audited_fit(model, test::toy_data(), FitOptions().steps(0));
   EXPECT_EQ(result.audit.summary.tensors_checked, 6 + 4 + 4);
   EXPECT_TRUE(std::isnan(result.untraced_step_seconds));
 }
@@ -56,7 +51,7 @@ TEST(AuditedFit, MisplacedBufferIsNamed_CUDA) {
   KAN_REQUIRE_CUDA();
   KAN model(KANOptions({2, 3, 1}).device(torch::kCUDA));
   model->layer(0)->mask.set_data(model->layer(0)->mask.cpu()); // left behind by hand
-  KAN_EXPECT_ERROR(audited_fit(model, small_data(torch::kFloat32, torch::kCUDA),
+  KAN_EXPECT_ERROR(audited_fit(model, test::toy_data(torch::kFloat32, torch::kCUDA),
                                FitOptions().steps(1)),
                    "model.layers.0.mask is on cpu, expected cuda");
 }
@@ -65,7 +60,7 @@ TEST(AuditedFit, CleanOnCuda_CUDA) {
   KAN_REQUIRE_CUDA();
   KAN model(KANOptions({2, 3, 1}).device(torch::kCUDA));
   const auto result =
-      audited_fit(model, small_data(torch::kFloat32, torch::kCUDA), FitOptions().steps(3));
+      audited_fit(model, test::toy_data(torch::kFloat32, torch::kCUDA), FitOptions().steps(3));
   EXPECT_TRUE(result.clean()) << result.audit.to_text() << result.trace.to_text();
   EXPECT_EQ(result.trace.summary.cpu_share, 0.0) << result.trace.to_text();
 }

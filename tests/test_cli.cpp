@@ -1,11 +1,7 @@
 // The kanbench command line as a user runs it: outputs, exit codes, one-line errors.
+#include "cli_runner.h"
 #include "test_util.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -14,22 +10,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Run {
-  int exit_code;
-  std::string output; // stdout and stderr together
-};
+using Run = kan::test::CliRun;
 
 Run kanbench(const std::string& args) {
-  const std::string command = std::string(KANBENCH_EXECUTABLE) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe)
-    throw std::runtime_error("cannot run " + command);
-  std::string output;
-  std::array<char, 4096> buffer{};
-  while (fgets(buffer.data(), buffer.size(), pipe))
-    output += buffer.data();
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+  return kan::test::run_kanbench(args);
 }
 
 using Cli = kan::test::ScratchDirTest;

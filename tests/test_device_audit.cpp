@@ -32,15 +32,10 @@ std::vector<std::string> names(const AuditReport& report) {
   return out;
 }
 
-Dataset small_data(torch::Dtype dtype = torch::kFloat32, torch::Device device = torch::kCPU) {
-  return create_dataset(reference_function("toy").f,
-                        DatasetOptions(2).train_num(64).test_num(16).dtype(dtype).device(device));
-}
-
 TEST(DeviceAudit, CorrectKanHasNoFinding) {
   for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
     KAN model(KANOptions({2, 5, 1}).dtype(dtype));
-    auto data = small_data(dtype);
+    auto data = test::toy_data(dtype);
     torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(0.01));
     compute_loss(Loss::kMSE, model(data.train_input), data.train_label).backward();
     adam.step();
@@ -56,7 +51,7 @@ TEST(DeviceAudit, CorrectKanHasNoFinding) {
 
 TEST(DeviceAudit, LbfgsHistoryIsAudited) {
   KAN model(KANOptions({2, 3, 1}).dtype(torch::kFloat64));
-  auto data = small_data(torch::kFloat64);
+  auto data = test::toy_data(torch::kFloat64);
   torch::optim::LBFGS lbfgs(model->parameters(), torch::optim::LBFGSOptions(1).max_iter(3));
   lbfgs.step([&] {
     lbfgs.zero_grad();
@@ -113,7 +108,7 @@ TEST(DeviceAudit, GradientOnAnotherDevice) {
 
 TEST(DeviceAudit, OptimizerStateOnAnotherDevice) {
   KAN model(KANOptions({2, 3, 1}));
-  auto data = small_data();
+  auto data = test::toy_data();
   torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(0.01));
   compute_loss(Loss::kMSE, model(data.train_input), data.train_label).backward();
   adam.step();
@@ -132,7 +127,7 @@ TEST(DeviceAudit, DatasetOnAnotherDevice) {
   KAN model(KANOptions({2, 3, 1}));
   const auto report = DeviceAudit(torch::kCPU)
                           .module(*model)
-                          .dataset(small_data(torch::kFloat32, torch::kMeta))
+                          .dataset(test::toy_data(torch::kFloat32, torch::kMeta))
                           .report();
   EXPECT_EQ(names(report), (std::vector<std::string>{"data.train_input", "data.train_label",
                                                      "data.test_input", "data.test_label"}));
@@ -191,13 +186,13 @@ TEST(DeviceAudit, LibTorchsDeviceErrorIsExplained) {
 TEST(DeviceAudit, KanOnCuda_CUDA) {
   KAN_REQUIRE_CUDA();
   KAN model(KANOptions({2, 5, 1}).device(torch::kCUDA));
-  auto data = small_data(torch::kFloat32, torch::kCUDA);
+  auto data = test::toy_data(torch::kFloat32, torch::kCUDA);
   fit(model, data, FitOptions().steps(2));
   EXPECT_TRUE(DeviceAudit(torch::kCUDA).module(*model).dataset(data).report().clean());
   // Everything is flagged against the CPU; CPU data is flagged against the GPU.
   EXPECT_EQ(audit(*model, torch::kCPU).findings.size(),
             model->parameters().size() + model->buffers().size() + 6);
-  EXPECT_EQ(DeviceAudit(torch::kCUDA).dataset(small_data()).report().findings.size(), 4u);
+  EXPECT_EQ(DeviceAudit(torch::kCUDA).dataset(test::toy_data()).report().findings.size(), 4u);
   // A buffer left behind on the CPU by hand.
   model->layer(0)->mask.set_data(model->layer(0)->mask.cpu());
   EXPECT_EQ(names(audit(*model, torch::kCUDA)), std::vector<std::string>{"model.layers.0.mask"});

@@ -36,11 +36,6 @@ struct CreatesOnCpuImpl : torch::nn::Module {
   bool as_host_work;
 };
 
-Dataset small_data(torch::Dtype dtype = torch::kFloat32, torch::Device device = torch::kCPU) {
-  return create_dataset(reference_function("toy").f,
-                        DatasetOptions(2).train_num(64).test_num(16).dtype(dtype).device(device));
-}
-
 const TraceFinding* find(const TraceReport& report, TraceProblem problem,
                          const std::string& operation = "") {
   for (const auto& f : report.findings) {
@@ -58,7 +53,7 @@ bool has_operation(const TraceReport& report, const std::string& module, const s
 // One traced fit step (with a grid update) of a correct KAN on the CPU.
 TraceReport trace_one_fit_step(torch::Dtype dtype, Optimizer opt) {
   KAN model(KANOptions({2, 3, 1}).dtype(dtype));
-  auto data = small_data(dtype);
+  auto data = test::toy_data(dtype);
   OperationTrace trace(model->device());
   auto options = FitOptions().opt(opt).steps(2).lamb(0.01).lr(opt == Optimizer::kAdam ? 0.01 : 1);
   options.on_step_begin([&](int64_t step, torch::optim::Optimizer&) {
@@ -187,7 +182,7 @@ TEST(OperationTrace, OneTraceAtATime) {
 TEST(OperationTrace, KanFitStepOnCuda_CUDA) {
   KAN_REQUIRE_CUDA();
   KAN model(KANOptions({2, 3, 1}).device(torch::kCUDA));
-  auto data = small_data(torch::kFloat32, torch::kCUDA);
+  auto data = test::toy_data(torch::kFloat32, torch::kCUDA);
   OperationTrace trace(model->device());
   auto options = FitOptions().steps(1);
   options.on_step_begin([&](int64_t, torch::optim::Optimizer&) { trace.start(); });

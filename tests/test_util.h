@@ -1,6 +1,8 @@
 #pragma once
 // Helpers shared by the test files: pykan reference data and GPU skips.
 
+#include "kan/dataset.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>
@@ -41,6 +43,12 @@ inline double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
       .abs()
       .max()
       .item<double>();
+}
+
+/// 64 training and 16 test points of pykan's toy function.
+inline Dataset toy_data(torch::Dtype dtype = torch::kFloat32, torch::Device device = torch::kCPU) {
+  return create_dataset(reference_function("toy").f,
+                        DatasetOptions(2).train_num(64).test_num(16).dtype(dtype).device(device));
 }
 
 /// A fixture with a fresh scratch folder per test, removed afterwards.

@@ -21,6 +21,8 @@ struct RunArgs {
   std::vector<std::string> cases;
   double time_limit = 0;
   bool no_edge_cases = false;
+  bool no_cupti = false;
+  std::string trace;
   std::string out = "results/run";
 };
 
@@ -54,6 +56,8 @@ int run(const RunArgs& a) {
   options.cases = a.cases;
   options.time_limit_seconds = a.time_limit;
   options.edge_cases = !a.no_edge_cases;
+  options.cupti = !a.no_cupti;
+  options.trace_file = a.trace;
   options.on_progress = print_progress;
   auto results = kan::bench::run_suite(options);
   results.config.out = a.out;
@@ -106,6 +110,10 @@ void add_run_command(CLI::App& app, int& exit_code) {
                   "Seconds per case before it is recorded as timeout (0: the suite's default)")
       ->capture_default_str();
   cmd->add_flag("--no-edge-cases", args->no_edge_cases, "Skip the edge cases");
+  cmd->add_flag("--no-cupti", args->no_cupti, "Do not count GPU kernels and copies with CUPTI");
+  cmd->add_option("--trace", args->trace,
+                  "Write a Chrome trace (kernels, copies, epoch and step ranges) that Perfetto "
+                  "opens");
   cmd->add_option("--out", args->out, "Output folder for results.json")->capture_default_str();
   cmd->callback([args, &exit_code] { exit_code = run(*args); });
 }

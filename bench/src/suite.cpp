@@ -3,6 +3,7 @@
 #include "kan/bench/measure.h"
 #include "kan/diagnostics/device_audit.h"
 #include "kan/diagnostics/environment.h"
+#include "kan/diagnostics/nvtx.h"
 #include "kan/reports/statistics.h"
 
 #include <ATen/Parallel.h>
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <sstream>
 
 namespace kan::bench {
@@ -98,7 +100,8 @@ ParityTolerances parity_tolerances(torch::Dtype less_precise) {
 }
 
 reports::CaseResult run_case(const Workload& w, const Target& target, double time_limit_seconds,
-                             const std::function<void(int64_t, int64_t)>& on_epoch) {
+                             const std::function<void(int64_t, int64_t)>& on_epoch,
+                             Instrumentation* instrumentation) {
   reports::CaseResult r;
   r.name = w.name;
   r.target = target.name;
@@ -129,16 +132,38 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
     const int64_t epochs = w.warmup_epochs + w.epochs;
     EpochTimer timer(target.device);
     PeakMemory memory(target.device);
+    Instrumentation local;
+    Instrumentation& inst = instrumentation != nullptr ? *instrumentation : local;
+    diagnostics::CuptiTracer tracer(diagnostics::CuptiTracerOptions()
+                                        .enabled(inst.cupti && target.device.is_cuda())
+                                        .keep_records(inst.keep_trace));
+    std::optional<diagnostics::TraceRangeScope> epoch_range;
+    std::optional<diagnostics::NvtxRange> step_range;
     auto options = w.fit_options();
     options.on_step_begin([&](int64_t step, torch::optim::Optimizer&) {
-      if (step % steps_per_epoch == 0)
+      if (step % steps_per_epoch == 0) {
+        const int64_t epoch = step / steps_per_epoch; // 0-based
+        epoch_range.emplace(inst.ranges, r.name + " on " + r.target + ": epoch " +
+                                             std::to_string(epoch));
+        if (epoch >= w.warmup_epochs && target.device.is_cuda())
+          tracer.start();
         timer.start();
+      }
+      step_range.emplace("step", step);
     });
     options.on_step([&](const StepRecord& record, int64_t) {
+      step_range.reset();
       if ((record.step + 1) % steps_per_epoch != 0)
         return;
       const int64_t epoch = (record.step + 1) / steps_per_epoch; // 1-based
       const double seconds = timer.stop();
+      if (tracer.tracing()) {
+        const auto activity = tracer.stop();
+        if (auto finding = diagnostics::gpu_not_used_finding(activity, r.device,
+                                                             epoch - 1 - w.warmup_epochs))
+          r.audit_findings.push_back(*finding);
+      }
+      epoch_range.reset();
       if (epoch > w.warmup_epochs)
         r.epoch_seconds.push_back(seconds);
       if (on_epoch)
@@ -146,7 +171,18 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
       if (seconds_since(start) > time_limit_seconds && epoch < epochs)
         throw CaseTimeout{time_limit_seconds, epoch};
     });
-    const auto history = fit(model, data, options);
+    // A device-mismatch error names the misplaced tensors instead of LibTorch's bare message.
+    FitHistory history;
+    diagnostics::diagnose_device_errors([&] { history = fit(model, data, options); }, [&] {
+      return diagnostics::DeviceAudit(target.device).module(*model).dataset(data).report();
+    });
+    if (target.device.is_cuda())
+      r.gpu_activity = tracer.gpu_activity();
+    if (inst.keep_trace) {
+      const auto& kept = tracer.records();
+      inst.records.kernels.insert(inst.records.kernels.end(), kept.kernels.begin(), kept.kernels.end());
+      inst.records.copies.insert(inst.records.copies.end(), kept.copies.begin(), kept.copies.end());
+    }
     for (const auto& e : history.epochs) {
       r.train_loss_per_epoch.push_back(e.train_loss);
       r.test_loss_per_epoch.push_back(e.test_loss);
@@ -308,6 +344,11 @@ reports::Results run_suite(const SuiteOptions& o) {
       w.epochs = o.repeat;
   }
   const auto targets = resolve_targets(o.devices);
+  // Every kan phase (forward, backward, optimizer step, ...) is an NVTX range during the run.
+  diagnostics::NvtxScopes nvtx_scopes;
+  Instrumentation instrumentation;
+  instrumentation.cupti = o.cupti;
+  instrumentation.keep_trace = !o.trace_file.empty();
   const double limit = o.time_limit_seconds > 0 ? o.time_limit_seconds : default_time_limit(o.suite);
 
   reports::Results results;
@@ -319,6 +360,9 @@ reports::Results run_suite(const SuiteOptions& o) {
   results.config.cases = o.cases;
   results.config.time_limit_seconds = limit;
   results.config.seed = 0;
+  results.config.cupti = o.cupti;
+  if (!o.trace_file.empty())
+    results.config.trace = o.trace_file;
 
   const int64_t case_count = static_cast<int64_t>(workloads.size() * targets.size());
   int64_t case_index = 0;
@@ -343,7 +387,7 @@ reports::Results run_suite(const SuiteOptions& o) {
         o.on_progress(p);
       };
       report_epoch(0, w.warmup_epochs + w.epochs);
-      per_target.push_back(run_case(w, t, limit, report_epoch));
+      per_target.push_back(run_case(w, t, limit, report_epoch, &instrumentation));
       finished_case_seconds.push_back(seconds_since(case_start));
       results.cases.push_back(per_target.back());
     }
@@ -369,6 +413,8 @@ reports::Results run_suite(const SuiteOptions& o) {
         results.edge_cases.push_back(std::move(e));
     }
   }
+  if (!o.trace_file.empty())
+    diagnostics::write_chrome_trace(o.trace_file, instrumentation.records, instrumentation.ranges);
   results.wall_seconds = seconds_since(run_start);
   return results;
 }

@@ -212,6 +212,14 @@ reports::Environment collect_environment() {
                                 std::to_string(env.cpu_cores) +
                                 ") for CPU timings that use the whole machine."});
   }
+  double load = 0;
+  if (std::ifstream("/proc/loadavg") >> load; load > static_cast<double>(env.cpu_cores)) {
+    char text[160];
+    std::snprintf(text, sizeof text, "the machine is busy: load average %.1f on %lld usable CPUs",
+                  load, static_cast<long long>(env.cpu_cores));
+    env.problems.push_back({text, "Run timings on an idle machine; CPU epoch times (and LibTorch's "
+                                  "spinning OpenMP threads) suffer from other processes."});
+  }
 #ifdef KAN_HAS_NVTX
   env.nvtx_available = true;
 #endif

@@ -337,6 +337,9 @@ void TraceState::on_end(const at::RecordFunction& fn, OperationContext& op) {
   if (out_all.empty())
     return;
   ++computing_operations;
+  const bool on_cpu = !expected.is_cpu() && out_all.front().is_cpu();
+  if (on_cpu)
+    ++cpu_operations;
   if (!op.has_tensor_inputs) {
     std::vector<c10::Device> wrong;
     for (const auto& d : out_dims) {
@@ -349,10 +352,8 @@ void TraceState::on_end(const at::RecordFunction& fn, OperationContext& op) {
       return; // one finding for one mistake
     }
   }
-  if (!expected.is_cpu() && out_all.front().is_cpu()) {
-    ++cpu_operations;
+  if (on_cpu)
     add_finding(TraceProblem::kRanOnCpu, name, op.module, op.phase, "cpu");
-  }
 }
 
 } // namespace detail

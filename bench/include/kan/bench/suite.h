@@ -3,6 +3,8 @@
 /// result parity, plus the edge cases; everything lands in a reports::Results.
 
 #include "kan/bench/workloads.h"
+#include "kan/diagnostics/chrome_trace.h"
+#include "kan/diagnostics/cupti_tracer.h"
 #include "kan/reports/results.h"
 
 #include <torch/types.h>
@@ -40,6 +42,15 @@ struct ParityTolerances {
 };
 ParityTolerances parity_tolerances(torch::Dtype less_precise);
 
+/// What a run records beside the timings: CUPTI activity of GPU epochs, and (for --trace) the
+/// kernel and copy records with the epoch and step ranges, for a Chrome trace.
+struct Instrumentation {
+  bool cupti = true;       ///< trace GPU epochs with CUPTI (off: --no-cupti)
+  bool keep_trace = false; ///< keep records and ranges for write_chrome_trace
+  diagnostics::ActivityRecords records;
+  std::vector<diagnostics::TraceRange> ranges;
+};
+
 /// Progress of a run, for a terminal.
 struct Progress {
   int64_t case_index = 0, case_count = 0; ///< 1-based
@@ -59,6 +70,10 @@ struct SuiteOptions {
   /// Per-case limit; 0 = the suite's default (quick 60 s, default 120 s, full 900 s).
   double time_limit_seconds = 0;
   bool edge_cases = true;
+  /// Count kernels and copies of GPU epochs with CUPTI.
+  bool cupti = true;
+  /// Write a Chrome trace (kernels, copies, epoch and step ranges) here; "" = none.
+  std::string trace_file;
   std::function<void(const Progress&)> on_progress;
 };
 
@@ -70,10 +85,12 @@ struct SuiteOptions {
 ///   kan::reports::write_results_file("results.json", results);
 reports::Results run_suite(const SuiteOptions& options);
 
-/// One workload on one target (the building block of run_suite).
+/// One workload on one target (the building block of run_suite). Each epoch is an NVTX range
+/// (steps too); on a GPU each timed epoch is traced by CUPTI unless instrumentation says not.
 reports::CaseResult run_case(const Workload& workload, const Target& target,
                              double time_limit_seconds,
-                             const std::function<void(int64_t epoch, int64_t epochs)>& on_epoch = {});
+                             const std::function<void(int64_t epoch, int64_t epochs)>& on_epoch = {},
+                             Instrumentation* instrumentation = nullptr);
 
 /// Result parity and speed of a workload on two targets that both ran.
 reports::Comparison compare_targets(const Workload& workload, const Target& a, const Target& b,

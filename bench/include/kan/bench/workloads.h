@@ -48,8 +48,9 @@ const std::vector<std::string>& suite_names();
 /// job: all cases within 5 minutes on a 2-core CPU-only machine), full (the real sizes).
 std::vector<Workload> suite_workloads(const std::string& suite);
 
-/// A seeded, synthetic classification set of MNIST's shape: `classes` prototype images in
-/// [-1, 1]^inputs, each sample one prototype plus noise. Labels are int64 class indices.
+/// A seeded, synthetic classification set of MNIST's shape: `classes` prototypes that differ in
+/// the first quarter of the inputs, each sample one prototype plus N(0, 1) noise, clamped to
+/// [-1, 1]. Labels are int64 class indices.
 Dataset synthetic_classification(int64_t inputs, int64_t classes, int64_t train_num,
                                  int64_t test_num, uint64_t seed, torch::Device device,
                                  torch::Dtype dtype);

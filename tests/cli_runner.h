@@ -1,0 +1,32 @@
+#pragma once
+// Runs the kanbench executable as a user or a CI job would (for the CLI tests).
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+namespace kan::test {
+
+struct CliRun {
+  int exit_code;
+  std::string output; // stdout and stderr together
+};
+
+/// `kanbench ARGS` with stderr folded into stdout; the exit code as the shell sees it.
+inline CliRun run_kanbench(const std::string& args) {
+  const std::string command = std::string(KANBENCH_EXECUTABLE) + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe)
+    throw std::runtime_error("cannot run " + command);
+  std::string output;
+  std::array<char, 4096> buffer{};
+  while (fgets(buffer.data(), buffer.size(), pipe))
+    output += buffer.data();
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+} // namespace kan::test

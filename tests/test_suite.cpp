@@ -1,0 +1,109 @@
+// The benchmark suite's building blocks: targets, one case, parity, edge cases.
+#include "kan/bench/suite.h"
+
+#include "test_util.h"
+
+namespace kan::bench {
+namespace {
+
+Workload tiny_toy() {
+  Workload w = suite_workloads("quick").front();
+  w.train_num = w.test_num = 64;
+  w.epochs = 2;
+  return w;
+}
+
+TEST(Suite, TargetsForTheDevicesAskedFor) {
+  const auto cpu = resolve_targets("cpu");
+  if (!torch::cuda::is_available()) {
+    // Without a GPU, float64 on the CPU is the second side of every parity comparison.
+    ASSERT_EQ(cpu.size(), 2u);
+    EXPECT_EQ(cpu[1].name, "cpu-float64");
+    const auto both = resolve_targets("cpu,cuda");
+    ASSERT_EQ(both.size(), 3u);
+    EXPECT_EQ(both[1].name, "cuda");
+    EXPECT_NE(both[1].unavailable.find("cuda requested but no CUDA device: "), std::string::npos);
+    EXPECT_EQ(resolve_targets("auto").size(), 2u);
+  } else {
+    EXPECT_EQ(resolve_targets("auto").size(), 2u);
+    EXPECT_EQ(resolve_targets("cpu,cuda")[1].device, torch::Device(torch::kCUDA, 0));
+  }
+  KAN_EXPECT_ERROR(resolve_targets("cpu,tpu"), "--devices must be auto or a list of cpu and cuda");
+  KAN_EXPECT_ERROR(suite_workloads("huge"), "--suite must be quick, default or full, got 'huge'");
+}
+
+TEST(Suite, OneCaseIsTimedPerEpoch) {
+  const auto r = run_case(tiny_toy(), resolve_targets("cpu")[0], 60);
+  ASSERT_EQ(r.status, reports::CaseStatus::kOk) << r.reason;
+  EXPECT_EQ(r.epoch_seconds.size(), 2u); // warm-up excluded
+  EXPECT_EQ(r.train_loss_per_epoch.size(), 3u);
+  EXPECT_GT(*r.median_epoch_seconds, 0.0);
+  EXPECT_GE(*r.iqr_epoch_seconds, 0.0);
+  EXPECT_TRUE(r.final_test_rmse.has_value());
+  EXPECT_EQ(*r.backend, "fused");
+  EXPECT_EQ(*r.memory_kind, "cpu_rss_growth");
+  EXPECT_TRUE(r.audit_findings.empty());
+}
+
+TEST(Suite, ACaseOverItsLimitIsATimeoutWithoutNumbers) {
+  auto w = tiny_toy();
+  w.epochs = 100;
+  const auto r = run_case(w, resolve_targets("cpu")[0], 1e-6);
+  EXPECT_EQ(r.status, reports::CaseStatus::kTimeout);
+  EXPECT_NE(r.reason.find("timed out after"), std::string::npos) << r.reason;
+  EXPECT_TRUE(r.epoch_seconds.empty());
+  EXPECT_FALSE(r.median_epoch_seconds.has_value());
+  EXPECT_FALSE(r.final_test_rmse.has_value());
+}
+
+TEST(Suite, AMissingDeviceIsSkippedWithItsReason) {
+  Target gpu{"cuda", torch::Device(torch::kCUDA, 0), torch::kFloat32, "no CUDA device: no driver"};
+  const auto r = run_case(tiny_toy(), gpu, 60);
+  EXPECT_EQ(r.status, reports::CaseStatus::kSkipped);
+  EXPECT_EQ(r.reason, "no CUDA device: no driver");
+  EXPECT_FALSE(r.median_epoch_seconds.has_value());
+}
+
+TEST(Suite, ParityOfTwoIdenticalTargetsIsExact) {
+  const auto w = tiny_toy();
+  const Target a{"cpu", torch::kCPU, torch::kFloat64, ""}, b{"cpu-again", torch::kCPU, torch::kFloat64, ""};
+  const auto ra = run_case(w, a, 60), rb = run_case(w, b, 60);
+  const auto c = compare_targets(w, a, b, ra, rb);
+  EXPECT_EQ(c.parity, reports::Parity::kPass) << c.message;
+  EXPECT_EQ(*c.max_abs_output_diff, 0.0);
+  EXPECT_EQ(*c.max_abs_grad_diff, 0.0);
+  EXPECT_EQ(*c.max_rel_loss_diff, 0.0); // one thread count, one seed: the same run
+  EXPECT_GT(*c.speedup, 0.0);
+  EXPECT_EQ(c.tolerances.at("max_rel_loss_diff"), parity_tolerances(torch::kFloat64).loss_curve_rel);
+}
+
+TEST(Suite, ParityFailsBeyondTheTolerance) {
+  const auto w = tiny_toy();
+  const Target a{"cpu", torch::kCPU, torch::kFloat64, ""}, b{"cpu-b", torch::kCPU, torch::kFloat64, ""};
+  auto ra = run_case(w, a, 60);
+  auto rb = ra;
+  rb.target = "cpu-b";
+  rb.final_test_rmse = *ra.final_test_rmse * 2; // a planted divergence
+  const auto c = compare_targets(w, a, b, ra, rb);
+  EXPECT_EQ(c.parity, reports::Parity::kFail);
+  EXPECT_NE(c.message.find("final_metric_rel_diff 1 > "), std::string::npos) << c.message;
+}
+
+TEST(Suite, EdgeCasesPassOnTheCpu) {
+  const auto results = run_edge_cases(resolve_targets("cpu")[0], "quick");
+  ASSERT_EQ(results.size(), edge_case_names().size());
+  for (const auto& e : results) {
+    EXPECT_NE(e.status, reports::EdgeStatus::kFail) << e.name << ": " << e.message;
+    EXPECT_FALSE(e.message.empty()) << e.name;
+  }
+  EXPECT_EQ(results[3].status, reports::EdgeStatus::kSkipped); // out of memory: GPUs only
+}
+
+TEST(Suite, EdgeCasesPassOnCuda_CUDA) {
+  KAN_REQUIRE_CUDA();
+  for (const auto& e : run_edge_cases(resolve_targets("cuda")[0], "quick"))
+    EXPECT_EQ(e.status, reports::EdgeStatus::kPass) << e.name << ": " << e.message;
+}
+
+} // namespace
+} // namespace kan::bench
