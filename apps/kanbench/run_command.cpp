@@ -1,7 +1,8 @@
-// `kanbench run`: the benchmark suite; writes DIR/results.json.
+// `kanbench run`: the benchmark suite; writes DIR/results.json and DIR/report.html.
 #include "commands.h"
 
 #include "kan/bench/suite.h"
+#include "kan/reports/html_report.h"
 #include "kan/reports/results_io.h"
 
 #include <unistd.h>
@@ -67,6 +68,10 @@ int run(const RunArgs& a) {
   std::filesystem::create_directories(a.out);
   const auto path = (std::filesystem::path(a.out) / "results.json").string();
   kan::reports::write_results_file(path, results);
+  const auto report = (std::filesystem::path(a.out) / "report.html").string();
+  kan::reports::HtmlReportOptions html;
+  html.results_source = "results.json";
+  kan::reports::write_html_report(report, results, html);
 
   for (const auto& c : results.cases) {
     std::cout << c.name << " on " << c.target << ": " << kan::reports::to_string(c.status);
@@ -88,8 +93,9 @@ int run(const RunArgs& a) {
     if (e.status == kan::reports::EdgeStatus::kFail)
       std::cout << "edge case " << e.name << " on " << e.device << ": FAIL: " << e.message << "\n";
   }
-  std::printf("edge cases: %d of %zu passed; %.1f s in all -> %s\n", passed,
-              results.edge_cases.size(), results.wall_seconds.value_or(0), path.c_str());
+  std::printf("edge cases: %d of %zu passed; %.1f s in all -> %s, %s\n", passed,
+              results.edge_cases.size(), results.wall_seconds.value_or(0), path.c_str(),
+              report.c_str());
   return 0;
 }
 
@@ -98,7 +104,7 @@ int run(const RunArgs& a) {
 void add_run_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<RunArgs>();
   auto* cmd = app.add_subcommand("run", "Run the benchmark suite on every device: per-epoch time, "
-                                        "parity, edge cases; writes DIR/results.json");
+                                        "parity, edge cases; writes DIR/results.json and report.html");
   cmd->add_option("--suite", args->suite, "quick (seconds), default (minutes), full (GPU sizes)")
       ->check(CLI::IsMember(kan::bench::suite_names()))
       ->capture_default_str();

@@ -53,6 +53,35 @@ double max_absolute_difference(const torch::Tensor& a, const torch::Tensor& b) {
       .item<double>();
 }
 
+// Every edge's learned phi(x), sampled across its layer's grid (as pykan's plot draws them).
+std::vector<reports::ActivationCurve> activation_curves(KAN& model, int64_t points = 41) {
+  torch::NoGradGuard no_grad;
+  std::vector<reports::ActivationCurve> curves;
+  for (size_t l = 0; l < model->depth(); ++l) {
+    auto layer = model->layer(l);
+    const int64_t k = layer->options().k();
+    const auto knots = layer->grid.slice(1, k, layer->grid.size(1) - k); // (I, G + 1)
+    const auto lo = knots.narrow(1, 0, 1).t(), hi = knots.narrow(1, knots.size(1) - 1, 1).t();
+    const auto u = torch::linspace(0, 1, points, layer->grid.options()).unsqueeze(1);
+    const auto x = lo + u * (hi - lo);                                                // (P, I)
+    const auto phi = layer->forward_with_activations(x).edges.to(torch::kCPU, torch::kFloat64); // (P, I, O)
+    const auto xs = x.to(torch::kCPU, torch::kFloat64);
+    for (int64_t i = 0; i < phi.size(1); ++i) {
+      for (int64_t j = 0; j < phi.size(2); ++j) {
+        reports::ActivationCurve c;
+        c.layer = static_cast<int64_t>(l);
+        c.input = i;
+        c.output = j;
+        const auto column = xs.select(1, i).contiguous(), values = phi.select(1, i).select(1, j).contiguous();
+        c.x.assign(column.data_ptr<double>(), column.data_ptr<double>() + points);
+        c.y.assign(values.data_ptr<double>(), values.data_ptr<double>() + points);
+        curves.push_back(std::move(c));
+      }
+    }
+  }
+  return curves;
+}
+
 double default_time_limit(const std::string& suite) {
   return suite == "quick" ? 60 : suite == "full" ? 900 : 120;
 }
@@ -188,6 +217,8 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
       r.test_loss_per_epoch.push_back(e.test_loss);
     }
     const auto final = evaluate(model, data, w.loss);
+    if (w.name == "toy")
+      r.activations = activation_curves(model);
     if (w.loss == Loss::kMSE)
       r.final_test_rmse = final.test_rmse;
     else
