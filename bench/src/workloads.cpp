@@ -84,10 +84,10 @@ std::vector<Workload> suite_workloads(const std::string& suite) {
   deep.width = quick ? std::vector<int64_t>{4, 10, 10, 10, 1} : std::vector<int64_t>{4, 100, 100, 100, 1};
   deep.opt = Optimizer::kAdam;
   deep.lr = 1e-3;
-  deep.train_num = quick ? 256 : full ? 10000 : 2048;
-  deep.test_num = quick ? 64 : 1000;
-  deep.batch = quick ? 64 : full ? 500 : 512;
-  deep.epochs = quick ? 2 : full ? 10 : 3;
+  deep.train_num = quick ? 256 : full ? 50000 : 10000;
+  deep.test_num = quick ? 64 : 2000;
+  deep.batch = quick ? 64 : full ? 1000 : 500;
+  deep.epochs = quick ? 2 : full ? 10 : 5;
   w.push_back(deep);
 
   Workload wide;
@@ -97,10 +97,10 @@ std::vector<Workload> suite_workloads(const std::string& suite) {
   wide.opt = Optimizer::kAdam;
   wide.lr = 1e-3;
   wide.loss = Loss::kCrossEntropy;
-  wide.train_num = quick ? 256 : full ? 60000 : 2048;
-  wide.test_num = quick ? 64 : full ? 10000 : 512;
+  wide.train_num = quick ? 256 : full ? 60000 : 10000;
+  wide.test_num = quick ? 64 : full ? 10000 : 2000;
   wide.batch = quick ? 128 : 256;
-  wide.epochs = quick ? 2 : full ? 5 : 3;
+  wide.epochs = quick ? 2 : 5;
   w.push_back(wide);
 
   Workload million;
@@ -109,10 +109,10 @@ std::vector<Workload> suite_workloads(const std::string& suite) {
   million.width = {2, 5, 1};
   million.opt = Optimizer::kAdam;
   million.lr = 1e-2;
-  million.train_num = quick ? (1 << 14) : (1 << 20);
+  million.train_num = quick ? (1 << 14) : full ? (1 << 22) : (1 << 20);
   million.test_num = quick ? (1 << 12) : (1 << 16);
   million.batch = quick ? (1 << 12) : (1 << 16);
-  million.epochs = quick ? 2 : 3;
+  million.epochs = quick ? 2 : 5;
   w.push_back(million);
   return w;
 }
