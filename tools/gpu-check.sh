@@ -19,6 +19,7 @@ if [ -z "$prefix" ]; then
   mkdir -p "$prefix"
   for deb in "${KANBENCH_DEPS:-$root/.deb}"/*.deb; do dpkg -x "$deb" "$prefix"; done
 fi
+export KANBENCH_CHARTJS=${KANBENCH_CHARTJS:-$prefix/usr/share/javascript/chart.js/chart.min.js}
 torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
 build=${KANBENCH_BUILD:-/tmp/kanbench-build}
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1
@@ -41,7 +42,8 @@ log "kanbench env and audit"
 log "audit exit code $?"
 
 log "kanbench run --suite default --devices cpu,cuda"
-"$build/bin/kanbench" run --suite default --devices cpu,cuda --out "$out/run" > "$out/run.log" 2>&1
+"$build/bin/kanbench" run --suite default --devices cpu,cuda --trace "$out/trace.json" \
+  --out "$out/run" > "$out/run.log" 2>&1
 log "run exit code $?"
 
 log "bench_kan"
