@@ -25,6 +25,13 @@ constexpr int kFusedMaxOrder = 15;
 // NaN: every basis function is 0 there, as in the reference's half-open order-0 indicators.
 // Otherwise *first = m - k for the span m with t[m] <= x < t[m + 1], and value[r], deriv[r]
 // (r = 0..k) are B_{m-k+r}(x) and its x-derivative; indices outside [0, P - k - 2] get 0.
+// x - x is 0 for finite x and NaN for NaN and +-inf. The reference turns a non-finite x into NaN
+// in every basis function of its input ((x - t) / d * 0 at every order >= 1), so a non-finite
+// input makes its whole output row NaN there; the kernels reproduce that with this value.
+template <typename T> static KAN_HOST_DEVICE bool is_finite_value(T x) {
+  return x - x == T(0);
+}
+
 template <typename T>
 static KAN_HOST_DEVICE bool local_bspline(const T* t, const T* inv, int64_t P, int k, T x,
                                           int64_t* first, T* value, T* deriv) {
