@@ -5,15 +5,25 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+
 namespace kan::detail {
 namespace {
-// Samples per parallel chunk of the forward.
-constexpr int64_t kForwardGrain = 64;
+
+// Least multiply-adds per thread (ATen's at::internal::GRAIN_SIZE): smaller problems run on the
+// calling thread, which spares small layers and batches the cost of waking the thread pool.
+constexpr int64_t kMinWorkPerThread = 32768;
+
+// Grain (in items) for items of `work_per_item` multiply-adds each.
+int64_t grain_for(int64_t work_per_item) {
+  return std::max<int64_t>(1, kMinWorkPerThread / std::max<int64_t>(1, work_per_item));
+}
+
 } // namespace
 
 template <typename T>
 void spline_forward(const SplineKernels<T>& kernels, const SplineArgs<T>& a, T* y) {
-  at::parallel_for(0, a.N, kForwardGrain,
+  at::parallel_for(0, a.N, grain_for(a.I * (a.k + 1) * a.O),
                    [&](int64_t begin, int64_t end) { kernels.forward_rows(a, y, begin, end); });
 }
 
@@ -22,9 +32,11 @@ void spline_backward(const SplineKernels<T>& kernels, const SplineArgs<T>& a, co
                      T* gw, int64_t slices) {
   if (a.N == 0)
     return;
-  at::parallel_for(0, slices * a.I, 1, [&](int64_t begin, int64_t end) {
-    kernels.backward_tasks(a, gy, gx, gw, slices, begin, end);
-  });
+  const int64_t rows_per_slice = (a.N + slices - 1) / slices;
+  at::parallel_for(0, slices * a.I, grain_for(rows_per_slice * (a.k + 1) * a.O * 2),
+                   [&](int64_t begin, int64_t end) {
+                     kernels.backward_tasks(a, gy, gx, gw, slices, begin, end);
+                   });
 }
 
 template void spline_forward<float>(const SplineKernels<float>&, const SplineArgs<float>&, float*);
