@@ -37,13 +37,13 @@ static KAN_HOST_DEVICE bool local_bspline(const T* t, const T* inv, int64_t P, i
                                           int64_t* first, T* value, T* deriv) {
   if (!(x >= t[0] && x < t[P - 1]))
     return false;
-  int64_t lo = 0, hi = P - 1; // invariant t[lo] <= x < t[hi]
-  while (hi - lo > 1) {
-    const int64_t mid = (lo + hi) / 2;
-    if (t[mid] <= x)
-      lo = mid;
-    else
-      hi = mid;
+  // The span m: the largest index in [0, P - 2] with t[m] <= x. Branch-free binary search (the
+  // comparison becomes a conditional move): the answer lies in [lo, lo + len - 1] and t[lo] <= x.
+  int64_t lo = 0, len = P - 1;
+  while (len > 1) {
+    const int64_t half = len / 2;
+    lo = t[lo + half] <= x ? lo + half : lo;
+    len -= half;
   }
   const int64_t m = lo;
   *first = m - k;
