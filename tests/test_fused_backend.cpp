@@ -10,6 +10,7 @@
 #include <torch/autograd.h>
 #include <torch/nn/module.h>
 
+#include <cmath>
 #include <fstream>
 #include <string>
 
@@ -157,6 +158,23 @@ TEST(FusedBackend, RepeatedKnots) {
   expect_match(reference, fused, x, 1e-10, "repeated knots");
   EXPECT_FALSE(
       run(fused, x, torch::ones({x.size(0), 3}, torch::kFloat64)).y.isnan().any().item<bool>());
+}
+
+TEST(FusedBackend, NonFiniteInputsGiveNaNLikeTheReference) {
+  // The reference's recursion turns NaN and +-inf into NaN ((x - t) / d * 0); the fused path
+  // must not hide them as "outside the grid".
+  for (const double bad : {std::nan(""), double(INFINITY), -double(INFINITY)}) {
+    auto [reference, fused] = layer_pair(
+        KANLayerOptions(3, 2).grid(5).k(3).base_fun(BaseFunction::kZero).dtype(torch::kFloat64));
+    auto x = torch::rand({4, 3}, torch::kFloat64) * 2 - 1;
+    x[1][2] = bad;
+    const auto grad_y = torch::ones({4, 2}, torch::kFloat64);
+    const auto r = run(reference, x, grad_y), f = run(fused, x, grad_y);
+    EXPECT_TRUE(torch::equal(f.y.isnan(), r.y.isnan())) << bad << "\n" << f.y << r.y;
+    EXPECT_TRUE(torch::equal(f.grad_x.isnan(), r.grad_x.isnan())) << bad;
+    EXPECT_TRUE(torch::equal(f.grad_coef.isnan(), r.grad_coef.isnan())) << bad;
+    EXPECT_TRUE(f.y[0].isfinite().all().item<bool>());
+  }
 }
 
 TEST(FusedBackend, PrunedEdgesAndFrozenScales) {

@@ -45,7 +45,8 @@ struct KANLayerOptions {
   TORCH_ARG(torch::Device, device) = torch::kCPU;
   /// float32 or float64.
   TORCH_ARG(torch::Dtype, dtype) = torch::kFloat32;
-  /// How forward() evaluates the splines: kFused (default) or kReference (the ATen oracle).
+  /// How forward() evaluates the splines: kFused (default; knot rows must be non-decreasing, as
+  /// every grid this library builds is; no double backward) or kReference (the ATen oracle).
   /// forward_with_activations() always uses the reference formulation.
   TORCH_ARG(SplineBackend, backend) = SplineBackend::kFused;
 };

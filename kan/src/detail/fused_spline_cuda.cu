@@ -42,7 +42,10 @@ __global__ void forward_kernel(const T* __restrict__ x, const T* __restrict__ gr
   T acc = 0;
   for (int64_t i = 0; i < I; ++i) {
     int64_t first;
-    if (!local_bspline(grid + i * P, inv + i * k * P, P, k, x[n * I + i], &first, value, deriv))
+    const T xv = x[n * I + i];
+    if (!is_finite_value(xv))
+      acc = xv - xv; // NaN in every basis function, as in the reference
+    if (!local_bspline(grid + i * P, inv + i * k * P, P, k, xv, &first, value, deriv))
       continue;
     for (int r = 0; r <= k; ++r) {
       const int64_t m = first + r;
@@ -66,6 +69,8 @@ __global__ void grad_x_kernel(const T* __restrict__ x, const T* __restrict__ gri
   T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1];
   T acc = 0;
   int64_t first;
+  if (!is_finite_value(x[idx]))
+    acc = x[idx] - x[idx];
   if (local_bspline(grid + i * P, inv + i * k * P, P, k, x[idx], &first, value, deriv)) {
     for (int r = 0; r <= k; ++r) {
       const int64_t m = first + r;
@@ -99,7 +104,13 @@ __global__ void grad_w_kernel(const T* __restrict__ x, const T* __restrict__ gri
   T* column = gw + (s * I + i) * M * O + o;
   for (int64_t n = n_begin; n < n_end; ++n) {
     int64_t first;
-    if (!local_bspline(grid + i * P, inv + i * k * P, P, k, x[n * I + i], &first, value, deriv))
+    const T xv = x[n * I + i];
+    if (!is_finite_value(xv)) {
+      for (int64_t m = 0; m < M; ++m)
+        column[m * O] = xv - xv;
+      continue;
+    }
+    if (!local_bspline(grid + i * P, inv + i * k * P, P, k, xv, &first, value, deriv))
       continue;
     const T g = gy[n * O + o];
     for (int r = 0; r <= k; ++r) {

@@ -5,15 +5,33 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+
 namespace kan::detail {
 namespace {
-// Samples per parallel chunk of the forward.
-constexpr int64_t kForwardGrain = 64;
+
+// Least work per thread, in multiply-adds (~50-100 us on one core): smaller problems run on the
+// calling thread. Waking the OpenMP team costs microseconds on an idle machine but can cost a
+// scheduler time slice per parallel region where cores are oversubscribed (ctest -j2 on two cores,
+// each test with two threads): at ATen's own grain (32768) the toy fits of the test suite ran
+// 10x slower there, spinning at the barriers.
+constexpr int64_t kMinWorkPerThread = int64_t{1} << 18;
+
+// Grain (in items) for items of `work_per_item` multiply-adds each.
+int64_t grain_for(int64_t work_per_item) {
+  return std::max<int64_t>(1, kMinWorkPerThread / std::max<int64_t>(1, work_per_item));
+}
+
+// Multiply-adds of one (sample, input) pair: k + 1 rows of O, plus the basis (~(k + 1)^2).
+template <typename T> int64_t work_per_point(const SplineArgs<T>& a) {
+  return (a.k + 1) * (a.O + a.k + 1);
+}
+
 } // namespace
 
 template <typename T>
 void spline_forward(const SplineKernels<T>& kernels, const SplineArgs<T>& a, T* y) {
-  at::parallel_for(0, a.N, kForwardGrain,
+  at::parallel_for(0, a.N, grain_for(a.I * work_per_point(a)),
                    [&](int64_t begin, int64_t end) { kernels.forward_rows(a, y, begin, end); });
 }
 
@@ -22,9 +40,11 @@ void spline_backward(const SplineKernels<T>& kernels, const SplineArgs<T>& a, co
                      T* gw, int64_t slices) {
   if (a.N == 0)
     return;
-  at::parallel_for(0, slices * a.I, 1, [&](int64_t begin, int64_t end) {
-    kernels.backward_tasks(a, gy, gx, gw, slices, begin, end);
-  });
+  const int64_t rows_per_slice = (a.N + slices - 1) / slices;
+  at::parallel_for(0, slices * a.I, grain_for(rows_per_slice * 2 * work_per_point(a)),
+                   [&](int64_t begin, int64_t end) {
+                     kernels.backward_tasks(a, gy, gx, gw, slices, begin, end);
+                   });
 }
 
 template void spline_forward<float>(const SplineKernels<float>&, const SplineArgs<float>&, float*);

@@ -25,18 +25,25 @@ constexpr int kFusedMaxOrder = 15;
 // NaN: every basis function is 0 there, as in the reference's half-open order-0 indicators.
 // Otherwise *first = m - k for the span m with t[m] <= x < t[m + 1], and value[r], deriv[r]
 // (r = 0..k) are B_{m-k+r}(x) and its x-derivative; indices outside [0, P - k - 2] get 0.
+// x - x is 0 for finite x and NaN for NaN and +-inf. The reference turns a non-finite x into NaN
+// in every basis function of its input ((x - t) / d * 0 at every order >= 1), so a non-finite
+// input makes its whole output row NaN there; the kernels reproduce that with this value.
+template <typename T> static KAN_HOST_DEVICE bool is_finite_value(T x) {
+  return x - x == T(0);
+}
+
 template <typename T>
 static KAN_HOST_DEVICE bool local_bspline(const T* t, const T* inv, int64_t P, int k, T x,
                                           int64_t* first, T* value, T* deriv) {
   if (!(x >= t[0] && x < t[P - 1]))
     return false;
-  int64_t lo = 0, hi = P - 1; // invariant t[lo] <= x < t[hi]
-  while (hi - lo > 1) {
-    const int64_t mid = (lo + hi) / 2;
-    if (t[mid] <= x)
-      lo = mid;
-    else
-      hi = mid;
+  // The span m: the largest index in [0, P - 2] with t[m] <= x. Branch-free binary search (the
+  // comparison becomes a conditional move): the answer lies in [lo, lo + len - 1] and t[lo] <= x.
+  int64_t lo = 0, len = P - 1;
+  while (len > 1) {
+    const int64_t half = len / 2;
+    lo = t[lo + half] <= x ? lo + half : lo;
+    len -= half;
   }
   const int64_t m = lo;
   *first = m - k;
