@@ -170,6 +170,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("torch_threads", std::to_string(at::get_num_threads()));
   benchmark::AddCustomContext("cuda", kan::bench::cuda_benchmarks_available() ? "yes" : "no");
   kan::bench::register_families();
+  kan::bench::register_training_families();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

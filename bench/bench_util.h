@@ -66,4 +66,8 @@ template <typename Body> void time_on_cuda(benchmark::State& state, Body&& body)
 #endif
 }
 
+/// Registers the training-path families of bench_training.cpp (basis, layer forward, optimiser
+/// step, grid update), their _CUDA variants where a GPU is.
+void register_training_families();
+
 } // namespace kan::bench

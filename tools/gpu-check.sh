@@ -47,6 +47,6 @@ log "kanbench run --suite default --devices cpu,cuda"
 log "run exit code $?"
 
 log "bench_kan"
-"$build/bin/bench_kan" --benchmark_min_time=0.05s --benchmark_out="$out/bench_kan.json" \
+"$build/bin/bench_kan" --benchmark_min_time=0.05 --benchmark_out="$out/bench_kan.json" \
   > "$out/bench_kan.txt" 2>&1
 log "done"

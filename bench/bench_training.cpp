@@ -1,0 +1,165 @@
+// bench_kan families of the training path: B-spline basis, layer forward, one optimiser step
+// (LBFGS and Adam) of a whole KAN, and a grid update. CUDA variants time with CUDA events.
+#include "bench_util.h"
+
+#include "kan/kan.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <benchmark/benchmark.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/lbfgs.h>
+
+#include <memory>
+
+namespace kan::bench {
+namespace {
+
+torch::Tensor uniform_inputs(int64_t n, int64_t inputs, torch::Device device) {
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(1);
+  return (torch::rand({n, inputs}, generator) * 2 - 1).to(device);
+}
+
+// Runs body under the right clock: wall time on the CPU (ATen's threads do the work), CUDA
+// events on a GPU.
+template <typename Body> void run_timed(benchmark::State& state, torch::Device device, Body&& body) {
+  body(); // warm-up
+  if (device.is_cuda()) {
+    time_on_cuda(state, body);
+    return;
+  }
+  for (auto _ : state)
+    body();
+}
+
+// samples/s only: these families do no dense-equivalent matrix work to count.
+void set_sample_rate(benchmark::State& state, int64_t samples) {
+  state.counters["samples/s"] = benchmark::Counter(static_cast<double>(samples),
+                                                   benchmark::Counter::kIsIterationInvariantRate);
+}
+
+bool skip_without_gpu(benchmark::State& state, torch::Device device) {
+  if (device.is_cuda() && !cuda_benchmarks_available()) {
+    state.SkipWithError("no CUDA device");
+    return true;
+  }
+  return false;
+}
+
+// ---- B-spline basis: Args N, I, G, k --------------------------------------------------------
+void basis(benchmark::State& state, torch::Device device) {
+  if (skip_without_gpu(state, device))
+    return;
+  const int64_t N = state.range(0), I = state.range(1), G = state.range(2), k = state.range(3);
+  const auto grid = uniform_grid(I, G, k, -1, 1, torch::TensorOptions().device(device));
+  const auto x = uniform_inputs(N, I, device);
+  run_timed(state, device, [&] { benchmark::DoNotOptimize(bspline_basis(x, grid, k)); });
+  set_sample_rate(state, N);
+}
+void BM_BsplineBasis(benchmark::State& state) { basis(state, torch::kCPU); }
+void BM_BsplineBasis_CUDA(benchmark::State& state) { basis(state, torch::kCUDA); }
+
+// ---- Layer forward: Args backend, N, I, O, G, k ---------------------------------------------
+void layer_forward(benchmark::State& state, torch::Device device) {
+  if (skip_without_gpu(state, device))
+    return;
+  const int64_t N = state.range(1), I = state.range(2), O = state.range(3), G = state.range(4),
+                k = state.range(5);
+  KANLayer layer(KANLayerOptions(I, O).grid(G).k(k).backend(backend_arg(state.range(0))));
+  layer->to(device);
+  const auto x = uniform_inputs(N, I, device);
+  torch::NoGradGuard no_grad;
+  run_timed(state, device, [&] { benchmark::DoNotOptimize(layer(x)); });
+  set_rate_counters(state, N, layer_forward_flops(N, I, O, G, k));
+  state.SetLabel(to_string(backend_arg(state.range(0))));
+}
+void BM_LayerForward(benchmark::State& state) { layer_forward(state, torch::kCPU); }
+void BM_LayerForward_CUDA(benchmark::State& state) { layer_forward(state, torch::kCUDA); }
+
+// ---- One optimiser step of KAN [2,5,1] on the toy function: Args optimizer (0 LBFGS, 1 Adam),
+// backend, N -----------------------------------------------------------------------------------
+void train_step(benchmark::State& state, torch::Device device) {
+  if (skip_without_gpu(state, device))
+    return;
+  const bool adam = state.range(0) == 1;
+  const int64_t N = state.range(2);
+  KAN model(KANOptions({2, 5, 1}).backend(backend_arg(state.range(1))).device(device));
+  const auto data = create_dataset(reference_function("toy").f,
+                                   DatasetOptions(2).train_num(N).test_num(1).device(device));
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  if (adam)
+    optimizer = std::make_unique<torch::optim::Adam>(model->parameters(),
+                                                     torch::optim::AdamOptions(1e-3));
+  else
+    optimizer = std::make_unique<torch::optim::LBFGS>(
+        model->parameters(), torch::optim::LBFGSOptions(1).history_size(10).line_search_fn("strong_wolfe"));
+  auto closure = [&] {
+    optimizer->zero_grad();
+    auto loss = compute_loss(Loss::kMSE, model(data.train_input), data.train_label);
+    loss.backward();
+    return loss;
+  };
+  run_timed(state, device, [&] {
+    if (adam) {
+      closure();
+      optimizer->step();
+    } else {
+      optimizer->step(closure);
+    }
+  });
+  set_sample_rate(state, N);
+  state.SetLabel(std::string(adam ? "adam" : "lbfgs") + " " + to_string(backend_arg(state.range(1))));
+}
+void BM_TrainStep(benchmark::State& state) { train_step(state, torch::kCPU); }
+void BM_TrainStep_CUDA(benchmark::State& state) { train_step(state, torch::kCUDA); }
+
+// ---- Grid update of a [I, 5, 1] KAN from N samples: Args N, I, G ----------------------------
+void grid_update(benchmark::State& state, torch::Device device) {
+  if (skip_without_gpu(state, device))
+    return;
+  const int64_t N = state.range(0), I = state.range(1), G = state.range(2);
+  KAN model(KANOptions({I, 5, 1}).grid(G).device(device));
+  const auto x = uniform_inputs(N, I, device);
+  run_timed(state, device, [&] { model->update_grid_from_samples(x); });
+  set_sample_rate(state, N);
+}
+void BM_GridUpdate(benchmark::State& state) { grid_update(state, torch::kCPU); }
+void BM_GridUpdate_CUDA(benchmark::State& state) { grid_update(state, torch::kCUDA); }
+
+void register_on(bool cuda, const char* name, void (*fn)(benchmark::State&),
+                 const std::vector<std::string>& arg_names,
+                 const std::vector<std::vector<int64_t>>& args) {
+  auto* b = benchmark::RegisterBenchmark(name, fn)->ArgNames(arg_names)->Unit(benchmark::kMillisecond);
+  if (cuda)
+    b->UseManualTime();
+  else
+    b->UseRealTime();
+  for (const auto& a : args)
+    b->Args(a);
+}
+
+} // namespace
+
+void register_training_families() {
+  const bool gpu = cuda_benchmarks_available();
+  for (const bool cuda : {false, true}) {
+    if (cuda && !gpu)
+      continue;
+    register_on(cuda, cuda ? "BM_BsplineBasis_CUDA" : "BM_BsplineBasis",
+                cuda ? BM_BsplineBasis_CUDA : BM_BsplineBasis, {"batch", "in", "G", "k"},
+                {{256, 2, 5, 3}, {4096, 100, 5, 3}, {4096, 100, 50, 3}});
+    register_on(cuda, cuda ? "BM_LayerForward_CUDA" : "BM_LayerForward",
+                cuda ? BM_LayerForward_CUDA : BM_LayerForward,
+                {"backend", "batch", "in", "out", "G", "k"},
+                {{0, 256, 2, 5, 5, 3}, {1, 256, 2, 5, 5, 3}, {0, 4096, 100, 100, 5, 3},
+                 {1, 4096, 100, 100, 5, 3}, {0, 4096, 100, 100, 50, 3}, {1, 4096, 100, 100, 50, 3}});
+    register_on(cuda, cuda ? "BM_TrainStep_CUDA" : "BM_TrainStep",
+                cuda ? BM_TrainStep_CUDA : BM_TrainStep, {"opt", "backend", "batch"},
+                {{0, 0, 256}, {0, 1, 256}, {1, 0, 256}, {1, 1, 256}, {0, 1, 1000}, {1, 1, 1000}});
+    register_on(cuda, cuda ? "BM_GridUpdate_CUDA" : "BM_GridUpdate",
+                cuda ? BM_GridUpdate_CUDA : BM_GridUpdate, {"batch", "in", "G"},
+                {{256, 2, 5}, {1000, 2, 5}, {4096, 100, 5}});
+  }
+}
+
+} // namespace kan::bench
