@@ -1,33 +1,19 @@
 // `kanbench compare` and `kanbench report` as a user or a CI job runs them: exit codes, output.
+#include "cli_runner.h"
 #include "reports_test_util.h"
 
 #include "kan/reports/results_io.h"
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
+#include <algorithm>
 
 namespace {
 
 using namespace kan::reports;
 
-struct Run {
-  int exit_code;
-  std::string output; // stdout and stderr together
-};
+using Run = kan::test::CliRun;
 
 Run kanbench(const std::string& args) {
-  const std::string command = std::string(KANBENCH_EXECUTABLE) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe)
-    throw std::runtime_error("cannot run " + command);
-  std::string output;
-  std::array<char, 4096> buffer{};
-  while (fgets(buffer.data(), buffer.size(), pipe))
-    output += buffer.data();
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+  return kan::test::run_kanbench(args);
 }
 
 size_t lines(const std::string& text) {
