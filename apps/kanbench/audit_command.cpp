@@ -109,7 +109,21 @@ nlohmann::json all_findings(const kan::diagnostics::AuditReport& before,
   return findings;
 }
 
+int audit(const AuditArgs& a);
+
+// Anything that escapes the audit means it could not run: exit 2, never 1 ("findings").
 int run_audit(const AuditArgs& a) {
+  try {
+    return audit(a);
+  } catch (const c10::Error& e) {
+    std::cerr << "kanbench audit: cannot run: " << first_line(e.what_without_backtrace()) << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "kanbench audit: cannot run: " << first_line(e.what()) << "\n";
+  }
+  return kCannotRun;
+}
+
+int audit(const AuditArgs& a) {
   // Everything up to the training steps decides whether the audit can run at all.
   torch::Device device = torch::kCPU, data_device = torch::kCPU;
   std::optional<kan::KAN> loaded;
@@ -170,8 +184,9 @@ int run_audit(const AuditArgs& a) {
   if (after) {
     std::cout << after->audit.to_text() << after->trace.to_text();
     if (after->trace.summary.steps > 0) {
-      std::printf("timing: traced step %.4f s, untraced step %.4f s\n", after->traced_step_seconds,
-                  after->untraced_step_seconds);
+      std::printf("timing: traced step %.4f s, untraced step %.4f s (the traced steps include the "
+                  "first step's warm-up and grid update)\n",
+                  after->traced_step_seconds, after->untraced_step_seconds);
     }
   }
   if (!training_error.empty())

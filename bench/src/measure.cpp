@@ -65,11 +65,14 @@ PeakMemory::PeakMemory(torch::Device device) : device_(device) {
     return;
   }
   // Writing 5 to clear_refs resets the high-water mark VmHWM to the current resident set.
-  std::ofstream("/proc/self/clear_refs") << "5";
+  std::ofstream clear_refs("/proc/self/clear_refs");
+  clear_refs << "5";
+  clear_refs.flush();
+  reset_ = static_cast<bool>(clear_refs);
   baseline_ = proc_status_bytes("VmRSS");
 }
 
-int64_t PeakMemory::bytes() const {
+std::optional<int64_t> PeakMemory::bytes() const {
   if (device_.is_cuda()) {
     const auto index = device_.has_index() ? device_.index() : c10::cuda::current_device();
     const auto peak = c10::cuda::CUDACachingAllocator::getDeviceStats(index)
@@ -77,6 +80,8 @@ int64_t PeakMemory::bytes() const {
                           .peak;
     return std::max<int64_t>(0, peak - baseline_);
   }
+  if (!reset_)
+    return std::nullopt;
   return std::max<int64_t>(0, proc_status_bytes("VmHWM") - baseline_);
 }
 

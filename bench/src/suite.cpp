@@ -205,6 +205,9 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
     diagnostics::diagnose_device_errors([&] { history = fit(model, data, options); }, [&] {
       return diagnostics::DeviceAudit(target.device).module(*model).dataset(data).report();
     });
+    // Training's peak, before evaluation's chunks add their own.
+    r.peak_memory_bytes = memory.bytes();
+    r.memory_kind = memory.kind();
     if (target.device.is_cuda())
       r.gpu_activity = tracer.gpu_activity();
     if (inst.keep_trace) {
@@ -223,8 +226,6 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
       r.final_test_rmse = final.test_rmse;
     else
       r.final_accuracy = final.test_accuracy;
-    r.peak_memory_bytes = memory.bytes();
-    r.memory_kind = memory.kind();
     const auto summary = reports::summarize(r.epoch_seconds);
     if (!summary) {
       r.status = reports::CaseStatus::kFailed;
@@ -427,8 +428,19 @@ reports::Results run_suite(const SuiteOptions& o) {
       if (per_target[0].status != reports::CaseStatus::kOk ||
           per_target[i].status != reports::CaseStatus::kOk)
         continue;
-      results.comparisons.push_back(
-          compare_targets(w, targets[0], targets[i], per_target[0], per_target[i]));
+      try {
+        results.comparisons.push_back(
+            compare_targets(w, targets[0], targets[i], per_target[0], per_target[i]));
+      } catch (const std::exception& e) {
+        // A comparison that cannot be made is a failed one, with the reason; the run goes on.
+        reports::Comparison failed;
+        failed.case_name = w.name;
+        failed.a = targets[0].name;
+        failed.b = targets[i].name;
+        failed.parity = reports::Parity::kFail;
+        failed.message = "comparison could not run: " + first_line(e.what());
+        results.comparisons.push_back(failed);
+      }
     }
   }
   if (o.edge_cases) {

@@ -68,10 +68,12 @@ AuditedFit audited_fit(KAN& model, const Dataset& data, FitOptions options, int6
   try {
     diagnose_device_errors([&] { result.history = fit(model, data, options); }, [&] {
       trace.stop();
+      optimizer = nullptr; // fit's optimiser died with the unwinding
       return static_audit();
     });
   } catch (const c10::Error& error) {
     // Name the operations that mixed devices too, when the trace saw them.
+    optimizer = nullptr;
     trace.stop();
     std::string operations;
     for (const auto& f : trace.report().findings) {

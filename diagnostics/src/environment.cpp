@@ -89,9 +89,21 @@ std::optional<std::string> visible_devices_variable() {
   return value ? std::optional<std::string>(value) : std::nullopt;
 }
 
-// The CUDA version LibTorch was built with; 0 for a CPU-only LibTorch.
+// The CUDA version LibTorch was built with; 0 for a CPU-only LibTorch (whose stub hooks throw).
 int libtorch_cuda_version() {
-  return static_cast<int>(at::detail::getCUDAHooks().versionCUDART());
+  try {
+    return static_cast<int>(at::detail::getCUDAHooks().versionCUDART());
+  } catch (const c10::Error&) {
+    return 0;
+  }
+}
+
+long libtorch_cudnn_version() {
+  try {
+    return at::detail::getCUDAHooks().versionCuDNN();
+  } catch (const c10::Error&) {
+    return 0;
+  }
 }
 
 // Why CUDA is unusable, with the fix; both empty when it is usable.
@@ -112,7 +124,8 @@ reports::EnvironmentProblem diagnose_cuda() {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   cudaGetLastError(); // clear the sticky error, so LibTorch starts from a clean state
-  if (status == cudaErrorInsufficientDriver || driver < built) {
+  // CUDA's minor-version compatibility: a driver for 13.0 runs 13.x builds; majors must match.
+  if (status == cudaErrorInsufficientDriver || driver / 1000 < built / 1000) {
     return {"CUDA is not usable: the driver supports CUDA " + cuda_version_string(driver) +
                 " but LibTorch was built for CUDA " + cuda_version_string(built),
             "Update the NVIDIA driver to one that supports CUDA " + cuda_version_string(built) +
@@ -155,7 +168,7 @@ reports::Environment collect_environment() {
   env.hostname = hostname();
   env.libtorch_version = TORCH_VERSION;
   env.cuda_build_version = cuda_version_string(libtorch_cuda_version());
-  env.cudnn_build_version = cudnn_version_string(at::detail::getCUDAHooks().versionCuDNN());
+  env.cudnn_build_version = cudnn_version_string(libtorch_cudnn_version());
   int driver = 0;
   cudaDriverGetVersion(&driver);
   env.cuda_driver_version = cuda_version_string(driver);

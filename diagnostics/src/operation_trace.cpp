@@ -40,11 +40,14 @@ namespace {
 // RecordFunction callbacks are plain function pointers: they find their trace through this
 // pointer, and the scope stack of their thread through t_frames.
 std::atomic<TraceState*> g_active{nullptr};
+// Bumped by every start(): a scope opened under an earlier trace must not pop a later one's frames.
+std::atomic<uint64_t> g_generation{0};
 thread_local std::vector<Frame> t_frames;
 thread_local int t_operation_depth = 0;
 
 // The context handed from an operation's start callback to its end callback.
 struct OperationContext : at::ObserverContext {
+  uint64_t generation = g_generation.load();
   bool pushed = false;
   bool top_level = false;
   Clock::time_point start;
@@ -206,7 +209,7 @@ void end_callback(const at::RecordFunction& fn, at::ObserverContext* context) {
   auto* op = static_cast<OperationContext*>(context);
   if (op == nullptr)
     return;
-  if (op->pushed && !t_frames.empty()) {
+  if (op->pushed && op->generation == g_generation.load() && !t_frames.empty()) {
     if (t_frames.back().kind == Frame::Kind::kOperation)
       --t_operation_depth;
     t_frames.pop_back();
@@ -361,6 +364,7 @@ void TraceState::on_end(const at::RecordFunction& fn, OperationContext& op) {
 using detail::Clock;
 using detail::seconds_between;
 using detail::g_active;
+using detail::g_generation;
 using detail::t_frames;
 using detail::t_operation_depth;
 
@@ -371,7 +375,10 @@ OperationTrace::~OperationTrace() {
   try {
     stop();
   } catch (...) {
-    // A destructor must not throw; stop() only throws when called from another thread.
+    // stop() throws only on another thread than start()'s: the callback stays registered
+    // there, but with no active trace it records nothing and touches no freed state.
+    detail::TraceState* self = state_.get();
+    g_active.compare_exchange_strong(self, nullptr);
   }
 }
 
@@ -381,6 +388,7 @@ void OperationTrace::start() {
   TORCH_CHECK(g_active.compare_exchange_strong(expected, state_.get()),
               "OperationTrace::start: another operation trace is running; one at a time");
   state_->owner = std::this_thread::get_id();
+  ++g_generation;
   t_frames.clear();
   t_operation_depth = 0;
   state_->handle = at::addThreadLocalCallback(

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace kan::bench {
@@ -34,14 +35,16 @@ private:
 class PeakMemory {
 public:
   explicit PeakMemory(torch::Device device);
-  /// Peak bytes above the level at construction.
-  int64_t bytes() const;
+  /// Peak bytes above the level at construction; nullopt where the CPU high-water mark cannot
+  /// be reset (a container that forbids /proc/self/clear_refs), rather than a wrong number.
+  std::optional<int64_t> bytes() const;
   /// "cpu_rss_growth" or "cuda_peak_allocated".
   std::string kind() const;
 
 private:
   torch::Device device_;
   int64_t baseline_ = 0;
+  bool reset_ = true;
 };
 
 
