@@ -9,6 +9,7 @@
 #include <torch/nn/module.h>
 
 #include <algorithm>
+#include <optional>
 
 namespace kan::diagnostics {
 namespace {
@@ -177,6 +178,22 @@ TEST(OperationTrace, OneTraceAtATime) {
   first.stop(); // harmless
   second.start();
   second.stop();
+}
+
+TEST(OperationTrace, AScopeOpenAcrossTracesLeavesTheNextTraceAlone) {
+  std::optional<ModuleScope> outer;
+  OperationTrace first(torch::kCPU);
+  first.start();
+  outer.emplace("outer"); // opened under the first trace
+  first.stop();
+  const auto report = trace_operations(torch::kCPU, [&] {
+    ModuleScope inner("inner");
+    outer.reset(); // the first trace's scope ends inside the second one's
+    (void)(torch::ones({2}) + 1);
+  });
+  EXPECT_TRUE(std::any_of(report.operations.begin(), report.operations.end(), [](const auto& o) {
+    return o.operation == "aten::add" && o.module == "model.inner";
+  })) << report.to_json()["operations"].dump();
 }
 
 TEST(OperationTrace, KanFitStepOnCuda_CUDA) {
