@@ -99,7 +99,7 @@ std::vector<Workload> suite_workloads(const std::string& suite) {
   wide.loss = Loss::kCrossEntropy;
   wide.train_num = quick ? 256 : full ? 60000 : 10000;
   wide.test_num = quick ? 64 : full ? 10000 : 2000;
-  wide.batch = quick ? 128 : 256;
+  wide.batch = quick ? 128 : 250;
   wide.epochs = quick ? 2 : 5;
   w.push_back(wide);
 
@@ -114,6 +114,11 @@ std::vector<Workload> suite_workloads(const std::string& suite) {
   million.batch = quick ? (1 << 12) : (1 << 16);
   million.epochs = quick ? 2 : 5;
   w.push_back(million);
+  // A batch that divides the training set makes the timed epochs and fit's epochs (counted in
+  // samples seen) the same steps.
+  for (const auto& workload : w)
+    TORCH_INTERNAL_ASSERT(workload.batch <= 0 || workload.train_num % workload.batch == 0,
+                          workload.name, ": batch must divide train_num");
   return w;
 }
 
