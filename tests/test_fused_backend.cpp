@@ -1,5 +1,6 @@
 // The fused spline backend against the reference one: outputs and every gradient, edge cases,
 // memory that does not grow with the grid, and the option's plumbing.
+#include "kan/bench/measure.h"
 #include "kan/checkpoint.h"
 #include "kan/layer.h"
 #include "kan/network.h"
@@ -11,7 +12,6 @@
 #include <torch/nn/module.h>
 
 #include <cmath>
-#include <fstream>
 #include <string>
 
 namespace kan {
@@ -238,25 +238,6 @@ TEST(FusedBackend, NetworkTrainsLikeReference) {
     EXPECT_LE(max_abs_diff(pf[i].grad(), pr[i].grad()), 1e-12) << "parameter " << i;
 }
 
-// Peak resident memory since the last reset, in bytes (VmHWM of /proc/self/status).
-int64_t peak_rss_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0)
-      return std::stoll(line.substr(6)) * 1024;
-  }
-  return -1;
-}
-
-// Resets VmHWM to the current resident size (Linux >= 4.0); false where that is not allowed.
-bool reset_peak_rss() {
-  std::ofstream clear("/proc/self/clear_refs");
-  clear << "5";
-  clear.flush();
-  return static_cast<bool>(clear);
-}
-
 TEST(FusedBackend, MemoryDoesNotGrowWithTheGrid) {
   // The reference basis tensor alone would be 65536 * 64 * 203 * 4 B = 3.4 GB at every level of
   // the recursion; the fused path must stay within 512 MB of extra peak resident memory.
@@ -265,11 +246,12 @@ TEST(FusedBackend, MemoryDoesNotGrowWithTheGrid) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
   auto x = (torch::rand({N, width}, gen, torch::kFloat32) * 2 - 1).requires_grad_(true);
   const auto grad_y = torch::ones({N, width}, torch::kFloat32);
-  if (!reset_peak_rss() || peak_rss_bytes() < 0)
-    GTEST_SKIP() << "cannot reset the peak resident size (/proc/self/clear_refs)";
-  const int64_t before = peak_rss_bytes();
+  const kan::bench::PeakMemory memory(torch::kCPU);
   layer(x).backward(grad_y);
-  const int64_t growth = peak_rss_bytes() - before;
+  const auto measured = memory.bytes();
+  if (!measured)
+    GTEST_SKIP() << "cannot reset the peak resident size (/proc/self/clear_refs)";
+  const int64_t growth = *measured;
   RecordProperty("peak_rss_growth_bytes", std::to_string(growth));
   EXPECT_LT(growth, int64_t{512} << 20)
       << "peak resident memory grew by " << (growth >> 20) << " MiB";

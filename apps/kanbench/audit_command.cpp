@@ -14,7 +14,6 @@
 #include <iostream>
 #include <cstdio>
 #include <memory>
-#include <optional>
 #include <set>
 
 namespace kanbench {
@@ -124,37 +123,24 @@ int run_audit(const AuditArgs& a) {
 }
 
 int audit(const AuditArgs& a) {
-  // Everything up to the training steps decides whether the audit can run at all.
-  torch::Device device = torch::kCPU, data_device = torch::kCPU;
-  std::optional<kan::KAN> loaded;
-  kan::Dataset data;
-  try {
-    TORCH_CHECK(a.checkpoint.empty() != a.width.empty(),
-                "give the model either as --checkpoint PATH or as --width 2,5,1 (not both)");
-    TORCH_CHECK(a.trace_steps >= 0, "--trace-steps must be >= 0, got ", a.trace_steps);
-    TORCH_CHECK(a.samples >= 1, "--samples must be >= 1, got ", a.samples);
-    device = parse_device(a.device, "--device");
-    data_device = a.data_device.empty() ? device : parse_device(a.data_device, "--data-device");
-    if (!a.checkpoint.empty()) {
-      loaded = kan::load_checkpoint(a.checkpoint, device);
-    } else {
-      loaded = kan::KAN(kan::KANOptions(a.width)
-                            .grid(a.grid)
-                            .k(a.k)
-                            .seed(a.seed)
-                            .device(device)
-                            .dtype(parse_dtype(a.dtype)));
-    }
-    const auto data_dtype = a.data_dtype.empty() ? (*loaded)->dtype() : parse_dtype(a.data_dtype);
-    data = audit_dataset(a, *loaded, data_device, data_dtype);
-  } catch (const std::exception& e) {
-    const std::string message =
-        dynamic_cast<const c10::Error*>(&e) ? static_cast<const c10::Error&>(e).what_without_backtrace()
-                                            : e.what();
-    std::cerr << "kanbench audit: cannot run: " << first_line(message) << "\n";
-    return kCannotRun;
-  }
-  kan::KAN model = *loaded;
+  // Everything up to the training steps decides whether the audit can run at all; an error
+  // here leaves through run_audit as exit 2.
+  TORCH_CHECK(a.checkpoint.empty() != a.width.empty(),
+              "give the model either as --checkpoint PATH or as --width 2,5,1 (not both)");
+  TORCH_CHECK(a.trace_steps >= 0, "--trace-steps must be >= 0, got ", a.trace_steps);
+  TORCH_CHECK(a.samples >= 1, "--samples must be >= 1, got ", a.samples);
+  const torch::Device device = parse_device(a.device, "--device");
+  const torch::Device data_device =
+      a.data_device.empty() ? device : parse_device(a.data_device, "--data-device");
+  kan::KAN model = !a.checkpoint.empty() ? kan::load_checkpoint(a.checkpoint, device)
+                                         : kan::KAN(kan::KANOptions(a.width)
+                                                        .grid(a.grid)
+                                                        .k(a.k)
+                                                        .seed(a.seed)
+                                                        .device(device)
+                                                        .dtype(parse_dtype(a.dtype)));
+  const auto data_dtype = a.data_dtype.empty() ? model->dtype() : parse_dtype(a.data_dtype);
+  const kan::Dataset data = audit_dataset(a, model, data_device, data_dtype);
 
   const auto before = kan::diagnostics::DeviceAudit(device).module(*model).dataset(data).report();
   std::cout << before.to_text();

@@ -17,10 +17,6 @@ namespace {
 using reports::EdgeCaseResult;
 using reports::EdgeStatus;
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 bool all_finite(const torch::Tensor& t) {
   return !t.defined() || t.numel() == 0 || torch::isfinite(t).all().item<bool>();
 }

@@ -4,7 +4,6 @@
 #include "kan/diagnostics/device_audit.h"
 #include "kan/diagnostics/environment.h"
 #include "kan/diagnostics/nvtx.h"
-#include "kan/reports/statistics.h"
 
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
@@ -20,10 +19,6 @@ namespace kan::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 std::string dtype_name(torch::Dtype dtype) {
   return dtype == torch::kFloat64 ? "float64" : "float32";
@@ -115,7 +110,7 @@ std::vector<Target> resolve_targets(const std::string& devices) {
     gpu_runs = gpu_runs || (name == "cuda" && t.unavailable.empty());
     targets.push_back(t);
   }
-  if (names == std::vector<std::string>{"cpu"} || (!gpu_runs && names.front() == "cpu"))
+  if (!gpu_runs && names.front() == "cpu")
     targets.push_back({"cpu-float64", torch::kCPU, torch::kFloat64, ""});
   return targets;
 }
@@ -226,18 +221,12 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
       r.final_test_rmse = final.test_rmse;
     else
       r.final_accuracy = final.test_accuracy;
-    const auto summary = reports::summarize(r.epoch_seconds);
-    if (!summary) {
+    reports::fill_epoch_statistics(r);
+    if (!r.median_epoch_seconds) {
       r.status = reports::CaseStatus::kFailed;
       r.reason = "no timed epoch";
       return r;
     }
-    r.median_epoch_seconds = summary->median;
-    r.iqr_epoch_seconds = summary->iqr;
-    r.min_epoch_seconds = summary->min;
-    r.max_epoch_seconds = summary->max;
-    r.steps_per_second = static_cast<double>(steps_per_epoch) / summary->median;
-    r.samples_per_second = static_cast<double>(*r.samples_per_epoch) / summary->median;
   } catch (const CaseTimeout& t) {
     r.status = reports::CaseStatus::kTimeout;
     std::ostringstream reason;
@@ -279,12 +268,7 @@ reports::Comparison compare_targets(const Workload& w, const Target& a, const Ta
   c.label = a.device == b.device
                 ? dtype_name(a.dtype) + " vs " + dtype_name(b.dtype) + " on " + a.device.str()
                 : a.device.str() + " vs " + b.device.str() + " (" + dtype_name(b.dtype) + ")";
-  const auto sa = reports::summarize(ra.epoch_seconds), sb = reports::summarize(rb.epoch_seconds);
-  if (sa && sb) {
-    c.speedup = sa->median / sb->median;
-    c.speedup_low = sa->q1 / sb->q3;
-    c.speedup_high = sa->q3 / sb->q1;
-  }
+  reports::fill_speedup(c, ra, rb);
   const bool any_float32 = a.dtype == torch::kFloat32 || b.dtype == torch::kFloat32;
   const auto tol = parity_tolerances(any_float32 ? torch::kFloat32 : torch::kFloat64);
   std::vector<std::string> failures;

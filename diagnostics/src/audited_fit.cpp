@@ -73,7 +73,6 @@ AuditedFit audited_fit(KAN& model, const Dataset& data, FitOptions options, int6
     });
   } catch (const c10::Error& error) {
     // Name the operations that mixed devices too, when the trace saw them.
-    optimizer = nullptr;
     trace.stop();
     std::string operations;
     for (const auto& f : trace.report().findings) {
