@@ -144,6 +144,23 @@ TEST(FusedBackend, BatchSizes) {
   }
 }
 
+TEST(FusedBackend, BackwardInSlicesThatDoNotDivideTheBatch) {
+  // With more threads than inputs the CPU backward cuts the samples into slices, each with its own
+  // grad_weight; 7 threads and 5 inputs make 3 slices of 4096 samples (1366, 1366, 1364). The
+  // CudaThreadsOnCpu run checks the CUDA grad_weight kernel's slices through this too.
+  const int threads = at::get_num_threads();
+  at::set_num_threads(7);
+  for (const auto dtype : {torch::kFloat64, torch::kFloat32}) {
+    auto [reference, fused] = layer_pair(KANLayerOptions(5, 6).grid(10).k(3).dtype(dtype));
+    update_grids(reference, fused, 5, dtype);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
+    const auto x = (torch::rand({4096, 5}, gen, torch::kFloat64) * 2.4 - 1.2).to(dtype);
+    expect_match(reference, fused, x, dtype == torch::kFloat64 ? 1e-10 : 1e-5,
+                 "7 threads " + std::string(c10::toString(dtype)));
+  }
+  at::set_num_threads(threads);
+}
+
 TEST(FusedBackend, RepeatedKnots) {
   // Coinciding knots make zero denominators, which must contribute 0 (never NaN) in both.
   auto [reference, fused] = layer_pair(KANLayerOptions(2, 3).grid(6).k(3).dtype(torch::kFloat64));

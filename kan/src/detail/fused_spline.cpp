@@ -21,42 +21,52 @@ constexpr int64_t kMaxSliceBytes = 64 << 20;
 // Rows below which a slice is not worth its own copy of grad_weight.
 constexpr int64_t kMinSliceRows = 256;
 
-// The AVX2 kernels where they were built and the CPU has AVX2 and FMA, unless the environment
-// variable KAN_FUSED_CPU_ISA=generic asks for the portable ones (tests run both).
-bool use_avx2() {
+// The CPU kernels: KAN_FUSED_CPU_ISA names them (generic, avx2, or cuda-threads: the CUDA
+// kernels' per-thread code run on the CPU); unset, the AVX2 ones where they were built and the CPU
+// has AVX2 and FMA. The tests run each.
+enum class CpuIsa { kGeneric, kAvx2, kCudaThreads };
+
+bool cpu_has_avx2() {
 #if defined(KAN_HAS_AVX2_KERNELS) && (defined(__x86_64__) || defined(__i386__))
-  const char* isa = std::getenv("KAN_FUSED_CPU_ISA");
-  if (isa != nullptr && std::string(isa) == "generic")
-    return false;
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #else
   return false;
 #endif
 }
 
-template <typename T> const SplineKernels<T>& cpu_kernels() {
-#ifdef KAN_HAS_AVX2_KERNELS
-  static const SplineKernels<T> kernels =
-      use_avx2() ? cpu_avx2::kernels<T>() : cpu_generic::kernels<T>();
-#else
-  static const SplineKernels<T> kernels = cpu_generic::kernels<T>();
-#endif
-  return kernels;
+CpuIsa cpu_isa() {
+  const char* env = std::getenv("KAN_FUSED_CPU_ISA");
+  const std::string isa = env == nullptr ? "" : env;
+  if (isa.empty())
+    return cpu_has_avx2() ? CpuIsa::kAvx2 : CpuIsa::kGeneric;
+  if (isa == "generic")
+    return CpuIsa::kGeneric;
+  if (isa == "cuda-threads")
+    return CpuIsa::kCudaThreads;
+  TORCH_CHECK(isa == "avx2", "KAN_FUSED_CPU_ISA=", isa,
+              ": expected generic, avx2 or cuda-threads (or unset)");
+  TORCH_CHECK(cpu_has_avx2(),
+              "KAN_FUSED_CPU_ISA=avx2: this build or CPU has no AVX2 + FMA kernels");
+  return CpuIsa::kAvx2;
 }
 
-template <typename T>
-SplineArgs<T> spline_args(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& inv,
-                          const at::Tensor& weight, int64_t k) {
-  return {x.const_data_ptr<T>(),
-          grid.const_data_ptr<T>(),
-          inv.const_data_ptr<T>(),
-          weight.const_data_ptr<T>(),
-          x.size(0),
-          x.size(1),
-          grid.size(1),
-          weight.size(1),
-          weight.size(2),
-          static_cast<int>(k)};
+template <typename T> SplineKernels<T> kernels_for(CpuIsa isa) {
+  switch (isa) {
+  case CpuIsa::kCudaThreads:
+    return cuda_threads::kernels<T>();
+  case CpuIsa::kAvx2:
+#ifdef KAN_HAS_AVX2_KERNELS
+    return cpu_avx2::kernels<T>();
+#endif
+  case CpuIsa::kGeneric:
+    break;
+  }
+  return cpu_generic::kernels<T>();
+}
+
+template <typename T> const SplineKernels<T>& cpu_kernels() {
+  static const SplineKernels<T> kernels = kernels_for<T>(cpu_isa());
+  return kernels;
 }
 
 at::Tensor forward_cpu(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& inv,
@@ -148,10 +158,6 @@ public:
 };
 
 } // namespace
-
-const char* fused_cpu_kernel_isa() {
-  return use_avx2() ? "avx2" : "generic";
-}
 
 at::Tensor knot_reciprocals(const at::Tensor& grid, int64_t k) {
   at::NoGradGuard no_grad;

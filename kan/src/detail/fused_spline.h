@@ -8,6 +8,8 @@
 // G = 50; bench_kan on an idle machine), so no rule for switching was needed. Measure with
 // bench_kan before adding one.
 
+#include "detail/spline_kernels.h"
+
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -25,8 +27,21 @@ at::Tensor fused_spline(const at::Tensor& x, const at::Tensor& grid, const at::T
 /// 0 where those knots coincide or j + p >= P.
 at::Tensor knot_reciprocals(const at::Tensor& grid, int64_t k);
 
-/// The CPU instruction set the fused kernels use here: "avx2" or "generic".
-const char* fused_cpu_kernel_isa();
+/// The raw-array view of one fused spline problem that every kernel reads (spline_kernels.h).
+template <typename T>
+SplineArgs<T> spline_args(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& inv,
+                          const at::Tensor& weight, int64_t k) {
+  return {x.const_data_ptr<T>(),
+          grid.const_data_ptr<T>(),
+          inv.const_data_ptr<T>(),
+          weight.const_data_ptr<T>(),
+          x.size(0),
+          x.size(1),
+          grid.size(1),
+          weight.size(1),
+          weight.size(2),
+          static_cast<int>(k)};
+}
 
 #ifdef KAN_HAS_CUDA_KERNELS
 /// CUDA kernels (fused_spline_cuda.cu), on the current stream; arguments as in fused_spline,

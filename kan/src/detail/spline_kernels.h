@@ -37,6 +37,11 @@ namespace cpu_avx2 {
 template <typename T> SplineKernels<T> kernels();
 } // namespace cpu_avx2
 
+/// The CUDA kernels' per-thread code (spline_threads.h) run on the CPU, for tests: slow.
+namespace cuda_threads {
+template <typename T> SplineKernels<T> kernels();
+} // namespace cuda_threads
+
 /// y (N, O) = the spline part (y must be zero on entry), parallel over samples.
 template <typename T>
 void spline_forward(const SplineKernels<T>& kernels, const SplineArgs<T>& a, T* y);
