@@ -9,9 +9,9 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
-#include <thread>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <tuple>
 #include <unordered_map>
 
@@ -54,16 +54,23 @@ struct OperationContext : at::ObserverContext {
   std::string module, phase;
   bool host_work = false;
   bool has_tensor_inputs = false;
-  std::string input_device; // of the first tensor input
+  bool cpu_tensor_inputs = false; // a CPU input with at least one dimension
+  std::string input_device;       // of the first tensor input
 };
 
 constexpr std::string_view kAutogradNodePrefix = "autograd::engine::evaluate_function: ";
 
 bool is_copy(std::string_view name) {
-  static const std::set<std::string_view> copies = {
-      "aten::to",          "aten::_to_copy",    "aten::copy_",        "aten::_copy_from",
-      "aten::item",        "aten::_local_scalar_dense", "aten::lift_fresh", "aten::lift_fresh_copy",
-      "aten::_copy_from_and_resize", "aten::contiguous"};
+  static const std::set<std::string_view> copies = {"aten::to",
+                                                    "aten::_to_copy",
+                                                    "aten::copy_",
+                                                    "aten::_copy_from",
+                                                    "aten::item",
+                                                    "aten::_local_scalar_dense",
+                                                    "aten::lift_fresh",
+                                                    "aten::lift_fresh_copy",
+                                                    "aten::_copy_from_and_resize",
+                                                    "aten::contiguous"};
   return copies.count(name) > 0;
 }
 
@@ -275,6 +282,8 @@ std::unique_ptr<at::ObserverContext> TraceState::on_start(const at::RecordFuncti
   for (const auto& value : inputs)
     collect_devices(value, all, strict);
   context->has_tensor_inputs = !all.empty();
+  context->cpu_tensor_inputs =
+      std::any_of(strict.begin(), strict.end(), [](const c10::Device& d) { return d.is_cpu(); });
   if (!all.empty())
     context->input_device = all.front().str();
 
@@ -302,8 +311,8 @@ std::unique_ptr<at::ObserverContext> TraceState::on_start(const at::RecordFuncti
       for (const auto& d : strict)
         mixed = mixed || d != strict.front();
       if (mixed)
-        add_finding(TraceProblem::kMixedDevices, std::string(name), context->module,
-                    context->phase, join_devices(strict));
+        add_finding(TraceProblem::kMixedDevices, std::string(name), context->module, context->phase,
+                    join_devices(strict));
     }
   }
   t_frames.push_back({Frame::Kind::kOperation, {}});
@@ -340,7 +349,10 @@ void TraceState::on_end(const at::RecordFunction& fn, OperationContext& op) {
   if (out_all.empty())
     return;
   ++computing_operations;
-  const bool on_cpu = !expected.is_cpu() && out_all.front().is_cpu();
+  // A CPU scalar made from CPU scalars or from nothing is not work meant for the device: LibTorch's
+  // own LBFGS keeps H_diag = torch::tensor(1) on the CPU beside a direction on the GPU.
+  const bool cpu_scalar = out_dims.empty() && !op.cpu_tensor_inputs;
+  const bool on_cpu = !expected.is_cpu() && out_all.front().is_cpu() && !cpu_scalar;
   if (on_cpu)
     ++cpu_operations;
   if (!op.has_tensor_inputs) {
@@ -362,9 +374,9 @@ void TraceState::on_end(const at::RecordFunction& fn, OperationContext& op) {
 } // namespace detail
 
 using detail::Clock;
-using detail::seconds_between;
 using detail::g_active;
 using detail::g_generation;
+using detail::seconds_between;
 using detail::t_frames;
 using detail::t_operation_depth;
 
@@ -463,10 +475,11 @@ TraceReport OperationTrace::report() const {
               "create it once and register it as a buffer.";
       break;
     case TraceProblem::kRanOnCpu:
-      f.message = f.operation + " " + where + " ran on the CPU " + times + " while the model is on " +
-                  expected;
-      f.fix = "Move the tensors it reads to " + expected +
-              "; work that must stay on the host belongs in kan::PhaseScope(kan::Phase::kHostWork).";
+      f.message = f.operation + " " + where + " ran on the CPU " + times +
+                  " while the model is on " + expected;
+      f.fix =
+          "Move the tensors it reads to " + expected +
+          "; work that must stay on the host belongs in kan::PhaseScope(kan::Phase::kHostWork).";
       break;
     case TraceProblem::kDeviceNotUsed:
       break;
