@@ -114,6 +114,32 @@ TEST(ResultsJson, FillEpochStatisticsAndSpeedup) {
   EXPECT_FALSE(cpu.samples_per_second);
 }
 
+TEST(ResultsJson, RunProblemsAreWhatACiGateFailsOn) {
+  auto r = test::sample_results();
+  // The sample: an audit finding on toy/cpu and a failed edge case; a skipped target is not one.
+  auto problems = run_problems(r);
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_EQ(problems[0], "toy on cpu: audit finding wrong_dtype: float32 data for a float64 model");
+  EXPECT_EQ(problems[1],
+            "edge case million_samples on cpu fails: peak extra memory 600 MB > 512 MB");
+
+  r.cases[0].audit_findings.clear();
+  r.edge_cases[1].status = EdgeStatus::kPass;
+  EXPECT_TRUE(run_problems(r).empty());
+  r.cases[2].status = CaseStatus::kTimeout; // a measurement, not a failure
+  r.cases[3].status = CaseStatus::kOom;
+  EXPECT_TRUE(run_problems(r).empty());
+
+  r.cases[2].status = CaseStatus::kFailed;
+  r.cases[2].reason = "Expected all tensors to be on the same device";
+  r.comparisons[0].parity = Parity::kFail;
+  r.comparisons[0].message = "max_rel_loss_diff 0.1 > 1e-06";
+  problems = run_problems(r);
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_EQ(problems[0], "wide on cpu failed: Expected all tensors to be on the same device");
+  EXPECT_EQ(problems[1], "toy cpu vs cuda: parity fails: max_rel_loss_diff 0.1 > 1e-06");
+}
+
 TEST(ResultsJson, MissingKeyNamesItsPath) {
   auto j = to_json(test::sample_results());
   j["cases"][1].erase("median_epoch_seconds");

@@ -37,8 +37,8 @@ void print_progress(const kan::bench::Progress& p) {
   std::fprintf(stderr, "%scase %lld/%lld %s on %s: epoch %lld/%lld  %.1f s elapsed, %s left%s",
                tty ? "\r\033[K" : "", static_cast<long long>(p.case_index),
                static_cast<long long>(p.case_count), p.case_name.c_str(), p.target.c_str(),
-               static_cast<long long>(p.epoch), static_cast<long long>(p.epochs),
-               p.elapsed_seconds, remaining, tty ? "" : "\n");
+               static_cast<long long>(p.epoch), static_cast<long long>(p.epochs), p.elapsed_seconds,
+               remaining, tty ? "" : "\n");
 }
 
 std::string format_seconds(const std::optional<double>& s) {
@@ -96,15 +96,22 @@ int run(const RunArgs& a) {
   std::printf("edge cases: %d of %zu passed; %.1f s in all -> %s, %s\n", passed,
               results.edge_cases.size(), results.wall_seconds.value_or(0), path.c_str(),
               report.c_str());
-  return 0;
+  // The CI gate: exit 1 on a failed case, parity, edge case or audit finding.
+  const auto problems = kan::reports::run_problems(results);
+  for (const auto& p : problems)
+    std::cout << "problem: " << p << "\n";
+  return problems.empty() ? 0 : 1;
 }
 
 } // namespace
 
 void add_run_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<RunArgs>();
-  auto* cmd = app.add_subcommand("run", "Run the benchmark suite on every device: per-epoch time, "
-                                        "parity, edge cases; writes DIR/results.json and report.html");
+  auto* cmd = app.add_subcommand(
+      "run", "Run the benchmark suite on every device: per-epoch time, parity, edge cases; writes "
+             "DIR/results.json and report.html. Exit 0 when every case, parity check and edge "
+             "case passed with no audit finding, 1 otherwise (the results are written either "
+             "way), 2 on a bad command line");
   cmd->add_option("--suite", args->suite, "quick (seconds), default (minutes), full (GPU sizes)")
       ->check(CLI::IsMember(kan::bench::suite_names()))
       ->capture_default_str();

@@ -172,6 +172,26 @@ void fill_speedup(Comparison& comparison, const CaseResult& a, const CaseResult&
   comparison.speedup_high = sa->q3 / sb->q1;
 }
 
+std::vector<std::string> run_problems(const Results& results) {
+  std::vector<std::string> problems;
+  for (const auto& c : results.cases) {
+    const std::string where = c.name + " on " + c.target;
+    if (c.status == CaseStatus::kFailed)
+      problems.push_back(where + " failed: " + c.reason);
+    for (const auto& f : c.audit_findings)
+      problems.push_back(where + ": audit finding " + (f.problem.empty() ? "" : f.problem + ": ") +
+                         f.message);
+  }
+  for (const auto& c : results.comparisons)
+    if (c.parity == Parity::kFail)
+      problems.push_back(c.case_name + " " + c.a + " vs " + c.b + ": parity fails" +
+                         (c.message.empty() ? "" : ": " + c.message));
+  for (const auto& e : results.edge_cases)
+    if (e.status == EdgeStatus::kFail)
+      problems.push_back("edge case " + e.name + " on " + e.device + " fails: " + e.message);
+  return problems;
+}
+
 const CaseResult* Results::find_case(const std::string& name, const std::string& target) const {
   for (const auto& c : cases)
     if (c.name == name && c.target == target)

@@ -214,6 +214,11 @@ void fill_epoch_statistics(CaseResult& result);
 /// with epoch times.
 void fill_speedup(Comparison& comparison, const CaseResult& a, const CaseResult& b);
 
+/// What a CI gate fails a run on, one line each: a case that failed, a comparison whose parity
+/// failed, an edge case that failed, an audit finding (GPU not used included). Skipped targets,
+/// timeouts and out-of-memory cases are measurements, not failures. Empty: the run passed.
+std::vector<std::string> run_problems(const Results& results);
+
 bool operator==(const CudaDevice& a, const CudaDevice& b);
 bool operator==(const EnvironmentProblem& a, const EnvironmentProblem& b);
 bool operator==(const Environment& a, const Environment& b);
