@@ -12,6 +12,7 @@
 #include <iostream>
 #include <mutex>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 
 #ifdef KAN_HAS_CUPTI
@@ -34,7 +35,7 @@ struct CuptiState {
   // pending: the records of the running interval
   std::vector<KernelRecord> pending_kernels;
   std::vector<CopyRecord> pending_copies;
-  bool records_lost = false;            // out of memory while reading a buffer
+  std::string records_lost;             // why records are missing; "" when none are
   int64_t buffers_refused_at_start = 0; // g_buffers_refused when the interval began
 
   explicit CuptiState(const CuptiTracerOptions& o) : options(o) {}
@@ -99,8 +100,11 @@ namespace {
 
 constexpr size_t kBufferAlignment = 8; // CUPTI's requirement for activity buffers
 
-std::mutex g_mutex;             // guards g_active and the active tracer's pending records
+std::mutex g_mutex;             // guards g_active, g_buffers and the active tracer's records
 CuptiState* g_active = nullptr; // the tracer whose interval is running
+// The buffers buffer_requested handed to CUPTI: only those are ours to read and free. Another
+// CUPTI client (the LibTorch profiler) may have buffers in flight when we register our callbacks.
+std::unordered_set<uint8_t*> g_buffers;
 std::atomic<size_t> g_buffer_bytes{size_t{8} << 20};
 std::atomic<int64_t> g_buffers_refused{0}; // requests we could not allocate: CUPTI dropped records
 
@@ -109,10 +113,19 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
       (g_buffer_bytes.load() + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
   // A null buffer is allowed: CUPTI then drops records rather than failing.
   *buffer = static_cast<uint8_t*>(std::aligned_alloc(kBufferAlignment, bytes));
+  *max_records = 0;
+  if (*buffer != nullptr) {
+    try {
+      std::lock_guard<std::mutex> lock(g_mutex);
+      g_buffers.insert(*buffer);
+    } catch (...) { // CUPTI calls this from C: nothing may escape
+      std::free(*buffer);
+      *buffer = nullptr;
+    }
+  }
   *size = *buffer != nullptr ? bytes : 0;
   if (*buffer == nullptr)
     ++g_buffers_refused;
-  *max_records = 0;
 }
 
 CopyKind copy_kind(uint8_t kind) {
@@ -127,16 +140,18 @@ CopyKind copy_kind(uint8_t kind) {
   case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA:
   case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD:
   case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA:
-  case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP:
     return CopyKind::kDeviceToDevice;
   default:
     return CopyKind::kOther;
   }
 }
 
-void parse_records(CuptiState& state, uint8_t* buffer, size_t valid_size, bool keep_names) {
+// Appends the buffer's records to the state's; returns why some are missing, or "".
+std::string parse_records(CuptiState& state, uint8_t* buffer, size_t valid_size, bool keep_names) {
   CUpti_Activity* record = nullptr;
-  while (cuptiActivityGetNextRecord(buffer, valid_size, &record) == CUPTI_SUCCESS) {
+  int64_t untimed = 0;
+  CUptiResult status;
+  while ((status = cuptiActivityGetNextRecord(buffer, valid_size, &record)) == CUPTI_SUCCESS) {
     switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
@@ -148,6 +163,7 @@ void parse_records(CuptiState& state, uint8_t* buffer, size_t valid_size, bool k
       r.stream = k->streamId;
       if (keep_names && k->name != nullptr)
         r.name = k->name;
+      untimed += r.start_ns == 0 || r.end_ns < r.start_ns; // CUPTI could not time it
       state.pending_kernels.push_back(std::move(r));
       break;
     }
@@ -167,20 +183,42 @@ void parse_records(CuptiState& state, uint8_t* buffer, size_t valid_size, bool k
       break;
     }
   }
+  // MAX_LIMIT_REACHED is the end of the buffer; anything else (INVALID_KIND: an incomplete
+  // record) leaves the rest of the buffer unread.
+  if (status != CUPTI_ERROR_MAX_LIMIT_REACHED)
+    return "an unreadable activity record (" + cupti_error_name(status) + ")";
+  if (untimed > 0)
+    return std::to_string(untimed) + " kernel record(s) without timestamps";
+  return "";
 }
 
-void CUPTIAPI buffer_completed(CUcontext /*context*/, uint32_t /*stream*/, uint8_t* buffer,
-                               size_t /*size*/, size_t valid_size) {
-  std::unique_ptr<uint8_t, decltype(&std::free)> owned(buffer, &std::free);
+void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buffer, size_t /*size*/,
+                               size_t valid_size) {
+  // Asked before taking g_mutex, which is never held across a call into CUPTI's own state.
+  size_t dropped = 0;
+  if (cuptiActivityGetNumDroppedRecords(context, stream, &dropped) != CUPTI_SUCCESS)
+    dropped = 0;
   std::lock_guard<std::mutex> lock(g_mutex);
+  if (buffer == nullptr || g_buffers.erase(buffer) == 0)
+    return; // another CUPTI client's buffer: neither ours to read nor to free
+  std::unique_ptr<uint8_t, decltype(&std::free)> owned(buffer, &std::free);
   CuptiState* state = g_active;
-  if (state == nullptr || buffer == nullptr || valid_size == 0)
+  if (state == nullptr)
     return; // records outside any interval are dropped
+  if (dropped > 0 && state->records_lost.empty())
+    state->records_lost = std::to_string(dropped) +
+                          " record(s) CUPTI dropped with its buffers full (a larger "
+                          "CuptiTracerOptions::buffer_bytes gives it more room)";
+  if (valid_size == 0)
+    return;
   // CUPTI calls this from C: nothing may escape. Out of memory loses the rest of the buffer.
   try {
-    parse_records(*state, buffer, valid_size, state->options.keep_records());
+    auto lost = parse_records(*state, buffer, valid_size, state->options.keep_records());
+    if (!lost.empty() && state->records_lost.empty())
+      state->records_lost = std::move(lost);
   } catch (...) {
-    state->records_lost = true;
+    if (state->records_lost.empty())
+      state->records_lost = "out of memory while reading a buffer (free host memory)";
   }
 }
 
@@ -204,6 +242,24 @@ bool cuda_usable() noexcept {
     return torch::cuda::is_available();
   } catch (...) {
     return false;
+  }
+}
+
+// What to do about a failed start.
+std::string start_failure_hint(CUptiResult result) {
+  if (!cuda_usable())
+    return "no usable CUDA driver or GPU here (torch::cuda::is_available() is false), so GPU "
+           "activity cannot be traced";
+  switch (result) {
+  case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
+    return "another CUPTI client holds it (Nsight Systems, Nsight Compute, cuda-gdb or the "
+           "LibTorch profiler): run without it, or pass --no-cupti";
+  case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
+  case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES:
+    return "this user, or this virtual machine, may not trace the GPU (see NVIDIA's "
+           "ERR_NVGPUCTRPERM page); --no-cupti runs without tracing";
+  default:
+    return "--no-cupti runs without tracing";
   }
 }
 
@@ -282,7 +338,7 @@ bool CuptiTracer::start() {
     detail::g_active = &s;
     s.pending_kernels.clear();
     s.pending_copies.clear();
-    s.records_lost = false;
+    s.records_lost.clear();
   }
   s.buffers_refused_at_start = detail::g_buffers_refused.load();
   auto release = [&] {
@@ -292,23 +348,26 @@ bool CuptiTracer::start() {
     s.pending_copies.clear();
   };
   detail::g_buffer_bytes.store(std::max<size_t>(s.options.buffer_bytes(), 64 << 10));
-  try {
-    // Registered on every start: another CUPTI client may have replaced the callbacks since.
-    KAN_CUPTI_CALL(
-        cuptiActivityRegisterCallbacks(detail::buffer_requested, detail::buffer_completed));
-    KAN_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
-    KAN_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
-  } catch (const c10::Error& e) {
+  // Registered on every start: another CUPTI client may have replaced the callbacks since.
+  CUptiResult result = CUPTI_SUCCESS;
+  const char* failed_call = "";
+  auto attempt = [&](CUptiResult r, const char* call) {
+    if (r != CUPTI_SUCCESS) {
+      result = r;
+      failed_call = call;
+    }
+    return r == CUPTI_SUCCESS;
+  };
+  if (!(attempt(cuptiActivityRegisterCallbacks(detail::buffer_requested, detail::buffer_completed),
+                "cuptiActivityRegisterCallbacks") &&
+        attempt(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
+                "cuptiActivityEnable(CONCURRENT_KERNEL)") &&
+        attempt(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "cuptiActivityEnable(MEMCPY)"))) {
     detail::undo_start_quietly();
     release();
-    std::string reason = std::string("CUPTI unavailable: ") + e.what_without_backtrace();
-    if (!detail::cuda_usable())
-      reason += "; no usable CUDA driver or GPU here (torch::cuda::is_available() is false), so "
-                "GPU activity cannot be traced";
-    else
-      reason += "; another profiler (Nsight Systems, the LibTorch profiler) may hold CUPTI, or "
-                "this user may not be allowed to profile (see NVIDIA's ERR_NVGPUCTRPERM page)";
-    detail::make_unavailable(s, std::move(reason));
+    detail::make_unavailable(s, "CUPTI unavailable: " + std::string(failed_call) + " failed with " +
+                                    detail::cupti_error_name(result) + "; " +
+                                    detail::start_failure_hint(result));
     return false;
   }
   if (!detail::cuda_usable()) {
@@ -353,19 +412,21 @@ ActivitySummary CuptiTracer::stop() {
   }
   std::vector<KernelRecord> kernels;
   std::vector<CopyRecord> copies;
-  bool lost = false;
+  std::string lost;
   {
     std::lock_guard<std::mutex> lock(detail::g_mutex);
     detail::g_active = nullptr;
     kernels.swap(s.pending_kernels);
     copies.swap(s.pending_copies);
-    lost = s.records_lost;
+    lost.swap(s.records_lost);
   }
   // Incomplete records would understate the kernels, or invent "GPU not used".
-  if (failure.empty() && (lost || detail::g_buffers_refused.load() != s.buffers_refused_at_start))
-    failure = "out of memory for CUPTI's activity records (" +
-              std::string(lost ? "reading a buffer" : "allocating a buffer") +
-              "); use a smaller CuptiTracerOptions::buffer_bytes or free host memory";
+  if (failure.empty() && lost.empty() &&
+      detail::g_buffers_refused.load() != s.buffers_refused_at_start)
+    lost = "out of memory allocating a buffer (free host memory, or use a smaller "
+           "CuptiTracerOptions::buffer_bytes)";
+  if (failure.empty() && !lost.empty())
+    failure = "activity records are missing: " + lost;
   if (!failure.empty()) {
     detail::make_unavailable(s, "CUPTI failed while tracing, so this interval is not counted: " +
                                     failure);
