@@ -72,6 +72,10 @@ TEST(Curve2Coef, RankDeficientSystemsGiveFiniteFits) {
     if (c.x.size(0) > 0 && inside && distinct) {
       EXPECT_LT(max_abs_diff(coef2curve(c.x, grid, coef, 3), y), 1e-6) << c.name;
     }
+    // No sample inside the grid (an all-zero Gram matrix): nothing to fit, zero coefficients.
+    if (bspline_basis(c.x, grid, 3).abs().sum().item<double>() == 0) {
+      EXPECT_EQ(coef.abs().max().item<double>(), 0.0) << c.name;
+    }
   }
 }
 
@@ -101,6 +105,10 @@ TEST(Curve2Coef, SameAnswerOnCuda_CUDA) {
   // Rank-deficient on the GPU: where pykan's lstsq returns NaN.
   const auto one = curve2coef(gpu.x.narrow(0, 0, 1), gpu.y.narrow(0, 0, 1), gpu.grid, 3);
   EXPECT_TRUE(torch::isfinite(one).all().item<bool>());
+  // No sample inside the grid: all-zero Gram matrices, which cuSOLVER's eigh must not see.
+  const auto outside = curve2coef(torch::full({10, 2}, 7.0, gpu.x.options()),
+                                  torch::ones({10, 2, 3}, gpu.y.options()), gpu.grid, 3);
+  EXPECT_EQ(outside.abs().max().item<double>(), 0.0);
 }
 
 } // namespace

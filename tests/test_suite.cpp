@@ -74,7 +74,7 @@ TEST(Suite, ParityOfTwoIdenticalTargetsIsExact) {
   EXPECT_EQ(*c.max_abs_grad_diff, 0.0);
   EXPECT_EQ(*c.max_rel_loss_diff, 0.0); // one thread count, one seed: the same run
   EXPECT_GT(*c.speedup, 0.0);
-  EXPECT_EQ(c.tolerances.at("max_rel_loss_diff"), parity_tolerances(torch::kFloat64).loss_curve_rel);
+  EXPECT_EQ(c.tolerances.at("max_rel_loss_diff"), parity_tolerances(torch::kFloat64, w.opt).loss_curve_rel);
 }
 
 TEST(Suite, ParityFailsBeyondTheTolerance) {

@@ -102,7 +102,12 @@ torch::Tensor curve2coef(const torch::Tensor& x, const torch::Tensor& y, const t
   // below kRelativeCutoff of the largest are rank deficiency (one sample, fewer samples than
   // G + k, no sample in a span) and are dropped rather than inverted.
   constexpr double kRelativeCutoff = 1e-12;
-  const auto [eigenvalues, eigenvectors] = torch::linalg_eigh(gram); // ascending, (I, M)
+  // An input with no sample inside its grid (one sample's collapsed knots) has an all-zero Gram
+  // matrix, on which cuSOLVER's eigh may fail to converge. Its right-hand side is zero too, so
+  // the identity in its place gives the same answer, zero coefficients, on every device.
+  const auto empty = gram.abs().amax({1, 2}, /*keepdim=*/true) == 0;
+  const auto [eigenvalues, eigenvectors] =
+      torch::linalg_eigh(torch::where(empty, torch::eye(gram.size(1), gram.options()), gram));
   const auto cutoff = eigenvalues.narrow(1, -1, 1).clamp_min(0) * kRelativeCutoff;
   const auto keep = eigenvalues > cutoff;
   const auto inverse = torch::where(keep, eigenvalues.reciprocal(), torch::zeros_like(eigenvalues));

@@ -31,8 +31,8 @@ struct Target {
 /// still measured (labelled as what it is).
 std::vector<Target> resolve_targets(const std::string& devices);
 
-/// Parity tolerances per dtype (the less precise side of a comparison decides); documented in
-/// reports/SCHEMA.md and written into every comparison.
+/// Parity tolerances per dtype (the less precise side of a comparison decides) and optimiser;
+/// documented in the README and written into every comparison.
 struct ParityTolerances {
   double output_rel;       ///< forward outputs at initialisation, max |a-b| / max |a|
   double grad_rel;         ///< gradients at initialisation, max |a-b| / max |a| per tensor
@@ -40,7 +40,7 @@ struct ParityTolerances {
   double final_metric_rel; ///< final test RMSE, |a-b| / a
   double accuracy_points;  ///< final accuracy, |a-b| in percentage points
 };
-ParityTolerances parity_tolerances(torch::Dtype less_precise);
+ParityTolerances parity_tolerances(torch::Dtype less_precise, Optimizer opt);
 
 /// What a run records beside the timings: CUPTI activity of GPU epochs, and (for --trace) the
 /// kernel and copy records with the epoch and step ranges, for a Chrome trace.
