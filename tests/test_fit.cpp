@@ -85,6 +85,34 @@ TEST(Fit, AdamMinibatchCountsEpochs) {
   EXPECT_LT(evaluate(model, data).train_rmse, 0.5 * initial);
 }
 
+TEST(Fit, PerEpochDrawsSeeEverySampleOncePerEpoch) {
+  // With the model frozen (lr ~ 0), an epoch's mean step loss is the whole training set's loss
+  // exactly when its equal batches cover every sample once; per-step draws repeat some samples.
+  auto data = toy_data(300, 100);
+  auto epoch_loss = [&](BatchDraw draw) {
+    auto model = toy_model();
+    const auto history = fit(model, data,
+                             FitOptions()
+                                 .opt(Optimizer::kAdam)
+                                 .lr(1e-300)
+                                 .steps(6)
+                                 .batch(100)
+                                 .batch_draw(draw)
+                                 .update_grid(false));
+    EXPECT_EQ(history.epochs.size(), 2u);
+    return std::make_pair(history.epochs[1].train_loss, evaluate(model, data).train_loss);
+  };
+  const auto [per_epoch, whole] = epoch_loss(BatchDraw::kPerEpoch);
+  EXPECT_NEAR(per_epoch, whole, 1e-12 * whole);
+  const auto [per_step, whole_again] = epoch_loss(BatchDraw::kPerStep);
+  EXPECT_EQ(whole, whole_again);
+  EXPECT_GT(std::abs(per_step - whole), 1e-6 * whole);
+
+  EXPECT_EQ(batch_draw_from_string(to_string(BatchDraw::kPerEpoch)), BatchDraw::kPerEpoch);
+  EXPECT_EQ(to_string(FitOptions().batch_draw()), "per_step"); // pykan's
+  KAN_EXPECT_ERROR(batch_draw_from_string("shuffle"), "batch_draw", "shuffle");
+}
+
 TEST(Fit, GridUpdateSchedule) {
   auto data = toy_data(200, 50);
   auto model = toy_model();

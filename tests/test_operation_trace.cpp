@@ -220,7 +220,7 @@ TEST(OperationTrace, KanFitStepOnCuda_CUDA) {
   KAN model(KANOptions({2, 3, 1}).device(torch::kCUDA));
   auto data = test::toy_data(torch::kFloat32, torch::kCUDA);
   OperationTrace trace(model->device());
-  auto options = FitOptions().steps(1);
+  auto options = FitOptions().steps(1).batch(16); // minibatch indices are drawn on the CPU
   options.on_step_begin([&](int64_t, torch::optim::Optimizer&) { trace.start(); });
   options.on_step([&](const StepRecord&, int64_t) {
     trace.stop();

@@ -20,7 +20,8 @@
 namespace kanbench {
 namespace {
 
-constexpr const char* kFitSchemaVersion = "1.1.0"; // 1.1: device_audit, config.trace_steps
+constexpr const char* kFitSchemaVersion =
+    "1.2.0"; // 1.1: device_audit, config.trace_steps; 1.2: config.fit.batch_draw
 
 struct FitArgs {
   // The library's defaults, so the command line cannot drift from them.
@@ -36,6 +37,7 @@ struct FitArgs {
   int64_t steps = 50; // pykan's reference run (the library's default is 100)
   double lr = kFit.lr();
   int64_t batch = kFit.batch();
+  std::string batch_draw = kan::to_string(kFit.batch_draw());
   double lamb = kFit.lamb();
   double lamb_l1 = kFit.lamb_l1();
   double lamb_entropy = kFit.lamb_entropy();
@@ -125,6 +127,7 @@ nlohmann::json config_json(const FitArgs& a, const kan::KANOptions& model,
             {"steps", fit.steps()},
             {"lr", fit.lr()},
             {"batch", fit.batch()},
+            {"batch_draw", kan::to_string(fit.batch_draw())},
             {"lamb", fit.lamb()},
             {"lamb_l1", fit.lamb_l1()},
             {"lamb_entropy", fit.lamb_entropy()},
@@ -180,6 +183,7 @@ int run_fit(const FitArgs& a) {
                          .steps(a.steps)
                          .lr(a.lr)
                          .batch(a.batch)
+                         .batch_draw(kan::batch_draw_from_string(a.batch_draw))
                          .lamb(a.lamb)
                          .lamb_l1(a.lamb_l1)
                          .lamb_entropy(a.lamb_entropy)
@@ -202,8 +206,8 @@ int run_fit(const FitArgs& a) {
                           {"threads", at::get_num_threads()},
                           {"device", device.str()}}}};
   const std::string label = a.function + " G=" + std::to_string(a.grid);
-  auto audited =
-      kan::diagnostics::audited_fit(model, data, fit_options.on_step(Progress(label)), a.trace_steps);
+  auto audited = kan::diagnostics::audited_fit(model, data, fit_options.on_step(Progress(label)),
+                                               a.trace_steps);
   report_audit(audited);
   result["device_audit"] = audited.to_json();
   const auto& history = audited.history;
@@ -266,6 +270,11 @@ void add_fit_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--steps", args->steps, "Optimisation steps")->capture_default_str();
   cmd->add_option("--lr", args->lr, "Learning rate")->capture_default_str();
   cmd->add_option("--batch", args->batch, "Samples per step, -1 = full batch")
+      ->capture_default_str();
+  cmd->add_option("--batch-draw", args->batch_draw,
+                  "per_step: a fresh draw each step (pykan); per_epoch: one permutation per pass "
+                  "over the training set")
+      ->check(CLI::IsMember({"per_step", "per_epoch"}))
       ->capture_default_str();
   cmd->add_option("--lamb", args->lamb, "Regularisation strength")->capture_default_str();
   cmd->add_option("--lamb-l1", args->lamb_l1, "Weight of the L1 term")->capture_default_str();

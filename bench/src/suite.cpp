@@ -58,8 +58,9 @@ std::vector<reports::ActivationCurve> activation_curves(KAN& model, int64_t poin
     const auto knots = layer->grid.slice(1, k, layer->grid.size(1) - k); // (I, G + 1)
     const auto lo = knots.narrow(1, 0, 1).t(), hi = knots.narrow(1, knots.size(1) - 1, 1).t();
     const auto u = torch::linspace(0, 1, points, layer->grid.options()).unsqueeze(1);
-    const auto x = lo + u * (hi - lo);                                                // (P, I)
-    const auto phi = layer->forward_with_activations(x).edges.to(torch::kCPU, torch::kFloat64); // (P, I, O)
+    const auto x = lo + u * (hi - lo); // (P, I)
+    const auto phi =
+        layer->forward_with_activations(x).edges.to(torch::kCPU, torch::kFloat64); // (P, I, O)
     const auto xs = x.to(torch::kCPU, torch::kFloat64);
     for (int64_t i = 0; i < phi.size(1); ++i) {
       for (int64_t j = 0; j < phi.size(2); ++j) {
@@ -67,7 +68,8 @@ std::vector<reports::ActivationCurve> activation_curves(KAN& model, int64_t poin
         c.layer = static_cast<int64_t>(l);
         c.input = i;
         c.output = j;
-        const auto column = xs.select(1, i).contiguous(), values = phi.select(1, i).select(1, j).contiguous();
+        const auto column = xs.select(1, i).contiguous(),
+                   values = phi.select(1, i).select(1, j).contiguous();
         c.x.assign(column.data_ptr<double>(), column.data_ptr<double>() + points);
         c.y.assign(values.data_ptr<double>(), values.data_ptr<double>() + points);
         curves.push_back(std::move(c));
@@ -93,8 +95,10 @@ std::vector<Target> resolve_targets(const std::string& devices) {
     std::stringstream in(devices);
     std::string name;
     while (std::getline(in, name, ',')) {
-      TORCH_CHECK(name == "cpu" || name == "cuda", "--devices must be auto or a list of cpu and "
-                                                   "cuda, got '", devices, "'");
+      TORCH_CHECK(name == "cpu" || name == "cuda",
+                  "--devices must be auto or a list of cpu and "
+                  "cuda, got '",
+                  devices, "'");
       if (std::find(names.begin(), names.end(), name) == names.end())
         names.push_back(name);
     }
@@ -106,7 +110,8 @@ std::vector<Target> resolve_targets(const std::string& devices) {
     Target t{name, name == "cuda" ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU),
              torch::kFloat32, ""};
     if (name == "cuda" && !torch::cuda::is_available())
-      t.unavailable = "cuda requested but no CUDA device: " + diagnostics::cuda_unavailable_reason();
+      t.unavailable =
+          "cuda requested but no CUDA device: " + diagnostics::cuda_unavailable_reason();
     gpu_runs = gpu_runs || (name == "cuda" && t.unavailable.empty());
     targets.push_back(t);
   }
@@ -148,7 +153,8 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
     const auto data = w.dataset(target.device, target.dtype);
     KAN model(w.model_options(target.device, target.dtype));
     r.backend = to_string(model->options().backend());
-    for (const auto& f : diagnostics::DeviceAudit(target.device).module(*model).dataset(data).report().findings)
+    for (const auto& f :
+         diagnostics::DeviceAudit(target.device).module(*model).dataset(data).report().findings)
       r.audit_findings.push_back({f.tensor, diagnostics::to_string(f.kind), f.device,
                                   f.expected_device, f.message, diagnostics::to_string(f.problem),
                                   f.fix});
@@ -168,8 +174,8 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
     options.on_step_begin([&](int64_t step, torch::optim::Optimizer&) {
       if (step % steps_per_epoch == 0) {
         const int64_t epoch = step / steps_per_epoch; // 0-based
-        epoch_range.emplace(inst.ranges, r.name + " on " + r.target + ": epoch " +
-                                             std::to_string(epoch));
+        epoch_range.emplace(inst.ranges,
+                            r.name + " on " + r.target + ": epoch " + std::to_string(epoch));
         if (epoch >= w.warmup_epochs && target.device.is_cuda())
           tracer.start();
         timer.start();
@@ -184,8 +190,8 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
       const double seconds = timer.stop();
       if (tracer.tracing()) {
         const auto activity = tracer.stop();
-        if (auto finding = diagnostics::gpu_not_used_finding(activity, r.device,
-                                                             epoch - 1 - w.warmup_epochs))
+        if (auto finding =
+                diagnostics::gpu_not_used_finding(activity, r.device, epoch - 1 - w.warmup_epochs))
           r.audit_findings.push_back(*finding);
       }
       epoch_range.reset();
@@ -198,9 +204,11 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
     });
     // A device-mismatch error names the misplaced tensors instead of LibTorch's bare message.
     FitHistory history;
-    diagnostics::diagnose_device_errors([&] { history = fit(model, data, options); }, [&] {
-      return diagnostics::DeviceAudit(target.device).module(*model).dataset(data).report();
-    });
+    diagnostics::diagnose_device_errors(
+        [&] { history = fit(model, data, options); },
+        [&] {
+          return diagnostics::DeviceAudit(target.device).module(*model).dataset(data).report();
+        });
     // Training's peak, before evaluation's chunks add their own.
     r.peak_memory_bytes = memory.bytes();
     r.memory_kind = memory.kind();
@@ -208,7 +216,8 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
       r.gpu_activity = tracer.gpu_activity();
     if (inst.keep_trace) {
       const auto& kept = tracer.records();
-      inst.records.kernels.insert(inst.records.kernels.end(), kept.kernels.begin(), kept.kernels.end());
+      inst.records.kernels.insert(inst.records.kernels.end(), kept.kernels.begin(),
+                                  kept.kernels.end());
       inst.records.copies.insert(inst.records.copies.end(), kept.copies.begin(), kept.copies.end());
     }
     for (const auto& e : history.epochs) {
@@ -237,9 +246,9 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
   } catch (const c10::OutOfMemoryError& e) {
     release_cuda_cache();
     r.status = reports::CaseStatus::kOom;
-    r.reason = "out of memory at batch " +
-               std::to_string(w.batch <= 0 ? w.train_num : w.batch) + " of " +
-               std::to_string(w.train_num) + " samples: " + first_line(e.what_without_backtrace());
+    r.reason = "out of memory at batch " + std::to_string(w.batch <= 0 ? w.train_num : w.batch) +
+               " of " + std::to_string(w.train_num) +
+               " samples: " + first_line(e.what_without_backtrace());
   } catch (const c10::Error& e) {
     r.status = reports::CaseStatus::kFailed;
     r.reason = first_line(e.what_without_backtrace());
@@ -366,14 +375,17 @@ reports::Results run_suite(const SuiteOptions& o) {
   Instrumentation instrumentation;
   instrumentation.cupti = o.cupti;
   instrumentation.keep_trace = !o.trace_file.empty();
-  const double limit = o.time_limit_seconds > 0 ? o.time_limit_seconds : default_time_limit(o.suite);
+  const double limit =
+      o.time_limit_seconds > 0 ? o.time_limit_seconds : default_time_limit(o.suite);
 
   reports::Results results;
   results.environment = diagnostics::collect_environment();
   results.config.suite = o.suite;
   for (const auto& t : targets)
     results.config.devices.push_back(t.name);
-  results.config.repeat = o.repeat > 0 ? o.repeat : workloads.empty() ? 0 : workloads.front().epochs;
+  results.config.repeat = o.repeat > 0        ? o.repeat
+                          : workloads.empty() ? 0
+                                              : workloads.front().epochs;
   results.config.cases = o.cases;
   results.config.time_limit_seconds = limit;
   results.config.seed = 0;

@@ -13,7 +13,9 @@ Dataset Workload::dataset(torch::Device device, torch::Dtype dtype) const {
   if (loss == Loss::kCrossEntropy)
     return synthetic_classification(width.front(), width.back(), train_num, test_num, seed, device,
                                     dtype);
-  const char* function = width.front() == 2 ? "toy" : width.front() == 4 ? "exp_sin4" : "highdim100";
+  const char* function = width.front() == 2   ? "toy"
+                         : width.front() == 4 ? "exp_sin4"
+                                              : "highdim100";
   const auto& f = reference_function(function);
   TORCH_CHECK(f.n_var == width.front(), "workload ", name, ": no reference function with ",
               width.front(), " inputs");
@@ -34,6 +36,7 @@ FitOptions Workload::fit_options() const {
       .opt(opt)
       .lr(lr)
       .batch(batch)
+      .batch_draw(BatchDraw::kPerEpoch)
       .loss(loss)
       .update_grid(false)
       .seed(seed)
@@ -48,6 +51,7 @@ nlohmann::json Workload::to_json() const {
           {"opt", to_string(opt)},
           {"lr", lr},
           {"batch", batch},
+          {"batch_draw", to_string(BatchDraw::kPerEpoch)},
           {"loss", to_string(loss)},
           {"train_num", train_num},
           {"test_num", test_num},
@@ -81,7 +85,8 @@ std::vector<Workload> suite_workloads(const std::string& suite) {
   Workload deep;
   deep.name = "deep";
   deep.description = "pykan's device tutorial: KAN [4,100,100,100,1], Adam, minibatch";
-  deep.width = quick ? std::vector<int64_t>{4, 10, 10, 10, 1} : std::vector<int64_t>{4, 100, 100, 100, 1};
+  deep.width =
+      quick ? std::vector<int64_t>{4, 10, 10, 10, 1} : std::vector<int64_t>{4, 100, 100, 100, 1};
   deep.opt = Optimizer::kAdam;
   deep.lr = 1e-3;
   deep.train_num = quick ? 256 : full ? 50000 : 10000;
@@ -92,7 +97,8 @@ std::vector<Workload> suite_workloads(const std::string& suite) {
 
   Workload wide;
   wide.name = "wide";
-  wide.description = "MNIST-shaped classification (784 inputs, 10 classes, synthetic), cross-entropy";
+  wide.description =
+      "MNIST-shaped classification (784 inputs, 10 classes, synthetic), cross-entropy";
   wide.width = quick ? std::vector<int64_t>{784, 8, 10} : std::vector<int64_t>{784, 64, 10};
   wide.opt = Optimizer::kAdam;
   wide.lr = 1e-3;
@@ -131,7 +137,8 @@ Dataset synthetic_classification(int64_t inputs, int64_t classes, int64_t train_
   // an image) and the noise is strong, so accuracy stays below 100% and parity means something.
   const int64_t informative = std::max<int64_t>(1, inputs / 4);
   auto prototypes = torch::zeros({classes, inputs}, f64);
-  prototypes.narrow(1, 0, informative).copy_(torch::rand({classes, informative}, generator, f64) - 0.5);
+  prototypes.narrow(1, 0, informative)
+      .copy_(torch::rand({classes, informative}, generator, f64) - 0.5);
   auto draw = [&](int64_t n, torch::Tensor& x, torch::Tensor& y) {
     y = torch::randint(classes, {n}, generator, torch::TensorOptions().dtype(torch::kLong));
     x = (prototypes.index_select(0, y) + 1.0 * torch::randn({n, inputs}, generator, f64))

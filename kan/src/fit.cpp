@@ -50,6 +50,37 @@ double accuracy(const torch::Tensor& logits, const torch::Tensor& labels) {
   return logits.argmax(1).eq(labels).to(torch::kFloat64).mean().item<double>();
 }
 
+// Minibatch indices, drawn on the CPU from the fit's seed so that every device sees the same
+// batches, and moved to the model's device. Undefined at full batch.
+class BatchSampler {
+public:
+  BatchSampler(int64_t n, int64_t count, BatchDraw draw, at::Generator& generator,
+               torch::Device device)
+      : n_(n), count_(count), draw_(draw), generator_(generator), device_(device) {}
+
+  torch::Tensor next() {
+    if (count_ >= n_)
+      return {};
+    PhaseScope host(Phase::kHostWork);
+    if (draw_ == BatchDraw::kPerStep)
+      return torch::randperm(n_, generator_, torch::kLong).narrow(0, 0, count_).to(device_);
+    if (!permutation_.defined() || position_ + count_ > n_) {
+      permutation_ = torch::randperm(n_, generator_, torch::kLong).to(device_);
+      position_ = 0;
+    }
+    position_ += count_;
+    return permutation_.narrow(0, position_ - count_, count_);
+  }
+
+private:
+  int64_t n_, count_;
+  BatchDraw draw_;
+  at::Generator& generator_;
+  torch::Device device_;
+  torch::Tensor permutation_;
+  int64_t position_ = 0;
+};
+
 void check_options(const FitOptions& o) {
   TORCH_CHECK(o.steps() >= 0, "steps must be >= 0, got ", o.steps());
   TORCH_CHECK(o.lr() > 0 && std::isfinite(o.lr()), "lr must be a positive number, got ", o.lr());
@@ -106,6 +137,18 @@ Optimizer optimizer_from_string(const std::string& name) {
   if (name == "adam" || name == "Adam")
     return Optimizer::kAdam;
   TORCH_CHECK(false, "opt must be lbfgs or adam, got '", name, "'");
+}
+
+std::string to_string(BatchDraw draw) {
+  return draw == BatchDraw::kPerStep ? "per_step" : "per_epoch";
+}
+
+BatchDraw batch_draw_from_string(const std::string& name) {
+  if (name == "per_step")
+    return BatchDraw::kPerStep;
+  if (name == "per_epoch")
+    return BatchDraw::kPerEpoch;
+  TORCH_CHECK(false, "batch_draw must be per_step or per_epoch, got '", name, "'");
 }
 
 std::string to_string(Loss loss) {
@@ -195,14 +238,10 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
   SaveActivationsScope capture(*model, regularized);
   const auto reg_weights = o.regularization();
 
-  // Minibatch indices: a fresh draw without replacement, made on the CPU from the fit's seed.
+  // One generator for both samplers: with per-step draws, train and test alternate on it.
   auto generator = at::make_generator<at::CPUGeneratorImpl>(o.seed());
-  auto draw = [&](int64_t n, int64_t count) -> torch::Tensor {
-    if (count >= n)
-      return {};
-    PhaseScope host(Phase::kHostWork);
-    return torch::randperm(n, generator, torch::kLong).narrow(0, 0, count).to(model->device());
-  };
+  BatchSampler train_batches(n_train, batch, o.batch_draw(), generator, model->device());
+  BatchSampler test_batches(n_test, test_batch, o.batch_draw(), generator, model->device());
   auto take = [](const torch::Tensor& t, const torch::Tensor& index) {
     return index.defined() ? t.index_select(0, index) : t;
   };
@@ -218,8 +257,8 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
       o.on_step_begin()(step, *optimizer);
     StepRecord record;
     record.step = step;
-    const auto train_index = draw(n_train, batch);
-    const auto test_index = draw(n_test, test_batch);
+    const auto train_index = train_batches.next();
+    const auto test_index = test_batches.next();
     const auto x = take(data.train_input, train_index);
     const auto y = take(data.train_label, train_index);
 

@@ -19,6 +19,18 @@ enum class Optimizer { kLBFGS, kAdam };
 std::string to_string(Optimizer opt);
 Optimizer optimizer_from_string(const std::string& name);
 
+/// How minibatches are drawn (batch < the training set).
+enum class BatchDraw {
+  kPerStep, ///< pykan's: a fresh draw without replacement every step (one permutation per step)
+  /// One permutation per pass over the set, cut into batches (a remainder shorter than a batch is
+  /// skipped): every sample once per epoch, and one permutation per epoch instead of per step,
+  /// which at 2^20 samples is most of an epoch's time on a fast device.
+  kPerEpoch
+};
+/// "per_step" or "per_epoch".
+std::string to_string(BatchDraw draw);
+BatchDraw batch_draw_from_string(const std::string& name);
+
 /// The data term of the objective.
 enum class Loss {
   kMSE,         ///< mean squared error; labels (N, out) of the model's dtype
@@ -69,9 +81,9 @@ struct FitOptions {
   TORCH_ARG(int64_t, steps) = 100;
   /// Learning rate (LBFGS: 1; Adam: e.g. 1e-3).
   TORCH_ARG(double, lr) = 1.0;
-  /// Samples per step; -1 = the whole training set. Otherwise a fresh sample without
-  /// replacement each step.
+  /// Samples per step; -1 = the whole training set. Otherwise drawn as batch_draw says.
   TORCH_ARG(int64_t, batch) = -1;
+  TORCH_ARG(BatchDraw, batch_draw) = BatchDraw::kPerStep;
   /// Objective = loss + lamb * reg.
   TORCH_ARG(double, lamb) = 0.0;
   TORCH_ARG(double, lamb_l1) = 1.0;
@@ -85,7 +97,7 @@ struct FitOptions {
   TORCH_ARG(int64_t, start_grid_update_step) = -1;
   TORCH_ARG(int64_t, stop_grid_update_step) = 50;
   TORCH_ARG(Loss, loss) = Loss::kMSE;
-  /// Seed of the minibatch draws.
+  /// Seed of the minibatch draws (made on the CPU: the same batches on every device).
   TORCH_ARG(uint64_t, seed) = 0;
   /// Called before every step (before its grid update) with the step's index and the optimiser,
   /// e.g. to start an operation trace or to audit the optimiser's state.
@@ -125,8 +137,7 @@ struct Evaluation {
 
 /// Evaluates model on every train and test sample, without gradients, `chunk` rows at a time
 /// (so 2^20 samples need no more memory than `chunk` of them). Empty splits give NaN.
-Evaluation evaluate(KAN& model, const Dataset& data, Loss loss = Loss::kMSE,
-                    int64_t chunk = 65536);
+Evaluation evaluate(KAN& model, const Dataset& data, Loss loss = Loss::kMSE, int64_t chunk = 65536);
 
 /// The data loss of pred against labels.
 torch::Tensor compute_loss(Loss loss, const torch::Tensor& pred, const torch::Tensor& labels);

@@ -87,10 +87,10 @@ reports::Results run_suite(const SuiteOptions& options);
 
 /// One workload on one target (the building block of run_suite). Each epoch is an NVTX range
 /// (steps too); on a GPU each timed epoch is traced by CUPTI unless instrumentation says not.
-reports::CaseResult run_case(const Workload& workload, const Target& target,
-                             double time_limit_seconds,
-                             const std::function<void(int64_t epoch, int64_t epochs)>& on_epoch = {},
-                             Instrumentation* instrumentation = nullptr);
+reports::CaseResult
+run_case(const Workload& workload, const Target& target, double time_limit_seconds,
+         const std::function<void(int64_t epoch, int64_t epochs)>& on_epoch = {},
+         Instrumentation* instrumentation = nullptr);
 
 /// Result parity and speed of a workload on two targets that both ran.
 reports::Comparison compare_targets(const Workload& workload, const Target& a, const Target& b,
