@@ -1,52 +1,116 @@
 #!/usr/bin/env bash
 # The GPU runner: on a machine with an NVIDIA GPU, the CUDA toolkit, CMake, Ninja and a Python
 # torch 2.11 (but none of the Debian packages), build kanbench against that torch, run every
-# test including the *_CUDA ones, the default suite on cpu and cuda, and bench_kan; leave logs
-# and results in OUTDIR.
+# test including the *_CUDA ones, the default suite on cpu and cuda, and bench_kan; leave logs,
+# results and summary.txt in OUTDIR.
 #
-#   tools/gpu-check.sh OUTDIR
+#   tools/gpu-check.sh OUTDIR [STEP ...]     steps: build test audit run bench (default: all)
+#
+# Steps can be split across calls (a device call is limited to 10 minutes): the build folder
+# persists as long as the machine does.
+#   KANBENCH_BUILD  build folder (default: build-gpu in the repository, git-ignored)
 #   KANBENCH_DEPS   folder of .deb files from tools/fetch-gpu-deps.sh (default: .deb), unpacked
 #                   into a prefix under /tmp; or KANBENCH_DEPS_PREFIX, an already unpacked prefix
+#   KANBENCH_JOBS   parallel CPU tests (default: nproc / 2)
 set -uo pipefail
-out=${1:?usage: tools/gpu-check.sh OUTDIR}
+out=${1:?usage: tools/gpu-check.sh OUTDIR [build|test|audit|run|bench ...]}
+shift
+steps=${*:-build test audit run bench}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${KANBENCH_BUILD:-$root/build-gpu}
+jobs=${KANBENCH_JOBS:-$(($(nproc) / 2))}
 mkdir -p "$out"
-log() { printf '[gpu-check %(%H:%M:%S)T] %s\n' -1 "$*" | tee -a "$out/gpu-check.log" >&2; }
+out=$(cd "$out" && pwd)
+started=$SECONDS
+log() {
+  printf '[gpu-check %(%H:%M:%S)T +%ds] %s\n' -1 $((SECONDS - started)) "$*" |
+    tee -a "$out/gpu-check.log" | tee -a "$out/summary.txt" >&2
+}
+want() { [[ " $steps " == *" $1 "* ]]; }
 
 prefix=${KANBENCH_DEPS_PREFIX:-}
 if [ -z "$prefix" ]; then
   prefix=/tmp/kanbench-deps
   mkdir -p "$prefix"
-  for deb in "${KANBENCH_DEPS:-$root/.deb}"/*.deb; do dpkg -x "$deb" "$prefix"; done
+  debs=("${KANBENCH_DEPS:-$root/.deb}"/*.deb)
+  [ -e "${debs[0]}" ] || { log "no .deb files in ${KANBENCH_DEPS:-$root/.deb}: run tools/fetch-gpu-deps.sh and carry .deb"; exit 1; }
+  for deb in "${debs[@]}"; do dpkg -x "$deb" "$prefix"; done
 fi
 export KANBENCH_CHARTJS=${KANBENCH_CHARTJS:-$prefix/usr/share/javascript/chart.js/chart.min.js}
-torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
-build=${KANBENCH_BUILD:-/tmp/kanbench-build}
-nvidia-smi > "$out/nvidia-smi.txt" 2>&1
-log "torch $(python3 -c 'import torch; print(torch.__version__)'), deps in $prefix, build in $build"
+export OMP_WAIT_POLICY=PASSIVE
 
-log "configure and build"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr" -DCUDAToolkit_ROOT=/usr/local/cuda \
-  > "$out/configure.log" 2>&1 || { log "configure failed (configure.log)"; exit 1; }
-cmake --build "$build" -j"$(nproc)" > "$out/build.log" 2>&1 || { log "build failed (build.log)"; exit 1; }
+if want build; then
+  nvidia-smi > "$out/nvidia-smi.txt" 2>&1
+  torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)') ||
+    { log "python3 has no torch"; exit 1; }
+  torch_cuda=$(python3 -c 'import torch; print(torch.version.cuda)')
+  # The toolkit whose CUDA major version is torch's: a second libcudart major in one process
+  # would give kanbench's kernels another runtime than LibTorch's streams.
+  nvcc=/usr/local/cuda/bin/nvcc
+  [ -x "$nvcc" ] || nvcc=$(command -v nvcc) || { log "no nvcc on this machine"; exit 1; }
+  nvcc_release=$("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+  if [ "${nvcc_release%%.*}" != "${torch_cuda%%.*}" ]; then
+    log "nvcc $nvcc is CUDA $nvcc_release but torch is built for CUDA $torch_cuda"
+    exit 1
+  fi
+  toolkit=$(cd "$(dirname "$nvcc")/.." && pwd)
+  # CUPTI from the toolkit, or else from the nvidia wheel LibTorch itself loads it from.
+  cupti=()
+  if ! ls "$toolkit"/extras/CUPTI/lib64/libcupti.so* "$toolkit"/lib*/libcupti.so* >/dev/null 2>&1; then
+    wheel=$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "..", "nvidia", "cu13"))')
+    if [ -e "$wheel/include/cupti.h" ]; then
+      cupti=(-DCUDAToolkit_CUPTI_INCLUDE_DIR="$wheel/include"
+             -DCUDA_cupti_LIBRARY="$(ls "$wheel"/lib/libcupti.so* | head -1)")
+    fi
+  fi
+  log "torch $(python3 -c 'import torch; print(torch.__version__)'), nvcc $nvcc_release ($toolkit), deps in $prefix, build in $build"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr" -DCUDAToolkit_ROOT="$toolkit" \
+    -DCMAKE_CUDA_COMPILER="$nvcc" "${cupti[@]}" > "$out/configure.log" 2>&1 ||
+    { log "configure failed (configure.log)"; tail -20 "$out/configure.log" >&2; exit 1; }
+  log "$(grep -E 'kanbench: NVTX3|kan: fused CUDA kernels' "$out/configure.log" | tr '\n' ' ')"
+  cmake --build "$build" -j"$(nproc)" > "$out/build.log" 2>&1 ||
+    { log "build failed (build.log)"; grep -m5 -B2 -A5 'error' "$out/build.log" >&2; exit 1; }
+  ldd "$build/bin/kanbench" | grep -E 'cuda|cupti|torch|benchmark' > "$out/ldd-kanbench.txt"
+  log "built; kanbench loads $(grep -E 'libcudart|libcupti' "$out/ldd-kanbench.txt" | awk '{print $3}' | tr '\n' ' ')"
+fi
 
-log "tests (ctest, the *_CUDA ones included)"
-(cd "$build" && ctest -j4 --timeout 600 --output-on-failure > "$out/ctest.log" 2>&1)
-log "ctest: $(grep -E 'tests passed|tests failed' "$out/ctest.log" | tail -1)"
+if want test; then
+  # CPU tests in parallel; the *_CUDA ones one at a time (the out-of-memory edge case takes
+  # most of the card for a moment).
+  (cd "$build" && ctest -j"$jobs" -E '_CUDA' --timeout 600 --output-on-failure > "$out/ctest-cpu.log" 2>&1)
+  log "ctest (CPU): $(grep -E 'tests passed|tests failed' "$out/ctest-cpu.log" | tail -1)"
+  (cd "$build" && ctest -j1 -R '_CUDA' --timeout 600 --output-on-failure > "$out/ctest-cuda.log" 2>&1)
+  log "ctest (_CUDA): $(grep -E 'tests passed|tests failed' "$out/ctest-cuda.log" | tail -1)"
+  grep -hE '^\s*[0-9]+ - .*\((Failed|SEGFAULT|Timeout|Subprocess aborted|Exception)' \
+    "$out/ctest-cpu.log" "$out/ctest-cuda.log" | tee -a "$out/summary.txt" >&2
+  grep -hE '(Skipped)' "$out/ctest-cuda.log" | head -5 | tee -a "$out/summary.txt" >&2
+fi
 
-log "kanbench env and audit"
-"$build/bin/kanbench" env --json "$out/env.json" > "$out/env.txt" 2>&1
-"$build/bin/kanbench" audit --device cuda --width 2,5,1 --trace-steps 2 --json "$out/audit.json" \
-  > "$out/audit.txt" 2>&1
-log "audit exit code $?"
+if want audit; then
+  "$build/bin/kanbench" env --json "$out/env.json" > "$out/env.txt" 2>&1
+  "$build/bin/kanbench" audit --device cuda --width 2,5,1 --trace-steps 2 --json "$out/audit.json" \
+    > "$out/audit.txt" 2>&1
+  log "audit exit code $? (0 clean, 1 findings, 2 could not run)"
+  "$build/bin/kanbench" audit --device cuda --width 2,5,1 --opt adam --json "$out/audit-adam.json" \
+    > "$out/audit-adam.txt" 2>&1
+  log "audit (adam) exit code $?"
+fi
 
-log "kanbench run --suite default --devices cpu,cuda"
-"$build/bin/kanbench" run --suite default --devices cpu,cuda --trace "$out/trace.json" \
-  --out "$out/run" > "$out/run.log" 2>&1
-log "run exit code $?"
+if want run; then
+  "$build/bin/kanbench" run --suite default --devices cpu,cuda --trace "$out/trace.json" \
+    --out "$out/run" > "$out/run.log" 2>&1
+  log "run exit code $? (0 all passed, 1 problems)"
+  grep -E ' vs |problem:|edge cases:' "$out/run.log" | tee -a "$out/summary.txt" >&2
+  "$build/bin/kanbench" run --suite default --devices cuda --no-cupti --no-edge-cases \
+    --out "$out/run-no-cupti" > "$out/run-no-cupti.log" 2>&1
+  log "run --no-cupti exit code $?"
+  grep -E 'on cuda: ' "$out/run-no-cupti.log" | sed 's/^/no cupti: /' | tee -a "$out/summary.txt" >&2
+fi
 
-log "bench_kan"
-"$build/bin/bench_kan" --benchmark_min_time=0.05 --benchmark_out="$out/bench_kan.json" \
-  > "$out/bench_kan.txt" 2>&1
-log "done"
+if want bench; then
+  "$build/bin/bench_kan" --benchmark_min_time=0.05 --benchmark_out="$out/bench_kan.json" \
+    > "$out/bench_kan.txt" 2>&1
+  log "bench_kan exit code $?"
+fi
+log "done: $steps"
