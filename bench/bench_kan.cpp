@@ -117,6 +117,41 @@ void gemm_args(benchmark::internal::Benchmark* b) {
   b->Args({1, s[0], s[1], s[2], s[3], s[4]});
 }
 
+// ---- Layer forward with activations + backward (a regularised training step) ---------------
+// forward_with_activations keeps every edge's value (N, I, O) for the regulariser; the backward
+// goes through the output and an L1 term of the edges. Args as for the layer families.
+
+void activations_step(LayerCase& c) {
+  c.layer->zero_grad();
+  c.x.mutable_grad() = torch::Tensor();
+  const auto acts = c.layer->forward_with_activations(c.x);
+  ((acts.output * c.grad_y).sum() + acts.edges.abs().mean()).backward();
+}
+
+void BM_LayerActivations(benchmark::State& state) {
+  auto c = make_layer_case(state, torch::kCPU);
+  activations_step(c);
+  for (auto _ : state)
+    activations_step(c);
+  set_layer_counters(state);
+}
+
+void BM_LayerActivations_CUDA(benchmark::State& state) {
+  auto c = make_layer_case(state, torch::kCUDA);
+  activations_step(c);
+  torch::cuda::synchronize();
+  time_on_cuda(state, [&] { activations_step(c); });
+  set_layer_counters(state);
+}
+
+void activation_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"backend", "batch", "in", "out", "G", "k"});
+  for (const auto& s : std::vector<std::vector<int64_t>>{
+           {256, 16, 16, 5, 3}, {1024, 100, 100, 5, 3}, {1024, 100, 100, 50, 3}})
+    for (const int64_t backend : {0, 1})
+      b->Args({backend, s[0], s[1], s[2], s[3], s[4]});
+}
+
 // ---- The `deep` workload's training epoch ---------------------------------------------------
 // KAN [4, 100, 100, 100, 1] on exp_sin4, Adam (lr 1e-3), batch 100 over 1000 training samples:
 // one epoch = 10 steps of kan::fit (each step also evaluates the 1000 test samples). Arg: backend.
@@ -142,6 +177,10 @@ void register_families() {
       ->Apply(layer_args)
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("BM_LayerActivations", BM_LayerActivations)
+      ->Apply(activation_args)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("BM_DeepEpoch", BM_DeepEpoch)
       ->ArgName("backend")
       ->DenseRange(0, 1)
@@ -150,6 +189,10 @@ void register_families() {
   if (cuda_benchmarks_available()) {
     benchmark::RegisterBenchmark("BM_LayerForwardBackward_CUDA", BM_LayerForwardBackward_CUDA)
         ->Apply(layer_args)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("BM_LayerActivations_CUDA", BM_LayerActivations_CUDA)
+        ->Apply(activation_args)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark("BM_DenseEquivalentGemm_CUDA", BM_DenseEquivalentGemm_CUDA)

@@ -40,25 +40,34 @@ Result run(KANLayer& layer, const torch::Tensor& x_in, const torch::Tensor& grad
           layer->scale_sp.grad()};
 }
 
+// Gives `to` the parameters and buffers of `from`.
+void copy_state(const KANLayer& from, KANLayer& to) {
+  torch::NoGradGuard no_grad;
+  for (const auto& p : from->named_parameters())
+    to->named_parameters()[p.key()].copy_(p.value());
+  for (const auto& b : from->named_buffers())
+    to->named_buffers()[b.key()].copy_(b.value());
+}
+
 // A reference layer and a fused layer with the same state.
 std::pair<KANLayer, KANLayer> layer_pair(KANLayerOptions options) {
   KANLayer reference(KANLayerOptions(options).backend(SplineBackend::kReference));
   KANLayer fused(KANLayerOptions(options).backend(SplineBackend::kFused));
-  torch::NoGradGuard no_grad;
-  for (const auto& p : reference->named_parameters())
-    fused->named_parameters()[p.key()].copy_(p.value());
-  for (const auto& b : reference->named_buffers())
-    fused->named_buffers()[b.key()].copy_(b.value());
+  copy_state(reference, fused);
   return {reference, fused};
 }
 
-// Moves both layers' knots to skewed, non-uniform positions by a grid update.
-void update_grids(KANLayer& reference, KANLayer& fused, int64_t in_dim, torch::Dtype dtype) {
+torch::Tensor skewed_samples(int64_t in_dim, torch::Dtype dtype) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
   const auto u = torch::rand({256, in_dim}, gen, torch::kFloat64);
-  const auto samples = (u.pow(3) * 2 - 1).to(dtype); // crowded towards -1
-  reference->update_grid_from_samples(samples);
-  fused->update_grid_from_samples(samples);
+  return (u.pow(3) * 2 - 1).to(dtype); // crowded towards -1
+}
+
+// Moves both layers' knots to skewed, non-uniform positions by the reference's grid update (the
+// backends' own updates differ by rounding, which an ill-conditioned refit amplifies).
+void update_grids(KANLayer& reference, KANLayer& fused, int64_t in_dim, torch::Dtype dtype) {
+  reference->update_grid_from_samples(skewed_samples(in_dim, dtype));
+  copy_state(reference, fused);
 }
 
 // Points inside every knot span, on every knot, outside the extended grid on both sides (the
@@ -127,6 +136,76 @@ TEST(FusedBackend, MatchesReferenceFloat32) {
   check_grids_and_orders(torch::kFloat32, 1e-5);
 }
 
+// The per-edge splines (forward_with_activations, grid updates) of both backends: values and
+// the gradients of x and coef, with the tolerances of expect_match.
+void expect_edges_match(KANLayer& reference, KANLayer& fused, const torch::Tensor& x, double tol,
+                        const std::string& what) {
+  const auto& o = reference->options();
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(13);
+  const auto grad = torch::randn({x.size(0), o.in_dim(), o.out_dim()}, gen, torch::kFloat64)
+                        .to(x.device(), x.scalar_type());
+  auto run_edges = [&](KANLayer& layer) {
+    layer->zero_grad();
+    auto xx = x.clone().requires_grad_(true);
+    const auto spline = layer->edge_splines(xx);
+    spline.backward(grad);
+    return std::make_tuple(spline.detach(), xx.grad(), layer->coef.grad());
+  };
+  const auto [r_spline, r_gx, r_gc] = run_edges(reference);
+  const auto [f_spline, f_gx, f_gc] = run_edges(fused);
+  const bool f64 = x.scalar_type() == torch::kFloat64;
+  auto diff = [&](const torch::Tensor& a, const torch::Tensor& b) {
+    return a.numel() == 0 ? 0.0 : f64 ? max_abs_diff(a, b) : max_rel_diff(a, b);
+  };
+  ASSERT_EQ(f_spline.sizes(), r_spline.sizes()) << what;
+  EXPECT_LE(diff(f_spline, r_spline), tol) << what << ": spline";
+  EXPECT_LE(diff(f_gx, r_gx), tol) << what << ": grad x";
+  EXPECT_LE(diff(f_gc, r_gc), tol) << what << ": grad coef";
+  // forward_with_activations agrees with forward on the fused layer.
+  const auto acts = fused->forward_with_activations(x);
+  EXPECT_LE(diff(acts.output, fused->forward(x)), tol) << what << ": activations' output";
+}
+
+void check_edges(torch::Device device) {
+  for (const auto dtype : {torch::kFloat64, torch::kFloat32}) {
+    const double tol = dtype == torch::kFloat64 ? 1e-10 : 1e-5;
+    for (const int64_t G : {1, 5, 100}) {
+      for (const int64_t k : {1, 3, 5}) {
+        auto [reference, fused] =
+            layer_pair(KANLayerOptions(3, 4).grid(G).k(k).seed(G + k).dtype(dtype));
+        update_grids(reference, fused, 3, dtype);
+        reference->to(device);
+        fused->to(device);
+        const std::string what = device.str() + " G=" + std::to_string(G) +
+                                 " k=" + std::to_string(k) + " " +
+                                 std::string(c10::toString(dtype));
+        expect_edges_match(reference, fused, probe_points(reference->grid, 64, G), tol, what);
+        for (const int64_t N : {0, 1, 4096}) {
+          auto gen = at::make_generator<at::CPUGeneratorImpl>(N);
+          const auto x = (torch::rand({N, 3}, gen, torch::kFloat64) * 2.4 - 1.2).to(device, dtype);
+          expect_edges_match(reference, fused, x, tol, what + " N=" + std::to_string(N));
+        }
+      }
+    }
+  }
+}
+
+TEST(FusedBackend, EdgeSplinesMatchReference) {
+  check_edges(torch::kCPU);
+}
+
+TEST(FusedBackend, GridUpdatesOfBothBackendsAgree) {
+  // Only rounding differs, which the refit's least squares may amplify; k = 3 is well posed.
+  for (const int64_t G : {5, 50}) {
+    auto [reference, fused] = layer_pair(KANLayerOptions(3, 4).grid(G).k(3).dtype(torch::kFloat64));
+    const auto samples = skewed_samples(3, torch::kFloat64);
+    reference->update_grid_from_samples(samples);
+    fused->update_grid_from_samples(samples);
+    EXPECT_EQ(max_abs_diff(fused->grid, reference->grid), 0.0) << "G=" << G;
+    EXPECT_LE(max_abs_diff(fused->coef, reference->coef), 1e-9) << "G=" << G;
+  }
+}
+
 TEST(FusedBackend, BatchSizes) {
   for (const auto dtype : {torch::kFloat64, torch::kFloat32}) {
     const double tol = dtype == torch::kFloat64 ? 1e-10 : 1e-5;
@@ -191,6 +270,8 @@ TEST(FusedBackend, NonFiniteInputsGiveNaNLikeTheReference) {
     EXPECT_TRUE(torch::equal(f.grad_x.isnan(), r.grad_x.isnan())) << bad;
     EXPECT_TRUE(torch::equal(f.grad_coef.isnan(), r.grad_coef.isnan())) << bad;
     EXPECT_TRUE(f.y[0].isfinite().all().item<bool>());
+    EXPECT_TRUE(torch::equal(fused->edge_splines(x).isnan(), reference->edge_splines(x).isnan()))
+        << bad;
   }
 }
 
@@ -320,6 +401,11 @@ TEST(FusedBackend, BatchSizes_CUDA) {
       expect_match(reference, fused, x, tol, "CUDA N=" + std::to_string(N));
     }
   }
+}
+
+TEST(FusedBackend, EdgeSplinesMatchReference_CUDA) {
+  KAN_REQUIRE_CUDA();
+  check_edges(torch::kCUDA);
 }
 
 TEST(FusedBackend, MatchesCpu_CUDA) {

@@ -114,11 +114,17 @@ torch::Tensor KANLayerImpl::forward(const torch::Tensor& x) {
   return y;
 }
 
+torch::Tensor KANLayerImpl::edge_splines(const torch::Tensor& x) const {
+  if (options_.backend() == SplineBackend::kFused)
+    return detail::fused_spline_edges(x, grid, coef, options_.k());
+  return coef2curve(x, grid, coef, options_.k());
+}
+
 LayerActivations KANLayerImpl::forward_with_activations(const torch::Tensor& x) {
   check_input(x);
   LayerActivations acts;
   acts.input = x;
-  acts.spline = coef2curve(x, grid, coef, options_.k());
+  acts.spline = edge_splines(x);
   acts.edges = mask * (scale_base * base(x).unsqueeze(2) + scale_sp * acts.spline);
   acts.output = acts.edges.sum(1);
   return acts;
@@ -131,7 +137,7 @@ void KANLayerImpl::update_grid_from_samples(const torch::Tensor& x) {
               x.size(1), ")");
   torch::NoGradGuard no_grad;
   const auto sorted = std::get<0>(x.sort(0));
-  const auto spline_values = coef2curve(sorted, grid, coef, k);
+  const auto spline_values = edge_splines(sorted);
 
   // Knot i sits at sample rank floor(N / G * i), computed as pykan does, plus the largest.
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(x.device());
@@ -196,7 +202,7 @@ void KANLayerImpl::initialize_from_parent(const KANLayerImpl& parent, const torc
     const auto first = parent_knots.narrow(1, 0, 1).t(), last = parent_knots.narrow(1, -1, 1).t();
     samples = first + u * (last - first); // (n, I)
   }
-  coef.copy_(curve2coef(samples, coef2curve(samples, parent.grid, parent.coef, pk), grid, k));
+  coef.copy_(curve2coef(samples, parent.edge_splines(samples), grid, k));
   scale_base.copy_(parent.scale_base);
   scale_sp.copy_(parent.scale_sp);
   mask.copy_(parent.mask);

@@ -45,9 +45,9 @@ struct KANLayerOptions {
   TORCH_ARG(torch::Device, device) = torch::kCPU;
   /// float32 or float64.
   TORCH_ARG(torch::Dtype, dtype) = torch::kFloat32;
-  /// How forward() evaluates the splines: kFused (default; knot rows must be non-decreasing, as
-  /// every grid this library builds is; no double backward) or kReference (the ATen oracle).
-  /// forward_with_activations() always uses the reference formulation.
+  /// How the splines are evaluated (forward, forward_with_activations, grid updates): kFused
+  /// (default; knot rows must be non-decreasing, as every grid this library builds is; no double
+  /// backward) or kReference (the ATen oracle).
   TORCH_ARG(SplineBackend, backend) = SplineBackend::kFused;
 };
 
@@ -81,6 +81,8 @@ public:
   torch::Tensor forward(const torch::Tensor& x);
   /// Like forward, and also returns every edge's value and spline part.
   LayerActivations forward_with_activations(const torch::Tensor& x);
+  /// Every edge's spline, sum_m coef_ijm B_m(x_ni), unscaled and unmasked: (N, I, O).
+  torch::Tensor edge_splines(const torch::Tensor& x) const;
 
   /// Moves the knots to the distribution of the samples x (N, I) (grid_eps mixes uniform and
   /// quantile knots) and refits coef so the splines keep their values at the samples.

@@ -2,6 +2,7 @@
 
 #include "detail/spline_kernels.h"
 #include "detail/spline_local.h"
+#include "detail/spline_threads.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
@@ -64,8 +65,13 @@ template <typename T> SplineKernels<T> kernels_for(CpuIsa isa) {
   return cpu_generic::kernels<T>();
 }
 
+CpuIsa active_cpu_isa() {
+  static const CpuIsa isa = cpu_isa();
+  return isa;
+}
+
 template <typename T> const SplineKernels<T>& cpu_kernels() {
-  static const SplineKernels<T> kernels = kernels_for<T>(cpu_isa());
+  static const SplineKernels<T> kernels = kernels_for<T>(active_cpu_isa());
   return kernels;
 }
 
@@ -79,19 +85,23 @@ at::Tensor forward_cpu(const at::Tensor& x, const at::Tensor& grid, const at::Te
   return y;
 }
 
-std::pair<at::Tensor, at::Tensor> backward_cpu(const at::Tensor& grad_y, const at::Tensor& x,
-                                               const at::Tensor& grid, const at::Tensor& inv,
-                                               const at::Tensor& weight, int64_t k) {
-  const int64_t N = x.size(0), I = x.size(1), weight_numel = weight.numel();
-  // grad_weight sums over samples. Threads split the inputs; where there are fewer inputs than
-  // twice the threads, the samples are cut into slices too, each with its own copy of
-  // grad_weight, summed at the end (no atomics, deterministic for a fixed thread count).
+// grad_weight sums over samples. Threads split the inputs; where there are fewer inputs than
+// twice the threads, the samples are cut into slices too, each with its own copy of grad_weight,
+// summed at the end (no atomics, deterministic for a fixed thread count).
+int64_t cpu_backward_slices(const at::Tensor& x, const at::Tensor& weight) {
+  const int64_t N = x.size(0), I = std::max<int64_t>(1, x.size(1));
   const int64_t threads = at::get_num_threads();
   int64_t slices = std::max<int64_t>(1, (2 * threads + I - 1) / I);
   slices = std::min(slices, std::max<int64_t>(1, N / kMinSliceRows));
-  slices = std::min(
-      slices,
-      std::max<int64_t>(1, kMaxSliceBytes / std::max<int64_t>(1, weight_numel * x.element_size())));
+  return std::min(slices,
+                  std::max<int64_t>(
+                      1, kMaxSliceBytes / std::max<int64_t>(1, weight.numel() * x.element_size())));
+}
+
+std::pair<at::Tensor, at::Tensor> backward_cpu(const at::Tensor& grad_y, const at::Tensor& x,
+                                               const at::Tensor& grid, const at::Tensor& inv,
+                                               const at::Tensor& weight, int64_t k) {
+  const int64_t slices = cpu_backward_slices(x, weight);
   auto grad_x = at::empty_like(x);
   auto grad_w_slices =
       at::zeros({slices, weight.size(0), weight.size(1), weight.size(2)}, weight.options());
@@ -103,11 +113,70 @@ std::pair<at::Tensor, at::Tensor> backward_cpu(const at::Tensor& grad_y, const a
   return {grad_x, slices == 1 ? grad_w_slices.squeeze(0) : grad_w_slices.sum(0)};
 }
 
-at::Tensor forward_any(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& inv,
-                       const at::Tensor& weight, int64_t k) {
+// The per-edge splines (N, I, O) of coef (I, O, M), parallel over (sample, input) pairs.
+at::Tensor edges_forward_cpu(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& inv,
+                             const at::Tensor& coef, int64_t k) {
+  const int64_t N = x.size(0), I = x.size(1), O = coef.size(1);
+  auto y = at::empty({N, I, O}, x.options());
+  const bool per_thread = active_cpu_isa() == CpuIsa::kCudaThreads;
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_edges_forward_cpu", [&] {
+    const auto a = edge_args<scalar_t>(x, grid, inv, coef, k);
+    auto* out = y.mutable_data_ptr<scalar_t>();
+    at::parallel_for(0, N * I, parallel_grain((k + 1) * (O + k + 1)), [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        if (!per_thread) {
+          edges_forward_row(a, t / I, t % I, out + t * O);
+          continue;
+        }
+        for (int64_t o = 0; o < O; ++o)
+          out[t * O + o] = edges_forward_thread(a, t / I, t % I, o);
+      }
+    });
+  });
+  return y;
+}
+
+// (grad_x, grad_coef) of edges_forward_cpu for grad_y (N, I, O); tasks (slice, input) as in
+// backward_cpu.
+std::pair<at::Tensor, at::Tensor> edges_backward_cpu(const at::Tensor& grad_y, const at::Tensor& x,
+                                                     const at::Tensor& grid, const at::Tensor& inv,
+                                                     const at::Tensor& coef, int64_t k) {
+  const int64_t N = x.size(0), I = x.size(1), O = coef.size(1);
+  const int64_t slices = cpu_backward_slices(x, coef);
+  const bool per_thread = active_cpu_isa() == CpuIsa::kCudaThreads;
+  auto grad_x = at::empty_like(x);
+  auto grad_c = at::zeros({slices, I, O, coef.size(2)}, coef.options());
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_edges_backward_cpu", [&] {
+    const auto a = edge_args<scalar_t>(x, grid, inv, coef, k);
+    const auto* gy = grad_y.const_data_ptr<scalar_t>();
+    auto* gx = grad_x.mutable_data_ptr<scalar_t>();
+    auto* gc = grad_c.mutable_data_ptr<scalar_t>();
+    const int64_t rows = (N + slices - 1) / slices;
+    at::parallel_for(0, slices * I, parallel_grain(rows * 2 * (k + 1) * (O + k + 1)),
+                     [&](int64_t b, int64_t e) {
+                       for (int64_t task = b; task < e; ++task) {
+                         const int64_t s = task / I, i = task % I;
+                         for (int64_t n = s * rows; n < std::min(N, (s + 1) * rows); ++n)
+                           gx[n * I + i] = edges_grad_x_thread(a, gy, n, i);
+                         if (!per_thread) {
+                           edges_grad_coef(a, gy, gc, slices, s, i, 0, O);
+                           continue;
+                         }
+                         for (int64_t o = 0; o < O; ++o)
+                           edges_grad_coef(a, gy, gc, slices, s, i, o, o + 1);
+                       }
+                     });
+  });
+  return {grad_x, slices == 1 ? grad_c.squeeze(0) : grad_c.sum(0)};
+}
+
+// `edges`: the per-edge splines of coef (I, O, M), else the layer's sum of weight (I, M, O).
+at::Tensor forward_any(bool edges, const at::Tensor& x, const at::Tensor& grid,
+                       const at::Tensor& inv, const at::Tensor& weight, int64_t k) {
   if (x.is_cuda()) {
 #ifdef KAN_HAS_CUDA_KERNELS
-    return fused_spline_forward_cuda(x, grid, inv, weight, k);
+    return edges ? fused_spline_edges_forward_cuda(x, grid, inv, weight, k)
+                 : fused_spline_forward_cuda(x, grid, inv, weight, k);
 #else
     // An explicit error rather than a quiet fallback to the reference formulation.
     TORCH_CHECK(false,
@@ -117,28 +186,33 @@ at::Tensor forward_any(const at::Tensor& x, const at::Tensor& grid, const at::Te
 #endif
   }
   TORCH_CHECK(x.is_cpu(), "backend fused runs on CPU and CUDA tensors, got x on ", x.device());
-  return forward_cpu(x, grid, inv, weight, k);
+  return edges ? edges_forward_cpu(x, grid, inv, weight, k) : forward_cpu(x, grid, inv, weight, k);
 }
 
-std::pair<at::Tensor, at::Tensor> backward_any(const at::Tensor& grad_y, const at::Tensor& x,
-                                               const at::Tensor& grid, const at::Tensor& inv,
-                                               const at::Tensor& weight, int64_t k) {
+std::pair<at::Tensor, at::Tensor> backward_any(bool edges, const at::Tensor& grad_y,
+                                               const at::Tensor& x, const at::Tensor& grid,
+                                               const at::Tensor& inv, const at::Tensor& weight,
+                                               int64_t k) {
 #ifdef KAN_HAS_CUDA_KERNELS
   if (x.is_cuda())
-    return fused_spline_backward_cuda(grad_y, x, grid, inv, weight, k);
+    return edges ? fused_spline_edges_backward_cuda(grad_y, x, grid, inv, weight, k)
+                 : fused_spline_backward_cuda(grad_y, x, grid, inv, weight, k);
 #endif
-  return backward_cpu(grad_y, x, grid, inv, weight, k);
+  return edges ? edges_backward_cpu(grad_y, x, grid, inv, weight, k)
+               : backward_cpu(grad_y, x, grid, inv, weight, k);
 }
 
 class FusedSplineFunction : public torch::autograd::Function<FusedSplineFunction> {
 public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
-                            const at::Tensor& grid, const at::Tensor& weight, int64_t k) {
+                            const at::Tensor& grid, const at::Tensor& weight, int64_t k,
+                            bool edges) {
     const auto xc = x.contiguous(), gc = grid.contiguous(), wc = weight.contiguous();
     const auto inv = knot_reciprocals(gc, k);
     ctx->save_for_backward({xc, gc, inv, wc});
     ctx->saved_data["k"] = k;
-    return forward_any(xc, gc, inv, wc, k);
+    ctx->saved_data["edges"] = edges;
+    return forward_any(edges, xc, gc, inv, wc, k);
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
@@ -150,10 +224,11 @@ public:
                 "KAN layer); use backend reference for higher-order derivatives");
     const auto saved = ctx->get_saved_variables();
     const int64_t k = ctx->saved_data["k"].toInt();
+    const bool edges = ctx->saved_data["edges"].toBool();
     const auto grad_y = grad_outputs[0].contiguous();
-    auto [grad_x, grad_w] = backward_any(grad_y, saved[0], saved[1], saved[2], saved[3], k);
+    auto [grad_x, grad_w] = backward_any(edges, grad_y, saved[0], saved[1], saved[2], saved[3], k);
     return {ctx->needs_input_grad(0) ? grad_x : at::Tensor(), at::Tensor(),
-            ctx->needs_input_grad(2) ? grad_w : at::Tensor(), at::Tensor()};
+            ctx->needs_input_grad(2) ? grad_w : at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -172,24 +247,38 @@ at::Tensor knot_reciprocals(const at::Tensor& grid, int64_t k) {
   return inv;
 }
 
-at::Tensor fused_spline(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& weight,
-                        int64_t k) {
+namespace {
+
+// The checks both entry points share; M is the weight's spline dimension.
+void check_arguments(const char* what, const at::Tensor& x, const at::Tensor& grid,
+                     const at::Tensor& weight, int64_t M, int64_t k) {
   TORCH_CHECK(k >= 0 && k <= kFusedMaxOrder, "backend fused supports spline orders k = 0..",
               kFusedMaxOrder, ", got k = ", k, "; use backend reference");
-  TORCH_CHECK(x.dim() == 2 && grid.dim() == 2 && weight.dim() == 3,
-              "fused_spline expects x (N, I), grid (I, P), weight (I, M, O); got x ", x.sizes(),
+  TORCH_CHECK(x.dim() == 2 && grid.dim() == 2 && weight.dim() == 3, what,
+              " expects x (N, I), grid (I, P) and a 3-dimensional weight; got x ", x.sizes(),
               ", grid ", grid.sizes(), ", weight ", weight.sizes());
-  TORCH_CHECK(grid.size(0) == x.size(1) && weight.size(0) == x.size(1) &&
-                  weight.size(1) == grid.size(1) - k - 1,
-              "fused_spline: x ", x.sizes(), ", grid ", grid.sizes(), " and weight ",
-              weight.sizes(), " do not fit together for k = ", k);
+  TORCH_CHECK(grid.size(0) == x.size(1) && weight.size(0) == x.size(1) && M == grid.size(1) - k - 1,
+              what, ": x ", x.sizes(), ", grid ", grid.sizes(), " and weight ", weight.sizes(),
+              " do not fit together for k = ", k);
   TORCH_CHECK(x.scalar_type() == grid.scalar_type() && x.scalar_type() == weight.scalar_type(),
-              "fused_spline: x is ", x.scalar_type(), ", grid ", grid.scalar_type(), ", weight ",
+              what, ": x is ", x.scalar_type(), ", grid ", grid.scalar_type(), ", weight ",
               weight.scalar_type(), "; all must have one dtype");
-  TORCH_CHECK(x.device() == grid.device() && x.device() == weight.device(),
-              "fused_spline: x is on ", x.device(), ", grid on ", grid.device(), ", weight on ",
-              weight.device());
-  return FusedSplineFunction::apply(x, grid, weight, k);
+  TORCH_CHECK(x.device() == grid.device() && x.device() == weight.device(), what, ": x is on ",
+              x.device(), ", grid on ", grid.device(), ", weight on ", weight.device());
+}
+
+} // namespace
+
+at::Tensor fused_spline(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& weight,
+                        int64_t k) {
+  check_arguments("fused_spline", x, grid, weight, weight.dim() == 3 ? weight.size(1) : -1, k);
+  return FusedSplineFunction::apply(x, grid, weight, k, false);
+}
+
+at::Tensor fused_spline_edges(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& coef,
+                              int64_t k) {
+  check_arguments("fused_spline_edges", x, grid, coef, coef.dim() == 3 ? coef.size(2) : -1, k);
+  return FusedSplineFunction::apply(x, grid, coef, k, true);
 }
 
 } // namespace kan::detail

@@ -55,6 +55,41 @@ __global__ void grad_w_kernel(SplineArgs<T> a, const T* __restrict__ gy, T* __re
     grad_w_thread(a, gy, gw, slices, idx / (a.I * a.O), (idx / a.O) % a.I, idx % a.O);
 }
 
+// The per-edge splines. Thread (n, i, o), o fastest.
+template <typename T> __global__ void edges_forward_kernel(SplineArgs<T> a, T* __restrict__ y) {
+  const int64_t idx = thread_index();
+  if (idx < a.N * a.I * a.O)
+    y[idx] = edges_forward_thread(a, idx / (a.I * a.O), (idx / a.O) % a.I, idx % a.O);
+}
+
+// Thread (n, i), i fastest.
+template <typename T>
+__global__ void edges_grad_x_kernel(SplineArgs<T> a, const T* __restrict__ gy, T* __restrict__ gx) {
+  const int64_t idx = thread_index();
+  if (idx < a.N * a.I)
+    gx[idx] = edges_grad_x_thread(a, gy, idx / a.I, idx % a.I);
+}
+
+// Thread (s, i, o), o fastest: it owns the column gc[s, i, o, :].
+template <typename T>
+__global__ void edges_grad_coef_kernel(SplineArgs<T> a, const T* __restrict__ gy,
+                                       T* __restrict__ gc, int64_t slices) {
+  const int64_t idx = thread_index();
+  if (idx < slices * a.I * a.O) {
+    const int64_t o = idx % a.O;
+    edges_grad_coef(a, gy, gc, slices, idx / (a.I * a.O), (idx / a.O) % a.I, o, o + 1);
+  }
+}
+
+// Sample slices of the weight gradient: enough (slice, input, output) threads to fill the GPU,
+// at least 64 samples a slice, and at most kMaxSliceBytes of per-slice copies.
+int64_t backward_slices(int64_t N, int64_t I, int64_t O, const at::Tensor& weight) {
+  const int64_t weight_bytes = std::max<int64_t>(1, weight.numel() * weight.element_size());
+  int64_t slices = std::max<int64_t>(1, kTargetThreads / std::max<int64_t>(1, I * O));
+  slices = std::min(slices, std::max<int64_t>(1, N / 64));
+  return std::min(slices, std::max<int64_t>(1, kMaxSliceBytes / weight_bytes));
+}
+
 } // namespace
 
 at::Tensor fused_spline_forward_cuda(const at::Tensor& x, const at::Tensor& grid,
@@ -78,10 +113,7 @@ fused_spline_backward_cuda(const at::Tensor& grad_y, const at::Tensor& x, const 
                            const at::Tensor& inv, const at::Tensor& weight, int64_t k) {
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t N = x.size(0), I = x.size(1), M = weight.size(1), O = weight.size(2);
-  const int64_t weight_bytes = std::max<int64_t>(1, weight.numel() * weight.element_size());
-  int64_t slices = std::max<int64_t>(1, kTargetThreads / std::max<int64_t>(1, I * O));
-  slices = std::min(slices, std::max<int64_t>(1, N / 64));
-  slices = std::min(slices, std::max<int64_t>(1, kMaxSliceBytes / weight_bytes));
+  const int64_t slices = backward_slices(N, I, O, weight);
   auto grad_x = at::empty_like(x);
   auto grad_w = at::zeros({slices, I, M, O}, weight.options());
   if (N > 0) {
@@ -97,6 +129,47 @@ fused_spline_backward_cuda(const at::Tensor& grad_y, const at::Tensor& x, const 
     });
   }
   return {grad_x, slices == 1 ? grad_w.squeeze(0) : grad_w.sum(0)};
+}
+
+at::Tensor fused_spline_edges_forward_cuda(const at::Tensor& x, const at::Tensor& grid,
+                                           const at::Tensor& inv, const at::Tensor& coef,
+                                           int64_t k) {
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t N = x.size(0), I = x.size(1), O = coef.size(1);
+  auto y = at::empty({N, I, O}, x.options());
+  if (y.numel() == 0)
+    return y;
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_edges_forward_cuda", [&] {
+    edges_forward_kernel<scalar_t><<<blocks_for(N * I * O), kThreads, 0, stream>>>(
+        edge_args<scalar_t>(x, grid, inv, coef, k), y.mutable_data_ptr<scalar_t>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return y;
+}
+
+std::pair<at::Tensor, at::Tensor>
+fused_spline_edges_backward_cuda(const at::Tensor& grad_y, const at::Tensor& x,
+                                 const at::Tensor& grid, const at::Tensor& inv,
+                                 const at::Tensor& coef, int64_t k) {
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t N = x.size(0), I = x.size(1), O = coef.size(1);
+  const int64_t slices = backward_slices(N, I, O, coef);
+  auto grad_x = at::empty_like(x);
+  auto grad_c = at::zeros({slices, I, O, coef.size(2)}, coef.options());
+  if (N > 0) {
+    const auto stream = at::cuda::getCurrentCUDAStream();
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_edges_backward_cuda", [&] {
+      const auto args = edge_args<scalar_t>(x, grid, inv, coef, k);
+      edges_grad_x_kernel<scalar_t><<<blocks_for(N * I), kThreads, 0, stream>>>(
+          args, grad_y.const_data_ptr<scalar_t>(), grad_x.mutable_data_ptr<scalar_t>());
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      edges_grad_coef_kernel<scalar_t><<<blocks_for(slices * I * O), kThreads, 0, stream>>>(
+          args, grad_y.const_data_ptr<scalar_t>(), grad_c.mutable_data_ptr<scalar_t>(), slices);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
+  }
+  return {grad_x, slices == 1 ? grad_c.squeeze(0) : grad_c.sum(0)};
 }
 
 } // namespace kan::detail

@@ -42,6 +42,10 @@ namespace cuda_threads {
 template <typename T> SplineKernels<T> kernels();
 } // namespace cuda_threads
 
+/// The at::parallel_for grain for items of `work_per_item` multiply-adds each: enough items per
+/// thread that waking the thread pays (spline_kernels_generic.cpp).
+int64_t parallel_grain(int64_t work_per_item);
+
 /// y (N, O) = the spline part (y must be zero on entry), parallel over samples.
 template <typename T>
 void spline_forward(const SplineKernels<T>& kernels, const SplineArgs<T>& a, T* y);

@@ -17,11 +17,6 @@ namespace {
 // 10x slower there, spinning at the barriers.
 constexpr int64_t kMinWorkPerThread = int64_t{1} << 18;
 
-// Grain (in items) for items of `work_per_item` multiply-adds each.
-int64_t grain_for(int64_t work_per_item) {
-  return std::max<int64_t>(1, kMinWorkPerThread / std::max<int64_t>(1, work_per_item));
-}
-
 // Multiply-adds of one (sample, input) pair: k + 1 rows of O, plus the basis (~(k + 1)^2).
 template <typename T> int64_t work_per_point(const SplineArgs<T>& a) {
   return (a.k + 1) * (a.O + a.k + 1);
@@ -29,9 +24,13 @@ template <typename T> int64_t work_per_point(const SplineArgs<T>& a) {
 
 } // namespace
 
+int64_t parallel_grain(int64_t work_per_item) {
+  return std::max<int64_t>(1, kMinWorkPerThread / std::max<int64_t>(1, work_per_item));
+}
+
 template <typename T>
 void spline_forward(const SplineKernels<T>& kernels, const SplineArgs<T>& a, T* y) {
-  at::parallel_for(0, a.N, grain_for(a.I * work_per_point(a)),
+  at::parallel_for(0, a.N, parallel_grain(a.I * work_per_point(a)),
                    [&](int64_t begin, int64_t end) { kernels.forward_rows(a, y, begin, end); });
 }
 
@@ -41,7 +40,7 @@ void spline_backward(const SplineKernels<T>& kernels, const SplineArgs<T>& a, co
   if (a.N == 0)
     return;
   const int64_t rows_per_slice = (a.N + slices - 1) / slices;
-  at::parallel_for(0, slices * a.I, grain_for(rows_per_slice * 2 * work_per_point(a)),
+  at::parallel_for(0, slices * a.I, parallel_grain(rows_per_slice * 2 * work_per_point(a)),
                    [&](int64_t begin, int64_t end) {
                      kernels.backward_tasks(a, gy, gx, gw, slices, begin, end);
                    });

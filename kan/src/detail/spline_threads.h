@@ -86,4 +86,102 @@ static KAN_HOST_DEVICE void grad_w_thread(const SplineArgs<T>& a, const T* gy, T
   }
 }
 
+// The per-edge splines (KANLayer::forward_with_activations): spline[n, i, o] =
+// sum_r B_r(x_ni) coef[i, o, first + r], with a.weight = coef laid out (I, O, M). The CPU runs
+// the *_row functions (the basis once per (n, i)); the CUDA kernels, and the CPU under
+// KAN_FUSED_CPU_ISA=cuda-threads, the *_thread ones.
+
+/// sum_r value[r] coef[i, o, first + r]: one edge's spline from the point's basis.
+template <typename T>
+static KAN_HOST_DEVICE T edge_value(const SplineArgs<T>& a, int64_t i, int64_t o, int64_t first,
+                                    const T* value) {
+  const T* c = a.weight + (i * a.O + o) * a.M;
+  T acc = 0;
+  for (int r = 0; r <= a.k; ++r) {
+    const int64_t m = first + r;
+    if (m >= 0 && m < a.M)
+      acc += value[r] * c[m];
+  }
+  return acc;
+}
+
+/// The basis of x_ni (local_bspline). Where there is nothing to sum, returns false with
+/// *none = what every sum over it gives: 0 outside the grid, NaN for a non-finite x.
+template <typename T>
+static KAN_HOST_DEVICE bool point_basis(const SplineArgs<T>& a, int64_t n, int64_t i,
+                                        int64_t* first, T* value, T* deriv, T* none) {
+  const T xv = a.x[n * a.I + i];
+  *none = is_finite_value(xv) ? T(0) : xv - xv;
+  return is_finite_value(xv) &&
+         local_bspline(a.grid + i * a.P, a.inv + i * a.k * a.P, a.P, a.k, xv, first, value, deriv);
+}
+
+/// spline[n, i, :] (O values from y).
+template <typename T>
+static KAN_HOST_DEVICE void edges_forward_row(const SplineArgs<T>& a, int64_t n, int64_t i, T* y) {
+  T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1], none;
+  int64_t first = 0;
+  const bool inside = point_basis(a, n, i, &first, value, deriv, &none);
+  for (int64_t o = 0; o < a.O; ++o)
+    y[o] = inside ? edge_value(a, i, o, first, value) : none;
+}
+
+/// spline[n, i, o].
+template <typename T>
+static KAN_HOST_DEVICE T edges_forward_thread(const SplineArgs<T>& a, int64_t n, int64_t i,
+                                              int64_t o) {
+  T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1], none;
+  int64_t first = 0;
+  return point_basis(a, n, i, &first, value, deriv, &none) ? edge_value(a, i, o, first, value)
+                                                           : none;
+}
+
+/// grad_x[n, i] = sum_o grad[n, i, o] sum_r dB_r(x_ni) coef[i, o, first + r]; gy is (N, I, O).
+template <typename T>
+static KAN_HOST_DEVICE T edges_grad_x_thread(const SplineArgs<T>& a, const T* gy, int64_t n,
+                                             int64_t i) {
+  T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1], none;
+  int64_t first = 0;
+  if (!point_basis(a, n, i, &first, value, deriv, &none))
+    return none;
+  const T* g = gy + (n * a.I + i) * a.O;
+  T acc = 0;
+  for (int64_t o = 0; o < a.O; ++o)
+    acc += g[o] * edge_value(a, i, o, first, deriv);
+  return acc;
+}
+
+/// gc[s, i, o, :] += sum over the samples n of slice s of B_m(x_ni) grad[n, i, o], for the
+/// outputs [o_begin, o_end) (the CPU: all of them, the basis once per sample; a CUDA thread: one).
+/// Slices as in grad_w_thread.
+template <typename T>
+static KAN_HOST_DEVICE void edges_grad_coef(const SplineArgs<T>& a, const T* gy, T* gc,
+                                            int64_t slices, int64_t s, int64_t i, int64_t o_begin,
+                                            int64_t o_end) {
+  T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1];
+  const int64_t rows = (a.N + slices - 1) / slices;
+  const int64_t n_begin = s * rows, n_end = n_begin + rows < a.N ? n_begin + rows : a.N;
+  T* c = gc + (s * a.I + i) * a.O * a.M;
+  for (int64_t n = n_begin; n < n_end; ++n) {
+    int64_t first;
+    const T xv = a.x[n * a.I + i];
+    if (!is_finite_value(xv)) {
+      for (int64_t o = o_begin; o < o_end; ++o)
+        for (int64_t m = 0; m < a.M; ++m)
+          c[o * a.M + m] = xv - xv;
+      continue;
+    }
+    if (!local_bspline(a.grid + i * a.P, a.inv + i * a.k * a.P, a.P, a.k, xv, &first, value, deriv))
+      continue;
+    const T* g = gy + (n * a.I + i) * a.O;
+    for (int64_t o = o_begin; o < o_end; ++o) {
+      for (int r = 0; r <= a.k; ++r) {
+        const int64_t m = first + r;
+        if (m >= 0 && m < a.M)
+          c[o * a.M + m] += value[r] * g[o];
+      }
+    }
+  }
+}
+
 } // namespace kan::detail
