@@ -105,12 +105,15 @@ if want run; then
   "$build/bin/kanbench" run --suite default --devices cuda --no-cupti --no-edge-cases \
     --out "$out/run-no-cupti" > "$out/run-no-cupti.log" 2>&1
   log "run --no-cupti exit code $?"
-  grep -E 'on cuda: ' "$out/run-no-cupti.log" | sed 's/^/no cupti: /' | tee -a "$out/summary.txt" >&2
+  grep -E '^[^ ]+ on cuda: ' "$out/run-no-cupti.log" | sed 's/^/no cupti: /' |
+    tee -a "$out/summary.txt" >&2
 fi
 
 if want bench; then
   "$build/bin/bench_kan" --benchmark_min_time=0.05 --benchmark_out="$out/bench_kan.json" \
     > "$out/bench_kan.txt" 2>&1
   log "bench_kan exit code $?"
+  grep -E '^BM_.*_CUDA/' "$out/bench_kan.txt" | awk '{print $1, $2, $3, $NF}' |
+    tee -a "$out/summary.txt" >&2
 fi
 log "done: $steps"
