@@ -113,14 +113,15 @@ std::pair<at::Tensor, at::Tensor> backward_cpu(const at::Tensor& grad_y, const a
   return {grad_x, slices == 1 ? grad_w_slices.squeeze(0) : grad_w_slices.sum(0)};
 }
 
-// The per-edge splines (N, I, O) of coef (I, O, M), parallel over (sample, input) pairs.
+// The per-edge splines (N, I, O) of weight = coef transposed to (I, M, O), parallel over
+// (sample, input) pairs.
 at::Tensor edges_forward_cpu(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& inv,
-                             const at::Tensor& coef, int64_t k) {
-  const int64_t N = x.size(0), I = x.size(1), O = coef.size(1);
+                             const at::Tensor& weight, int64_t k) {
+  const int64_t N = x.size(0), I = x.size(1), O = weight.size(2);
   auto y = at::empty({N, I, O}, x.options());
   const bool per_thread = active_cpu_isa() == CpuIsa::kCudaThreads;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_edges_forward_cpu", [&] {
-    const auto a = edge_args<scalar_t>(x, grid, inv, coef, k);
+    const auto a = spline_args<scalar_t>(x, grid, inv, weight, k);
     auto* out = y.mutable_data_ptr<scalar_t>();
     at::parallel_for(0, N * I, parallel_grain((k + 1) * (O + k + 1)), [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
@@ -136,18 +137,18 @@ at::Tensor edges_forward_cpu(const at::Tensor& x, const at::Tensor& grid, const 
   return y;
 }
 
-// (grad_x, grad_coef) of edges_forward_cpu for grad_y (N, I, O); tasks (slice, input) as in
+// (grad_x, grad_weight) of edges_forward_cpu for grad_y (N, I, O); tasks (slice, input) as in
 // backward_cpu.
 std::pair<at::Tensor, at::Tensor> edges_backward_cpu(const at::Tensor& grad_y, const at::Tensor& x,
                                                      const at::Tensor& grid, const at::Tensor& inv,
-                                                     const at::Tensor& coef, int64_t k) {
-  const int64_t N = x.size(0), I = x.size(1), O = coef.size(1);
-  const int64_t slices = cpu_backward_slices(x, coef);
+                                                     const at::Tensor& weight, int64_t k) {
+  const int64_t N = x.size(0), I = x.size(1), O = weight.size(2);
+  const int64_t slices = cpu_backward_slices(x, weight);
   const bool per_thread = active_cpu_isa() == CpuIsa::kCudaThreads;
   auto grad_x = at::empty_like(x);
-  auto grad_c = at::zeros({slices, I, O, coef.size(2)}, coef.options());
+  auto grad_c = at::zeros({slices, I, weight.size(1), O}, weight.options());
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_edges_backward_cpu", [&] {
-    const auto a = edge_args<scalar_t>(x, grid, inv, coef, k);
+    const auto a = spline_args<scalar_t>(x, grid, inv, weight, k);
     const auto* gy = grad_y.const_data_ptr<scalar_t>();
     auto* gx = grad_x.mutable_data_ptr<scalar_t>();
     auto* gc = grad_c.mutable_data_ptr<scalar_t>();
@@ -170,7 +171,7 @@ std::pair<at::Tensor, at::Tensor> edges_backward_cpu(const at::Tensor& grad_y, c
   return {grad_x, slices == 1 ? grad_c.squeeze(0) : grad_c.sum(0)};
 }
 
-// `edges`: the per-edge splines of coef (I, O, M), else the layer's sum of weight (I, M, O).
+// `edges`: the per-edge splines, else the layer's sum over inputs; weight is (I, M, O) for both.
 at::Tensor forward_any(bool edges, const at::Tensor& x, const at::Tensor& grid,
                        const at::Tensor& inv, const at::Tensor& weight, int64_t k) {
   if (x.is_cuda()) {
@@ -207,7 +208,9 @@ public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
                             const at::Tensor& grid, const at::Tensor& weight, int64_t k,
                             bool edges) {
-    const auto xc = x.contiguous(), gc = grid.contiguous(), wc = weight.contiguous();
+    // The per-edge splines read coef (I, O, M) transposed, like the layer's weight (I, M, O).
+    const auto xc = x.contiguous(), gc = grid.contiguous(),
+               wc = edges ? weight.transpose(1, 2).contiguous() : weight.contiguous();
     const auto inv = knot_reciprocals(gc, k);
     ctx->save_for_backward({xc, gc, inv, wc});
     ctx->saved_data["k"] = k;
@@ -227,6 +230,8 @@ public:
     const bool edges = ctx->saved_data["edges"].toBool();
     const auto grad_y = grad_outputs[0].contiguous();
     auto [grad_x, grad_w] = backward_any(edges, grad_y, saved[0], saved[1], saved[2], saved[3], k);
+    if (edges)
+      grad_w = grad_w.transpose(1, 2); // back to coef's (I, O, M)
     return {ctx->needs_input_grad(0) ? grad_x : at::Tensor(), at::Tensor(),
             ctx->needs_input_grad(2) ? grad_w : at::Tensor(), at::Tensor(), at::Tensor()};
   }

@@ -49,22 +49,6 @@ SplineArgs<T> spline_args(const at::Tensor& x, const at::Tensor& grid, const at:
           static_cast<int>(k)};
 }
 
-/// The same view for the per-edge splines: `weight` is coef, (I, O, M) (spline_threads.h).
-template <typename T>
-SplineArgs<T> edge_args(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& inv,
-                        const at::Tensor& coef, int64_t k) {
-  return {x.const_data_ptr<T>(),
-          grid.const_data_ptr<T>(),
-          inv.const_data_ptr<T>(),
-          coef.const_data_ptr<T>(),
-          x.size(0),
-          x.size(1),
-          grid.size(1),
-          coef.size(2),
-          coef.size(1),
-          static_cast<int>(k)};
-}
-
 #ifdef KAN_HAS_CUDA_KERNELS
 /// CUDA kernels (fused_spline_cuda.cu), on the current stream; arguments as in fused_spline,
 /// contiguous, inv from knot_reciprocals.
@@ -74,14 +58,15 @@ at::Tensor fused_spline_forward_cuda(const at::Tensor& x, const at::Tensor& grid
 std::pair<at::Tensor, at::Tensor>
 fused_spline_backward_cuda(const at::Tensor& grad_y, const at::Tensor& x, const at::Tensor& grid,
                            const at::Tensor& inv, const at::Tensor& weight, int64_t k);
-/// The per-edge splines (N, I, O) of coef (I, O, M), and their backward for grad_y (N, I, O).
+/// The per-edge splines (N, I, O) of weight = coef transposed to (I, M, O), and their backward
+/// for grad_y (N, I, O) (grad_weight in the weight's layout).
 at::Tensor fused_spline_edges_forward_cuda(const at::Tensor& x, const at::Tensor& grid,
-                                           const at::Tensor& inv, const at::Tensor& coef,
+                                           const at::Tensor& inv, const at::Tensor& weight,
                                            int64_t k);
 std::pair<at::Tensor, at::Tensor>
 fused_spline_edges_backward_cuda(const at::Tensor& grad_y, const at::Tensor& x,
                                  const at::Tensor& grid, const at::Tensor& inv,
-                                 const at::Tensor& coef, int64_t k);
+                                 const at::Tensor& weight, int64_t k);
 #endif
 
 } // namespace kan::detail

@@ -70,7 +70,7 @@ __global__ void edges_grad_x_kernel(SplineArgs<T> a, const T* __restrict__ gy, T
     gx[idx] = edges_grad_x_thread(a, gy, idx / a.I, idx % a.I);
 }
 
-// Thread (s, i, o), o fastest: it owns the column gc[s, i, o, :].
+// Thread (s, i, o), o fastest: it owns the column gc[s, i, :, o].
 template <typename T>
 __global__ void edges_grad_coef_kernel(SplineArgs<T> a, const T* __restrict__ gy,
                                        T* __restrict__ gc, int64_t slices) {
@@ -132,17 +132,17 @@ fused_spline_backward_cuda(const at::Tensor& grad_y, const at::Tensor& x, const 
 }
 
 at::Tensor fused_spline_edges_forward_cuda(const at::Tensor& x, const at::Tensor& grid,
-                                           const at::Tensor& inv, const at::Tensor& coef,
+                                           const at::Tensor& inv, const at::Tensor& weight,
                                            int64_t k) {
   const c10::cuda::CUDAGuard guard(x.device());
-  const int64_t N = x.size(0), I = x.size(1), O = coef.size(1);
+  const int64_t N = x.size(0), I = x.size(1), O = weight.size(2);
   auto y = at::empty({N, I, O}, x.options());
   if (y.numel() == 0)
     return y;
   const auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_edges_forward_cuda", [&] {
     edges_forward_kernel<scalar_t><<<blocks_for(N * I * O), kThreads, 0, stream>>>(
-        edge_args<scalar_t>(x, grid, inv, coef, k), y.mutable_data_ptr<scalar_t>());
+        spline_args<scalar_t>(x, grid, inv, weight, k), y.mutable_data_ptr<scalar_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return y;
@@ -151,16 +151,16 @@ at::Tensor fused_spline_edges_forward_cuda(const at::Tensor& x, const at::Tensor
 std::pair<at::Tensor, at::Tensor>
 fused_spline_edges_backward_cuda(const at::Tensor& grad_y, const at::Tensor& x,
                                  const at::Tensor& grid, const at::Tensor& inv,
-                                 const at::Tensor& coef, int64_t k) {
+                                 const at::Tensor& weight, int64_t k) {
   const c10::cuda::CUDAGuard guard(x.device());
-  const int64_t N = x.size(0), I = x.size(1), O = coef.size(1);
-  const int64_t slices = backward_slices(N, I, O, coef);
+  const int64_t N = x.size(0), I = x.size(1), O = weight.size(2);
+  const int64_t slices = backward_slices(N, I, O, weight);
   auto grad_x = at::empty_like(x);
-  auto grad_c = at::zeros({slices, I, O, coef.size(2)}, coef.options());
+  auto grad_c = at::zeros({slices, I, weight.size(1), O}, weight.options());
   if (N > 0) {
     const auto stream = at::cuda::getCurrentCUDAStream();
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_edges_backward_cuda", [&] {
-      const auto args = edge_args<scalar_t>(x, grid, inv, coef, k);
+      const auto args = spline_args<scalar_t>(x, grid, inv, weight, k);
       edges_grad_x_kernel<scalar_t><<<blocks_for(N * I), kThreads, 0, stream>>>(
           args, grad_y.const_data_ptr<scalar_t>(), grad_x.mutable_data_ptr<scalar_t>());
       C10_CUDA_KERNEL_LAUNCH_CHECK();

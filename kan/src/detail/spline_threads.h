@@ -87,7 +87,8 @@ static KAN_HOST_DEVICE void grad_w_thread(const SplineArgs<T>& a, const T* gy, T
 }
 
 // The per-edge splines (KANLayer::forward_with_activations): spline[n, i, o] =
-// sum_r B_r(x_ni) coef[i, o, first + r], with a.weight = coef laid out (I, O, M). The CPU runs
+// sum_r B_r(x_ni) coef[i, o, first + r], with a.weight = coef transposed to (I, M, O) like the
+// layer's weight (so that consecutive outputs read consecutive addresses). The CPU runs
 // the *_row functions (the basis once per (n, i)); the CUDA kernels, and the CPU under
 // KAN_FUSED_CPU_ISA=cuda-threads, the *_thread ones.
 
@@ -95,12 +96,11 @@ static KAN_HOST_DEVICE void grad_w_thread(const SplineArgs<T>& a, const T* gy, T
 template <typename T>
 static KAN_HOST_DEVICE T edge_value(const SplineArgs<T>& a, int64_t i, int64_t o, int64_t first,
                                     const T* value) {
-  const T* c = a.weight + (i * a.O + o) * a.M;
   T acc = 0;
   for (int r = 0; r <= a.k; ++r) {
     const int64_t m = first + r;
     if (m >= 0 && m < a.M)
-      acc += value[r] * c[m];
+      acc += value[r] * a.weight[(i * a.M + m) * a.O + o];
   }
   return acc;
 }
@@ -123,7 +123,17 @@ static KAN_HOST_DEVICE void edges_forward_row(const SplineArgs<T>& a, int64_t n,
   int64_t first = 0;
   const bool inside = point_basis(a, n, i, &first, value, deriv, &none);
   for (int64_t o = 0; o < a.O; ++o)
-    y[o] = inside ? edge_value(a, i, o, first, value) : none;
+    y[o] = none;
+  if (!inside)
+    return;
+  for (int r = 0; r <= a.k; ++r) { // rows of the weight, each contiguous over the outputs
+    const int64_t m = first + r;
+    if (m < 0 || m >= a.M)
+      continue;
+    const T* w = a.weight + (i * a.M + m) * a.O;
+    for (int64_t o = 0; o < a.O; ++o)
+      y[o] += value[r] * w[o];
+  }
 }
 
 /// spline[n, i, o].
@@ -146,14 +156,22 @@ static KAN_HOST_DEVICE T edges_grad_x_thread(const SplineArgs<T>& a, const T* gy
     return none;
   const T* g = gy + (n * a.I + i) * a.O;
   T acc = 0;
-  for (int64_t o = 0; o < a.O; ++o)
-    acc += g[o] * edge_value(a, i, o, first, deriv);
+  for (int r = 0; r <= a.k; ++r) {
+    const int64_t m = first + r;
+    if (m < 0 || m >= a.M)
+      continue;
+    const T* w = a.weight + (i * a.M + m) * a.O;
+    T dot = 0;
+    for (int64_t o = 0; o < a.O; ++o)
+      dot += w[o] * g[o];
+    acc += deriv[r] * dot;
+  }
   return acc;
 }
 
-/// gc[s, i, o, :] += sum over the samples n of slice s of B_m(x_ni) grad[n, i, o], for the
-/// outputs [o_begin, o_end) (the CPU: all of them, the basis once per sample; a CUDA thread: one).
-/// Slices as in grad_w_thread.
+/// gc[s, i, :, o] (gc laid out like the weight) += sum over the samples n of slice s of
+/// B_m(x_ni) grad[n, i, o], for the outputs [o_begin, o_end) (the CPU: all of them, the basis once
+/// per sample; a CUDA thread: one, owning its column). Slices as in grad_w_thread.
 template <typename T>
 static KAN_HOST_DEVICE void edges_grad_coef(const SplineArgs<T>& a, const T* gy, T* gc,
                                             int64_t slices, int64_t s, int64_t i, int64_t o_begin,
@@ -161,25 +179,25 @@ static KAN_HOST_DEVICE void edges_grad_coef(const SplineArgs<T>& a, const T* gy,
   T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1];
   const int64_t rows = (a.N + slices - 1) / slices;
   const int64_t n_begin = s * rows, n_end = n_begin + rows < a.N ? n_begin + rows : a.N;
-  T* c = gc + (s * a.I + i) * a.O * a.M;
+  T* c = gc + (s * a.I + i) * a.M * a.O;
   for (int64_t n = n_begin; n < n_end; ++n) {
     int64_t first;
     const T xv = a.x[n * a.I + i];
     if (!is_finite_value(xv)) {
-      for (int64_t o = o_begin; o < o_end; ++o)
-        for (int64_t m = 0; m < a.M; ++m)
-          c[o * a.M + m] = xv - xv;
+      for (int64_t m = 0; m < a.M; ++m)
+        for (int64_t o = o_begin; o < o_end; ++o)
+          c[m * a.O + o] = xv - xv;
       continue;
     }
     if (!local_bspline(a.grid + i * a.P, a.inv + i * a.k * a.P, a.P, a.k, xv, &first, value, deriv))
       continue;
     const T* g = gy + (n * a.I + i) * a.O;
-    for (int64_t o = o_begin; o < o_end; ++o) {
-      for (int r = 0; r <= a.k; ++r) {
-        const int64_t m = first + r;
-        if (m >= 0 && m < a.M)
-          c[o * a.M + m] += value[r] * g[o];
-      }
+    for (int r = 0; r <= a.k; ++r) {
+      const int64_t m = first + r;
+      if (m < 0 || m >= a.M)
+        continue;
+      for (int64_t o = o_begin; o < o_end; ++o)
+        c[m * a.O + o] += value[r] * g[o];
     }
   }
 }
