@@ -34,6 +34,7 @@ TEST_F(Cli, FitWritesResultsAndCheckpoint) {
   }
   EXPECT_EQ(result["config"]["model"]["width"], (std::vector<int64_t>{2, 5, 1}));
   EXPECT_EQ(result["config"]["fit"]["opt"], "lbfgs");
+  EXPECT_EQ(result["config"]["fit"]["batch_draw"], "per_step");
   EXPECT_EQ(result["config"]["model"]["backend"], "fused");
   EXPECT_EQ(result["history"]["steps"].size(), 3u);
   EXPECT_GT(result["test_rmse"].get<double>(), 0.0);
@@ -64,8 +65,9 @@ TEST_F(Cli, HelpExitsZero) {
 }
 
 TEST_F(Cli, BadCommandLinesFailWithOneLine) {
-  for (const std::string args : {"fit --no-such-flag", "fit --dtype float16", "fit --steps many",
-                                 "fit --function nope", "fit --backend fast", "frobnicate"}) {
+  for (const std::string args :
+       {"fit --no-such-flag", "fit --dtype float16", "fit --steps many", "fit --function nope",
+        "fit --backend fast", "fit --batch-draw shuffle", "frobnicate"}) {
     const auto run = kanbench(args + " --out " + dir_.string());
     EXPECT_EQ(run.exit_code, 2) << args << ": " << run.output;
     EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1)
@@ -101,7 +103,6 @@ TEST_F(Cli, FitOnCuda_CUDA) {
   EXPECT_EQ(nlohmann::json::parse(in)["config"]["device"], "cuda");
 }
 
-
 nlohmann::json read_json(const fs::path& path) {
   std::ifstream in(path);
   EXPECT_TRUE(in.good()) << path;
@@ -121,7 +122,8 @@ TEST_F(Cli, EnvPrintsTheReportAndWritesJson) {
 
 TEST_F(Cli, AuditOfACorrectModelExitsZero) {
   const auto run = kanbench("audit --device cpu --width 2,3,1 --trace-steps 1 --samples 64 "
-                            "--opt adam --json " + path("audit.json"));
+                            "--opt adam --json " +
+                            path("audit.json"));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("audit: clean on cpu"), std::string::npos) << run.output;
   const auto audit = read_json(path("audit.json"));
@@ -135,7 +137,8 @@ TEST_F(Cli, AuditOfACorrectModelExitsZero) {
 
 TEST_F(Cli, AuditOfACheckpointExitsZero) {
   ASSERT_EQ(kanbench("fit --width 2,3,1 --steps 1 --train-num 50 --test-num 10 --trace-steps 0 "
-                     "--out " + dir_.string())
+                     "--out " +
+                     dir_.string())
                 .exit_code,
             0);
   const auto run = kanbench("audit --device cpu --checkpoint " + path("model.pt") +
@@ -146,7 +149,8 @@ TEST_F(Cli, AuditOfACheckpointExitsZero) {
 TEST_F(Cli, AuditFindingsExitOne) {
   // Data of another dtype than the model, as a loader that yields float64 would give.
   const auto run = kanbench("audit --device cpu --width 2,3,1 --dtype float32 --data-dtype "
-                            "float64 --samples 32 --json " + path("audit.json"));
+                            "float64 --samples 32 --json " +
+                            path("audit.json"));
   ASSERT_EQ(run.exit_code, 1) << run.output;
   EXPECT_NE(run.output.find("data.train_input is Double, the model is Float"), std::string::npos)
       << run.output;
@@ -196,7 +200,6 @@ TEST_F(Cli, AuditOnCuda_CUDA) {
       << run.output;
 }
 
-
 TEST_F(Cli, RunQuickSuiteWritesResultsJson) {
   const auto run = kanbench("run --suite quick --repeat 2 --devices cpu --out " + dir_.string());
   ASSERT_EQ(run.exit_code, 0) << run.output;
@@ -214,7 +217,8 @@ TEST_F(Cli, RunQuickSuiteWritesResultsJson) {
     EXPECT_EQ(c["status"], "ok") << c.dump();
     EXPECT_EQ(c["epoch_seconds"].size(), 2u);
     EXPECT_GT(c["median_epoch_seconds"].get<double>(), 0.0);
-    EXPECT_TRUE(c.contains(c["name"] == "wide" ? "final_accuracy" : "final_test_rmse")) << c["name"];
+    EXPECT_TRUE(c.contains(c["name"] == "wide" ? "final_accuracy" : "final_test_rmse"))
+        << c["name"];
   }
   ASSERT_EQ(results["comparisons"].size(), 4u);
   for (const auto& c : results["comparisons"]) {
@@ -229,16 +233,17 @@ TEST_F(Cli, RunQuickSuiteWritesResultsJson) {
     edge_cases.insert(e["name"].get<std::string>());
     EXPECT_NE(e["status"], "fail") << e.dump();
   }
-  EXPECT_EQ(edge_cases, (std::set<std::string>{"empty_input", "single_sample",
-                                               "million_samples_bounded_memory", "out_of_memory",
-                                               "time_limit"}));
+  EXPECT_EQ(edge_cases,
+            (std::set<std::string>{"empty_input", "single_sample", "million_samples_bounded_memory",
+                                   "out_of_memory", "time_limit"}));
 }
 
 TEST_F(Cli, RunWithAMissingGpuRecordsSkippedCases) {
   if (torch::cuda::is_available())
     GTEST_SKIP() << "this machine has a GPU";
   const auto run = kanbench("run --suite quick --repeat 1 --devices cpu,cuda --case toy "
-                            "--no-edge-cases --out " + dir_.string());
+                            "--no-edge-cases --out " +
+                            dir_.string());
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const auto results = read_json(dir_ / "results.json");
   bool skipped = false;
