@@ -86,27 +86,39 @@ TEST(Fit, AdamMinibatchCountsEpochs) {
 }
 
 TEST(Fit, PerEpochDrawsSeeEverySampleOncePerEpoch) {
-  // With the model frozen (lr ~ 0), an epoch's mean step loss is the whole training set's loss
-  // exactly when its equal batches cover every sample once; per-step draws repeat some samples.
+  // With the model frozen (lr ~ 0), an epoch's loss (step losses weighted by batch size) is the
+  // whole training set's loss exactly when its batches cover every sample once; per-step draws
+  // repeat some samples. 300 samples in batches of 100, and of 128 (128, 128, then the 44 left).
   auto data = toy_data(300, 100);
-  auto epoch_loss = [&](BatchDraw draw) {
-    auto model = toy_model();
-    const auto history = fit(model, data,
-                             FitOptions()
-                                 .opt(Optimizer::kAdam)
-                                 .lr(1e-300)
-                                 .steps(6)
-                                 .batch(100)
-                                 .batch_draw(draw)
-                                 .update_grid(false));
-    EXPECT_EQ(history.epochs.size(), 2u);
-    return std::make_pair(history.epochs[1].train_loss, evaluate(model, data).train_loss);
+  struct Run {
+    FitHistory history;
+    double whole = 0;
   };
-  const auto [per_epoch, whole] = epoch_loss(BatchDraw::kPerEpoch);
-  EXPECT_NEAR(per_epoch, whole, 1e-12 * whole);
-  const auto [per_step, whole_again] = epoch_loss(BatchDraw::kPerStep);
-  EXPECT_EQ(whole, whole_again);
-  EXPECT_GT(std::abs(per_step - whole), 1e-6 * whole);
+  auto run = [&](BatchDraw draw, int64_t batch) {
+    auto model = toy_model();
+    Run r;
+    r.history = fit(model, data,
+                    FitOptions()
+                        .opt(Optimizer::kAdam)
+                        .lr(1e-300)
+                        .steps(6)
+                        .batch(batch)
+                        .batch_draw(draw)
+                        .update_grid(false));
+    r.whole = evaluate(model, data).train_loss;
+    return r;
+  };
+  for (const int64_t batch : {100, 128}) {
+    const auto per_epoch = run(BatchDraw::kPerEpoch, batch);
+    ASSERT_EQ(per_epoch.history.epochs.size(), 2u) << "batch " << batch;
+    EXPECT_EQ(per_epoch.history.epochs[0].last_step, 2) << "batch " << batch;
+    for (const auto& epoch : per_epoch.history.epochs)
+      EXPECT_NEAR(epoch.train_loss, per_epoch.whole, 1e-12 * per_epoch.whole) << "batch " << batch;
+  }
+  const auto per_step = run(BatchDraw::kPerStep, 100);
+  ASSERT_EQ(per_step.history.epochs.size(), 2u);
+  EXPECT_GT(std::abs(per_step.history.epochs[1].train_loss - per_step.whole),
+            1e-6 * per_step.whole);
 
   EXPECT_EQ(batch_draw_from_string(to_string(BatchDraw::kPerEpoch)), BatchDraw::kPerEpoch);
   EXPECT_EQ(to_string(FitOptions().batch_draw()), "per_step"); // pykan's

@@ -153,6 +153,14 @@ TEST(OperationTrace, CpuScalarsBesideDeviceTensorsAreNotCpuWork) {
     (void)torch::ones({4}, meta).mul(torch::tensor({1.0, 2.0, 3.0, 4.0}).to(torch::kMeta));
   });
   EXPECT_NE(find(vector, TraceProblem::kCreatedOnWrongDevice), nullptr) << vector.to_text();
+  // So is a scalar reduced from a CPU vector, and a 0-dim parameter left on the CPU.
+  const auto cpu_vector = torch::rand({8});
+  const auto reduced = trace_operations(torch::kMeta, [&] { (void)cpu_vector.sum(); });
+  EXPECT_NE(find(reduced, TraceProblem::kRanOnCpu, "aten::sum"), nullptr) << reduced.to_text();
+  const auto temperature = torch::ones({}, torch::requires_grad());
+  const auto trained =
+      trace_operations(torch::kMeta, [&] { (void)torch::ones({4}, meta).mul(temperature * 2); });
+  EXPECT_NE(find(trained, TraceProblem::kRanOnCpu, "aten::mul"), nullptr) << trained.to_text();
 }
 
 TEST(OperationTrace, GpuRequestedButForwardRanOnCpu) {

@@ -66,7 +66,8 @@ TEST(Suite, AMissingDeviceIsSkippedWithItsReason) {
 
 TEST(Suite, ParityOfTwoIdenticalTargetsIsExact) {
   const auto w = tiny_toy();
-  const Target a{"cpu", torch::kCPU, torch::kFloat64, ""}, b{"cpu-again", torch::kCPU, torch::kFloat64, ""};
+  const Target a{"cpu", torch::kCPU, torch::kFloat64, ""},
+      b{"cpu-again", torch::kCPU, torch::kFloat64, ""};
   const auto ra = run_case(w, a, 60), rb = run_case(w, b, 60);
   const auto c = compare_targets(w, a, b, ra, rb);
   EXPECT_EQ(c.parity, reports::Parity::kPass) << c.message;
@@ -74,12 +75,14 @@ TEST(Suite, ParityOfTwoIdenticalTargetsIsExact) {
   EXPECT_EQ(*c.max_abs_grad_diff, 0.0);
   EXPECT_EQ(*c.max_rel_loss_diff, 0.0); // one thread count, one seed: the same run
   EXPECT_GT(*c.speedup, 0.0);
-  EXPECT_EQ(c.tolerances.at("max_rel_loss_diff"), parity_tolerances(torch::kFloat64, w.opt).loss_curve_rel);
+  EXPECT_EQ(c.tolerances.at("max_rel_loss_diff"),
+            parity_tolerances(torch::kFloat64, w.opt).loss_curve_rel);
 }
 
 TEST(Suite, ParityFailsBeyondTheTolerance) {
   const auto w = tiny_toy();
-  const Target a{"cpu", torch::kCPU, torch::kFloat64, ""}, b{"cpu-b", torch::kCPU, torch::kFloat64, ""};
+  const Target a{"cpu", torch::kCPU, torch::kFloat64, ""},
+      b{"cpu-b", torch::kCPU, torch::kFloat64, ""};
   auto ra = run_case(w, a, 60);
   auto rb = ra;
   rb.target = "cpu-b";

@@ -7,7 +7,8 @@
 #   tools/gpu-check.sh OUTDIR [STEP ...]     steps: build test audit run bench (default: all)
 #
 # Steps can be split across calls (a device call is limited to 10 minutes): the build folder
-# persists as long as the machine does.
+# persists as long as the machine does. Exits 1 when a step failed (a test, the audit, a suite
+# problem, bench_kan), 0 otherwise; summary.txt gathers every call's key lines.
 #   KANBENCH_BUILD  build folder (default: build-gpu in the repository, git-ignored)
 #   KANBENCH_DEPS   folder of .deb files from tools/fetch-gpu-deps.sh (default: .deb), unpacked
 #                   into a prefix under /tmp; or KANBENCH_DEPS_PREFIX, an already unpacked prefix
@@ -18,7 +19,7 @@ shift
 steps=${*:-build test audit run bench}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${KANBENCH_BUILD:-$root/build-gpu}
-jobs=${KANBENCH_JOBS:-$(($(nproc) / 2))}
+jobs=${KANBENCH_JOBS:-$(($(nproc) > 1 ? $(nproc) / 2 : 1))}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 started=$SECONDS
@@ -27,6 +28,13 @@ log() {
     tee -a "$out/gpu-check.log" | tee -a "$out/summary.txt" >&2
 }
 want() { [[ " $steps " == *" $1 "* ]]; }
+for step in $steps; do
+  [[ " build test audit run bench " == *" $step "* ]] ||
+    { echo "gpu-check: unknown step '$step' (build test audit run bench)" >&2; exit 2; }
+done
+rc=0
+fail() { rc=1; log "FAILED: $*"; }
+log "steps: $steps"
 
 prefix=${KANBENCH_DEPS_PREFIX:-}
 if [ -z "$prefix" ]; then
@@ -56,8 +64,9 @@ if want build; then
   toolkit=$(cd "$(dirname "$nvcc")/.." && pwd)
   # CUPTI from the toolkit, or else from the nvidia wheel LibTorch itself loads it from.
   cupti=()
-  if ! ls "$toolkit"/extras/CUPTI/lib64/libcupti.so* "$toolkit"/lib*/libcupti.so* >/dev/null 2>&1; then
-    wheel=$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "..", "nvidia", "cu13"))')
+  if ! compgen -G "$toolkit/extras/CUPTI/lib64/libcupti.so*" >/dev/null &&
+    ! compgen -G "$toolkit/lib*/libcupti.so*" >/dev/null; then
+    wheel=$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "..", "nvidia", "cu'"${torch_cuda%%.*}"'"))')
     if [ -e "$wheel/include/cupti.h" ]; then
       cupti=(-DCUDAToolkit_CUPTI_INCLUDE_DIR="$wheel/include"
              -DCUDA_cupti_LIBRARY="$(ls "$wheel"/lib/libcupti.so* | head -1)")
@@ -78,9 +87,11 @@ fi
 if want test; then
   # CPU tests in parallel; the *_CUDA ones one at a time (the out-of-memory edge case takes
   # most of the card for a moment).
-  (cd "$build" && ctest -j"$jobs" -E '_CUDA' --timeout 600 --output-on-failure > "$out/ctest-cpu.log" 2>&1)
+  (cd "$build" && ctest -j"$jobs" -E '_CUDA' --timeout 600 --output-on-failure > "$out/ctest-cpu.log" 2>&1) ||
+    fail "CPU tests (ctest-cpu.log)"
   log "ctest (CPU): $(grep -E 'tests passed|tests failed' "$out/ctest-cpu.log" | tail -1)"
-  (cd "$build" && ctest -j1 -R '_CUDA' --timeout 600 --output-on-failure > "$out/ctest-cuda.log" 2>&1)
+  (cd "$build" && ctest -j1 -R '_CUDA' --timeout 600 --output-on-failure > "$out/ctest-cuda.log" 2>&1) ||
+    fail "_CUDA tests (ctest-cuda.log)"
   log "ctest (_CUDA): $(grep -E 'tests passed|tests failed' "$out/ctest-cuda.log" | tail -1)"
   grep -hE '^\s*[0-9]+ - .*\((Failed|SEGFAULT|Timeout|Subprocess aborted|Exception)' \
     "$out/ctest-cpu.log" "$out/ctest-cuda.log" | tee -a "$out/summary.txt" >&2
@@ -90,30 +101,28 @@ fi
 if want audit; then
   "$build/bin/kanbench" env --json "$out/env.json" > "$out/env.txt" 2>&1
   "$build/bin/kanbench" audit --device cuda --width 2,5,1 --trace-steps 2 --json "$out/audit.json" \
-    > "$out/audit.txt" 2>&1
-  log "audit exit code $? (0 clean, 1 findings, 2 could not run)"
+    > "$out/audit.txt" 2>&1 || fail "audit, exit $? (1 findings, 2 could not run; audit.txt)"
   "$build/bin/kanbench" audit --device cuda --width 2,5,1 --opt adam --json "$out/audit-adam.json" \
-    > "$out/audit-adam.txt" 2>&1
-  log "audit (adam) exit code $?"
+    > "$out/audit-adam.txt" 2>&1 || fail "audit --opt adam, exit $? (audit-adam.txt)"
+  log "audits done"
 fi
 
 if want run; then
   "$build/bin/kanbench" run --suite default --devices cpu,cuda --trace "$out/trace.json" \
-    --out "$out/run" > "$out/run.log" 2>&1
-  log "run exit code $? (0 all passed, 1 problems)"
+    --out "$out/run" > "$out/run.log" 2>&1 || fail "kanbench run, exit $? (run.log)"
   grep -E ' vs |problem:|edge cases:' "$out/run.log" | tee -a "$out/summary.txt" >&2
   "$build/bin/kanbench" run --suite default --devices cuda --no-cupti --no-edge-cases \
-    --out "$out/run-no-cupti" > "$out/run-no-cupti.log" 2>&1
-  log "run --no-cupti exit code $?"
+    --out "$out/run-no-cupti" > "$out/run-no-cupti.log" 2>&1 ||
+    fail "kanbench run --no-cupti, exit $? (run-no-cupti.log)"
   grep -E '^[^ ]+ on cuda: ' "$out/run-no-cupti.log" | sed 's/^/no cupti: /' |
     tee -a "$out/summary.txt" >&2
 fi
 
 if want bench; then
   "$build/bin/bench_kan" --benchmark_min_time=0.05 --benchmark_out="$out/bench_kan.json" \
-    > "$out/bench_kan.txt" 2>&1
-  log "bench_kan exit code $?"
+    > "$out/bench_kan.txt" 2>&1 || fail "bench_kan, exit $? (bench_kan.txt)"
   grep -E '^BM_.*_CUDA/' "$out/bench_kan.txt" | awk '{print $1, $2, $3, $NF}' |
     tee -a "$out/summary.txt" >&2
 fi
-log "done: $steps"
+log "done: $steps (exit $rc)"
+exit $rc

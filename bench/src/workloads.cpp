@@ -51,7 +51,7 @@ nlohmann::json Workload::to_json() const {
           {"opt", to_string(opt)},
           {"lr", lr},
           {"batch", batch},
-          {"batch_draw", to_string(BatchDraw::kPerEpoch)},
+          {"batch_draw", to_string(fit_options().batch_draw())},
           {"loss", to_string(loss)},
           {"train_num", train_num},
           {"test_num", test_num},

@@ -37,6 +37,7 @@ struct CuptiState {
   std::vector<CopyRecord> pending_copies;
   std::string records_lost;             // why records are missing; "" when none are
   int64_t buffers_refused_at_start = 0; // g_buffers_refused when the interval began
+  int64_t records_dropped_at_start = 0; // g_records_dropped when the interval began
 
   explicit CuptiState(const CuptiTracerOptions& o) : options(o) {}
 };
@@ -107,6 +108,7 @@ CuptiState* g_active = nullptr; // the tracer whose interval is running
 std::unordered_set<uint8_t*> g_buffers;
 std::atomic<size_t> g_buffer_bytes{size_t{8} << 20};
 std::atomic<int64_t> g_buffers_refused{0}; // requests we could not allocate: CUPTI dropped records
+std::atomic<int64_t> g_records_dropped{0}; // records CUPTI dropped with its buffers full
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   const size_t bytes =
@@ -149,7 +151,6 @@ CopyKind copy_kind(uint8_t kind) {
 // Appends the buffer's records to the state's; returns why some are missing, or "".
 std::string parse_records(CuptiState& state, uint8_t* buffer, size_t valid_size, bool keep_names) {
   CUpti_Activity* record = nullptr;
-  int64_t untimed = 0;
   CUptiResult status;
   while ((status = cuptiActivityGetNextRecord(buffer, valid_size, &record)) == CUPTI_SUCCESS) {
     switch (record->kind) {
@@ -163,7 +164,6 @@ std::string parse_records(CuptiState& state, uint8_t* buffer, size_t valid_size,
       r.stream = k->streamId;
       if (keep_names && k->name != nullptr)
         r.name = k->name;
-      untimed += r.start_ns == 0 || r.end_ns < r.start_ns; // CUPTI could not time it
       state.pending_kernels.push_back(std::move(r));
       break;
     }
@@ -187,17 +187,16 @@ std::string parse_records(CuptiState& state, uint8_t* buffer, size_t valid_size,
   // record) leaves the rest of the buffer unread.
   if (status != CUPTI_ERROR_MAX_LIMIT_REACHED)
     return "an unreadable activity record (" + cupti_error_name(status) + ")";
-  if (untimed > 0)
-    return std::to_string(untimed) + " kernel record(s) without timestamps";
   return "";
 }
 
 void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buffer, size_t /*size*/,
                                size_t valid_size) {
-  // Asked before taking g_mutex, which is never held across a call into CUPTI's own state.
+  // Reading the count resets it, so it is kept whichever buffer this is; read before taking
+  // g_mutex, which is never held across a CUPTI call that can call back into this file.
   size_t dropped = 0;
-  if (cuptiActivityGetNumDroppedRecords(context, stream, &dropped) != CUPTI_SUCCESS)
-    dropped = 0;
+  if (cuptiActivityGetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS)
+    g_records_dropped += static_cast<int64_t>(dropped);
   std::lock_guard<std::mutex> lock(g_mutex);
   if (buffer == nullptr || g_buffers.erase(buffer) == 0)
     return; // another CUPTI client's buffer: neither ours to read nor to free
@@ -205,10 +204,6 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buff
   CuptiState* state = g_active;
   if (state == nullptr)
     return; // records outside any interval are dropped
-  if (dropped > 0 && state->records_lost.empty())
-    state->records_lost = std::to_string(dropped) +
-                          " record(s) CUPTI dropped with its buffers full (a larger "
-                          "CuptiTracerOptions::buffer_bytes gives it more room)";
   if (valid_size == 0)
     return;
   // CUPTI calls this from C: nothing may escape. Out of memory loses the rest of the buffer.
@@ -341,6 +336,7 @@ bool CuptiTracer::start() {
     s.records_lost.clear();
   }
   s.buffers_refused_at_start = detail::g_buffers_refused.load();
+  s.records_dropped_at_start = detail::g_records_dropped.load();
   auto release = [&] {
     std::lock_guard<std::mutex> lock(detail::g_mutex);
     detail::g_active = nullptr;
@@ -421,8 +417,11 @@ ActivitySummary CuptiTracer::stop() {
     lost.swap(s.records_lost);
   }
   // Incomplete records would understate the kernels, or invent "GPU not used".
-  if (failure.empty() && lost.empty() &&
-      detail::g_buffers_refused.load() != s.buffers_refused_at_start)
+  const int64_t dropped = detail::g_records_dropped.load() - s.records_dropped_at_start;
+  if (lost.empty() && dropped > 0)
+    lost = std::to_string(dropped) + " record(s) CUPTI dropped with its buffers full (a larger "
+                                     "CuptiTracerOptions::buffer_bytes gives it more room)";
+  if (lost.empty() && detail::g_buffers_refused.load() != s.buffers_refused_at_start)
     lost = "out of memory allocating a buffer (free host memory, or use a smaller "
            "CuptiTracerOptions::buffer_bytes)";
   if (failure.empty() && !lost.empty())

@@ -325,10 +325,13 @@ void TraceState::on_end(const at::RecordFunction& fn, OperationContext& op) {
   const std::string name = fn.name();
   std::vector<c10::Device> out_all, out_strict;
   std::vector<c10::Device> out_dims; // outputs with at least one dimension
+  bool trained = false;              // an output autograd differentiates
   for (const auto& value : fn.outputs()) {
     collect_devices(value, out_all, out_strict);
     if (value.isTensor() && value.toTensor().defined() && value.toTensor().dim() > 0)
       out_dims.push_back(value.toTensor().device());
+    if (value.isTensor() && value.toTensor().defined() && value.toTensor().requires_grad())
+      trained = true;
   }
   const std::string device = !out_all.empty() ? out_all.front().str() : op.input_device;
   const bool copy = is_copy(name);
@@ -349,9 +352,10 @@ void TraceState::on_end(const at::RecordFunction& fn, OperationContext& op) {
   if (out_all.empty())
     return;
   ++computing_operations;
-  // A CPU scalar made from CPU scalars or from nothing is not work meant for the device: LibTorch's
-  // own LBFGS keeps H_diag = torch::tensor(1) on the CPU beside a direction on the GPU.
-  const bool cpu_scalar = out_dims.empty() && !op.cpu_tensor_inputs;
+  // A constant CPU scalar made from CPU scalars or from nothing is not work meant for the device:
+  // LibTorch's own LBFGS keeps H_diag = torch::tensor(1) on the CPU beside a direction on the
+  // GPU. A scalar that autograd differentiates (a 0-dim parameter left on the CPU) still counts.
+  const bool cpu_scalar = out_dims.empty() && !op.cpu_tensor_inputs && !trained;
   const bool on_cpu = !expected.is_cpu() && out_all.front().is_cpu() && !cpu_scalar;
   if (on_cpu)
     ++cpu_operations;

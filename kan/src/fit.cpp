@@ -64,12 +64,13 @@ public:
     PhaseScope host(Phase::kHostWork);
     if (draw_ == BatchDraw::kPerStep)
       return torch::randperm(n_, generator_, torch::kLong).narrow(0, 0, count_).to(device_);
-    if (!permutation_.defined() || position_ + count_ > n_) {
+    if (!permutation_.defined() || position_ == n_) {
       permutation_ = torch::randperm(n_, generator_, torch::kLong).to(device_);
       position_ = 0;
     }
-    position_ += count_;
-    return permutation_.narrow(0, position_ - count_, count_);
+    const int64_t count = std::min(count_, n_ - position_); // a pass's last batch: the rest
+    position_ += count;
+    return permutation_.narrow(0, position_ - count, count);
   }
 
 private:
@@ -251,7 +252,7 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
   auto epoch_start = start;
   int64_t samples_seen = 0;
   double epoch_loss_sum = 0;
-  int64_t epoch_steps = 0;
+  int64_t epoch_samples = 0;
   for (int64_t step = 0; step < o.steps(); ++step) {
     if (o.on_step_begin())
       o.on_step_begin()(step, *optimizer);
@@ -315,14 +316,15 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
     record.seconds = seconds_since(start);
     history.steps.push_back(record);
 
-    epoch_loss_sum += record.train_loss;
-    ++epoch_steps;
-    samples_seen += batch;
+    // Epochs are passes over the training set; a step's loss weighs as its batch's samples.
+    epoch_loss_sum += record.train_loss * static_cast<double>(x.size(0));
+    epoch_samples += x.size(0);
+    samples_seen += x.size(0);
     if (samples_seen / n_train > static_cast<int64_t>(history.epochs.size())) {
       EpochRecord epoch;
       epoch.epoch = static_cast<int64_t>(history.epochs.size());
       epoch.last_step = step;
-      epoch.train_loss = epoch_loss_sum / epoch_steps;
+      epoch.train_loss = epoch_loss_sum / static_cast<double>(epoch_samples);
       epoch.test_loss = record.test_loss;
       epoch.train_rmse = mse ? std::sqrt(epoch.train_loss) : kNaN;
       epoch.test_rmse = record.test_rmse;
@@ -333,7 +335,7 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
       history.epochs.push_back(epoch);
       epoch_start = Clock::now();
       epoch_loss_sum = 0;
-      epoch_steps = 0;
+      epoch_samples = 0;
     }
     if (o.on_step())
       o.on_step()(record, o.steps());

@@ -115,6 +115,7 @@ torch::Tensor KANLayerImpl::forward(const torch::Tensor& x) {
 }
 
 torch::Tensor KANLayerImpl::edge_splines(const torch::Tensor& x) const {
+  check_input(x);
   if (options_.backend() == SplineBackend::kFused)
     return detail::fused_spline_edges(x, grid, coef, options_.k());
   return coef2curve(x, grid, coef, options_.k());

@@ -22,9 +22,9 @@ Optimizer optimizer_from_string(const std::string& name);
 /// How minibatches are drawn (batch < the training set).
 enum class BatchDraw {
   kPerStep, ///< pykan's: a fresh draw without replacement every step (one permutation per step)
-  /// One permutation per pass over the set, cut into batches (a remainder shorter than a batch is
-  /// skipped): every sample once per epoch, and one permutation per epoch instead of per step,
-  /// which at 2^20 samples is most of an epoch's time on a fast device.
+  /// One permutation per pass over the set, cut into batches (the last one of a pass holds the
+  /// remainder): every sample exactly once per epoch, and one permutation per epoch instead of
+  /// one per step, which at 2^20 samples is most of an epoch's time on a fast device.
   kPerEpoch
 };
 /// "per_step" or "per_epoch".
@@ -58,7 +58,7 @@ struct StepRecord {
 struct EpochRecord {
   int64_t epoch = 0;
   int64_t last_step = 0;
-  double train_loss = 0; ///< mean of the epoch's step losses
+  double train_loss = 0; ///< mean of the epoch's step losses, each weighted by its batch size
   double test_loss = 0;  ///< of the epoch's last step
   double train_rmse = 0; ///< sqrt of train_loss (MSE)
   double test_rmse = 0;
@@ -83,6 +83,7 @@ struct FitOptions {
   TORCH_ARG(double, lr) = 1.0;
   /// Samples per step; -1 = the whole training set. Otherwise drawn as batch_draw says.
   TORCH_ARG(int64_t, batch) = -1;
+  /// How minibatches are drawn: pykan's fresh draw per step, or a permutation per epoch.
   TORCH_ARG(BatchDraw, batch_draw) = BatchDraw::kPerStep;
   /// Objective = loss + lamb * reg.
   TORCH_ARG(double, lamb) = 0.0;

@@ -100,14 +100,16 @@ int64_t cpu_backward_slices(const at::Tensor& x, const at::Tensor& weight) {
 
 std::pair<at::Tensor, at::Tensor> backward_cpu(const at::Tensor& grad_y, const at::Tensor& x,
                                                const at::Tensor& grid, const at::Tensor& inv,
-                                               const at::Tensor& weight, int64_t k) {
+                                               const at::Tensor& weight, int64_t k,
+                                               bool need_grad_x) {
   const int64_t slices = cpu_backward_slices(x, weight);
-  auto grad_x = at::empty_like(x);
+  auto grad_x = need_grad_x ? at::empty_like(x) : at::Tensor();
   auto grad_w_slices =
       at::zeros({slices, weight.size(0), weight.size(1), weight.size(2)}, weight.options());
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_backward_cpu", [&] {
     spline_backward(cpu_kernels<scalar_t>(), spline_args<scalar_t>(x, grid, inv, weight, k),
-                    grad_y.const_data_ptr<scalar_t>(), grad_x.mutable_data_ptr<scalar_t>(),
+                    grad_y.const_data_ptr<scalar_t>(),
+                    need_grad_x ? grad_x.mutable_data_ptr<scalar_t>() : nullptr,
                     grad_w_slices.mutable_data_ptr<scalar_t>(), slices);
   });
   return {grad_x, slices == 1 ? grad_w_slices.squeeze(0) : grad_w_slices.sum(0)};
@@ -141,24 +143,26 @@ at::Tensor edges_forward_cpu(const at::Tensor& x, const at::Tensor& grid, const 
 // backward_cpu.
 std::pair<at::Tensor, at::Tensor> edges_backward_cpu(const at::Tensor& grad_y, const at::Tensor& x,
                                                      const at::Tensor& grid, const at::Tensor& inv,
-                                                     const at::Tensor& weight, int64_t k) {
+                                                     const at::Tensor& weight, int64_t k,
+                                                     bool need_grad_x) {
   const int64_t N = x.size(0), I = x.size(1), O = weight.size(2);
   const int64_t slices = cpu_backward_slices(x, weight);
   const bool per_thread = active_cpu_isa() == CpuIsa::kCudaThreads;
-  auto grad_x = at::empty_like(x);
+  auto grad_x = need_grad_x ? at::empty_like(x) : at::Tensor();
   auto grad_c = at::zeros({slices, I, weight.size(1), O}, weight.options());
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_edges_backward_cpu", [&] {
     const auto a = spline_args<scalar_t>(x, grid, inv, weight, k);
     const auto* gy = grad_y.const_data_ptr<scalar_t>();
-    auto* gx = grad_x.mutable_data_ptr<scalar_t>();
+    auto* gx = need_grad_x ? grad_x.mutable_data_ptr<scalar_t>() : nullptr;
     auto* gc = grad_c.mutable_data_ptr<scalar_t>();
     const int64_t rows = (N + slices - 1) / slices;
     at::parallel_for(0, slices * I, parallel_grain(rows * 2 * (k + 1) * (O + k + 1)),
                      [&](int64_t b, int64_t e) {
                        for (int64_t task = b; task < e; ++task) {
                          const int64_t s = task / I, i = task % I;
-                         for (int64_t n = s * rows; n < std::min(N, (s + 1) * rows); ++n)
-                           gx[n * I + i] = edges_grad_x_thread(a, gy, n, i);
+                         if (gx != nullptr)
+                           for (int64_t n = s * rows; n < std::min(N, (s + 1) * rows); ++n)
+                             gx[n * I + i] = edges_grad_x_thread(a, gy, n, i);
                          if (!per_thread) {
                            edges_grad_coef(a, gy, gc, slices, s, i, 0, O);
                            continue;
@@ -190,17 +194,18 @@ at::Tensor forward_any(bool edges, const at::Tensor& x, const at::Tensor& grid,
   return edges ? edges_forward_cpu(x, grid, inv, weight, k) : forward_cpu(x, grid, inv, weight, k);
 }
 
+// grad_x is left undefined (and not computed) unless need_grad_x.
 std::pair<at::Tensor, at::Tensor> backward_any(bool edges, const at::Tensor& grad_y,
                                                const at::Tensor& x, const at::Tensor& grid,
                                                const at::Tensor& inv, const at::Tensor& weight,
-                                               int64_t k) {
+                                               int64_t k, bool need_grad_x) {
 #ifdef KAN_HAS_CUDA_KERNELS
   if (x.is_cuda())
-    return edges ? fused_spline_edges_backward_cuda(grad_y, x, grid, inv, weight, k)
-                 : fused_spline_backward_cuda(grad_y, x, grid, inv, weight, k);
+    return edges ? fused_spline_edges_backward_cuda(grad_y, x, grid, inv, weight, k, need_grad_x)
+                 : fused_spline_backward_cuda(grad_y, x, grid, inv, weight, k, need_grad_x);
 #endif
-  return edges ? edges_backward_cpu(grad_y, x, grid, inv, weight, k)
-               : backward_cpu(grad_y, x, grid, inv, weight, k);
+  return edges ? edges_backward_cpu(grad_y, x, grid, inv, weight, k, need_grad_x)
+               : backward_cpu(grad_y, x, grid, inv, weight, k, need_grad_x);
 }
 
 class FusedSplineFunction : public torch::autograd::Function<FusedSplineFunction> {
@@ -229,7 +234,8 @@ public:
     const int64_t k = ctx->saved_data["k"].toInt();
     const bool edges = ctx->saved_data["edges"].toBool();
     const auto grad_y = grad_outputs[0].contiguous();
-    auto [grad_x, grad_w] = backward_any(edges, grad_y, saved[0], saved[1], saved[2], saved[3], k);
+    auto [grad_x, grad_w] = backward_any(edges, grad_y, saved[0], saved[1], saved[2], saved[3], k,
+                                         ctx->needs_input_grad(0));
     if (edges)
       grad_w = grad_w.transpose(1, 2); // back to coef's (I, O, M)
     return {ctx->needs_input_grad(0) ? grad_x : at::Tensor(), at::Tensor(),

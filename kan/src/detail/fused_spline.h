@@ -54,10 +54,12 @@ SplineArgs<T> spline_args(const at::Tensor& x, const at::Tensor& grid, const at:
 /// contiguous, inv from knot_reciprocals.
 at::Tensor fused_spline_forward_cuda(const at::Tensor& x, const at::Tensor& grid,
                                      const at::Tensor& inv, const at::Tensor& weight, int64_t k);
-/// (grad_x, grad_weight) of fused_spline_forward_cuda for grad_y (N, O).
+/// (grad_x, grad_weight) of fused_spline_forward_cuda for grad_y (N, O); grad_x undefined unless
+/// need_grad_x.
 std::pair<at::Tensor, at::Tensor>
 fused_spline_backward_cuda(const at::Tensor& grad_y, const at::Tensor& x, const at::Tensor& grid,
-                           const at::Tensor& inv, const at::Tensor& weight, int64_t k);
+                           const at::Tensor& inv, const at::Tensor& weight, int64_t k,
+                           bool need_grad_x);
 /// The per-edge splines (N, I, O) of weight = coef transposed to (I, M, O), and their backward
 /// for grad_y (N, I, O) (grad_weight in the weight's layout).
 at::Tensor fused_spline_edges_forward_cuda(const at::Tensor& x, const at::Tensor& grid,
@@ -66,7 +68,7 @@ at::Tensor fused_spline_edges_forward_cuda(const at::Tensor& x, const at::Tensor
 std::pair<at::Tensor, at::Tensor>
 fused_spline_edges_backward_cuda(const at::Tensor& grad_y, const at::Tensor& x,
                                  const at::Tensor& grid, const at::Tensor& inv,
-                                 const at::Tensor& weight, int64_t k);
+                                 const at::Tensor& weight, int64_t k, bool need_grad_x);
 #endif
 
 } // namespace kan::detail

@@ -110,19 +110,22 @@ at::Tensor fused_spline_forward_cuda(const at::Tensor& x, const at::Tensor& grid
 
 std::pair<at::Tensor, at::Tensor>
 fused_spline_backward_cuda(const at::Tensor& grad_y, const at::Tensor& x, const at::Tensor& grid,
-                           const at::Tensor& inv, const at::Tensor& weight, int64_t k) {
+                           const at::Tensor& inv, const at::Tensor& weight, int64_t k,
+                           bool need_grad_x) {
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t N = x.size(0), I = x.size(1), M = weight.size(1), O = weight.size(2);
   const int64_t slices = backward_slices(N, I, O, weight);
-  auto grad_x = at::empty_like(x);
+  auto grad_x = need_grad_x ? at::empty_like(x) : at::Tensor();
   auto grad_w = at::zeros({slices, I, M, O}, weight.options());
   if (N > 0) {
     const auto stream = at::cuda::getCurrentCUDAStream();
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_backward_cuda", [&] {
       const auto args = spline_args<scalar_t>(x, grid, inv, weight, k);
-      grad_x_kernel<scalar_t><<<blocks_for(N * I), kThreads, 0, stream>>>(
-          args, grad_y.const_data_ptr<scalar_t>(), grad_x.mutable_data_ptr<scalar_t>());
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      if (need_grad_x) {
+        grad_x_kernel<scalar_t><<<blocks_for(N * I), kThreads, 0, stream>>>(
+            args, grad_y.const_data_ptr<scalar_t>(), grad_x.mutable_data_ptr<scalar_t>());
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      }
       grad_w_kernel<scalar_t><<<blocks_for(slices * I * O), kThreads, 0, stream>>>(
           args, grad_y.const_data_ptr<scalar_t>(), grad_w.mutable_data_ptr<scalar_t>(), slices);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -151,19 +154,21 @@ at::Tensor fused_spline_edges_forward_cuda(const at::Tensor& x, const at::Tensor
 std::pair<at::Tensor, at::Tensor>
 fused_spline_edges_backward_cuda(const at::Tensor& grad_y, const at::Tensor& x,
                                  const at::Tensor& grid, const at::Tensor& inv,
-                                 const at::Tensor& weight, int64_t k) {
+                                 const at::Tensor& weight, int64_t k, bool need_grad_x) {
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t N = x.size(0), I = x.size(1), O = weight.size(2);
   const int64_t slices = backward_slices(N, I, O, weight);
-  auto grad_x = at::empty_like(x);
+  auto grad_x = need_grad_x ? at::empty_like(x) : at::Tensor();
   auto grad_c = at::zeros({slices, I, weight.size(1), O}, weight.options());
   if (N > 0) {
     const auto stream = at::cuda::getCurrentCUDAStream();
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_edges_backward_cuda", [&] {
       const auto args = spline_args<scalar_t>(x, grid, inv, weight, k);
-      edges_grad_x_kernel<scalar_t><<<blocks_for(N * I), kThreads, 0, stream>>>(
-          args, grad_y.const_data_ptr<scalar_t>(), grad_x.mutable_data_ptr<scalar_t>());
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      if (need_grad_x) {
+        edges_grad_x_kernel<scalar_t><<<blocks_for(N * I), kThreads, 0, stream>>>(
+            args, grad_y.const_data_ptr<scalar_t>(), grad_x.mutable_data_ptr<scalar_t>());
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      }
       edges_grad_coef_kernel<scalar_t><<<blocks_for(slices * I * O), kThreads, 0, stream>>>(
           args, grad_y.const_data_ptr<scalar_t>(), grad_c.mutable_data_ptr<scalar_t>(), slices);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
