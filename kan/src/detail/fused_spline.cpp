@@ -160,9 +160,10 @@ std::pair<at::Tensor, at::Tensor> edges_backward_cpu(const at::Tensor& grad_y, c
                      [&](int64_t b, int64_t e) {
                        for (int64_t task = b; task < e; ++task) {
                          const int64_t s = task / I, i = task % I;
-                         if (gx != nullptr)
-                           for (int64_t n = s * rows; n < std::min(N, (s + 1) * rows); ++n)
-                             gx[n * I + i] = edges_grad_x_thread(a, gy, n, i);
+                         int64_t n_begin, n_end;
+                         slice_bounds(N, slices, s, &n_begin, &n_end);
+                         for (int64_t n = n_begin; gx != nullptr && n < n_end; ++n)
+                           gx[n * I + i] = edges_grad_x_thread(a, gy, n, i);
                          if (!per_thread) {
                            edges_grad_coef(a, gy, gc, slices, s, i, 0, O);
                            continue;

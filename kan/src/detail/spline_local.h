@@ -32,6 +32,15 @@ template <typename T> static KAN_HOST_DEVICE bool is_finite_value(T x) {
   return x - x == T(0);
 }
 
+/// The samples [*begin, *end) of slice s, when N samples are cut into `slices` slices of
+/// ceil(N / slices) (the last ones may be shorter or empty): the backward kernels' unit of work.
+static KAN_HOST_DEVICE void slice_bounds(int64_t N, int64_t slices, int64_t s, int64_t* begin,
+                                         int64_t* end) {
+  const int64_t rows = (N + slices - 1) / slices;
+  *begin = s * rows < N ? s * rows : N;
+  *end = *begin + rows < N ? *begin + rows : N;
+}
+
 template <typename T>
 static KAN_HOST_DEVICE bool local_bspline(const T* t, const T* inv, int64_t P, int k, T x,
                                           int64_t* first, T* value, T* deriv) {

@@ -59,13 +59,13 @@ static KAN_HOST_DEVICE T grad_x_thread(const SplineArgs<T>& a, const T* gy, int6
 
 /// gw[s, i, m, o] += sum over the samples n of slice s of B_m(x_ni) grad_y[n, o], for every m:
 /// the thread (s, i, o) owns the column gw[s, i, :, o], so no two threads write one element.
-/// Slice s holds the samples [s * rows, (s + 1) * rows), rows = ceil(N / slices).
+/// Slice s holds the samples of slice_bounds.
 template <typename T>
 static KAN_HOST_DEVICE void grad_w_thread(const SplineArgs<T>& a, const T* gy, T* gw,
                                           int64_t slices, int64_t s, int64_t i, int64_t o) {
   T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1];
-  const int64_t rows = (a.N + slices - 1) / slices;
-  const int64_t n_begin = s * rows, n_end = n_begin + rows < a.N ? n_begin + rows : a.N;
+  int64_t n_begin, n_end;
+  slice_bounds(a.N, slices, s, &n_begin, &n_end);
   T* column = gw + (s * a.I + i) * a.M * a.O + o;
   for (int64_t n = n_begin; n < n_end; ++n) {
     int64_t first;
@@ -177,8 +177,8 @@ static KAN_HOST_DEVICE void edges_grad_coef(const SplineArgs<T>& a, const T* gy,
                                             int64_t slices, int64_t s, int64_t i, int64_t o_begin,
                                             int64_t o_end) {
   T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1];
-  const int64_t rows = (a.N + slices - 1) / slices;
-  const int64_t n_begin = s * rows, n_end = n_begin + rows < a.N ? n_begin + rows : a.N;
+  int64_t n_begin, n_end;
+  slice_bounds(a.N, slices, s, &n_begin, &n_end);
   T* c = gc + (s * a.I + i) * a.M * a.O;
   for (int64_t n = n_begin; n < n_end; ++n) {
     int64_t first;
