@@ -155,21 +155,22 @@ std::pair<at::Tensor, at::Tensor> edges_backward_cpu(const at::Tensor& grad_y, c
     const auto* gy = grad_y.const_data_ptr<scalar_t>();
     auto* gx = need_grad_x ? grad_x.mutable_data_ptr<scalar_t>() : nullptr;
     auto* gc = grad_c.mutable_data_ptr<scalar_t>();
-    const int64_t rows = (N + slices - 1) / slices;
-    at::parallel_for(0, slices * I, parallel_grain(rows * 2 * (k + 1) * (O + k + 1)),
+    const int64_t slice_rows = (N + slices - 1) / slices;
+    const GradRows grad_rows{I * O, O}; // grad_y is (N, I, O)
+    at::parallel_for(0, slices * I, parallel_grain(slice_rows * 2 * (k + 1) * (O + k + 1)),
                      [&](int64_t b, int64_t e) {
                        for (int64_t task = b; task < e; ++task) {
                          const int64_t s = task / I, i = task % I;
                          int64_t n_begin, n_end;
                          slice_bounds(N, slices, s, &n_begin, &n_end);
                          for (int64_t n = n_begin; gx != nullptr && n < n_end; ++n)
-                           gx[n * I + i] = edges_grad_x_thread(a, gy, n, i);
+                           gx[n * I + i] = grad_x_thread(a, gy, grad_rows, n, i);
                          if (!per_thread) {
-                           edges_grad_coef(a, gy, gc, slices, s, i, 0, O);
+                           grad_w_columns(a, gy, grad_rows, gc, slices, s, i, 0, O);
                            continue;
                          }
                          for (int64_t o = 0; o < O; ++o)
-                           edges_grad_coef(a, gy, gc, slices, s, i, o, o + 1);
+                           grad_w_columns(a, gy, grad_rows, gc, slices, s, i, o, o + 1);
                        }
                      });
   });

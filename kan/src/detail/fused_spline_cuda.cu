@@ -43,7 +43,7 @@ template <typename T>
 __global__ void grad_x_kernel(SplineArgs<T> a, const T* __restrict__ gy, T* __restrict__ gx) {
   const int64_t idx = thread_index();
   if (idx < a.N * a.I)
-    gx[idx] = grad_x_thread(a, gy, idx / a.I, idx % a.I);
+    gx[idx] = grad_x_thread(a, gy, GradRows{a.O, 0}, idx / a.I, idx % a.I);
 }
 
 // Thread (s, i, o), o fastest.
@@ -51,8 +51,11 @@ template <typename T>
 __global__ void grad_w_kernel(SplineArgs<T> a, const T* __restrict__ gy, T* __restrict__ gw,
                               int64_t slices) {
   const int64_t idx = thread_index();
-  if (idx < slices * a.I * a.O)
-    grad_w_thread(a, gy, gw, slices, idx / (a.I * a.O), (idx / a.O) % a.I, idx % a.O);
+  if (idx < slices * a.I * a.O) {
+    const int64_t o = idx % a.O;
+    grad_w_columns(a, gy, GradRows{a.O, 0}, gw, slices, idx / (a.I * a.O), (idx / a.O) % a.I, o,
+                   o + 1);
+  }
 }
 
 // The per-edge splines. Thread (n, i, o), o fastest.
@@ -67,7 +70,7 @@ template <typename T>
 __global__ void edges_grad_x_kernel(SplineArgs<T> a, const T* __restrict__ gy, T* __restrict__ gx) {
   const int64_t idx = thread_index();
   if (idx < a.N * a.I)
-    gx[idx] = edges_grad_x_thread(a, gy, idx / a.I, idx % a.I);
+    gx[idx] = grad_x_thread(a, gy, GradRows{a.I * a.O, a.O}, idx / a.I, idx % a.I);
 }
 
 // Thread (s, i, o), o fastest: it owns the column gc[s, i, :, o].
@@ -77,7 +80,8 @@ __global__ void edges_grad_coef_kernel(SplineArgs<T> a, const T* __restrict__ gy
   const int64_t idx = thread_index();
   if (idx < slices * a.I * a.O) {
     const int64_t o = idx % a.O;
-    edges_grad_coef(a, gy, gc, slices, idx / (a.I * a.O), (idx / a.O) % a.I, o, o + 1);
+    grad_w_columns(a, gy, GradRows{a.I * a.O, a.O}, gc, slices, idx / (a.I * a.O),
+                   (idx / a.O) % a.I, o, o + 1);
   }
 }
 

@@ -21,15 +21,16 @@ void forward_rows(const SplineArgs<T>& a, T* y, int64_t n_begin, int64_t n_end) 
 template <typename T>
 void backward_tasks(const SplineArgs<T>& a, const T* gy, T* gx, T* gw, int64_t slices,
                     int64_t task_begin, int64_t task_end) {
+  const GradRows rows{a.O, 0}; // grad_y is (N, O)
   for (int64_t task = task_begin; task < task_end; ++task) {
     const int64_t s = task / a.I, i = task % a.I;
     int64_t n_begin, n_end;
     slice_bounds(a.N, slices, s, &n_begin, &n_end);
     if (gx != nullptr)
       for (int64_t n = n_begin; n < n_end; ++n)
-        gx[n * a.I + i] = grad_x_thread(a, gy, n, i);
+        gx[n * a.I + i] = grad_x_thread(a, gy, rows, n, i);
     for (int64_t o = 0; o < a.O; ++o)
-      grad_w_thread(a, gy, gw, slices, s, i, o);
+      grad_w_columns(a, gy, rows, gw, slices, s, i, o, o + 1);
   }
 }
 

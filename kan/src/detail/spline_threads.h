@@ -34,58 +34,6 @@ static KAN_HOST_DEVICE T forward_thread(const SplineArgs<T>& a, int64_t n, int64
   return acc;
 }
 
-/// grad_x[n, i] = sum_r dB_r(x_ni) sum_o w[i, first + r, o] grad_y[n, o].
-template <typename T>
-static KAN_HOST_DEVICE T grad_x_thread(const SplineArgs<T>& a, const T* gy, int64_t n, int64_t i) {
-  T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1];
-  const T xv = a.x[n * a.I + i];
-  T acc = is_finite_value(xv) ? T(0) : xv - xv;
-  int64_t first;
-  if (!local_bspline(a.grid + i * a.P, a.inv + i * a.k * a.P, a.P, a.k, xv, &first, value, deriv))
-    return acc;
-  const T* g = gy + n * a.O;
-  for (int r = 0; r <= a.k; ++r) {
-    const int64_t m = first + r;
-    if (m < 0 || m >= a.M)
-      continue;
-    const T* wm = a.weight + (i * a.M + m) * a.O;
-    T dot = 0;
-    for (int64_t o = 0; o < a.O; ++o)
-      dot += wm[o] * g[o];
-    acc += deriv[r] * dot;
-  }
-  return acc;
-}
-
-/// gw[s, i, m, o] += sum over the samples n of slice s of B_m(x_ni) grad_y[n, o], for every m:
-/// the thread (s, i, o) owns the column gw[s, i, :, o], so no two threads write one element.
-/// Slice s holds the samples of slice_bounds.
-template <typename T>
-static KAN_HOST_DEVICE void grad_w_thread(const SplineArgs<T>& a, const T* gy, T* gw,
-                                          int64_t slices, int64_t s, int64_t i, int64_t o) {
-  T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1];
-  int64_t n_begin, n_end;
-  slice_bounds(a.N, slices, s, &n_begin, &n_end);
-  T* column = gw + (s * a.I + i) * a.M * a.O + o;
-  for (int64_t n = n_begin; n < n_end; ++n) {
-    int64_t first;
-    const T xv = a.x[n * a.I + i];
-    if (!is_finite_value(xv)) {
-      for (int64_t m = 0; m < a.M; ++m)
-        column[m * a.O] = xv - xv;
-      continue;
-    }
-    if (!local_bspline(a.grid + i * a.P, a.inv + i * a.k * a.P, a.P, a.k, xv, &first, value, deriv))
-      continue;
-    const T g = gy[n * a.O + o];
-    for (int r = 0; r <= a.k; ++r) {
-      const int64_t m = first + r;
-      if (m >= 0 && m < a.M)
-        column[m * a.O] += value[r] * g;
-    }
-  }
-}
-
 // The per-edge splines (KANLayer::forward_with_activations): spline[n, i, o] =
 // sum_r B_r(x_ni) coef[i, o, first + r], with a.weight = coef transposed to (I, M, O) like the
 // layer's weight (so that consecutive outputs read consecutive addresses). The CPU runs
@@ -146,15 +94,24 @@ static KAN_HOST_DEVICE T edges_forward_thread(const SplineArgs<T>& a, int64_t n,
                                                            : none;
 }
 
-/// grad_x[n, i] = sum_o grad[n, i, o] sum_r dB_r(x_ni) coef[i, o, first + r]; gy is (N, I, O).
+// The backward of both: the layer's grad_y row is (O) per sample, the edges' (O) per (sample,
+// input); GradRows says where row (n, i) starts.
+
+/// Where grad_y's row for (n, i) starts: gy + n * per_sample + i * per_input.
+struct GradRows {
+  int64_t per_sample; ///< the layer: O; the edges: I * O
+  int64_t per_input;  ///< the layer: 0; the edges: O
+};
+
+/// grad_x[n, i] = sum_r dB_r(x_ni) sum_o w[i, first + r, o] g[o], g = grad_y's row (n, i).
 template <typename T>
-static KAN_HOST_DEVICE T edges_grad_x_thread(const SplineArgs<T>& a, const T* gy, int64_t n,
-                                             int64_t i) {
+static KAN_HOST_DEVICE T grad_x_thread(const SplineArgs<T>& a, const T* gy, GradRows rows,
+                                       int64_t n, int64_t i) {
   T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1], none;
   int64_t first = 0;
   if (!point_basis(a, n, i, &first, value, deriv, &none))
     return none;
-  const T* g = gy + (n * a.I + i) * a.O;
+  const T* g = gy + n * rows.per_sample + i * rows.per_input;
   T acc = 0;
   for (int r = 0; r <= a.k; ++r) {
     const int64_t m = first + r;
@@ -169,29 +126,28 @@ static KAN_HOST_DEVICE T edges_grad_x_thread(const SplineArgs<T>& a, const T* gy
   return acc;
 }
 
-/// gc[s, i, :, o] (gc laid out like the weight) += sum over the samples n of slice s of
-/// B_m(x_ni) grad[n, i, o], for the outputs [o_begin, o_end) (the CPU: all of them, the basis once
-/// per sample; a CUDA thread: one, owning its column). Slices as in grad_w_thread.
+/// gw[s, i, m, o] (gw: slices copies of the weight's (I, M, O)) += sum over the samples n of
+/// slice s (slice_bounds) of B_m(x_ni) g[o], g = grad_y's row (n, i), for every m and the outputs
+/// [o_begin, o_end): a CUDA thread takes one output and owns the column gw[s, i, :, o], so no two
+/// threads write one element; the CPU takes them all, the basis once per sample.
 template <typename T>
-static KAN_HOST_DEVICE void edges_grad_coef(const SplineArgs<T>& a, const T* gy, T* gc,
-                                            int64_t slices, int64_t s, int64_t i, int64_t o_begin,
-                                            int64_t o_end) {
-  T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1];
+static KAN_HOST_DEVICE void grad_w_columns(const SplineArgs<T>& a, const T* gy, GradRows rows,
+                                           T* gw, int64_t slices, int64_t s, int64_t i,
+                                           int64_t o_begin, int64_t o_end) {
+  T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1], none;
   int64_t n_begin, n_end;
   slice_bounds(a.N, slices, s, &n_begin, &n_end);
-  T* c = gc + (s * a.I + i) * a.M * a.O;
+  T* c = gw + (s * a.I + i) * a.M * a.O;
   for (int64_t n = n_begin; n < n_end; ++n) {
-    int64_t first;
-    const T xv = a.x[n * a.I + i];
-    if (!is_finite_value(xv)) {
-      for (int64_t m = 0; m < a.M; ++m)
-        for (int64_t o = o_begin; o < o_end; ++o)
-          c[m * a.O + o] = xv - xv;
+    int64_t first = 0;
+    if (!point_basis(a, n, i, &first, value, deriv, &none)) {
+      if (!is_finite_value(none)) // NaN in every basis function reaches every weight row
+        for (int64_t m = 0; m < a.M; ++m)
+          for (int64_t o = o_begin; o < o_end; ++o)
+            c[m * a.O + o] = none;
       continue;
     }
-    if (!local_bspline(a.grid + i * a.P, a.inv + i * a.k * a.P, a.P, a.k, xv, &first, value, deriv))
-      continue;
-    const T* g = gy + (n * a.I + i) * a.O;
+    const T* g = gy + n * rows.per_sample + i * rows.per_input;
     for (int r = 0; r <= a.k; ++r) {
       const int64_t m = first + r;
       if (m < 0 || m >= a.M)
