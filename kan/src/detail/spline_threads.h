@@ -12,30 +12,8 @@
 
 namespace kan::detail {
 
-/// y[n, o] = sum_i sum_r B_r(x_ni) w[i, first + r, o]. On the GPU consecutive threads share n and
-/// step o, so the reads of w are coalesced.
-template <typename T>
-static KAN_HOST_DEVICE T forward_thread(const SplineArgs<T>& a, int64_t n, int64_t o) {
-  T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1];
-  T acc = 0;
-  for (int64_t i = 0; i < a.I; ++i) {
-    int64_t first;
-    const T xv = a.x[n * a.I + i];
-    if (!is_finite_value(xv))
-      acc = xv - xv; // NaN in every basis function, as in the reference
-    if (!local_bspline(a.grid + i * a.P, a.inv + i * a.k * a.P, a.P, a.k, xv, &first, value, deriv))
-      continue;
-    for (int r = 0; r <= a.k; ++r) {
-      const int64_t m = first + r;
-      if (m >= 0 && m < a.M)
-        acc += value[r] * a.weight[(i * a.M + m) * a.O + o];
-    }
-  }
-  return acc;
-}
-
-// The per-edge splines (KANLayer::forward_with_activations): spline[n, i, o] =
-// sum_r B_r(x_ni) coef[i, o, first + r], with a.weight = coef transposed to (I, M, O) like the
+// The per-edge splines (KANLayer::forward_with_activations, and summed, the layer): spline[n, i, o]
+// = sum_r B_r(x_ni) coef[i, o, first + r], with a.weight = coef transposed to (I, M, O) like the
 // layer's weight (so that consecutive outputs read consecutive addresses). The CPU runs
 // the *_row functions (the basis once per (n, i)); the CUDA kernels, and the CPU under
 // KAN_FUSED_CPU_ISA=cuda-threads, the *_thread ones.
@@ -92,6 +70,16 @@ static KAN_HOST_DEVICE T edges_forward_thread(const SplineArgs<T>& a, int64_t n,
   int64_t first = 0;
   return point_basis(a, n, i, &first, value, deriv, &none) ? edge_value(a, i, o, first, value)
                                                            : none;
+}
+
+/// y[n, o] = sum_i spline[n, i, o]: the layer's output is the sum of its edges. On the GPU
+/// consecutive threads share n and step o, so the reads of w are coalesced.
+template <typename T>
+static KAN_HOST_DEVICE T forward_thread(const SplineArgs<T>& a, int64_t n, int64_t o) {
+  T acc = 0;
+  for (int64_t i = 0; i < a.I; ++i)
+    acc += edges_forward_thread(a, n, i, o);
+  return acc;
 }
 
 // The backward of both: the layer's grad_y row is (O) per sample, the edges' (O) per (sample,
