@@ -171,8 +171,9 @@ void BM_DeepEpoch(benchmark::State& state) {
 }
 
 void register_families() {
-  // The ctest smoke run filters on "/batch:256/" and a tiny --benchmark_min_time. CPU families
-  // use wall time: the work runs on ATen's threads, which the main thread's CPU time misses.
+  // The ctest smoke run filters on "/batch:256/" and BM_DeepEpoch with a tiny
+  // --benchmark_min_time, so every family runs. CPU families use wall time: the work runs on
+  // ATen's threads, which the main thread's CPU time misses.
   benchmark::RegisterBenchmark("BM_LayerForwardBackward", BM_LayerForwardBackward)
       ->Apply(layer_args)
       ->UseRealTime()

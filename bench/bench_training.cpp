@@ -15,14 +15,16 @@
 namespace kan::bench {
 namespace {
 
-torch::Tensor uniform_inputs(int64_t n, int64_t inputs, torch::Device device) {
+torch::Tensor uniform_inputs(int64_t n, int64_t inputs, torch::Device device,
+                             torch::Dtype dtype = torch::kFloat32) {
   auto generator = at::make_generator<at::CPUGeneratorImpl>(1);
-  return (torch::rand({n, inputs}, generator) * 2 - 1).to(device);
+  return (torch::rand({n, inputs}, generator, torch::kFloat64) * 2 - 1).to(device, dtype);
 }
 
 // Runs body under the right clock: wall time on the CPU (ATen's threads do the work), CUDA
 // events on a GPU.
-template <typename Body> void run_timed(benchmark::State& state, torch::Device device, Body&& body) {
+template <typename Body>
+void run_timed(benchmark::State& state, torch::Device device, Body&& body) {
   body(); // warm-up
   if (device.is_cuda()) {
     time_on_cuda(state, body);
@@ -46,35 +48,47 @@ bool skip_without_gpu(benchmark::State& state, torch::Device device) {
   return false;
 }
 
-// ---- B-spline basis: Args N, I, G, k --------------------------------------------------------
+// ---- B-spline basis: Args dtype (bits), N, I, G, k -----------------------------------------
 void basis(benchmark::State& state, torch::Device device) {
   if (skip_without_gpu(state, device))
     return;
-  const int64_t N = state.range(0), I = state.range(1), G = state.range(2), k = state.range(3);
-  const auto grid = uniform_grid(I, G, k, -1, 1, torch::TensorOptions().device(device));
-  const auto x = uniform_inputs(N, I, device);
+  const auto dtype = dtype_arg(state.range(0));
+  const int64_t N = state.range(1), I = state.range(2), G = state.range(3), k = state.range(4);
+  const auto grid =
+      uniform_grid(I, G, k, -1, 1, torch::TensorOptions().device(device).dtype(dtype));
+  const auto x = uniform_inputs(N, I, device, dtype);
   run_timed(state, device, [&] { benchmark::DoNotOptimize(bspline_basis(x, grid, k)); });
   set_sample_rate(state, N);
 }
-void BM_BsplineBasis(benchmark::State& state) { basis(state, torch::kCPU); }
-void BM_BsplineBasis_CUDA(benchmark::State& state) { basis(state, torch::kCUDA); }
+void BM_BsplineBasis(benchmark::State& state) {
+  basis(state, torch::kCPU);
+}
+void BM_BsplineBasis_CUDA(benchmark::State& state) {
+  basis(state, torch::kCUDA);
+}
 
-// ---- Layer forward: Args backend, N, I, O, G, k ---------------------------------------------
+// ---- Layer forward: Args dtype (bits), backend, N, I, O, G, k ------------------------------
 void layer_forward(benchmark::State& state, torch::Device device) {
   if (skip_without_gpu(state, device))
     return;
-  const int64_t N = state.range(1), I = state.range(2), O = state.range(3), G = state.range(4),
-                k = state.range(5);
-  KANLayer layer(KANLayerOptions(I, O).grid(G).k(k).backend(backend_arg(state.range(0))));
+  const auto dtype = dtype_arg(state.range(0));
+  const int64_t N = state.range(2), I = state.range(3), O = state.range(4), G = state.range(5),
+                k = state.range(6);
+  KANLayer layer(
+      KANLayerOptions(I, O).grid(G).k(k).dtype(dtype).backend(backend_arg(state.range(1))));
   layer->to(device);
-  const auto x = uniform_inputs(N, I, device);
+  const auto x = uniform_inputs(N, I, device, dtype);
   torch::NoGradGuard no_grad;
   run_timed(state, device, [&] { benchmark::DoNotOptimize(layer(x)); });
   set_rate_counters(state, N, layer_forward_flops(N, I, O, G, k));
-  state.SetLabel(to_string(backend_arg(state.range(0))));
+  state.SetLabel(to_string(backend_arg(state.range(1))));
 }
-void BM_LayerForward(benchmark::State& state) { layer_forward(state, torch::kCPU); }
-void BM_LayerForward_CUDA(benchmark::State& state) { layer_forward(state, torch::kCUDA); }
+void BM_LayerForward(benchmark::State& state) {
+  layer_forward(state, torch::kCPU);
+}
+void BM_LayerForward_CUDA(benchmark::State& state) {
+  layer_forward(state, torch::kCUDA);
+}
 
 // ---- One optimiser step of KAN [2,5,1] on the toy function: Args optimizer (0 LBFGS, 1 Adam),
 // backend, N -----------------------------------------------------------------------------------
@@ -88,11 +102,12 @@ void train_step(benchmark::State& state, torch::Device device) {
                                    DatasetOptions(2).train_num(N).test_num(1).device(device));
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   if (adam)
-    optimizer = std::make_unique<torch::optim::Adam>(model->parameters(),
-                                                     torch::optim::AdamOptions(1e-3));
+    optimizer =
+        std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(1e-3));
   else
     optimizer = std::make_unique<torch::optim::LBFGS>(
-        model->parameters(), torch::optim::LBFGSOptions(1).history_size(10).line_search_fn("strong_wolfe"));
+        model->parameters(),
+        torch::optim::LBFGSOptions(1).history_size(10).line_search_fn("strong_wolfe"));
   auto closure = [&] {
     optimizer->zero_grad();
     auto loss = compute_loss(Loss::kMSE, model(data.train_input), data.train_label);
@@ -108,10 +123,15 @@ void train_step(benchmark::State& state, torch::Device device) {
     }
   });
   set_sample_rate(state, N);
-  state.SetLabel(std::string(adam ? "adam" : "lbfgs") + " " + to_string(backend_arg(state.range(1))));
+  state.SetLabel(std::string(adam ? "adam" : "lbfgs") + " " +
+                 to_string(backend_arg(state.range(1))));
 }
-void BM_TrainStep(benchmark::State& state) { train_step(state, torch::kCPU); }
-void BM_TrainStep_CUDA(benchmark::State& state) { train_step(state, torch::kCUDA); }
+void BM_TrainStep(benchmark::State& state) {
+  train_step(state, torch::kCPU);
+}
+void BM_TrainStep_CUDA(benchmark::State& state) {
+  train_step(state, torch::kCUDA);
+}
 
 // ---- Grid update of a [I, 5, 1] KAN from N samples: Args N, I, G ----------------------------
 void grid_update(benchmark::State& state, torch::Device device) {
@@ -123,13 +143,18 @@ void grid_update(benchmark::State& state, torch::Device device) {
   run_timed(state, device, [&] { model->update_grid_from_samples(x); });
   set_sample_rate(state, N);
 }
-void BM_GridUpdate(benchmark::State& state) { grid_update(state, torch::kCPU); }
-void BM_GridUpdate_CUDA(benchmark::State& state) { grid_update(state, torch::kCUDA); }
+void BM_GridUpdate(benchmark::State& state) {
+  grid_update(state, torch::kCPU);
+}
+void BM_GridUpdate_CUDA(benchmark::State& state) {
+  grid_update(state, torch::kCUDA);
+}
 
 void register_on(bool cuda, const char* name, void (*fn)(benchmark::State&),
                  const std::vector<std::string>& arg_names,
                  const std::vector<std::vector<int64_t>>& args) {
-  auto* b = benchmark::RegisterBenchmark(name, fn)->ArgNames(arg_names)->Unit(benchmark::kMillisecond);
+  auto* b =
+      benchmark::RegisterBenchmark(name, fn)->ArgNames(arg_names)->Unit(benchmark::kMillisecond);
   if (cuda)
     b->UseManualTime();
   else
@@ -146,13 +171,24 @@ void register_training_families() {
     if (cuda && !gpu)
       continue;
     register_on(cuda, cuda ? "BM_BsplineBasis_CUDA" : "BM_BsplineBasis",
-                cuda ? BM_BsplineBasis_CUDA : BM_BsplineBasis, {"batch", "in", "G", "k"},
-                {{256, 2, 5, 3}, {4096, 100, 5, 3}, {4096, 100, 50, 3}});
+                cuda ? BM_BsplineBasis_CUDA : BM_BsplineBasis, {"dtype", "batch", "in", "G", "k"},
+                {{32, 256, 2, 5, 3},
+                 {64, 256, 2, 5, 3},
+                 {32, 4096, 100, 5, 3},
+                 {64, 4096, 100, 5, 3},
+                 {32, 4096, 100, 50, 3}});
     register_on(cuda, cuda ? "BM_LayerForward_CUDA" : "BM_LayerForward",
                 cuda ? BM_LayerForward_CUDA : BM_LayerForward,
-                {"backend", "batch", "in", "out", "G", "k"},
-                {{0, 256, 2, 5, 5, 3}, {1, 256, 2, 5, 5, 3}, {0, 4096, 100, 100, 5, 3},
-                 {1, 4096, 100, 100, 5, 3}, {0, 4096, 100, 100, 50, 3}, {1, 4096, 100, 100, 50, 3}});
+                {"dtype", "backend", "batch", "in", "out", "G", "k"},
+                {{32, 0, 256, 2, 5, 5, 3},
+                 {32, 1, 256, 2, 5, 5, 3},
+                 {64, 0, 256, 2, 5, 5, 3},
+                 {64, 1, 256, 2, 5, 5, 3},
+                 {32, 0, 4096, 100, 100, 5, 3},
+                 {32, 1, 4096, 100, 100, 5, 3},
+                 {64, 1, 4096, 100, 100, 5, 3},
+                 {32, 0, 4096, 100, 100, 50, 3},
+                 {32, 1, 4096, 100, 100, 50, 3}});
     register_on(cuda, cuda ? "BM_TrainStep_CUDA" : "BM_TrainStep",
                 cuda ? BM_TrainStep_CUDA : BM_TrainStep, {"opt", "backend", "batch"},
                 {{0, 0, 256}, {0, 1, 256}, {1, 0, 256}, {1, 1, 256}, {0, 1, 1000}, {1, 1, 1000}});

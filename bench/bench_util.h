@@ -24,6 +24,11 @@ inline SplineBackend backend_arg(int64_t arg) {
   return arg == 0 ? SplineBackend::kReference : SplineBackend::kFused;
 }
 
+/// Floating types as benchmark arguments by their bits: 32 = float32, 64 = float64.
+inline torch::Dtype dtype_arg(int64_t bits) {
+  return bits == 64 ? torch::kFloat64 : torch::kFloat32;
+}
+
 /// Dense-equivalent floating-point operations of one KAN layer forward: the spline GEMM over
 /// I * (G + k) columns plus the base GEMM, whatever a backend really executes.
 inline double layer_forward_flops(int64_t N, int64_t I, int64_t O, int64_t G, int64_t k) {

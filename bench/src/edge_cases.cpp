@@ -59,19 +59,21 @@ KAN small_model(const Target& t) {
 }
 
 Dataset toy_data(const Target& t, int64_t train, int64_t test) {
-  return create_dataset(reference_function("toy").f,
-                        DatasetOptions(2).train_num(train).test_num(test).device(t.device).dtype(t.dtype));
+  return create_dataset(
+      reference_function("toy").f,
+      DatasetOptions(2).train_num(train).test_num(test).device(t.device).dtype(t.dtype));
 }
 
 EdgeCaseResult empty_input(const Target& t) {
   return attempt("empty_input", t, [&](EdgeCaseResult& r) {
     auto model = small_model(t);
     r.samples = 0;
-    const auto y = model->forward(torch::empty({0, 2}, torch::TensorOptions().dtype(t.dtype).device(t.device)));
+    const auto y = model->forward(
+        torch::empty({0, 2}, torch::TensorOptions().dtype(t.dtype).device(t.device)));
     std::string fit_message, grid_message;
     auto data = toy_data(t, 0, 0);
-    const bool fit_refuses =
-        refuses([&] { fit(model, data, FitOptions().steps(1)); }, "non-empty training set", fit_message);
+    const bool fit_refuses = refuses([&] { fit(model, data, FitOptions().steps(1)); },
+                                     "non-empty training set", fit_message);
     const bool grid_refuses = refuses([&] { model->update_grid_from_samples(data.train_input); },
                                       "at least one sample", grid_message);
     const bool shape_ok = y.dim() == 2 && y.size(0) == 0 && y.size(1) == 1;
@@ -94,18 +96,22 @@ EdgeCaseResult single_sample(const Target& t) {
     for (const auto& p : model->parameters())
       grads_finite = grads_finite && all_finite(p.grad());
     model->update_grid_from_samples(data.train_input);
-    const auto history = fit(model, data, FitOptions().opt(Optimizer::kAdam).lr(0.01).steps(1).lamb(0.01));
+    const auto history =
+        fit(model, data, FitOptions().opt(Optimizer::kAdam).lr(0.01).steps(1).lamb(0.01));
     bool params_finite = true;
     for (const auto& p : model->parameters())
       params_finite = params_finite && all_finite(p);
     const bool ok = all_finite(y) && grads_finite && params_finite &&
                     std::isfinite(history.steps.back().train_loss);
     r.status = ok ? EdgeStatus::kPass : EdgeStatus::kFail;
-    r.message = ok ? "forward, backward, grid update and a regularised fit step from one sample are "
-                     "finite"
-                   : "a non-finite value: forward " + std::string(all_finite(y) ? "ok" : "NaN/Inf") +
-                         ", gradients " + (grads_finite ? "ok" : "NaN/Inf") + ", parameters after "
-                         "the step " + (params_finite ? "ok" : "NaN/Inf");
+    r.message =
+        ok ? "forward, backward, grid update and a regularised fit step from one sample are "
+             "finite"
+           : "a non-finite value: forward " + std::string(all_finite(y) ? "ok" : "NaN/Inf") +
+                 ", gradients " + (grads_finite ? "ok" : "NaN/Inf") +
+                 ", parameters after "
+                 "the step " +
+                 (params_finite ? "ok" : "NaN/Inf");
   });
 }
 
@@ -117,7 +123,8 @@ EdgeCaseResult million_samples(const Target& t, const std::string& suite) {
     const int64_t n = suite == "quick" ? (1 << 16) : (1 << 20);
     const int64_t inputs = 100, M = 5 + 3;
     const auto& f = reference_function("highdim100");
-    auto data = create_dataset(f.f, DatasetOptions(inputs).train_num(n).test_num(1).device(t.device).dtype(t.dtype));
+    auto data = create_dataset(
+        f.f, DatasetOptions(inputs).train_num(n).test_num(1).device(t.device).dtype(t.dtype));
     KAN model(KANOptions({inputs, 1}).grid(5).k(3).device(t.device).dtype(t.dtype));
     const int64_t limit = int64_t(512) << 20;
     const double unchunked_basis_bytes = static_cast<double>(n) * inputs * M * 4;
@@ -127,17 +134,32 @@ EdgeCaseResult million_samples(const Target& t, const std::string& suite) {
     TORCH_CHECK(measured.has_value(), "cannot measure peak memory here: /proc/self/clear_refs is "
                                       "not writable");
     const int64_t peak = *measured;
+    // One training epoch over every sample: minibatches of at most 2^16, one permutation.
+    const int64_t batch = std::min<int64_t>(n, 1 << 16);
+    const auto history = fit(model, data,
+                             FitOptions()
+                                 .opt(Optimizer::kAdam)
+                                 .lr(1e-3)
+                                 .batch(batch)
+                                 .batch_draw(BatchDraw::kPerEpoch)
+                                 .steps((n + batch - 1) / batch)
+                                 .update_grid(false));
+    const bool trained =
+        history.epochs.size() == 1 && std::isfinite(history.epochs.front().train_loss);
     r.samples = n;
     r.peak_memory_bytes = peak;
     r.measurements["inputs"] = static_cast<double>(inputs);
     r.measurements["unchunked_basis_bytes"] = unchunked_basis_bytes;
     r.measurements["limit_bytes"] = static_cast<double>(limit);
-    const bool ok = peak <= limit && std::isfinite(metrics.train_rmse);
+    r.measurements["training_epoch_seconds"] = history.seconds;
+    const bool ok = peak <= limit && std::isfinite(metrics.train_rmse) && trained;
     r.status = ok ? EdgeStatus::kPass : EdgeStatus::kFail;
     std::ostringstream m;
     m << "evaluated " << n << " samples x " << inputs << " inputs in chunks of 16384 with "
       << peak / (1 << 20) << " MiB extra peak memory (limit 512 MiB; unchunked reference basis "
-      << unchunked_basis_bytes / (1 << 30) << " GiB), train RMSE " << metrics.train_rmse;
+      << unchunked_basis_bytes / (1 << 30) << " GiB), train RMSE " << metrics.train_rmse << "; "
+      << (trained ? "one training epoch" : "the training epoch did not complete") << " in "
+      << history.seconds << " s";
     r.message = m.str();
   });
 }
@@ -161,9 +183,11 @@ EdgeCaseResult out_of_memory(const Target& t) {
     } catch (const c10::OutOfMemoryError&) {
       release_cuda_cache();
       // The suite must go on: a small forward still works after the cache was released.
-      const auto y = model->forward(torch::zeros({8, 784}, torch::TensorOptions().device(t.device)));
+      const auto y =
+          model->forward(torch::zeros({8, 784}, torch::TensorOptions().device(t.device)));
       r.status = y.size(0) == 8 ? EdgeStatus::kPass : EdgeStatus::kFail;
-      r.message = "batch " + std::to_string(n) + " recorded as oom, cache released, a batch of 8 "
+      r.message = "batch " + std::to_string(n) +
+                  " recorded as oom, cache released, a batch of 8 "
                   "ran afterwards";
     }
   });
@@ -174,9 +198,10 @@ EdgeCaseResult time_limit(const Target& t) {
     Workload w = suite_workloads("quick").front(); // toy
     w.epochs = 50;
     const auto result = run_case(w, t, /*time_limit_seconds=*/1e-3);
-    r.status = result.status == reports::CaseStatus::kTimeout ? EdgeStatus::kPass : EdgeStatus::kFail;
-    r.message = "a case with a 1 ms limit ended as '" + reports::to_string(result.status) + "': " +
-                result.reason;
+    r.status =
+        result.status == reports::CaseStatus::kTimeout ? EdgeStatus::kPass : EdgeStatus::kFail;
+    r.message = "a case with a 1 ms limit ended as '" + reports::to_string(result.status) +
+                "': " + result.reason;
   });
 }
 
@@ -194,12 +219,13 @@ reports::EdgeCaseResult skipped_edge_case(const std::string& name, const std::st
 
 const std::vector<std::string>& edge_case_names() {
   static const std::vector<std::string> names = {"empty_input", "single_sample",
-                                                 "million_samples_bounded_memory",
-                                                 "out_of_memory", "time_limit"};
+                                                 "million_samples_bounded_memory", "out_of_memory",
+                                                 "time_limit"};
   return names;
 }
 
-std::vector<reports::EdgeCaseResult> run_edge_cases(const Target& target, const std::string& suite) {
+std::vector<reports::EdgeCaseResult> run_edge_cases(const Target& target,
+                                                    const std::string& suite) {
   return {empty_input(target), single_sample(target), million_samples(target, suite),
           out_of_memory(target), time_limit(target)};
 }
