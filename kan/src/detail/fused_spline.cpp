@@ -2,7 +2,6 @@
 
 #include "detail/spline_kernels.h"
 #include "detail/spline_local.h"
-#include "detail/spline_threads.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
@@ -65,21 +64,19 @@ template <typename T> SplineKernels<T> kernels_for(CpuIsa isa) {
   return cpu_generic::kernels<T>();
 }
 
-CpuIsa active_cpu_isa() {
-  static const CpuIsa isa = cpu_isa();
-  return isa;
-}
-
 template <typename T> const SplineKernels<T>& cpu_kernels() {
-  static const SplineKernels<T> kernels = kernels_for<T>(active_cpu_isa());
+  static const SplineKernels<T> kernels = kernels_for<T>(cpu_isa());
   return kernels;
 }
 
-at::Tensor forward_cpu(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& inv,
-                       const at::Tensor& weight, int64_t k) {
-  auto y = at::zeros({x.size(0), weight.size(2)}, x.options());
+// `edges`: the per-edge splines (N, I, O), else the layer's sum over inputs (N, O); weight is
+// (I, M, O) for both.
+at::Tensor forward_cpu(bool edges, const at::Tensor& x, const at::Tensor& grid,
+                       const at::Tensor& inv, const at::Tensor& weight, int64_t k) {
+  auto y = edges ? at::empty({x.size(0), x.size(1), weight.size(2)}, x.options())
+                 : at::zeros({x.size(0), weight.size(2)}, x.options());
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_forward_cpu", [&] {
-    spline_forward(cpu_kernels<scalar_t>(), spline_args<scalar_t>(x, grid, inv, weight, k),
+    spline_forward(cpu_kernels<scalar_t>(), edges, spline_args<scalar_t>(x, grid, inv, weight, k),
                    y.mutable_data_ptr<scalar_t>());
   });
   return y;
@@ -98,16 +95,17 @@ int64_t cpu_backward_slices(const at::Tensor& x, const at::Tensor& weight) {
                       1, kMaxSliceBytes / std::max<int64_t>(1, weight.numel() * x.element_size())));
 }
 
-std::pair<at::Tensor, at::Tensor> backward_cpu(const at::Tensor& grad_y, const at::Tensor& x,
-                                               const at::Tensor& grid, const at::Tensor& inv,
-                                               const at::Tensor& weight, int64_t k,
-                                               bool need_grad_x) {
+// (grad_x, grad_weight) of forward_cpu for grad_y; grad_x undefined unless need_grad_x.
+std::pair<at::Tensor, at::Tensor> backward_cpu(bool edges, const at::Tensor& grad_y,
+                                               const at::Tensor& x, const at::Tensor& grid,
+                                               const at::Tensor& inv, const at::Tensor& weight,
+                                               int64_t k, bool need_grad_x) {
   const int64_t slices = cpu_backward_slices(x, weight);
   auto grad_x = need_grad_x ? at::empty_like(x) : at::Tensor();
   auto grad_w_slices =
       at::zeros({slices, weight.size(0), weight.size(1), weight.size(2)}, weight.options());
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_backward_cpu", [&] {
-    spline_backward(cpu_kernels<scalar_t>(), spline_args<scalar_t>(x, grid, inv, weight, k),
+    spline_backward(cpu_kernels<scalar_t>(), edges, spline_args<scalar_t>(x, grid, inv, weight, k),
                     grad_y.const_data_ptr<scalar_t>(),
                     need_grad_x ? grad_x.mutable_data_ptr<scalar_t>() : nullptr,
                     grad_w_slices.mutable_data_ptr<scalar_t>(), slices);
@@ -115,75 +113,11 @@ std::pair<at::Tensor, at::Tensor> backward_cpu(const at::Tensor& grad_y, const a
   return {grad_x, slices == 1 ? grad_w_slices.squeeze(0) : grad_w_slices.sum(0)};
 }
 
-// The per-edge splines (N, I, O) of weight = coef transposed to (I, M, O), parallel over
-// (sample, input) pairs.
-at::Tensor edges_forward_cpu(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& inv,
-                             const at::Tensor& weight, int64_t k) {
-  const int64_t N = x.size(0), I = x.size(1), O = weight.size(2);
-  auto y = at::empty({N, I, O}, x.options());
-  const bool per_thread = active_cpu_isa() == CpuIsa::kCudaThreads;
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_edges_forward_cpu", [&] {
-    const auto a = spline_args<scalar_t>(x, grid, inv, weight, k);
-    auto* out = y.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, N * I, parallel_grain((k + 1) * (O + k + 1)), [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t) {
-        if (!per_thread) {
-          edges_forward_row(a, t / I, t % I, out + t * O);
-          continue;
-        }
-        for (int64_t o = 0; o < O; ++o)
-          out[t * O + o] = edges_forward_thread(a, t / I, t % I, o);
-      }
-    });
-  });
-  return y;
-}
-
-// (grad_x, grad_weight) of edges_forward_cpu for grad_y (N, I, O); tasks (slice, input) as in
-// backward_cpu.
-std::pair<at::Tensor, at::Tensor> edges_backward_cpu(const at::Tensor& grad_y, const at::Tensor& x,
-                                                     const at::Tensor& grid, const at::Tensor& inv,
-                                                     const at::Tensor& weight, int64_t k,
-                                                     bool need_grad_x) {
-  const int64_t N = x.size(0), I = x.size(1), O = weight.size(2);
-  const int64_t slices = cpu_backward_slices(x, weight);
-  const bool per_thread = active_cpu_isa() == CpuIsa::kCudaThreads;
-  auto grad_x = need_grad_x ? at::empty_like(x) : at::Tensor();
-  auto grad_c = at::zeros({slices, I, weight.size(1), O}, weight.options());
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_edges_backward_cpu", [&] {
-    const auto a = spline_args<scalar_t>(x, grid, inv, weight, k);
-    const auto* gy = grad_y.const_data_ptr<scalar_t>();
-    auto* gx = need_grad_x ? grad_x.mutable_data_ptr<scalar_t>() : nullptr;
-    auto* gc = grad_c.mutable_data_ptr<scalar_t>();
-    const int64_t slice_rows = (N + slices - 1) / slices;
-    const GradRows grad_rows{I * O, O}; // grad_y is (N, I, O)
-    at::parallel_for(0, slices * I, parallel_grain(slice_rows * 2 * (k + 1) * (O + k + 1)),
-                     [&](int64_t b, int64_t e) {
-                       for (int64_t task = b; task < e; ++task) {
-                         const int64_t s = task / I, i = task % I;
-                         int64_t n_begin, n_end;
-                         slice_bounds(N, slices, s, &n_begin, &n_end);
-                         for (int64_t n = n_begin; gx != nullptr && n < n_end; ++n)
-                           gx[n * I + i] = grad_x_thread(a, gy, grad_rows, n, i);
-                         if (!per_thread) {
-                           grad_w_columns(a, gy, grad_rows, gc, slices, s, i, 0, O);
-                           continue;
-                         }
-                         for (int64_t o = 0; o < O; ++o)
-                           grad_w_columns(a, gy, grad_rows, gc, slices, s, i, o, o + 1);
-                       }
-                     });
-  });
-  return {grad_x, slices == 1 ? grad_c.squeeze(0) : grad_c.sum(0)};
-}
-
-// `edges`: the per-edge splines, else the layer's sum over inputs; weight is (I, M, O) for both.
 at::Tensor forward_any(bool edges, const at::Tensor& x, const at::Tensor& grid,
                        const at::Tensor& inv, const at::Tensor& weight, int64_t k) {
   if (x.is_cuda()) {
 #ifdef KAN_HAS_CUDA_KERNELS
-    return edges ? fused_spline_edges_forward_cuda(x, grid, inv, weight, k)
-                 : fused_spline_forward_cuda(x, grid, inv, weight, k);
+    return fused_spline_forward_cuda(edges, x, grid, inv, weight, k);
 #else
     // An explicit error rather than a quiet fallback to the reference formulation.
     TORCH_CHECK(false,
@@ -193,7 +127,7 @@ at::Tensor forward_any(bool edges, const at::Tensor& x, const at::Tensor& grid,
 #endif
   }
   TORCH_CHECK(x.is_cpu(), "backend fused runs on CPU and CUDA tensors, got x on ", x.device());
-  return edges ? edges_forward_cpu(x, grid, inv, weight, k) : forward_cpu(x, grid, inv, weight, k);
+  return forward_cpu(edges, x, grid, inv, weight, k);
 }
 
 // grad_x is left undefined (and not computed) unless need_grad_x.
@@ -203,11 +137,9 @@ std::pair<at::Tensor, at::Tensor> backward_any(bool edges, const at::Tensor& gra
                                                int64_t k, bool need_grad_x) {
 #ifdef KAN_HAS_CUDA_KERNELS
   if (x.is_cuda())
-    return edges ? fused_spline_edges_backward_cuda(grad_y, x, grid, inv, weight, k, need_grad_x)
-                 : fused_spline_backward_cuda(grad_y, x, grid, inv, weight, k, need_grad_x);
+    return fused_spline_backward_cuda(edges, grad_y, x, grid, inv, weight, k, need_grad_x);
 #endif
-  return edges ? edges_backward_cpu(grad_y, x, grid, inv, weight, k, need_grad_x)
-               : backward_cpu(grad_y, x, grid, inv, weight, k, need_grad_x);
+  return backward_cpu(edges, grad_y, x, grid, inv, weight, k, need_grad_x);
 }
 
 class FusedSplineFunction : public torch::autograd::Function<FusedSplineFunction> {

@@ -51,24 +51,16 @@ SplineArgs<T> spline_args(const at::Tensor& x, const at::Tensor& grid, const at:
 
 #ifdef KAN_HAS_CUDA_KERNELS
 /// CUDA kernels (fused_spline_cuda.cu), on the current stream; arguments as in fused_spline,
-/// contiguous, inv from knot_reciprocals.
-at::Tensor fused_spline_forward_cuda(const at::Tensor& x, const at::Tensor& grid,
+/// contiguous, weight (I, M, O), inv from knot_reciprocals. The layer's y (N, O), or with `edges`
+/// the per-edge splines (N, I, O) of weight = coef transposed to (I, M, O).
+at::Tensor fused_spline_forward_cuda(bool edges, const at::Tensor& x, const at::Tensor& grid,
                                      const at::Tensor& inv, const at::Tensor& weight, int64_t k);
-/// (grad_x, grad_weight) of fused_spline_forward_cuda for grad_y (N, O); grad_x undefined unless
-/// need_grad_x.
+/// (grad_x, grad_weight) of fused_spline_forward_cuda for grad_y of its shape; grad_weight in the
+/// weight's layout, grad_x undefined unless need_grad_x.
 std::pair<at::Tensor, at::Tensor>
-fused_spline_backward_cuda(const at::Tensor& grad_y, const at::Tensor& x, const at::Tensor& grid,
-                           const at::Tensor& inv, const at::Tensor& weight, int64_t k,
-                           bool need_grad_x);
-/// The per-edge splines (N, I, O) of weight = coef transposed to (I, M, O), and their backward
-/// for grad_y (N, I, O) (grad_weight in the weight's layout).
-at::Tensor fused_spline_edges_forward_cuda(const at::Tensor& x, const at::Tensor& grid,
-                                           const at::Tensor& inv, const at::Tensor& weight,
-                                           int64_t k);
-std::pair<at::Tensor, at::Tensor>
-fused_spline_edges_backward_cuda(const at::Tensor& grad_y, const at::Tensor& x,
-                                 const at::Tensor& grid, const at::Tensor& inv,
-                                 const at::Tensor& weight, int64_t k, bool need_grad_x);
+fused_spline_backward_cuda(bool edges, const at::Tensor& grad_y, const at::Tensor& x,
+                           const at::Tensor& grid, const at::Tensor& inv, const at::Tensor& weight,
+                           int64_t k, bool need_grad_x);
 #endif
 
 } // namespace kan::detail

@@ -38,26 +38,6 @@ template <typename T> __global__ void forward_kernel(SplineArgs<T> a, T* __restr
     y[idx] = forward_thread(a, idx / a.O, idx % a.O);
 }
 
-// Thread (n, i), i fastest.
-template <typename T>
-__global__ void grad_x_kernel(SplineArgs<T> a, const T* __restrict__ gy, T* __restrict__ gx) {
-  const int64_t idx = thread_index();
-  if (idx < a.N * a.I)
-    gx[idx] = grad_x_thread(a, gy, GradRows{a.O, 0}, idx / a.I, idx % a.I);
-}
-
-// Thread (s, i, o), o fastest.
-template <typename T>
-__global__ void grad_w_kernel(SplineArgs<T> a, const T* __restrict__ gy, T* __restrict__ gw,
-                              int64_t slices) {
-  const int64_t idx = thread_index();
-  if (idx < slices * a.I * a.O) {
-    const int64_t o = idx % a.O;
-    grad_w_columns(a, gy, GradRows{a.O, 0}, gw, slices, idx / (a.I * a.O), (idx / a.O) % a.I, o,
-                   o + 1);
-  }
-}
-
 // The per-edge splines. Thread (n, i, o), o fastest.
 template <typename T> __global__ void edges_forward_kernel(SplineArgs<T> a, T* __restrict__ y) {
   const int64_t idx = thread_index();
@@ -65,23 +45,23 @@ template <typename T> __global__ void edges_forward_kernel(SplineArgs<T> a, T* _
     y[idx] = edges_forward_thread(a, idx / (a.I * a.O), (idx / a.O) % a.I, idx % a.O);
 }
 
-// Thread (n, i), i fastest.
+// The backward of both, grad_y's rows as `rows`. Thread (n, i), i fastest.
 template <typename T>
-__global__ void edges_grad_x_kernel(SplineArgs<T> a, const T* __restrict__ gy, T* __restrict__ gx) {
+__global__ void grad_x_kernel(SplineArgs<T> a, GradRows rows, const T* __restrict__ gy,
+                              T* __restrict__ gx) {
   const int64_t idx = thread_index();
   if (idx < a.N * a.I)
-    gx[idx] = grad_x_thread(a, gy, GradRows{a.I * a.O, a.O}, idx / a.I, idx % a.I);
+    gx[idx] = grad_x_thread(a, gy, rows, idx / a.I, idx % a.I);
 }
 
-// Thread (s, i, o), o fastest: it owns the column gc[s, i, :, o].
+// Thread (s, i, o), o fastest: it owns the column gw[s, i, :, o].
 template <typename T>
-__global__ void edges_grad_coef_kernel(SplineArgs<T> a, const T* __restrict__ gy,
-                                       T* __restrict__ gc, int64_t slices) {
+__global__ void grad_w_kernel(SplineArgs<T> a, GradRows rows, const T* __restrict__ gy,
+                              T* __restrict__ gw, int64_t slices) {
   const int64_t idx = thread_index();
   if (idx < slices * a.I * a.O) {
     const int64_t o = idx % a.O;
-    grad_w_columns(a, gy, GradRows{a.I * a.O, a.O}, gc, slices, idx / (a.I * a.O),
-                   (idx / a.O) % a.I, o, o + 1);
+    grad_w_columns(a, gy, rows, gw, slices, idx / (a.I * a.O), (idx / a.O) % a.I, o, o + 1);
   }
 }
 
@@ -96,29 +76,34 @@ int64_t backward_slices(int64_t N, int64_t I, int64_t O, const at::Tensor& weigh
 
 } // namespace
 
-at::Tensor fused_spline_forward_cuda(const at::Tensor& x, const at::Tensor& grid,
+at::Tensor fused_spline_forward_cuda(bool edges, const at::Tensor& x, const at::Tensor& grid,
                                      const at::Tensor& inv, const at::Tensor& weight, int64_t k) {
   const c10::cuda::CUDAGuard guard(x.device());
-  const int64_t N = x.size(0), O = weight.size(2);
-  auto y = at::empty({N, O}, x.options());
-  if (N == 0)
+  const int64_t N = x.size(0), I = x.size(1), O = weight.size(2);
+  auto y = edges ? at::empty({N, I, O}, x.options()) : at::empty({N, O}, x.options());
+  if (y.numel() == 0)
     return y;
   const auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_forward_cuda", [&] {
-    forward_kernel<scalar_t><<<blocks_for(N * O), kThreads, 0, stream>>>(
-        spline_args<scalar_t>(x, grid, inv, weight, k), y.mutable_data_ptr<scalar_t>());
+    const auto args = spline_args<scalar_t>(x, grid, inv, weight, k);
+    auto* out = y.mutable_data_ptr<scalar_t>();
+    if (edges)
+      edges_forward_kernel<scalar_t><<<blocks_for(y.numel()), kThreads, 0, stream>>>(args, out);
+    else
+      forward_kernel<scalar_t><<<blocks_for(y.numel()), kThreads, 0, stream>>>(args, out);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return y;
 }
 
 std::pair<at::Tensor, at::Tensor>
-fused_spline_backward_cuda(const at::Tensor& grad_y, const at::Tensor& x, const at::Tensor& grid,
-                           const at::Tensor& inv, const at::Tensor& weight, int64_t k,
-                           bool need_grad_x) {
+fused_spline_backward_cuda(bool edges, const at::Tensor& grad_y, const at::Tensor& x,
+                           const at::Tensor& grid, const at::Tensor& inv, const at::Tensor& weight,
+                           int64_t k, bool need_grad_x) {
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t N = x.size(0), I = x.size(1), M = weight.size(1), O = weight.size(2);
   const int64_t slices = backward_slices(N, I, O, weight);
+  const GradRows rows = edges ? GradRows{I * O, O} : GradRows{O, 0}; // grad_y (N, I, O) or (N, O)
   auto grad_x = need_grad_x ? at::empty_like(x) : at::Tensor();
   auto grad_w = at::zeros({slices, I, M, O}, weight.options());
   if (N > 0) {
@@ -127,58 +112,16 @@ fused_spline_backward_cuda(const at::Tensor& grad_y, const at::Tensor& x, const 
       const auto args = spline_args<scalar_t>(x, grid, inv, weight, k);
       if (need_grad_x) {
         grad_x_kernel<scalar_t><<<blocks_for(N * I), kThreads, 0, stream>>>(
-            args, grad_y.const_data_ptr<scalar_t>(), grad_x.mutable_data_ptr<scalar_t>());
+            args, rows, grad_y.const_data_ptr<scalar_t>(), grad_x.mutable_data_ptr<scalar_t>());
         C10_CUDA_KERNEL_LAUNCH_CHECK();
       }
       grad_w_kernel<scalar_t><<<blocks_for(slices * I * O), kThreads, 0, stream>>>(
-          args, grad_y.const_data_ptr<scalar_t>(), grad_w.mutable_data_ptr<scalar_t>(), slices);
+          args, rows, grad_y.const_data_ptr<scalar_t>(), grad_w.mutable_data_ptr<scalar_t>(),
+          slices);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
   }
   return {grad_x, slices == 1 ? grad_w.squeeze(0) : grad_w.sum(0)};
-}
-
-at::Tensor fused_spline_edges_forward_cuda(const at::Tensor& x, const at::Tensor& grid,
-                                           const at::Tensor& inv, const at::Tensor& weight,
-                                           int64_t k) {
-  const c10::cuda::CUDAGuard guard(x.device());
-  const int64_t N = x.size(0), I = x.size(1), O = weight.size(2);
-  auto y = at::empty({N, I, O}, x.options());
-  if (y.numel() == 0)
-    return y;
-  const auto stream = at::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_edges_forward_cuda", [&] {
-    edges_forward_kernel<scalar_t><<<blocks_for(N * I * O), kThreads, 0, stream>>>(
-        spline_args<scalar_t>(x, grid, inv, weight, k), y.mutable_data_ptr<scalar_t>());
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  });
-  return y;
-}
-
-std::pair<at::Tensor, at::Tensor>
-fused_spline_edges_backward_cuda(const at::Tensor& grad_y, const at::Tensor& x,
-                                 const at::Tensor& grid, const at::Tensor& inv,
-                                 const at::Tensor& weight, int64_t k, bool need_grad_x) {
-  const c10::cuda::CUDAGuard guard(x.device());
-  const int64_t N = x.size(0), I = x.size(1), O = weight.size(2);
-  const int64_t slices = backward_slices(N, I, O, weight);
-  auto grad_x = need_grad_x ? at::empty_like(x) : at::Tensor();
-  auto grad_c = at::zeros({slices, I, weight.size(1), O}, weight.options());
-  if (N > 0) {
-    const auto stream = at::cuda::getCurrentCUDAStream();
-    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_edges_backward_cuda", [&] {
-      const auto args = spline_args<scalar_t>(x, grid, inv, weight, k);
-      if (need_grad_x) {
-        edges_grad_x_kernel<scalar_t><<<blocks_for(N * I), kThreads, 0, stream>>>(
-            args, grad_y.const_data_ptr<scalar_t>(), grad_x.mutable_data_ptr<scalar_t>());
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-      }
-      edges_grad_coef_kernel<scalar_t><<<blocks_for(slices * I * O), kThreads, 0, stream>>>(
-          args, grad_y.const_data_ptr<scalar_t>(), grad_c.mutable_data_ptr<scalar_t>(), slices);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    });
-  }
-  return {grad_x, slices == 1 ? grad_c.squeeze(0) : grad_c.sum(0)};
 }
 
 } // namespace kan::detail

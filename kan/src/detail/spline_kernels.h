@@ -19,14 +19,23 @@ template <typename T> struct SplineArgs {
   int k;
 };
 
+/// A forward kernel on the items [begin, end) of y.
+template <typename T>
+using ForwardKernel = void (*)(const SplineArgs<T>& a, T* y, int64_t begin, int64_t end);
+/// A backward kernel on the tasks [task_begin, task_end), task = slice * I + input (see
+/// spline_backward).
+template <typename T>
+using BackwardKernel = void (*)(const SplineArgs<T>& a, const T* gy, T* gx, T* gw, int64_t slices,
+                                int64_t task_begin, int64_t task_end);
+
 /// The kernels of one instruction set, on a range of the work; the drivers below split the work
-/// over threads.
+/// over threads. The layer sums over its inputs; the per-edge splines (forward_with_activations)
+/// keep every (sample, input, output).
 template <typename T> struct SplineKernels {
-  /// Rows [n_begin, n_end) of y (N, O) += the spline part.
-  void (*forward_rows)(const SplineArgs<T>& a, T* y, int64_t n_begin, int64_t n_end);
-  /// Tasks [task_begin, task_end) of the backward, task = slice * I + input (see spline_backward).
-  void (*backward_tasks)(const SplineArgs<T>& a, const T* gy, T* gx, T* gw, int64_t slices,
-                         int64_t task_begin, int64_t task_end);
+  ForwardKernel<T> forward_rows;          ///< rows n of y (N, O) += the layer's spline part
+  BackwardKernel<T> backward_tasks;       ///< the layer's backward, gy (N, O)
+  ForwardKernel<T> edges_forward_pairs;   ///< pairs t = n * I + i of y (N, I, O) (overwritten)
+  BackwardKernel<T> edges_backward_tasks; ///< the per-edge splines' backward, gy (N, I, O)
 };
 
 namespace cpu_generic {
@@ -46,15 +55,17 @@ template <typename T> SplineKernels<T> kernels();
 /// thread that waking the thread pays (spline_kernels_generic.cpp).
 int64_t parallel_grain(int64_t work_per_item);
 
-/// y (N, O) = the spline part (y must be zero on entry), parallel over samples.
+/// The layer's y (N, O) = the spline part (y must be zero on entry), parallel over samples; with
+/// `edges`, the per-edge splines y (N, I, O), parallel over (sample, input) pairs.
 template <typename T>
-void spline_forward(const SplineKernels<T>& kernels, const SplineArgs<T>& a, T* y);
+void spline_forward(const SplineKernels<T>& kernels, bool edges, const SplineArgs<T>& a, T* y);
 
 /// gx (N, I) = dL/dx of the spline part (overwritten; may be null) and gw (slices, I, M, O), zero
-/// on entry, += dL/dweight of each slice of the samples (the caller sums over slices). Parallel
-/// over (slice, input) pairs, so no two threads write one element.
+/// on entry, += dL/dweight of each slice of the samples (the caller sums over slices), for gy of
+/// the layer (N, O) or, with `edges`, of the per-edge splines (N, I, O). Parallel over (slice,
+/// input) pairs, so no two threads write one element.
 template <typename T>
-void spline_backward(const SplineKernels<T>& kernels, const SplineArgs<T>& a, const T* gy, T* gx,
-                     T* gw, int64_t slices);
+void spline_backward(const SplineKernels<T>& kernels, bool edges, const SplineArgs<T>& a,
+                     const T* gy, T* gx, T* gw, int64_t slices);
 
 } // namespace kan::detail

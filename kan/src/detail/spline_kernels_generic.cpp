@@ -29,29 +29,31 @@ int64_t parallel_grain(int64_t work_per_item) {
 }
 
 template <typename T>
-void spline_forward(const SplineKernels<T>& kernels, const SplineArgs<T>& a, T* y) {
-  at::parallel_for(0, a.N, parallel_grain(a.I * work_per_point(a)),
-                   [&](int64_t begin, int64_t end) { kernels.forward_rows(a, y, begin, end); });
+void spline_forward(const SplineKernels<T>& kernels, bool edges, const SplineArgs<T>& a, T* y) {
+  const auto kernel = edges ? kernels.edges_forward_pairs : kernels.forward_rows;
+  const int64_t items = edges ? a.N * a.I : a.N, inputs_per_item = edges ? 1 : a.I;
+  at::parallel_for(0, items, parallel_grain(inputs_per_item * work_per_point(a)),
+                   [&](int64_t begin, int64_t end) { kernel(a, y, begin, end); });
 }
 
 template <typename T>
-void spline_backward(const SplineKernels<T>& kernels, const SplineArgs<T>& a, const T* gy, T* gx,
-                     T* gw, int64_t slices) {
+void spline_backward(const SplineKernels<T>& kernels, bool edges, const SplineArgs<T>& a,
+                     const T* gy, T* gx, T* gw, int64_t slices) {
   if (a.N == 0)
     return;
+  const auto kernel = edges ? kernels.edges_backward_tasks : kernels.backward_tasks;
   const int64_t rows_per_slice = (a.N + slices - 1) / slices;
   at::parallel_for(0, slices * a.I, parallel_grain(rows_per_slice * 2 * work_per_point(a)),
-                   [&](int64_t begin, int64_t end) {
-                     kernels.backward_tasks(a, gy, gx, gw, slices, begin, end);
-                   });
+                   [&](int64_t begin, int64_t end) { kernel(a, gy, gx, gw, slices, begin, end); });
 }
 
-template void spline_forward<float>(const SplineKernels<float>&, const SplineArgs<float>&, float*);
-template void spline_forward<double>(const SplineKernels<double>&, const SplineArgs<double>&,
+template void spline_forward<float>(const SplineKernels<float>&, bool, const SplineArgs<float>&,
+                                    float*);
+template void spline_forward<double>(const SplineKernels<double>&, bool, const SplineArgs<double>&,
                                      double*);
-template void spline_backward<float>(const SplineKernels<float>&, const SplineArgs<float>&,
+template void spline_backward<float>(const SplineKernels<float>&, bool, const SplineArgs<float>&,
                                      const float*, float*, float*, int64_t);
-template void spline_backward<double>(const SplineKernels<double>&, const SplineArgs<double>&,
+template void spline_backward<double>(const SplineKernels<double>&, bool, const SplineArgs<double>&,
                                       const double*, double*, double*, int64_t);
 
 } // namespace kan::detail
