@@ -3,12 +3,13 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS kan kan_diagnostics kan_reports kan_warnings EXPORT kanbenchTargets
+install(TARGETS kan kan_io kan_diagnostics kan_reports kan_warnings EXPORT kanbenchTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/kan/include/kan ${PROJECT_SOURCE_DIR}/diagnostics/include/kan
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/kan/include/kan ${PROJECT_SOURCE_DIR}/io/include/kan
+                  ${PROJECT_SOURCE_DIR}/diagnostics/include/kan
                   ${PROJECT_SOURCE_DIR}/reports/include/kan
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS kanbench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -16,8 +16,10 @@ struct CliRun {
 };
 
 /// `kanbench ARGS` with stderr folded into stdout; the exit code as the shell sees it.
-inline CliRun run_kanbench(const std::string& args) {
-  const std::string command = std::string(KANBENCH_EXECUTABLE) + " " + args + " 2>&1";
+/// `shell_prefix` runs before it in the same shell (e.g. a resource limit).
+inline CliRun run_kanbench(const std::string& args, const std::string& shell_prefix = "") {
+  const std::string command =
+      shell_prefix + std::string(KANBENCH_EXECUTABLE) + " " + args + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   if (!pipe)
     throw std::runtime_error("cannot run " + command);

@@ -8,8 +8,12 @@
 #include <torch/nn/module.h>
 #include <torch/serialize.h>
 
+#include <torch/cuda.h>
+
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 namespace kan {
 namespace {
@@ -118,6 +122,118 @@ TEST_F(Checkpoint, OptionsJsonRoundTrip) {
   auto bad = to_json(options);
   bad["k"] = "three";
   KAN_EXPECT_ERROR(kan_options_from_json(bad), "'k'", "wrong type");
+}
+
+// The file's bytes, and the offset of `tensor`'s bytes in it (stored uncompressed).
+std::pair<std::string, size_t> find_tensor_bytes(const std::string& file, const torch::Tensor& t) {
+  std::ifstream in(file, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto cpu = t.contiguous();
+  const std::string needle(static_cast<const char*>(cpu.data_ptr()), cpu.nbytes());
+  return {bytes, bytes.find(needle)};
+}
+
+void write_bytes(const std::string& file, const std::string& bytes) {
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+TEST_F(Checkpoint, CorruptTensorBytesAreRefusedNamingTheTensor) {
+  auto model = trained_model();
+  save_checkpoint(model, path("model.pt"));
+  auto [bytes, at] = find_tensor_bytes(path("model.pt"), model->layer(1)->coef);
+  ASSERT_NE(at, std::string::npos);
+  auto flipped = bytes;
+  flipped[at + 3] ^= 0x01; // the lowest bits of one coefficient: still a finite number
+  write_bytes(path("flipped.pt"), flipped);
+  KAN_EXPECT_ERROR(load_checkpoint(path("flipped.pt")), "flipped.pt", "layers.1.coef",
+                   "checksum", "corrupt");
+
+  auto nan = bytes;
+  const double not_a_number = std::nan("");
+  nan.replace(at, sizeof not_a_number, reinterpret_cast<const char*>(&not_a_number),
+              sizeof not_a_number);
+  write_bytes(path("nan.pt"), nan);
+  KAN_EXPECT_ERROR(load_checkpoint(path("nan.pt")), "nan.pt", "layers.1.coef", "1 NaN");
+}
+
+TEST_F(Checkpoint, NonFiniteModelsAreNotWritten) {
+  auto model = trained_model();
+  save_checkpoint(model, path("model.pt"));
+  const auto before = fs::file_size(path("model.pt"));
+  {
+    torch::NoGradGuard no_grad;
+    model->layer(0)->scale_sp[0][0] = std::numeric_limits<double>::infinity();
+  }
+  KAN_EXPECT_ERROR(save_checkpoint(model, path("model.pt")), "layers.0.scale_sp", "1 Inf");
+  EXPECT_EQ(fs::file_size(path("model.pt")), before);
+  EXPECT_NO_THROW(load_checkpoint(path("model.pt")));
+}
+
+TEST_F(Checkpoint, ADtypeThatContradictsTheConfigurationIsRefused) {
+  auto model = trained_model(); // float64 tensors
+  torch::serialize::OutputArchive archive, state;
+  archive.write("kanbench_format", c10::IValue(std::string("kanbench-kan-checkpoint")));
+  archive.write("kanbench_format_version", c10::IValue(int64_t{1}));
+  auto options = model->options();
+  archive.write("kanbench_config", c10::IValue(to_json(options.dtype(torch::kFloat32)).dump()));
+  model->save(state);
+  archive.write("model", state);
+  archive.save_to(path("mixed.pt"));
+  KAN_EXPECT_ERROR(load_checkpoint(path("mixed.pt")), "mixed.pt", "Double", "Float",
+                   "nothing is converted silently");
+}
+
+TEST_F(Checkpoint, VersionOneFilesStillLoad) {
+  auto model = trained_model();
+  torch::serialize::OutputArchive archive, state;
+  archive.write("kanbench_format", c10::IValue(std::string("kanbench-kan-checkpoint")));
+  archive.write("kanbench_format_version", c10::IValue(int64_t{1}));
+  auto options = model->options();
+  archive.write("kanbench_config", c10::IValue(to_json(options.dtype(model->dtype())).dump()));
+  model->save(state);
+  archive.write("model", state);
+  archive.save_to(path("v1.pt"));
+  const auto loaded = load_checkpoint(path("v1.pt"));
+  EXPECT_TRUE(torch::equal(loaded->layer(1)->coef, model->layer(1)->coef));
+}
+
+TEST_F(Checkpoint, WritesAtomicallyAndReplacesASymlinkInsteadOfItsTarget) {
+  auto model = trained_model();
+  std::ofstream(path("precious.txt")) << "keep me";
+  fs::create_symlink(path("precious.txt"), path("model.pt"));
+  save_checkpoint(model, path("model.pt"));
+  std::ifstream in(path("precious.txt"));
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "keep me");
+  EXPECT_FALSE(fs::is_symlink(path("model.pt")));
+  EXPECT_NO_THROW(load_checkpoint(path("model.pt")));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator{}), 2);
+}
+
+TEST_F(Checkpoint, AFailingWriterIsAnErrorNotAnAbort) {
+  // LibTorch's archive writer retries a failed write in its destructor; the failure must come
+  // out as one exception after it is done (a full disk used to abort kanbench fit).
+  auto model = trained_model();
+  size_t written = 0;
+  try {
+    save_checkpoint(model, [&](const void*, size_t size) {
+      if (written + size > 1000)
+        throw std::runtime_error("model.pt: cannot write: No space left on device");
+      written += size;
+    });
+    ADD_FAILURE() << "no error from a failing writer";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("No space left"), std::string::npos) << e.what();
+  }
+  EXPECT_LE(written, 1000u);
+}
+
+TEST_F(Checkpoint, FoldersAndMissingGpusAreNamed) {
+  save_checkpoint(trained_model(), path("model.pt"));
+  KAN_EXPECT_ERROR(load_checkpoint(dir_.string()), "is a folder");
+  if (!torch::cuda::is_available()) {
+    KAN_EXPECT_ERROR(load_checkpoint(path("model.pt"), torch::kCUDA), "model.pt",
+                     "no usable CUDA device");
+  }
 }
 
 TEST_F(Checkpoint, LoadsOntoCuda_CUDA) {

@@ -60,13 +60,13 @@ TEST_F(CompareCli, BadFilesFailWithOneLineNamingFileAndKey) {
   j["cases"][1]["median_epoch_seconds"] = "fast";
   write("bad.json", j.dump());
   auto run = kanbench("compare " + path("old.json") + " " + path("bad.json"));
-  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_EQ(lines(run.output), 1u) << run.output;
   EXPECT_EQ(run.output, "kanbench: error: " + path("bad.json") +
                             ": cases[1].median_epoch_seconds: expected a number, got a string "
                             "(\"fast\")\n");
   run = kanbench("compare " + path("old.json") + " " + path("missing.json"));
-  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_EQ(lines(run.output), 1u) << run.output;
   EXPECT_NE(run.output.find("missing.json: cannot open"), std::string::npos) << run.output;
 }
@@ -116,7 +116,7 @@ TEST_F(ReportCli, ErrorsAreOneLine) {
            {"report " + path("results.json") + " -o " + path("no/folder/r.html"),
             "no/folder/r.html"}}) {
     const auto run = kanbench(args);
-    EXPECT_EQ(run.exit_code, 1) << args << ": " << run.output;
+    EXPECT_EQ(run.exit_code, 2) << args << ": " << run.output;
     EXPECT_EQ(lines(run.output), 1u) << args << ": " << run.output;
     EXPECT_EQ(run.output.rfind("kanbench: error: ", 0), 0u) << run.output;
     EXPECT_NE(run.output.find(part), std::string::npos) << run.output;

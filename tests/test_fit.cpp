@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
+#include <cmath>
 #include <limits>
 
 namespace kan {
@@ -193,6 +194,15 @@ TEST(Fit, RefusesBadDataAndOptions) {
   KAN_EXPECT_ERROR(fit(model, good, FitOptions().batch(21)), "batch = 21", "20 samples");
   KAN_EXPECT_ERROR(fit(model, good, FitOptions().batch(0)), "batch", "got 0");
   KAN_EXPECT_ERROR(fit(model, good, FitOptions().grid_update_num(100)), "grid_update_num");
+  // A NaN, infinite or negative regularisation weight is refused before it can spoil the model.
+  const auto before = model->layer(0)->coef.clone();
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  KAN_EXPECT_ERROR(fit(model, good, FitOptions().lamb(0.01).lamb_entropy(nan)), "lamb_entropy",
+                   "finite", "nan");
+  KAN_EXPECT_ERROR(fit(model, good, FitOptions().lamb(0.01).lamb_l1(inf)), "lamb_l1", "inf");
+  KAN_EXPECT_ERROR(fit(model, good, FitOptions().lamb(0.01).lamb_coef(-1)), "lamb_coef", "-1");
+  KAN_EXPECT_ERROR(fit(model, good, FitOptions().lamb(nan)), "lamb must be");
+  EXPECT_TRUE(torch::equal(model->layer(0)->coef, before));
 
   auto empty = toy_data(0, 10);
   KAN_EXPECT_ERROR(fit(model, empty), "non-empty training set");

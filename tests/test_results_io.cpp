@@ -301,19 +301,4 @@ TEST_F(ResultsIo, WriterRefusesWhatTheReaderWouldRefuseAndLeavesTheOldFile) {
   EXPECT_EQ(read("results.json"), before);
 }
 
-TEST_F(ResultsIo, AtomicWriteReplacesAndLeavesNoTemporary) {
-  write_file_atomically(path("a.txt"), "first");
-  write_file_atomically(path("a.txt"), "second");
-  EXPECT_EQ(read("a.txt"), "second");
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator{}), 1);
-  const auto perms = fs::status(path("a.txt")).permissions();
-  EXPECT_NE(perms & fs::perms::owner_read, fs::perms::none);
-  try {
-    write_file_atomically(path("no/such/folder/a.txt"), "x");
-    ADD_FAILURE() << "wrote into a missing folder";
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("no/such/folder/a.txt"), std::string::npos) << e.what();
-  }
-}
-
 } // namespace

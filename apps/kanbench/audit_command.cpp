@@ -2,11 +2,12 @@
 // of the model and a small dataset, then traced training steps. Exit 0 = clean, 1 = findings,
 // 2 = could not run (the reason on stderr).
 #include "commands.h"
+#include "values.h"
 
 #include "kan/diagnostics/audited_fit.h"
 #include "kan/diagnostics/environment.h"
 #include "kan/kan.h"
-#include "kan/reports/results_io.h"
+#include "kan/io/atomic_file.h"
 
 #include <nlohmann/json.hpp>
 
@@ -27,7 +28,7 @@ struct AuditArgs {
 
   std::string device = "cpu";
   std::string checkpoint;
-  std::vector<int64_t> width;
+  std::string width;
   int64_t grid = kModel.grid();
   int64_t k = kModel.k();
   std::string dtype = "float32";
@@ -127,13 +128,13 @@ int audit(const AuditArgs& a) {
   // here leaves through run_audit as exit 2.
   TORCH_CHECK(a.checkpoint.empty() != a.width.empty(),
               "give the model either as --checkpoint PATH or as --width 2,5,1 (not both)");
-  TORCH_CHECK(a.trace_steps >= 0, "--trace-steps must be >= 0, got ", a.trace_steps);
-  TORCH_CHECK(a.samples >= 1, "--samples must be >= 1, got ", a.samples);
+  if (!a.json.empty())
+    kan::io::check_output_file(a.json, "--json");
   const torch::Device device = parse_device(a.device, "--device");
   const torch::Device data_device =
       a.data_device.empty() ? device : parse_device(a.data_device, "--data-device");
   kan::KAN model = !a.checkpoint.empty() ? kan::load_checkpoint(a.checkpoint, device)
-                                         : kan::KAN(kan::KANOptions(a.width)
+                                         : kan::KAN(kan::KANOptions(parse_width(a.width))
                                                         .grid(a.grid)
                                                         .k(a.k)
                                                         .seed(a.seed)
@@ -213,7 +214,7 @@ int audit(const AuditArgs& a) {
                                                     : nlohmann::json(nullptr);
       out["after_training"] = after->to_json();
     }
-    kan::reports::write_file_atomically(a.json, out.dump(2) + "\n");
+    kan::io::write_file_atomically(a.json, out.dump(2) + "\n");
   }
   return code;
 }
@@ -228,22 +229,29 @@ void add_audit_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
   auto* checkpoint = cmd->add_option("--checkpoint", args->checkpoint, "A model.pt to audit");
   cmd->add_option("--width", args->width, "Or build a model of these widths, e.g. 2,5,1")
-      ->delimiter(',')
       ->excludes(checkpoint);
-  cmd->add_option("--grid", args->grid, "Grid intervals G (with --width)")->capture_default_str();
-  cmd->add_option("--k", args->k, "Spline order k (with --width)")->capture_default_str();
+  cmd->add_option("--grid", args->grid, "Grid intervals G (with --width)")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--k", args->k, "Spline order k (with --width)")
+      ->check(integer_at_least(0))
+      ->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "Model dtype (with --width)")
       ->check(CLI::IsMember({"float32", "float64"}))
       ->capture_default_str();
-  cmd->add_option("--seed", args->seed, "Seed of model and data")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Seed of model and data")
+      ->check(unsigned_64())
+      ->capture_default_str();
   cmd->add_option("--opt", args->opt, "Optimiser of the traced steps")
       ->check(CLI::IsMember({"lbfgs", "adam"}))
       ->capture_default_str();
   cmd->add_option("--trace-steps", args->trace_steps,
                   "Training steps traced operation by operation (as many again run untraced "
                   "for the timing comparison); 0 = static audit only")
+      ->check(integer_at_least(0))
       ->capture_default_str();
   cmd->add_option("--samples", args->samples, "Training samples of the audit dataset")
+      ->check(integer_at_least(1))
       ->capture_default_str();
   cmd->add_option("--data-device", args->data_device,
                   "Put the dataset here instead (as a loader that yields CPU tensors would)");

@@ -2,6 +2,7 @@
 // noise-aware verdict; with --fail-on-regression PCT, exit 1 when a case is slower by more than
 // PCT percent (a CI gate).
 #include "commands.h"
+#include "values.h"
 
 #include "kan/reports/baseline.h"
 #include "kan/reports/results_io.h"
@@ -51,13 +52,13 @@ void add_compare_command(CLI::App& app, int& exit_code) {
   cmd->add_option("new", args->new_path, "New results.json")->required();
   cmd->add_option("--fail-on-regression", args->fail_on_regression,
                   "Exit 1 when a case is significantly slower by more than PCT percent")
-      ->check(CLI::NonNegativeNumber);
+      ->check(finite_number(0));
   cmd->add_option("--min-change", args->min_change,
                   "Smaller changes of the median (percent) are reported as same")
-      ->check(CLI::NonNegativeNumber)
+      ->check(finite_number(0))
       ->capture_default_str();
   cmd->add_option("--alpha", args->alpha, "Significance level of the U test")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(finite_number(0, /*exclusive=*/true, 1))
       ->capture_default_str();
   cmd->callback([args, &exit_code] { exit_code = run_compare(*args); });
 }

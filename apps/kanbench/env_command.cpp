@@ -2,6 +2,7 @@
 #include "commands.h"
 
 #include "kan/diagnostics/environment.h"
+#include "kan/io/atomic_file.h"
 #include "kan/reports/results_io.h"
 
 #include <iostream>
@@ -16,10 +17,12 @@ void add_env_command(CLI::App& app, int& exit_code) {
              "why not), GPUs, CPU, threads, NVTX and CUPTI");
   cmd->add_option("--json", *json_path, "Also write the report as JSON to this file");
   cmd->callback([json_path, &exit_code] {
+    if (!json_path->empty())
+      kan::io::check_output_file(*json_path, "--json");
     const auto environment = kan::diagnostics::collect_environment();
     std::cout << kan::diagnostics::to_text(environment);
     if (!json_path->empty())
-      kan::reports::write_file_atomically(*json_path,
+      kan::io::write_file_atomically(*json_path,
                                           kan::reports::to_json(environment).dump(2) + "\n");
     exit_code = 0;
   });

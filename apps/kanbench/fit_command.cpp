@@ -1,10 +1,11 @@
 // `kanbench fit`: train a KAN on a named reference function, optionally refine its grid and
 // train again; write DIR/fit.json (configuration, history, final RMSE) and DIR/model.pt.
 #include "commands.h"
+#include "values.h"
 
 #include "kan/diagnostics/audited_fit.h"
 #include "kan/kan.h"
-#include "kan/reports/results_io.h"
+#include "kan/io/atomic_file.h"
 
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>
@@ -29,7 +30,7 @@ struct FitArgs {
   inline static const kan::KANOptions kModel{{2, 5, 1}};
 
   std::string function = "toy";
-  std::vector<int64_t> width = kModel.width();
+  std::string width = "2,5,1";
   int64_t grid = kModel.grid();
   int64_t k = kModel.k();
   std::string backend = kan::to_string(kModel.backend());
@@ -158,15 +159,42 @@ void report_audit(const kan::diagnostics::AuditedFit& audited) {
                t.overhead_seconds);
 }
 
+// model.pt and fit.json are one unit: both are written and synced as temporaries first, so a
+// full disk leaves both old files; only the two renames remain, and if the second one fails
+// the stale fit.json is removed and the error says so.
+void write_outputs(const kan::KAN& model, const std::string& checkpoint_path,
+                   const std::string& json_path, const std::string& json_text) {
+  kan::io::AtomicFile checkpoint(checkpoint_path), json(json_path);
+  try {
+    kan::save_checkpoint(model, [&](const void* data, size_t size) { checkpoint.write(data, size); });
+  } catch (const std::runtime_error& e) {
+    TORCH_CHECK(false, "cannot write checkpoint: ", first_line(e.what()));
+  }
+  json.write(json_text);
+  checkpoint.finish();
+  json.finish();
+  checkpoint.commit();
+  try {
+    json.commit();
+  } catch (const std::runtime_error& e) {
+    std::error_code ec;
+    std::filesystem::remove(json_path, ec);
+    TORCH_CHECK(false, first_line(e.what()), "; ", checkpoint_path, " is new, so the stale ",
+                json_path, " of the previous run was ",
+                ec ? "left in place: delete it" : "removed");
+  }
+}
+
 int run_fit(const FitArgs& a) {
   const auto device = parse_device(a.device);
   const auto dtype = a.dtype == "float64" ? torch::kFloat64 : torch::kFloat32;
+  const auto width = parse_width(a.width);
   const auto& function = kan::reference_function(a.function);
-  TORCH_CHECK(!a.width.empty() && a.width.front() == function.n_var, "--width starts with ",
-              a.width.empty() ? 0 : a.width.front(), " inputs but function '", a.function, "' has ",
-              function.n_var, " variables");
-  TORCH_CHECK(a.width.back() == 1, "--width must end in 1 output for a regression function, got ",
-              a.width.back());
+  TORCH_CHECK(width.front() == function.n_var, "--width starts with ", width.front(),
+              " inputs but function '", a.function, "' has ", function.n_var, " variables");
+  TORCH_CHECK(width.back() == 1, "--width must end in 1 output for a regression function, got ",
+              width.back());
+  kan::io::check_output_folder(a.out, "--out");
 
   const auto data = kan::create_dataset(function.f, kan::DatasetOptions(function.n_var)
                                                         .train_num(a.train_num)
@@ -175,7 +203,7 @@ int run_fit(const FitArgs& a) {
                                                         .device(device)
                                                         .dtype(dtype));
   const auto model_options =
-      kan::KANOptions(a.width).grid(a.grid).k(a.k).seed(a.seed).device(device).dtype(dtype).backend(
+      kan::KANOptions(width).grid(a.grid).k(a.k).seed(a.seed).device(device).dtype(dtype).backend(
           kan::spline_backend_from_string(a.backend));
   kan::KAN model(model_options);
   auto fit_options = kan::FitOptions()
@@ -193,10 +221,6 @@ int run_fit(const FitArgs& a) {
                          .grid_update_num(a.grid_update_num)
                          .stop_grid_update_step(a.stop_grid_update_step)
                          .seed(a.seed);
-  if (a.refine != 0) {
-    TORCH_CHECK(a.refine >= 1, "--refine must be a grid size >= 1, got ", a.refine);
-  }
-  std::filesystem::create_directories(a.out);
 
   nlohmann::json result{{"schema_version", kFitSchemaVersion},
                         {"command", "fit"},
@@ -234,11 +258,10 @@ int run_fit(const FitArgs& a) {
     summary += ", refined " + refined_label + ": test RMSE " + scientific(refined.test_rmse);
   }
 
-  const auto checkpoint = (std::filesystem::path(a.out) / "model.pt").string();
-  kan::save_checkpoint(model, checkpoint);
   result["checkpoint"] = "model.pt";
   const auto json_path = (std::filesystem::path(a.out) / "fit.json").string();
-  kan::reports::write_file_atomically(json_path, result.dump(2) + "\n");
+  write_outputs(model, (std::filesystem::path(a.out) / "model.pt").string(), json_path,
+                result.dump(2) + "\n");
   std::cout << summary << " (" << kan::to_string(fit_options.opt()) << ", " << a.steps << " steps, "
             << a.dtype << ", " << device << ", " << scientific(result["seconds"].get<double>())
             << " s) -> " << json_path << "\n";
@@ -256,52 +279,76 @@ void add_fit_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--function", args->function, "Target function")
       ->check(CLI::IsMember(functions))
       ->capture_default_str();
-  cmd->add_option("--width", args->width, "Layer widths, comma separated")
-      ->delimiter(',')
+  cmd->add_option("--width", args->width, "Layer widths, comma separated")->capture_default_str();
+  cmd->add_option("--grid", args->grid, "Grid intervals G")
+      ->check(integer_at_least(1))
       ->capture_default_str();
-  cmd->add_option("--grid", args->grid, "Grid intervals G")->capture_default_str();
-  cmd->add_option("--k", args->k, "Spline order k")->capture_default_str();
+  cmd->add_option("--k", args->k, "Spline order k")
+      ->check(integer_at_least(0))
+      ->capture_default_str();
   cmd->add_option("--backend", args->backend, "Spline backend")
       ->check(CLI::IsMember({"reference", "fused"}))
       ->capture_default_str();
   cmd->add_option("--opt", args->opt, "Optimiser")
       ->check(CLI::IsMember({"lbfgs", "adam"}))
       ->capture_default_str();
-  cmd->add_option("--steps", args->steps, "Optimisation steps")->capture_default_str();
-  cmd->add_option("--lr", args->lr, "Learning rate")->capture_default_str();
+  cmd->add_option("--steps", args->steps, "Optimisation steps")
+      ->check(integer_at_least(0))
+      ->capture_default_str();
+  cmd->add_option("--lr", args->lr, "Learning rate")
+      ->check(finite_number(0, /*exclusive=*/true))
+      ->capture_default_str();
   cmd->add_option("--batch", args->batch, "Samples per step, -1 = full batch")
+      ->check(integer_at_least(-1))
       ->capture_default_str();
   cmd->add_option("--batch-draw", args->batch_draw,
                   "per_step: a fresh draw each step (pykan); per_epoch: one permutation per pass "
                   "over the training set")
       ->check(CLI::IsMember({"per_step", "per_epoch"}))
       ->capture_default_str();
-  cmd->add_option("--lamb", args->lamb, "Regularisation strength")->capture_default_str();
-  cmd->add_option("--lamb-l1", args->lamb_l1, "Weight of the L1 term")->capture_default_str();
+  cmd->add_option("--lamb", args->lamb, "Regularisation strength")
+      ->check(finite_number(0))
+      ->capture_default_str();
+  cmd->add_option("--lamb-l1", args->lamb_l1, "Weight of the L1 term")
+      ->check(finite_number(0))
+      ->capture_default_str();
   cmd->add_option("--lamb-entropy", args->lamb_entropy, "Weight of the entropy term")
+      ->check(finite_number(0))
       ->capture_default_str();
   cmd->add_option("--lamb-coef", args->lamb_coef, "Weight of the coef L1 term")
+      ->check(finite_number(0))
       ->capture_default_str();
   cmd->add_option("--lamb-coefdiff", args->lamb_coefdiff, "Weight of the coef smoothness term")
+      ->check(finite_number(0))
       ->capture_default_str();
   cmd->add_flag("--no-update-grid", args->no_update_grid, "Keep the grids fixed during training");
   cmd->add_option("--grid-update-num", args->grid_update_num, "Grid updates before the stop step")
+      ->check(integer_at_least(1))
       ->capture_default_str();
   cmd->add_option("--stop-grid-update-step", args->stop_grid_update_step,
                   "No grid update from this step on")
+      ->check(integer_at_least(0))
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "Seed of data, model and minibatches")
+      ->check(unsigned_64())
       ->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "Floating type")
       ->check(CLI::IsMember({"float32", "float64"}))
       ->capture_default_str();
   cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
-  cmd->add_option("--refine", args->refine, "After training, refine to this G and train again")
+  cmd->add_option("--refine", args->refine,
+                  "After training, refine to this G and train again (0: no refinement)")
+      ->check(integer_at_least(0))
       ->capture_default_str();
-  cmd->add_option("--train-num", args->train_num, "Training samples")->capture_default_str();
-  cmd->add_option("--test-num", args->test_num, "Test samples")->capture_default_str();
+  cmd->add_option("--train-num", args->train_num, "Training samples")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--test-num", args->test_num, "Test samples")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
   cmd->add_option("--trace-steps", args->trace_steps,
                   "Trace the device of every operation in the first N steps (0: off)")
+      ->check(integer_at_least(0))
       ->capture_default_str();
   cmd->add_option("--out", args->out, "Output folder for fit.json and model.pt")
       ->capture_default_str();

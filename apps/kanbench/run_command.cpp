@@ -1,7 +1,9 @@
 // `kanbench run`: the benchmark suite; writes DIR/results.json and DIR/report.html.
 #include "commands.h"
+#include "values.h"
 
 #include "kan/bench/suite.h"
+#include "kan/io/atomic_file.h"
 #include "kan/reports/html_report.h"
 #include "kan/reports/results_io.h"
 
@@ -50,6 +52,16 @@ std::string format_seconds(const std::optional<double>& s) {
 }
 
 int run(const RunArgs& a) {
+  // Every output path is checked before the first case is measured.
+  kan::io::check_output_folder(a.out, "--out");
+  if (!a.trace.empty())
+    kan::io::check_output_file(a.trace, "--trace");
+  std::vector<std::string> write_failures;
+  auto report_failure = [&](const std::string& message) {
+    std::cerr << "kanbench: error: " << message << "\n";
+    write_failures.push_back(message);
+  };
+
   kan::bench::SuiteOptions options;
   options.suite = a.suite;
   options.devices = a.devices;
@@ -60,18 +72,27 @@ int run(const RunArgs& a) {
   options.cupti = !a.no_cupti;
   options.trace_file = a.trace;
   options.on_progress = print_progress;
+  options.on_output_error = report_failure;
   auto results = kan::bench::run_suite(options);
   results.config.out = a.out;
   if (isatty(fileno(stderr)))
     std::fprintf(stderr, "\n");
 
-  std::filesystem::create_directories(a.out);
+  // A late write that fails does not stop the others, nor the summary below.
   const auto path = (std::filesystem::path(a.out) / "results.json").string();
-  kan::reports::write_results_file(path, results);
   const auto report = (std::filesystem::path(a.out) / "report.html").string();
-  kan::reports::HtmlReportOptions html;
-  html.results_source = "results.json";
-  kan::reports::write_html_report(report, results, html);
+  try {
+    kan::reports::write_results_file(path, results);
+  } catch (const std::exception& e) {
+    report_failure(first_line(e.what()));
+  }
+  try {
+    kan::reports::HtmlReportOptions html;
+    html.results_source = "results.json";
+    kan::reports::write_html_report(report, results, html);
+  } catch (const std::exception& e) {
+    report_failure(first_line(e.what()));
+  }
 
   for (const auto& c : results.cases) {
     std::cout << c.name << " on " << c.target << ": " << kan::reports::to_string(c.status);
@@ -96,10 +117,15 @@ int run(const RunArgs& a) {
   std::printf("edge cases: %d of %zu passed; %.1f s in all -> %s, %s\n", passed,
               results.edge_cases.size(), results.wall_seconds.value_or(0), path.c_str(),
               report.c_str());
-  // The CI gate: exit 1 on a failed case, parity, edge case or audit finding.
+  // The CI gate: exit 1 on a failed case, parity, edge case or audit finding; 2 when an output
+  // could not be written (the run did not do its job, whatever it measured).
   const auto problems = kan::reports::run_problems(results);
   for (const auto& p : problems)
     std::cout << "problem: " << p << "\n";
+  for (const auto& f : write_failures)
+    std::cout << "not written: " << f << "\n";
+  if (!write_failures.empty())
+    return 2;
   return problems.empty() ? 0 : 1;
 }
 
@@ -111,16 +137,18 @@ void add_run_command(CLI::App& app, int& exit_code) {
       "run", "Run the benchmark suite on every device: per-epoch time, parity, edge cases; writes "
              "DIR/results.json and report.html. Exit 0 when every case, parity check and edge "
              "case passed with no audit finding, 1 otherwise (the results are written either "
-             "way), 2 on a bad command line");
+             "way), 2 when it could not run or write its outputs");
   cmd->add_option("--suite", args->suite, "quick (seconds), default (minutes), full (GPU sizes)")
       ->check(CLI::IsMember(kan::bench::suite_names()))
       ->capture_default_str();
   cmd->add_option("--devices", args->devices, "auto, cpu, cuda or cpu,cuda")->capture_default_str();
   cmd->add_option("--repeat", args->repeat, "Timed epochs per case (0: the suite's own)")
+      ->check(integer_at_least(0))
       ->capture_default_str();
   cmd->add_option("--case", args->cases, "Only these workloads (toy, deep, wide, million)");
   cmd->add_option("--time-limit", args->time_limit,
                   "Seconds per case before it is recorded as timeout (0: the suite's default)")
+      ->check(finite_number(0))
       ->capture_default_str();
   cmd->add_flag("--no-edge-cases", args->no_edge_cases, "Skip the edge cases");
   cmd->add_flag("--no-cupti", args->no_cupti, "Do not count GPU kernels and copies with CUPTI");

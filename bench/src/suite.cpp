@@ -453,8 +453,16 @@ reports::Results run_suite(const SuiteOptions& o) {
         results.edge_cases.push_back(std::move(e));
     }
   }
-  if (!o.trace_file.empty())
-    diagnostics::write_chrome_trace(o.trace_file, instrumentation.records, instrumentation.ranges);
+  if (!o.trace_file.empty()) {
+    try {
+      diagnostics::write_chrome_trace(o.trace_file, instrumentation.records,
+                                      instrumentation.ranges);
+    } catch (const std::exception& e) {
+      if (!o.on_output_error)
+        throw;
+      o.on_output_error(first_line(e.what()));
+    }
+  }
   results.wall_seconds = seconds_since(run_start);
   return results;
 }

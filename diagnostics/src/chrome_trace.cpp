@@ -1,5 +1,7 @@
 #include "kan/diagnostics/chrome_trace.h"
 
+#include "kan/io/atomic_file.h"
+
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
 
@@ -13,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <ostream>
+#include <sstream>
 #include <unordered_map>
 
 namespace kan::diagnostics {
@@ -191,13 +194,13 @@ void write_chrome_trace(std::ostream& out, const ActivityRecords& records,
 
 void write_chrome_trace(const std::string& path, const ActivityRecords& records,
                         const std::vector<TraceRange>& ranges) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  TORCH_CHECK(out.good(), "write_chrome_trace: cannot open '", path,
-              "' for writing; check that its folder exists and is writable");
+  std::ostringstream out;
   write_chrome_trace(out, records, ranges);
-  out.flush();
-  TORCH_CHECK(out.good(), "write_chrome_trace: writing '", path,
-              "' failed (disk full?); free space or choose another path");
+  try {
+    io::write_file_atomically(path, out.str());
+  } catch (const std::runtime_error& e) {
+    TORCH_CHECK(false, "write_chrome_trace: cannot write ", e.what());
+  }
 }
 
 TraceRangeScope::TraceRangeScope(std::vector<TraceRange>& sink, std::string name, std::string lane)

@@ -5,7 +5,15 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
+#include "kan/io/atomic_file.h"
+
+#include <torch/cuda.h>
+
+#include <cstdio>
+#include <exception>
 #include <filesystem>
+#include <tuple>
+#include <vector>
 
 namespace kan {
 namespace {
@@ -15,6 +23,7 @@ constexpr const char* kFormatName = "kanbench-kan-checkpoint";
 constexpr const char* kVersionKey = "kanbench_format_version";
 constexpr const char* kConfigKey = "kanbench_config";
 constexpr const char* kModelKey = "model";
+constexpr const char* kChecksumsKey = "kanbench_checksums"; // from format version 2
 
 std::string dtype_name(torch::Dtype dtype) {
   return dtype == torch::kFloat64 ? "float64" : "float32";
@@ -42,24 +51,66 @@ template <typename T> T required(const nlohmann::json& json, const char* key) {
   }
 }
 
-void check_shapes(const KAN& model, const std::string& path) {
-  for (size_t l = 0; l < model->depth(); ++l) {
-    const auto layer = model->layer(l);
-    const auto& o = layer->options();
-    const std::vector<std::pair<const char*, std::pair<torch::Tensor, std::vector<int64_t>>>>
-        expected{{"grid", {layer->grid, {o.in_dim(), o.grid() + 2 * o.k() + 1}}},
-                 {"mask", {layer->mask, {o.in_dim(), o.out_dim()}}},
-                 {"coef", {layer->coef, {o.in_dim(), o.out_dim(), o.grid() + o.k()}}},
-                 {"scale_base", {layer->scale_base, {o.in_dim(), o.out_dim()}}},
-                 {"scale_sp", {layer->scale_sp, {o.in_dim(), o.out_dim()}}}};
-    for (const auto& [name, tensor_and_shape] : expected) {
-      const auto& [tensor, shape] = tensor_and_shape;
-      TORCH_CHECK(tensor.sizes() == c10::IntArrayRef(shape) && tensor.scalar_type() == o.dtype(),
-                  "checkpoint '", path, "': layers.", l, ".", name, " is ", tensor.scalar_type(),
-                  " of shape ", tensor.sizes(), " but its configuration implies ", o.dtype(),
-                  " of shape ", c10::IntArrayRef(shape));
-    }
+// FNV-1a over a tensor's bytes: LibTorch's archive reader does not verify its zip records'
+// CRC-32, so a flipped bit in a tensor would load silently without a checksum of our own.
+std::string checksum(const torch::Tensor& tensor) {
+  const auto cpu = tensor.detach().to(torch::kCPU).contiguous();
+  const auto* bytes = static_cast<const unsigned char*>(cpu.data_ptr());
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (size_t n = 0, size = cpu.nbytes(); n < size; ++n)
+    hash = (hash ^ bytes[n]) * 0x100000001b3ULL;
+  char text[32];
+  std::snprintf(text, sizeof text, "fnv1a64:%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
+// Every parameter and buffer with its dotted name ("layers.0.coef") and whether it is a buffer.
+std::vector<std::tuple<std::string, torch::Tensor, bool>> state_tensors(const KAN& model) {
+  std::vector<std::tuple<std::string, torch::Tensor, bool>> tensors;
+  for (const auto& p : model->named_parameters())
+    tensors.emplace_back(p.key(), p.value(), false);
+  for (const auto& b : model->named_buffers())
+    tensors.emplace_back(b.key(), b.value(), true);
+  return tensors;
+}
+
+// Refuses NaN and Inf in a model's state: such a model cannot be trained or updated further.
+void check_finite_state(const std::string& name, const torch::Tensor& tensor,
+                        const std::string& where) {
+  if (tensor.is_meta() || !tensor.is_floating_point())
+    return;
+  const auto finite = torch::isfinite(tensor);
+  if (finite.all().item<bool>())
+    return;
+  const auto nan = torch::isnan(tensor).sum().item<int64_t>();
+  const auto inf = torch::logical_not(finite).sum().item<int64_t>() - nan;
+  TORCH_CHECK(false, where, ": ", name, " contains ", nan, " NaN and ", inf,
+              " Inf values; a model with non-finite parameters cannot be used (was it saved from a "
+              "training run that diverged, or is the file corrupt?)");
+}
+
+// The tensor stored under a dotted name, read as it is in the file (its own dtype and shape).
+torch::Tensor stored_tensor(torch::serialize::InputArchive& state, const std::string& name,
+                            bool is_buffer, const std::string& path) {
+  std::vector<std::string> parts;
+  for (size_t begin = 0;;) {
+    const auto dot = name.find('.', begin);
+    parts.push_back(name.substr(begin, dot - begin));
+    if (dot == std::string::npos)
+      break;
+    begin = dot + 1;
   }
+  std::vector<torch::serialize::InputArchive> nested(parts.size() - 1);
+  torch::serialize::InputArchive* archive = &state;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    TORCH_CHECK(archive->try_read(parts[i], nested[i]), "checkpoint '", path, "' has no ", name,
+                ": the file does not match its configuration");
+    archive = &nested[i];
+  }
+  torch::Tensor tensor;
+  TORCH_CHECK(archive->try_read(parts.back(), tensor, is_buffer), "checkpoint '", path,
+              "' has no ", name, ": the file does not match its configuration");
+  return tensor;
 }
 
 } // namespace
@@ -103,51 +154,86 @@ KANOptions kan_options_from_json(const nlohmann::json& j) {
           j.contains("backend") ? required<std::string>(j, "backend") : std::string("fused")));
 }
 
-void save_checkpoint(const KAN& model, const std::string& path) {
+void save_checkpoint(const KAN& model, const std::function<void(const void*, size_t)>& write) {
   auto options = model->options();
   options.dtype(model->dtype());
+  nlohmann::json checksums;
+  for (const auto& [name, tensor, is_buffer] : state_tensors(model)) {
+    (void)is_buffer;
+    check_finite_state(name, tensor, "checkpoint not written");
+    checksums[name] = checksum(tensor);
+  }
   torch::serialize::OutputArchive archive;
   archive.write(kFormatKey, c10::IValue(std::string(kFormatName)));
   archive.write(kVersionKey, c10::IValue(kCheckpointFormatVersion));
   archive.write(kConfigKey, c10::IValue(to_json(options).dump()));
+  archive.write(kChecksumsKey, c10::IValue(checksums.dump()));
   torch::serialize::OutputArchive state;
   model->save(state);
   archive.write(kModelKey, state);
+  // LibTorch's archive writer must never see a failed write: it retries the write in its
+  // destructor, and an exception there aborts the program. So a failure is kept, the rest of
+  // the archive is dropped, and the failure is thrown once the writer is done.
+  std::exception_ptr failure;
+  archive.save_to([&](const void* data, size_t size) -> size_t {
+    if (!failure) {
+      try {
+        write(data, size);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+    }
+    return size;
+  });
+  if (failure)
+    std::rethrow_exception(failure);
+}
+
+void save_checkpoint(const KAN& model, const std::string& path) {
   try {
-    archive.save_to(path);
-  } catch (const c10::Error& e) {
-    TORCH_CHECK(false, "cannot write checkpoint '", path,
-                "': ", first_line(e.what_without_backtrace()));
+    io::AtomicFile file(path);
+    save_checkpoint(model, [&](const void* data, size_t size) { file.write(data, size); });
+    file.commit();
+  } catch (const std::runtime_error& e) {
+    TORCH_CHECK(false, "cannot write checkpoint '", path, "': ", first_line(e.what()));
   }
 }
 
 KAN load_checkpoint(const std::string& path, torch::Device device) {
+  TORCH_CHECK(!device.is_cuda() || torch::cuda::is_available(), "cannot load checkpoint '", path,
+              "' onto ", device, ": no usable CUDA device here (kanbench env says why)");
+  TORCH_CHECK(!device.is_cuda() || !device.has_index() ||
+                  device.index() < static_cast<int>(torch::cuda::device_count()),
+              "cannot load checkpoint '", path, "' onto ", device, ": only ",
+              torch::cuda::device_count(), " CUDA device(s) are visible");
   std::error_code ec;
+  TORCH_CHECK(!std::filesystem::is_directory(path, ec), "cannot read checkpoint '", path,
+              "': it is a folder, not a checkpoint file");
   TORCH_CHECK(std::filesystem::is_regular_file(path, ec), "cannot read checkpoint '", path,
               "': no such file");
   TORCH_CHECK(std::filesystem::file_size(path, ec) > 0, "cannot read checkpoint '", path,
               "': the file is empty");
+  // Read on the CPU, checked there, then moved: a corrupt file never reaches the device.
   torch::serialize::InputArchive archive;
   try {
-    archive.load_from(path, device);
+    archive.load_from(path, torch::Device(torch::kCPU));
   } catch (const c10::Error& e) {
     TORCH_CHECK(false, "cannot read checkpoint '", path,
                 "': not a readable LibTorch archive (truncated or foreign file?): ",
                 first_line(e.what_without_backtrace()));
   }
 
-  c10::IValue format, version, config;
+  c10::IValue format, version, config, checksums_record;
   TORCH_CHECK(archive.try_read(kFormatKey, format) && format.isString() &&
                   format.toStringRef() == kFormatName,
               "'", path, "' is a LibTorch archive but not a kanbench checkpoint");
-  TORCH_CHECK(archive.try_read(kVersionKey, version) && version.isInt() &&
-                  version.toInt() == kCheckpointFormatVersion,
+  TORCH_CHECK(archive.try_read(kVersionKey, version) && version.isInt() && version.toInt() >= 1 &&
+                  version.toInt() <= kCheckpointFormatVersion,
               "checkpoint '", path, "' has format version ",
               version.isInt() ? std::to_string(version.toInt()) : std::string("?"),
-              "; this kanbench reads version ", kCheckpointFormatVersion);
+              "; this kanbench reads versions 1 to ", kCheckpointFormatVersion);
   TORCH_CHECK(archive.try_read(kConfigKey, config) && config.isString(), "checkpoint '", path,
               "' has no configuration record");
-
   KANOptions options({1, 1});
   try {
     options = kan_options_from_json(nlohmann::json::parse(config.toStringRef()));
@@ -155,16 +241,34 @@ KAN load_checkpoint(const std::string& path, torch::Device device) {
     TORCH_CHECK(false, "checkpoint '", path,
                 "' has a malformed configuration: ", first_line(e.what()));
   }
+  // Version 1 files carry no checksums; from version 2 on every tensor has one.
+  nlohmann::json checksums = nlohmann::json::object();
+  if (version.toInt() >= 2) {
+    TORCH_CHECK(archive.try_read(kChecksumsKey, checksums_record) && checksums_record.isString(),
+                "checkpoint '", path, "' has no checksum record");
+    checksums = nlohmann::json::parse(checksums_record.toStringRef(), nullptr, false);
+    TORCH_CHECK(checksums.is_object(), "checkpoint '", path, "' has a malformed checksum record");
+  }
+
   KAN model(options.device(device));
   torch::serialize::InputArchive state;
   TORCH_CHECK(archive.try_read(kModelKey, state), "checkpoint '", path, "' has no model state");
-  try {
-    model->load(state);
-  } catch (const c10::Error& e) {
-    TORCH_CHECK(false, "checkpoint '", path,
-                "' does not match its configuration: ", first_line(e.what_without_backtrace()));
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, tensor, is_buffer] : state_tensors(model)) {
+    const auto stored = stored_tensor(state, name, is_buffer, path);
+    TORCH_CHECK(stored.scalar_type() == options.dtype() && stored.sizes() == tensor.sizes(),
+                "checkpoint '", path, "': ", name, " is ", stored.scalar_type(), " of shape ",
+                stored.sizes(), " but its configuration implies ", options.dtype(), " of shape ",
+                tensor.sizes(), "; the file is inconsistent (nothing is converted silently)");
+    check_finite_state(name, stored, "checkpoint '" + path + "'");
+    if (version.toInt() >= 2) {
+      TORCH_CHECK(checksums.contains(name) && checksums[name].is_string(), "checkpoint '", path,
+                  "' has no checksum for ", name);
+      TORCH_CHECK(checksums[name].get<std::string>() == checksum(stored), "checkpoint '", path,
+                  "': ", name, " does not match its checksum: the file is corrupt");
+    }
+    tensor.copy_(stored);
   }
-  check_shapes(model, path);
   return model;
 }
 

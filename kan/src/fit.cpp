@@ -85,7 +85,16 @@ private:
 void check_options(const FitOptions& o) {
   TORCH_CHECK(o.steps() >= 0, "steps must be >= 0, got ", o.steps());
   TORCH_CHECK(o.lr() > 0 && std::isfinite(o.lr()), "lr must be a positive number, got ", o.lr());
-  TORCH_CHECK(o.lamb() >= 0, "lamb must be >= 0, got ", o.lamb());
+  // NaN compares false with everything, so each weight is checked for being finite first: a NaN
+  // weight would turn every parameter into NaN in the first step.
+  for (const auto& [name, value] : {std::pair<const char*, double>{"lamb", o.lamb()},
+                                    {"lamb_l1", o.lamb_l1()},
+                                    {"lamb_entropy", o.lamb_entropy()},
+                                    {"lamb_coef", o.lamb_coef()},
+                                    {"lamb_coefdiff", o.lamb_coefdiff()}}) {
+    TORCH_CHECK(std::isfinite(value) && value >= 0, name, " must be a finite number >= 0, got ",
+                value);
+  }
   TORCH_CHECK(o.batch() == -1 || o.batch() >= 1, "batch must be -1 (full batch) or >= 1, got ",
               o.batch());
   if (o.update_grid()) {

@@ -1,5 +1,7 @@
 #include "kan/reports/html_report.h"
 
+#include "kan/io/atomic_file.h"
+
 #include "kan/reports/results_io.h"
 #include "kan/reports/statistics.h"
 
@@ -954,7 +956,7 @@ std::string render_html_report(const Results& results, const HtmlReportOptions& 
 
 void write_html_report(const std::string& path, const Results& results,
                        const HtmlReportOptions& options) {
-  write_file_atomically(path, render_html_report(results, options));
+  io::write_file_atomically(path, render_html_report(results, options));
 }
 
 } // namespace kan::reports

@@ -2,18 +2,15 @@
 
 #include "detail/json_reader.h"
 
+#include "kan/io/atomic_file.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <sstream>
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace kan::reports {
 
@@ -624,47 +621,7 @@ void write_results_file(const std::string& path, const Results& results) {
   } catch (const ResultsError& e) {
     throw ResultsError(path, e.key_path(), e.problem() + " (not written)");
   }
-  write_file_atomically(path, text);
-}
-
-void write_file_atomically(const std::string& path, const std::string& content) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::string pattern = (folder / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
-  const int fd = ::mkstemp(pattern.data());
-  if (fd < 0)
-    throw std::runtime_error(path + ": cannot create a temporary file in " + folder.string() +
-                             ": " + std::strerror(errno));
-  const std::string temporary = pattern;
-  auto give_up = [&](const std::string& what) {
-    const int error = errno;
-    ::unlink(temporary.c_str());
-    throw std::runtime_error(path + ": " + what + ": " + std::strerror(error));
-  };
-  size_t written = 0;
-  while (written < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      ::close(fd);
-      give_up("cannot write " + temporary);
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    ::close(fd);
-    give_up("cannot sync " + temporary);
-  }
-  // mkstemp creates 0600; a results file is as readable as any other file the user writes.
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
-  ::fchmod(fd, 0666 & ~mask);
-  if (::close(fd) != 0)
-    give_up("cannot close " + temporary);
-  if (::rename(temporary.c_str(), path.c_str()) != 0)
-    give_up("cannot rename " + temporary + " to " + path);
+  io::write_file_atomically(path, text);
 }
 
 } // namespace kan::reports

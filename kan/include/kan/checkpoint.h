@@ -7,23 +7,35 @@
 #include <nlohmann/json.hpp>
 #include <torch/types.h>
 
+#include <functional>
 #include <string>
 
 namespace kan {
 
-/// Version of the checkpoint layout; bumped whenever it changes.
-constexpr int64_t kCheckpointFormatVersion = 1;
+/// Version of the checkpoint layout; bumped whenever it changes. 2: a checksum per tensor.
+/// Files of every earlier version still load.
+constexpr int64_t kCheckpointFormatVersion = 2;
 
 /// Every KANOptions field as JSON (the device is left out: a checkpoint is loaded where asked).
 nlohmann::json to_json(const KANOptions& options);
 /// The inverse of to_json; a missing or mistyped key is an error naming it.
 KANOptions kan_options_from_json(const nlohmann::json& json);
 
-/// Writes model's configuration and every parameter and buffer to `path`.
+/// Writes model's configuration and every parameter and buffer, each with a checksum, to `path`,
+/// atomically: through a temporary file in the same folder that is synced and renamed, so a full
+/// disk or a kill leaves the previous file intact, and a symbolic link at `path` is replaced, not
+/// followed. A model with NaN or Inf in its state is refused (it could not be loaded again).
 void save_checkpoint(const KAN& model, const std::string& path);
 
-/// Rebuilds the model saved at `path` on `device`. A missing, empty, truncated or foreign file
-/// is an error that names the file and the problem.
+/// The same checkpoint, handed to `write` piece by piece (for a caller that writes several files
+/// as one unit, e.g. through kan::io::AtomicFile). An exception from `write` is rethrown once
+/// LibTorch's archive writer is done.
+void save_checkpoint(const KAN& model, const std::function<void(const void*, size_t)>& write);
+
+/// Rebuilds the model saved at `path` on `device`. A missing, empty, truncated, corrupt (a
+/// checksum that does not match, NaN or Inf in a tensor) or foreign file, a tensor whose dtype or
+/// shape contradicts the configuration, or a CUDA device that is not there, is an error that
+/// names the file, the tensor and the problem.
 ///
 /// Example:
 ///   kan::save_checkpoint(model, "model.pt");

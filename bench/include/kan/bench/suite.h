@@ -75,6 +75,9 @@ struct SuiteOptions {
   /// Write a Chrome trace (kernels, copies, epoch and step ranges) here; "" = none.
   std::string trace_file;
   std::function<void(const Progress&)> on_progress;
+  /// Called with the message when an output written during the run (the trace) cannot be
+  /// written; the run goes on and its results are still returned. Unset: the error is thrown.
+  std::function<void(const std::string&)> on_output_error;
 };
 
 /// Runs the suite. Never throws for a case that fails: it is recorded with its status and

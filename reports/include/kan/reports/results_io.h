@@ -67,9 +67,4 @@ int check_schema_version(const nlohmann::json& version, const std::string& key_p
 /// The whole content of a file; throws std::runtime_error naming the file when it cannot be read.
 std::string read_text_file(const std::string& path);
 
-/// Writes `content` to `path` through a temporary file in the same folder and a rename, so a
-/// reader never sees a half-written file and an interrupted writer leaves `path` as it was.
-/// Throws std::runtime_error naming the file and the system's reason.
-void write_file_atomically(const std::string& path, const std::string& content);
-
 } // namespace kan::reports

@@ -1,0 +1,31 @@
+#pragma once
+// Command-line values checked where they are parsed: every number finite and in its range, every
+// list well formed, each error one line naming the option and the value it got (CLI11 prefixes
+// the option's name), so that a typo can never switch a check off or train something else.
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace kanbench {
+
+/// A finite number >= min (or > min when `exclusive`), and <= max when given.
+CLI::Validator finite_number(double min, bool exclusive = false,
+                             double max = std::numeric_limits<double>::infinity());
+
+/// An integer >= min (CLI11 then converts it; this catches "-1" for a count, "1e3", " 5").
+CLI::Validator integer_at_least(int64_t min);
+
+/// A decimal unsigned 64-bit integer: no sign, no wrap-around past 2^64 - 1.
+CLI::Validator unsigned_64();
+
+/// "2,5,1": layer widths, each a positive integer; empty entries are an error naming `option`.
+std::vector<int64_t> parse_width(const std::string& text, const std::string& option = "--width");
+
+/// A value as it may appear in a message: at most 40 characters (a 1 MB argument is elided).
+std::string shown(const std::string& value);
+
+} // namespace kanbench
