@@ -87,8 +87,8 @@ void BM_DenseEquivalentGemm_CUDA(benchmark::State& state) {
   state.SetLabel("dense gemm");
 }
 
-// batch, in, out, G, k. G = 5 and G = 50 at 4096 x 100 -> 100 are issue 6's acceptance cases;
-// batch 256 is the ctest smoke case.
+// batch, in, out, G, k. G = 5 and G = 50 at 4096 x 100 -> 100 are the fused backend's yardsticks
+// (the README quotes them); batch 256 is the ctest smoke case.
 const std::vector<std::vector<int64_t>>& layer_shapes() {
   static const std::vector<std::vector<int64_t>> shapes = {
       {256, 16, 16, 5, 3},     {4096, 100, 100, 5, 3},  {4096, 100, 100, 50, 3},

@@ -1,9 +1,10 @@
 # An installed kanbenchConfig.cmake lets another project find_package(kanbench) and link kan::kan,
-# kan::diagnostics and kan::reports.
+# kan::diagnostics, kan::reports and kan::io (tests/consumer builds such a project against the
+# installed tree). The warnings target stays inside this build.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS kan kan_io kan_diagnostics kan_reports kan_warnings EXPORT kanbenchTargets
+install(TARGETS kan kan_io kan_diagnostics kan_reports EXPORT kanbenchTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}

@@ -26,6 +26,22 @@ TEST(Dataset, ShapesRangesAndLabels) {
   EXPECT_LT(test::max_abs_diff(data.train_label.squeeze(1), expected), 1e-12);
 }
 
+TEST(Dataset, ToMovesAndConvertsEveryTensor) {
+  const auto& toy = reference_function("toy");
+  const auto data = create_dataset(toy.f, DatasetOptions(2).train_num(20).test_num(5));
+  const auto f64 = data.to(torch::kFloat64);
+  for (const auto& t : {f64.train_input, f64.train_label, f64.test_input, f64.test_label})
+    EXPECT_EQ(t.scalar_type(), torch::kFloat64);
+  EXPECT_TRUE(torch::equal(f64.train_input.to(torch::kFloat32), data.train_input));
+  // The meta device stands in for another device on a machine without a GPU.
+  const auto moved = data.to(torch::Device(torch::kMeta));
+  for (const auto& t : {moved.train_input, moved.train_label, moved.test_input, moved.test_label})
+    EXPECT_TRUE(t.is_meta());
+  Dataset classes{data.train_input, torch::zeros({20}, torch::kLong), data.test_input,
+                  torch::zeros({5}, torch::kLong)};
+  EXPECT_EQ(classes.to(torch::kFloat64).train_label.scalar_type(), torch::kLong);
+}
+
 TEST(Dataset, SeedAndDtype) {
   const auto& f = reference_function("xy").f;
   const auto a = create_dataset(f, DatasetOptions(2).seed(3).dtype(torch::kFloat64));

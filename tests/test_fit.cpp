@@ -26,7 +26,7 @@ KAN toy_model(uint64_t seed = 0, torch::Dtype dtype = torch::kFloat64,
   return KAN(KANOptions({2, 5, 1}).grid(3).k(3).seed(seed).dtype(dtype).device(device));
 }
 
-// KAN_SPEC.md, "Reference results": pykan 0.2.8 reaches 5.0e-3 to 5.6e-3 after 50 LBFGS steps
+// docs/kan.md, "Reference results": pykan 0.2.8 reaches 5.0e-3 to 5.6e-3 after 50 LBFGS steps
 // and 4.4e-4 to 5.4e-4 after refine(10) and 50 more.
 TEST(Fit, ReachesPykansReferenceResults) {
   for (uint64_t seed : {0, 42}) {

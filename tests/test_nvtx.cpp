@@ -21,6 +21,7 @@ detail::NvtxScopeCounters operator-(const detail::NvtxScopeCounters& a,
 }
 
 TEST(Nvtx, RangesNestWithAndWithoutPayload) {
+  const auto before = detail::nvtx_range_log().size();
   {
     NvtxRange epoch("epoch", 3);
     {
@@ -30,7 +31,16 @@ TEST(Nvtx, RangesNestWithAndWithoutPayload) {
     }
     NvtxRange another("step");
   }
-  SUCCEED();
+  auto log = detail::nvtx_range_log();
+  log.erase(log.begin(), log.begin() + static_cast<std::ptrdiff_t>(before));
+  if (!nvtx_compiled_in()) {
+    EXPECT_TRUE(log.empty());
+    return;
+  }
+  // Pushed in order with their payloads, popped innermost first, every one of them.
+  const std::vector<std::string> expected = {"epoch:3", "step", "evaluation:-1", "",    "pop",
+                                             "pop",     "pop",  "step",          "pop", "pop"};
+  EXPECT_EQ(log, expected);
 }
 
 TEST(Nvtx, ScopesCallbackObservesUserScopesOnly) {

@@ -7,7 +7,8 @@
 #                   (default: ~/.cache/kanbench/venv-torch-<version>, shared by every
 #                   clone on the machine because the wheel and its CUDA libraries are ~5 GB)
 #   KANBENCH_BUILD  the build folder (default: build/ in the checkout)
-set -euo pipefail
+#
+# It sets no shell options of its own: the scripts that source it run with `set -euo pipefail`.
 
 KANBENCH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 KANBENCH_TORCH_VERSION=2.11.0
@@ -18,13 +19,18 @@ kanbench_log() { printf '[kanbench setup] %s\n' "$*" >&2; }
 
 kanbench_install_debian_packages() {
   # chromium: the HTML report's browser test (skipped, with that reason, where it is missing)
+  # clang-format: the formatting check (tools/check-format.sh, a ctest)
   local wanted=(cmake ninja-build g++ libgtest-dev libbenchmark-dev nlohmann-json3-dev
-                libcli11-dev libjs-chart.js chromium)
+                libcli11-dev libjs-chart.js chromium clang-format)
   local missing=() package
   for package in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
       missing+=("$package")
   done
+  # A Python that can make virtual environments (a stock Debian 12 has none; a machine with its
+  # own Python, such as pyenv's, needs nothing).
+  command -v python3 >/dev/null && python3 -c 'import ensurepip, venv' 2>/dev/null ||
+    missing+=(python3 python3-venv)
   [ ${#missing[@]} -eq 0 ] && return 0
   local sudo=()
   [ "$(id -u)" -eq 0 ] || sudo=(sudo)
@@ -48,16 +54,21 @@ kanbench_install_torch() {
   kanbench_torch_ok || { kanbench_log "torch $KANBENCH_TORCH_VERSION is not importable from $KANBENCH_VENV"; return 1; }
 }
 
+# Configures when the build folder is new or when what it was configured with changed (another
+# virtual environment or torch, CI's -Werror, the CUDA toolkit); otherwise the build reuses it.
 kanbench_configure() {
   local torch_prefix
   torch_prefix=$("$KANBENCH_VENV/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null)
   local werror=OFF
   [ "${CI:-}" = true ] && werror=ON
-  if [ ! -f "$KANBENCH_BUILD/build.ninja" ]; then
-    local cuda_args=()
-    [ -x /usr/local/cuda/bin/nvcc ] && cuda_args=(-DCUDAToolkit_ROOT=/usr/local/cuda)
+  local cuda_args=()
+  [ -x /usr/local/cuda/bin/nvcc ] && cuda_args=(-DCUDAToolkit_ROOT=/usr/local/cuda)
+  local stamp="$KANBENCH_BUILD/kanbench-configure.stamp"
+  local wanted="torch_prefix=$torch_prefix werror=$werror cuda=${cuda_args[*]-}"
+  if [ ! -f "$KANBENCH_BUILD/build.ninja" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
     cmake -S "$KANBENCH_ROOT" -B "$KANBENCH_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_PREFIX_PATH="$torch_prefix" -DKAN_WARNINGS_AS_ERRORS="$werror" "${cuda_args[@]}" >&2
+      -DCMAKE_PREFIX_PATH="$torch_prefix" -DKAN_WARNINGS_AS_ERRORS="$werror" ${cuda_args[@]+"${cuda_args[@]}"} >&2
+    printf '%s' "$wanted" > "$stamp"
   fi
 }
 

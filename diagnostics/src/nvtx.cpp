@@ -16,6 +16,14 @@ namespace detail {
 namespace {
 
 thread_local NvtxScopeCounters t_counters;
+thread_local std::vector<std::string> t_range_log;
+
+void log_range_event(std::string event) {
+  constexpr size_t kKept = 64;
+  if (t_range_log.size() == kKept)
+    t_range_log.erase(t_range_log.begin());
+  t_range_log.push_back(std::move(event));
+}
 
 #ifdef KAN_HAS_NVTX
 
@@ -109,6 +117,10 @@ NvtxScopeCounters nvtx_scope_counters() {
   return t_counters;
 }
 
+std::vector<std::string> nvtx_range_log() {
+  return t_range_log;
+}
+
 std::optional<std::pair<std::string, NvtxCategory>> nvtx_scope_range(const char* record_name) {
   if (record_name == nullptr)
     return std::nullopt;
@@ -135,15 +147,19 @@ bool nvtx_compiled_in() {
 
 NvtxRange::NvtxRange(const char* name) : pushed_(true) {
   detail::push(name, NvtxCategory::kRange);
+  detail::log_range_event(name);
 }
 
 NvtxRange::NvtxRange(const char* name, int64_t payload) : pushed_(true) {
   detail::push(name, NvtxCategory::kRange, &payload);
+  detail::log_range_event(std::string(name) + ":" + std::to_string(payload));
 }
 
 NvtxRange::~NvtxRange() {
-  if (pushed_)
+  if (pushed_) {
     detail::pop();
+    detail::log_range_event("pop");
+  }
 }
 
 NvtxScopes::NvtxScopes() : installed_(true) {

@@ -34,6 +34,18 @@ torch::Tensor label(const TargetFunction& f, const torch::Tensor& x) {
 
 } // namespace
 
+Dataset Dataset::to(torch::Device device) const {
+  auto move = [&](const torch::Tensor& t) { return t.defined() ? t.to(device) : t; };
+  return {move(train_input), move(train_label), move(test_input), move(test_label)};
+}
+
+Dataset Dataset::to(torch::Dtype dtype) const {
+  auto convert = [&](const torch::Tensor& t) {
+    return t.defined() && t.is_floating_point() ? t.to(dtype) : t;
+  };
+  return {convert(train_input), convert(train_label), convert(test_input), convert(test_label)};
+}
+
 Dataset create_dataset(const TargetFunction& f, const DatasetOptions& o) {
   TORCH_CHECK(f, "create_dataset needs a function, got an empty one");
   TORCH_CHECK(o.n_var() >= 1, "n_var must be >= 1, got ", o.n_var());

@@ -1,5 +1,5 @@
 #pragma once
-/// B-spline primitives of a KAN layer (KAN_SPEC.md, "Grid", "B-spline basis", "curve2coef").
+/// B-spline primitives of a KAN layer (docs/kan.md, "Grid", "B-spline basis", "curve2coef").
 ///
 /// Shapes: N samples, I inputs, O outputs, G grid intervals, k spline order,
 /// M = G + k basis functions per input, grid rows of G + 2k + 1 knots.

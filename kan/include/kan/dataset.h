@@ -19,6 +19,12 @@ struct Dataset {
   torch::Tensor train_label;
   torch::Tensor test_input;
   torch::Tensor test_label;
+
+  /// The same data on `device` (every tensor; labels keep their dtype). Example:
+  ///   data = data.to(model->device());
+  Dataset to(torch::Device device) const;
+  /// The same data with floating inputs and labels converted to `dtype` (class labels stay long).
+  Dataset to(torch::Dtype dtype) const;
 };
 
 /// f maps inputs (N, n_var) to labels (N, n_out) or (N).

@@ -1,5 +1,5 @@
 #pragma once
-/// Training a KAN as pykan's fit() does (KAN_SPEC.md, "Training").
+/// Training a KAN as pykan's fit() does (docs/kan.md, "Training").
 
 #include "kan/dataset.h"
 #include "kan/network.h"

@@ -1,5 +1,5 @@
 #pragma once
-/// One KAN layer: in_dim x out_dim learnable B-spline edges (KAN_SPEC.md, "One KAN layer").
+/// One KAN layer: in_dim x out_dim learnable B-spline edges (docs/kan.md, "One KAN layer").
 
 #include "kan/options.h"
 

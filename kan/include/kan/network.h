@@ -1,5 +1,5 @@
 #pragma once
-/// A KAN network: a stack of KANLayers built from a width list (KAN_SPEC.md, "Network").
+/// A KAN network: a stack of KANLayers built from a width list (docs/kan.md, "Network").
 
 #include "kan/layer.h"
 #include "kan/options.h"
@@ -48,7 +48,7 @@ struct KANOptions {
 /// The options of layer l of a network built from `options`.
 KANLayerOptions layer_options(const KANOptions& options, size_t l);
 
-/// Weights of the regulariser (KAN_SPEC.md, "Regularisation"; pykan's defaults).
+/// Weights of the regulariser (docs/kan.md, "Regularisation"; pykan's defaults).
 struct RegularizationOptions {
   TORCH_ARG(double, lamb_l1) = 1.0;
   TORCH_ARG(double, lamb_entropy) = 2.0;

@@ -14,7 +14,7 @@ std::string to_string(BaseFunction f);
 /// Parses "silu", "identity" or "zero"; anything else is an error naming the value.
 BaseFunction base_function_from_string(const std::string& name);
 
-/// How a KAN layer evaluates its splines (KAN_SPEC.md, "One KAN layer").
+/// How a KAN layer evaluates its splines (docs/kan.md, "One KAN layer").
 ///  - kReference: the Cox-de Boor recursion as whole-tensor ATen ops and one matrix product over
 ///    I * (G + k) columns; materialises (N, I, G + k) tensors. The correctness oracle.
 ///  - kFused: per (sample, input), the knot span and its k + 1 non-zero basis functions only,

@@ -23,6 +23,23 @@ constexpr int64_t kTargetThreads = int64_t{1} << 18;
 // Cap on the per-slice copies of grad_weight.
 constexpr int64_t kMaxSliceBytes = int64_t{256} << 20;
 
+// A launch that fails because this build has no code for the GPU's architecture says which GPU
+// and which build, instead of CUDA's bare "no kernel image is available for execution".
+void check_launch() {
+  const cudaError_t error = cudaGetLastError();
+  if (error == cudaErrorNoKernelImageForDevice || error == cudaErrorUnsupportedPtxVersion ||
+      error == cudaErrorInvalidPtx) {
+    const auto* gpu = at::cuda::getCurrentDeviceProperties();
+    TORCH_CHECK(false, "the fused backend's CUDA kernels were built for compute capabilities ",
+                KAN_CUDA_ARCH_LIST, " but ", gpu->name, " has compute capability ", gpu->major,
+                ".", gpu->minor, " (", cudaGetErrorString(error),
+                "): rebuild with TORCH_CUDA_ARCH_LIST including ", gpu->major, ".", gpu->minor,
+                ", or use the reference backend (KANOptions(...).backend(SplineBackend::"
+                "kReference), kanbench --backend reference)");
+  }
+  C10_CUDA_CHECK(error);
+}
+
 int64_t blocks_for(int64_t work) {
   return std::max<int64_t>(1, (work + kThreads - 1) / kThreads);
 }
@@ -91,7 +108,7 @@ at::Tensor fused_spline_forward_cuda(bool edges, const at::Tensor& x, const at::
       edges_forward_kernel<scalar_t><<<blocks_for(y.numel()), kThreads, 0, stream>>>(args, out);
     else
       forward_kernel<scalar_t><<<blocks_for(y.numel()), kThreads, 0, stream>>>(args, out);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    check_launch();
   });
   return y;
 }
@@ -113,12 +130,12 @@ fused_spline_backward_cuda(bool edges, const at::Tensor& grad_y, const at::Tenso
       if (need_grad_x) {
         grad_x_kernel<scalar_t><<<blocks_for(N * I), kThreads, 0, stream>>>(
             args, rows, grad_y.const_data_ptr<scalar_t>(), grad_x.mutable_data_ptr<scalar_t>());
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        check_launch();
       }
       grad_w_kernel<scalar_t><<<blocks_for(slices * I * O), kThreads, 0, stream>>>(
           args, rows, grad_y.const_data_ptr<scalar_t>(), grad_w.mutable_data_ptr<scalar_t>(),
           slices);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      check_launch();
     });
   }
   return {grad_x, slices == 1 ? grad_w.squeeze(0) : grad_w.sum(0)};

@@ -1,5 +1,5 @@
 #pragma once
-/// Honest measurements (../shared/DESIGN.md, "Measuring honestly"): device-side epoch timing
+/// Honest measurements (docs/measuring.md): device-side epoch timing
 /// and peak memory per case. Statistics of repeated timings: kan/reports/statistics.h.
 
 #include <torch/types.h>

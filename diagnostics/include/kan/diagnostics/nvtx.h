@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kan::diagnostics {
 
@@ -86,6 +87,10 @@ struct NvtxScopeCounters {
 };
 /// This thread's counters, from its first NvtxScopes on.
 NvtxScopeCounters nvtx_scope_counters();
+
+/// The NvtxRanges this thread pushed to NVTX, as "name" or "name:payload", each followed by
+/// "pop" when it ended (exposed for tests; the last 64 events, empty without NVTX).
+std::vector<std::string> nvtx_range_log();
 
 /// The NVTX range name for a RecordFunction name: "kan.phase.forward" -> "forward" (kPhase),
 /// "kan.module.layers.0" -> "layers.0" (kModule); nullopt for any other name.

@@ -1,0 +1,20 @@
+// Uses each installed library once: a KAN forward, a device audit, a result model, a file.
+#include <kan/diagnostics/device_audit.h>
+#include <kan/io/atomic_file.h>
+#include <kan/kan.h>
+#include <kan/reports/results.h>
+
+#include <cstdio>
+
+int main(int argc, char** argv) {
+  kan::KAN model(kan::KANOptions({2, 3, 1}).grid(4).seed(1));
+  const auto y = model(torch::rand({8, 2}));
+  const auto audit = kan::diagnostics::DeviceAudit(torch::kCPU).module(*model).report();
+  kan::reports::Results results;
+  if (argc > 1)
+    kan::io::write_file_atomically(argv[1], "consumer\n");
+  std::printf("output %lld x %lld, %lld tensors audited, %zu cases\n",
+              static_cast<long long>(y.size(0)), static_cast<long long>(y.size(1)),
+              static_cast<long long>(audit.summary.tensors_checked), results.cases.size());
+  return audit.findings.empty() && y.size(0) == 8 ? 0 : 1;
+}

@@ -1,0 +1,25 @@
+# cmake -P script: installs the kanbench build KAN_BUILD_DIR into WORK_DIR/prefix, then configures,
+# builds and runs the consumer project (CONSUMER_DIR) against that install only.
+function(run)
+  execute_process(COMMAND ${ARGV} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT code EQUAL 0)
+    message(FATAL_ERROR "failed (${code}): ${ARGV}\n${out}")
+  endif()
+  message(STATUS "${out}")
+endfunction()
+
+file(REMOVE_RECURSE "${WORK_DIR}")
+run(${CMAKE_COMMAND} --install "${KAN_BUILD_DIR}" --prefix "${WORK_DIR}/prefix")
+set(cuda_args "")
+if(CUDA_ROOT)
+  set(cuda_args "-DCUDAToolkit_ROOT=${CUDA_ROOT}")
+endif()
+run(${CMAKE_COMMAND} -S "${CONSUMER_DIR}" -B "${WORK_DIR}/build" -G Ninja
+    -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix" "-DTorch_DIR=${TORCH_DIR}"
+    ${cuda_args})
+run(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
+run("${WORK_DIR}/build/consumer" "${WORK_DIR}/written.txt")
+file(READ "${WORK_DIR}/written.txt" written)
+if(NOT written STREQUAL "consumer\n")
+  message(FATAL_ERROR "the consumer's file holds '${written}'")
+endif()
