@@ -41,10 +41,6 @@ struct AuditArgs {
   std::string json;
 };
 
-torch::Dtype parse_dtype(const std::string& name) {
-  return name == "float64" ? torch::kFloat64 : torch::kFloat32;
-}
-
 // A small regression dataset for the model's input and output widths.
 kan::Dataset audit_dataset(const AuditArgs& a, const kan::KAN& model, torch::Device device,
                            torch::Dtype dtype) {
@@ -139,8 +135,8 @@ int audit(const AuditArgs& a) {
                                                         .k(a.k)
                                                         .seed(a.seed)
                                                         .device(device)
-                                                        .dtype(parse_dtype(a.dtype)));
-  const auto data_dtype = a.data_dtype.empty() ? model->dtype() : parse_dtype(a.data_dtype);
+                                                        .dtype(kan::dtype_from_string(a.dtype)));
+  const auto data_dtype = a.data_dtype.empty() ? model->dtype() : kan::dtype_from_string(a.data_dtype);
   const kan::Dataset data = audit_dataset(a, model, data_device, data_dtype);
 
   const auto before = kan::diagnostics::DeviceAudit(device).module(*model).dataset(data).report();

@@ -187,7 +187,7 @@ void write_outputs(const kan::KAN& model, const std::string& checkpoint_path,
 
 int run_fit(const FitArgs& a) {
   const auto device = parse_device(a.device);
-  const auto dtype = a.dtype == "float64" ? torch::kFloat64 : torch::kFloat32;
+  const auto dtype = kan::dtype_from_string(a.dtype);
   const auto width = parse_width(a.width);
   const auto& function = kan::reference_function(a.function);
   TORCH_CHECK(width.front() == function.n_var, "--width starts with ", width.front(),

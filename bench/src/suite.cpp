@@ -20,10 +20,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string dtype_name(torch::Dtype dtype) {
-  return dtype == torch::kFloat64 ? "float64" : "float32";
-}
-
 std::string first_line(const std::string& text) {
   return text.substr(0, text.find('\n'));
 }
@@ -136,7 +132,7 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
   r.name = w.name;
   r.target = target.name;
   r.device = target.device.str();
-  r.dtype = dtype_name(target.dtype);
+  r.dtype = kan::to_string(target.dtype);
   r.config = w.to_json();
   r.config["time_limit_seconds"] = time_limit_seconds;
   r.warmup_epochs = w.warmup_epochs;
@@ -276,8 +272,8 @@ reports::Comparison compare_targets(const Workload& w, const Target& a, const Ta
   c.a = a.name;
   c.b = b.name;
   c.label = a.device == b.device
-                ? dtype_name(a.dtype) + " vs " + dtype_name(b.dtype) + " on " + a.device.str()
-                : a.device.str() + " vs " + b.device.str() + " (" + dtype_name(b.dtype) + ")";
+                ? kan::to_string(a.dtype) + " vs " + kan::to_string(b.dtype) + " on " + a.device.str()
+                : a.device.str() + " vs " + b.device.str() + " (" + kan::to_string(b.dtype) + ")";
   reports::fill_speedup(c, ra, rb);
   const bool any_float32 = a.dtype == torch::kFloat32 || b.dtype == torch::kFloat32;
   const auto tol = parity_tolerances(any_float32 ? torch::kFloat32 : torch::kFloat64, w.opt);

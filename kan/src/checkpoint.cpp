@@ -25,19 +25,6 @@ constexpr const char* kConfigKey = "kanbench_config";
 constexpr const char* kModelKey = "model";
 constexpr const char* kChecksumsKey = "kanbench_checksums"; // from format version 2
 
-std::string dtype_name(torch::Dtype dtype) {
-  return dtype == torch::kFloat64 ? "float64" : "float32";
-}
-
-torch::Dtype dtype_from_name(const std::string& name) {
-  if (name == "float64")
-    return torch::kFloat64;
-  if (name == "float32")
-    return torch::kFloat32;
-  TORCH_CHECK(false, "dtype must be float32 or float64, got '", name, "'");
-}
-
-// The first line of a LibTorch message: the rest is a C++ backtrace.
 std::string first_line(const std::string& message) {
   return message.substr(0, message.find('\n'));
 }
@@ -129,7 +116,7 @@ nlohmann::json to_json(const KANOptions& o) {
           {"grid_range", o.grid_range()},
           {"sp_trainable", o.sp_trainable()},
           {"sb_trainable", o.sb_trainable()},
-          {"dtype", dtype_name(o.dtype())},
+          {"dtype", to_string(o.dtype())},
           {"backend", to_string(o.backend())}};
 }
 
@@ -148,7 +135,7 @@ KANOptions kan_options_from_json(const nlohmann::json& j) {
       .grid_range(required<GridRange>(j, "grid_range"))
       .sp_trainable(required<bool>(j, "sp_trainable"))
       .sb_trainable(required<bool>(j, "sb_trainable"))
-      .dtype(dtype_from_name(required<std::string>(j, "dtype")))
+      .dtype(dtype_from_string(required<std::string>(j, "dtype")))
       // Files written before the backend option existed read as the default, "fused".
       .backend(spline_backend_from_string(
           j.contains("backend") ? required<std::string>(j, "backend") : std::string("fused")));

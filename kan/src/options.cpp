@@ -4,6 +4,29 @@
 
 namespace kan {
 
+std::string to_string(c10::ScalarType dtype) {
+  switch (dtype) {
+  case c10::kFloat:
+    return "float32";
+  case c10::kDouble:
+    return "float64";
+  case c10::kHalf:
+    return "float16";
+  case c10::kBFloat16:
+    return "bfloat16";
+  default:
+    return c10::toString(dtype);
+  }
+}
+
+c10::ScalarType dtype_from_string(const std::string& name) {
+  for (const auto dtype : {c10::kFloat, c10::kDouble, c10::kHalf, c10::kBFloat16}) {
+    if (name == to_string(dtype))
+      return dtype;
+  }
+  TORCH_CHECK(false, "dtype must be one of float32, float64, float16, bfloat16; got '", name, "'");
+}
+
 std::string to_string(BaseFunction f) {
   switch (f) {
   case BaseFunction::kSiLU:

@@ -1,10 +1,18 @@
 #pragma once
 /// Small option types shared by the KAN layer and network.
 
+#include <c10/core/ScalarType.h>
+
 #include <array>
 #include <string>
 
 namespace kan {
+
+/// A dtype as kanbench spells it everywhere (checkpoints, fit.json, results.json, the command
+/// line): "float32", "float64", "float16", "bfloat16"; other types as LibTorch names them.
+std::string to_string(c10::ScalarType dtype);
+/// Parses "float32", "float64", "float16" or "bfloat16"; anything else is an error naming it.
+c10::ScalarType dtype_from_string(const std::string& name);
 
 /// The base branch b(x) of every edge.
 enum class BaseFunction { kSiLU, kIdentity, kZero };
