@@ -33,9 +33,12 @@ private:
 /// The JSON form of a whole results.json (SCHEMA.md).
 nlohmann::json to_json(const Results& results);
 /// Reads a results document. `source` names it in error messages (a file name).
-/// Throws ResultsError: missing key, wrong type, bad value, unknown key (tolerated only when
-/// the file's minor version is newer than kSchemaVersion), another major version, a case
-/// `ok` without numbers or `skipped` with one, a comparison naming a case that is not there.
+/// Throws ResultsError: missing key, wrong type, bad value (a negative time, count, size or
+/// rate, a fraction outside 0..1), unknown key (tolerated only when the file's minor version is
+/// newer than kSchemaVersion), another major version, a case `ok` without numbers or `skipped`
+/// with one, a median, IQR, min, max or rate that is not that of its epoch_seconds
+/// (fill_epoch_statistics(), relative tolerance 1e-9), a comparison naming a case that is not
+/// there.
 Results results_from_json(const nlohmann::json& json, const std::string& source = "");
 
 /// The JSON forms of the environment (results.json `environment`, `kanbench env --json`).
