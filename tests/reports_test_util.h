@@ -46,6 +46,7 @@ protected:
 /// comparison, edge cases, audit findings, GPU activity and activation curves.
 inline Results sample_results() {
   Results r;
+  r.run_id = "20261129T183608Z-5a3c0e7d91b2f468"; // fixed: the same sample is the same run
   auto& e = r.environment;
   e.kanbench_version = "0.1.0";
   e.git_commit = "20075b1";
@@ -198,6 +199,7 @@ inline Results synthetic_run(uint32_t seed, double toy_seconds, double deep_seco
   std::mt19937 generator(seed);
   std::normal_distribution<double> noise(1.0, 0.02);
   Results r = test::sample_results();
+  r.run_id = "synthetic-" + std::to_string(seed);
   r.comparisons.clear();
   r.cases.resize(2);
   r.cases[1].name = "deep";

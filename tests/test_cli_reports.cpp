@@ -4,6 +4,8 @@
 
 #include "kan/reports/results_io.h"
 
+#include <filesystem>
+
 #include <algorithm>
 
 namespace {
@@ -102,6 +104,42 @@ TEST_F(ReportCli, WritesTheReport) {
   run = kanbench("report " + path("results.json"));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_TRUE(std::filesystem::exists(path("report.html")));
+}
+
+TEST_F(ReportCli, WarnsWhenTheReportBesideTheResultsShowsAnotherRun) {
+  auto first = test::sample_results();
+  first.run_id = new_run_id();
+  write_results_file(path("results.json"), first);
+  auto run = kanbench("report " + path("results.json"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output, "report -> " + path("report.html") + "\n");
+
+  // A kill between the renames of `kanbench run`: a new results.json, the old report.html.
+  auto second = test::sample_results();
+  second.run_id = new_run_id();
+  write_results_file(path("results.json"), second);
+  const std::string warning =
+      "kanbench: warning: " + path("report.html") + " is stale: it shows run " + first.run_id +
+      ", but " + path("results.json") + " is run " + second.run_id + " (kanbench report " +
+      path("results.json") + " writes a matching one)\n";
+  run = kanbench("report " + path("results.json") + " -o " + path("elsewhere.html"));
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output, "report -> " + path("elsewhere.html") + "\n" + warning);
+  // As a --baseline, too.
+  std::filesystem::create_directory(path("new"));
+  write_results_file(path("new/results.json"), test::synthetic_run(1, 1.0, 2.0, 5));
+  run = kanbench("report " + path("new/results.json") + " --baseline " + path("results.json"));
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find(warning), std::string::npos) << run.output;
+  run = kanbench("compare " + path("results.json") + " " + path("new/results.json"));
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output.rfind(warning, 0), 0u) << run.output;
+
+  // Writing the report beside the results makes the pair match again: no warning.
+  run = kanbench("report " + path("results.json"));
+  EXPECT_EQ(run.output, "report -> " + path("report.html") + "\n");
+  run = kanbench("compare " + path("results.json") + " " + path("new/results.json"));
+  EXPECT_EQ(run.output.find("warning: " + path("report.html")), std::string::npos) << run.output;
 }
 
 TEST_F(ReportCli, ErrorsAreOneLine) {

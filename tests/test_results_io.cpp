@@ -6,6 +6,8 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <regex>
+#include <set>
 
 namespace {
 
@@ -372,6 +374,73 @@ TEST(ResultsJson, StatisticsThatContradictTheEpochTimesAreRefused) {
   EXPECT_NO_THROW(results_from_json(j));
 }
 
+TEST(ResultsJson, RunIds) {
+  const std::regex format("[0-9]{8}T[0-9]{6}Z-[0-9a-f]{16}");
+  std::set<std::string> ids;
+  for (int i = 0; i < 1000; ++i) {
+    const auto id = new_run_id();
+    EXPECT_TRUE(std::regex_match(id, format)) << id;
+    EXPECT_TRUE(is_valid_run_id(id)) << id;
+    ids.insert(id);
+  }
+  EXPECT_EQ(ids.size(), 1000u);
+  // Every new Results is a run of its own; a copy is the same run.
+  const Results a, b;
+  EXPECT_TRUE(is_valid_run_id(a.run_id));
+  EXPECT_NE(a.run_id, b.run_id);
+  EXPECT_FALSE(a == b);
+  const Results copy = a;
+  EXPECT_TRUE(copy == a);
+
+  for (const auto& [id, valid] :
+       std::vector<std::pair<std::string, bool>>{{"550e8400-e29b-41d4-a716-446655440000", true},
+                                                 {"run_1.2", true},
+                                                 {std::string(128, 'a'), true},
+                                                 {"", false},
+                                                 {std::string(129, 'a'), false},
+                                                 {"a b", false},
+                                                 {"a\"b", false},
+                                                 {"a/b", false},
+                                                 {"caf\xc3\xa9", false}})
+    EXPECT_EQ(is_valid_run_id(id), valid) << id;
+}
+
+TEST(ResultsJson, RunIdIsWrittenAndChecked) {
+  const auto results = test::sample_results();
+  auto j = to_json(results);
+  EXPECT_EQ(j["run_id"], results.run_id);
+  EXPECT_EQ(results_from_json(j).run_id, results.run_id);
+  for (const auto& [value, problem] : std::vector<std::pair<json, std::string>>{
+           {"", "expected 1 to 128 letters, digits, '.', '_' or '-', got \"\""},
+           {"a b", "got \"a b\""},
+           {std::string(100000, 'x'), "(100000 characters)"},
+           {42, "expected a string, got an integer (42)"}}) {
+    j["run_id"] = value;
+    expect_error(j, "run_id", problem);
+    EXPECT_LT(std::string(error_of(j).what()).size(), 300u);
+  }
+  j.erase("run_id");
+  expect_error(j, "run_id", "missing (a required key)");
+}
+
+TEST(ResultsJson, FilesOfSchema10WithoutRunIdStillRead) {
+  auto j = to_json(test::sample_results());
+  j["schema_version"] = "1.0.0";
+  j.erase("run_id");
+  const auto old = results_from_json(j);
+  EXPECT_EQ(old.run_id, "");
+  EXPECT_EQ(old.schema_version, "1.0.0");
+  // It is written back as it was (a 1.0 file has no run id to write).
+  EXPECT_EQ(to_json(old), j);
+  // 1.0 had no run_id: there it is an unknown key.
+  j["run_id"] = new_run_id();
+  expect_error(j, "run_id", "unknown key");
+  // Results of 1.1 without a run id do not read (and so are not written).
+  auto nameless = test::sample_results();
+  nameless.run_id.clear();
+  EXPECT_THROW(results_from_json(to_json(nameless)), ResultsError);
+}
+
 // Errors found while parsing the text (before any key is looked at) name the key path too, and
 // echo no megabyte of input.
 TEST_F(ResultsIo, TextErrorsNameTheKeyPathAndStayShort) {
@@ -544,6 +613,15 @@ TEST_F(ResultsIo, WriterRefusesWhatTheReaderWouldRefuseAndLeavesTheOldFile) {
   auto unlabelled = test::sample_results();
   unlabelled.cases[1].target = "cpu";
   EXPECT_THROW(write_results_file(path("results.json"), unlabelled), ResultsError);
+  // No run id: refused, not invented (the report written from the same Results would not match).
+  auto nameless = test::sample_results();
+  nameless.run_id.clear();
+  try {
+    write_results_file(path("results.json"), nameless);
+    ADD_FAILURE() << "results without a run id were written";
+  } catch (const ResultsError& e) {
+    EXPECT_EQ(e.key_path(), "run_id") << e.what();
+  }
   // Statistics that contradict the epoch times are refused too.
   auto contradicting = test::sample_results();
   contradicting.cases[0].median_epoch_seconds = 0.6;

@@ -22,7 +22,15 @@ struct ReportArgs {
   std::string title = "kanbench report";
 };
 
+void warn_if_stale(const std::string& results_path, const kan::reports::Results& results) {
+  if (const auto problem = kan::reports::report_pair_problem(results_path, results))
+    std::cerr << "kanbench: warning: " << *problem << "\n";
+}
+
 int run_report(const ReportArgs& a) {
+  const std::string out =
+      a.out.empty() ? (std::filesystem::path(a.results).parent_path() / "report.html").string()
+                    : a.out;
   const auto results = kan::reports::read_results_file(a.results);
   kan::reports::HtmlReportOptions options;
   options.title = a.title;
@@ -34,11 +42,12 @@ int run_report(const ReportArgs& a) {
   }
   for (const auto& file : a.gbench)
     options.gbench.push_back(kan::reports::read_gbench_file(file));
-  const std::string out =
-      a.out.empty() ? (std::filesystem::path(a.results).parent_path() / "report.html").string()
-                    : a.out;
   kan::reports::write_html_report(out, results, options);
-  std::cout << "report -> " << out << "\n";
+  std::cout << "report -> " << out << std::endl; // before the warnings on stderr
+  // After writing: a report.html beside the results that was just replaced is no longer stale.
+  warn_if_stale(a.results, results);
+  if (options.baseline)
+    warn_if_stale(a.baseline, *options.baseline);
   return 0;
 }
 

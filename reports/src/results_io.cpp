@@ -560,6 +560,8 @@ json to_json(const Results& results) {
          {"comparisons", comparisons},
          {"edge_cases", edge_cases}};
   put_optional(j, "wall_seconds", results.wall_seconds);
+  // Required since 1.1.0; left out only for a Results read from a 1.0 file (which had none).
+  put_nonempty(j, "run_id", results.run_id);
   return j;
 }
 
@@ -593,11 +595,20 @@ Results results_from_json(const json& value, const std::string& source) {
       detail::fail("schema_version", "missing (a required key; is this a kanbench results.json?)");
     int our_minor = 0;
     std::sscanf(kSchemaVersion, "%*d.%d", &our_minor);
-    const bool lenient = check_schema_version(*version, "schema_version") > our_minor;
+    const int minor = check_schema_version(*version, "schema_version");
+    const bool lenient = minor > our_minor;
 
     ObjectReader r(value, "", lenient);
     Results results;
     results.schema_version = r.string("schema_version");
+    // run_id came with 1.1.0: required from then on, unknown (refused) in 1.0 files.
+    results.run_id.clear();
+    if (minor >= 1) {
+      results.run_id = r.string("run_id");
+      if (!is_valid_run_id(results.run_id))
+        detail::fail("run_id", "expected 1 to 128 letters, digits, '.', '_' or '-', got " +
+                                   detail::quoted(results.run_id));
+    }
     results.environment =
         environment_from_json_at(r.required("environment"), "environment", lenient);
     results.config = config_from_json(r.required("config"), "config", lenient);
