@@ -106,6 +106,47 @@ TEST_F(ReportCli, WritesTheReport) {
   EXPECT_TRUE(std::filesystem::exists(path("report.html")));
 }
 
+TEST_F(ReportCli, RefusesToWriteOverAnInput) {
+  write_results_file(path("results.json"), test::sample_results());
+  write_results_file(path("old.json"), test::synthetic_run(1, 1.0, 2.0, 5));
+  std::filesystem::copy_file(std::string(KAN_GBENCH_REFERENCE_DIR) + "/benchmark_out.json",
+                             path("bench.json"));
+  std::filesystem::create_symlink(path("results.json"), path("link.json"));
+  const auto before = read("results.json");
+  const std::string dot = (dir_ / "." / "results.json").string();
+  const std::string results = path("results.json");
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"report " + results + " -o " + results,
+            "the report " + results + " would replace the results " + results},
+           {"report " + results + " -o " + dot,
+            "the report " + dot + " would replace the results " + results},
+           {"report " + results + " -o " + path("link.json"),
+            "the report " + path("link.json") + " would replace the results " + results},
+           {"report " + path("link.json") + " -o " + results,
+            "the report " + results + " would replace the results " + path("link.json")},
+           {"report " + results + " --baseline " + path("old.json") + " -o " + path("old.json"),
+            "the report " + path("old.json") + " would replace the --baseline " + path("old.json")},
+           {"report " + results + " --gbench " + path("bench.json") + " -o " + path("bench.json"),
+            "the report " + path("bench.json") + " would replace the --gbench input " +
+                path("bench.json")},
+           // The default output, report.html beside the results, is an input too.
+           {"report " + results + " --gbench " + path("report.html"),
+            "the report " + path("report.html") + " would replace the --gbench input " +
+                path("report.html")}}) {
+    if (args.find("--gbench " + path("report.html")) != std::string::npos)
+      std::filesystem::copy_file(path("bench.json"), path("report.html"),
+                                 std::filesystem::copy_options::overwrite_existing);
+    const auto run = kanbench(args);
+    // The command could not do its job (exit 2 once main.cpp maps errors so; 1 before).
+    EXPECT_NE(run.exit_code, 0) << args << ": " << run.output;
+    EXPECT_EQ(lines(run.output), 1u) << args << ": " << run.output;
+    EXPECT_EQ(run.output, "kanbench: error: " + message + ": choose another -o\n") << args;
+  }
+  EXPECT_EQ(read("results.json"), before);
+  EXPECT_EQ(read("report.html"), read("bench.json"));
+  EXPECT_TRUE(std::filesystem::is_symlink(path("link.json")));
+}
+
 TEST_F(ReportCli, WarnsWhenTheReportBesideTheResultsShowsAnotherRun) {
   auto first = test::sample_results();
   first.run_id = new_run_id();
