@@ -73,6 +73,19 @@ TEST_F(CompareCli, BadFilesFailWithOneLineNamingFileAndKey) {
   EXPECT_NE(run.output.find("missing.json: cannot open"), std::string::npos) << run.output;
 }
 
+TEST_F(CompareCli, LongCaseNamesKeepTheOutputLinear) {
+  const std::string long_name(1 << 20, 'n');
+  auto old_run = test::synthetic_run(1, 1.0, 2.0, 5);
+  auto new_run = test::synthetic_run(2, 1.0, 2.0, 5);
+  old_run.cases[1].name = new_run.cases[1].name = long_name;
+  write_results_file(path("long-old.json"), old_run);
+  write_results_file(path("long-new.json"), new_run);
+  const auto run = kanbench("compare " + path("long-old.json") + " " + path("long-new.json"));
+  EXPECT_EQ(run.exit_code, 0) << run.output.substr(0, 500);
+  EXPECT_LT(run.output.size(), long_name.size() + 4096);
+  EXPECT_NE(run.output.find(long_name), std::string::npos);
+}
+
 TEST_F(CompareCli, BadCommandLinesExitTwo) {
   for (const std::string& args : std::vector<std::string>{
            "compare", "compare " + path("old.json"), "compare a b --fail-on-regression lots",
