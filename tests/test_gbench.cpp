@@ -67,6 +67,14 @@ TEST(GBenchImport, ErrorsNameFileAndKeyPath) {
                "bench.json: benchmarks[0].real_time: number out of range (1e999)");
 }
 
+TEST(GBenchImport, ARepeatedKeyCountsOnceTheLast) {
+  // A user counter named "iterations" repeats the built-in key in Google Benchmark's output.
+  const auto report = gbench_from_text(
+      "{\"benchmarks\": [{\"name\": \"BM_a\", \"iterations\": 10, \"iterations\": 7}]}");
+  ASSERT_EQ(report.benchmarks.size(), 1u);
+  EXPECT_EQ(report.benchmarks[0].iterations, 7);
+}
+
 TEST(GBenchImport, NanInsideStringsIsLeftAlone) {
   const auto report = gbench_from_text(
       "{\"benchmarks\": [{\"name\": \"BM_NaN/Infinity\", \"label\": \"nan \\\" inf\", "

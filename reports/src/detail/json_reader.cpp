@@ -258,6 +258,8 @@ namespace {
 // and nesting deeper than kMaxJsonDepth.
 class PathTrackingBuilder {
 public:
+  explicit PathTrackingBuilder(bool allow_duplicate_keys)
+      : allow_duplicate_keys_(allow_duplicate_keys) {}
   json take() { return std::move(root_); }
 
   bool null() { return add(nullptr); }
@@ -271,7 +273,7 @@ public:
   bool start_array(std::size_t) { return open(json::array()); }
   bool key(json::string_t& key) {
     auto& frame = frames_.back();
-    if (frame.value->contains(key))
+    if (!allow_duplicate_keys_ && frame.value->contains(key))
       fail(child_path(path_of(frames_.size() - 1), key),
            "key given twice in one object (which one counts is unclear)");
     frame.key = std::move(key);
@@ -356,14 +358,15 @@ private:
     return true;
   }
 
+  bool allow_duplicate_keys_;
   json root_;
   std::vector<Frame> frames_;
 };
 
 } // namespace
 
-json parse_json(const std::string& text) {
-  PathTrackingBuilder builder;
+json parse_json(const std::string& text, bool allow_duplicate_keys) {
+  PathTrackingBuilder builder(allow_duplicate_keys);
   json::sax_parse(text, &builder);
   return builder.take();
 }

@@ -116,8 +116,9 @@ inline constexpr size_t kMaxJsonDepth = 512;
 
 /// Parses text as JSON. Throws ResultsError with the key path where parsing stopped:
 /// ("", "cases[0].epoch_seconds[2]", "number out of range (1e999)"), ("", "cases[1]", "not valid
-/// JSON: parse error at line 9, column 3: ..."); also for a key twice in one object and nesting
-/// deeper than kMaxJsonDepth. Echoed input is elided.
-json parse_json(const std::string& text);
+/// JSON: parse error at line 9, column 3: ..."); also for nesting deeper than kMaxJsonDepth and,
+/// unless `allow_duplicate_keys` (then the last one counts), a key twice in one object. Echoed
+/// input is elided.
+json parse_json(const std::string& text, bool allow_duplicate_keys = false);
 
 } // namespace kan::reports::detail
