@@ -997,7 +997,7 @@ std::optional<std::string> report_pair_problem(const std::string& results_path,
     return "cannot read " + report + " to check that it shows " + results_path + ": " +
            std::strerror(errno);
   // The run id is in the first lines; the rest (Chart.js, the data) can be megabytes.
-  std::string beginning(64 * 1024, '\0');
+  std::string beginning(size_t{64} * 1024, '\0');
   in.read(beginning.data(), static_cast<std::streamsize>(beginning.size()));
   beginning.resize(static_cast<size_t>(in.gcount()));
   const auto id = html_report_run_id(beginning);
