@@ -4,6 +4,10 @@
 #include "kan/reports/baseline.h"
 #include "kan/reports/statistics.h"
 
+#include <sstream>
+#include <string>
+#include <vector>
+
 namespace {
 
 using namespace kan::reports;
@@ -152,6 +156,51 @@ TEST(Baseline, DifferentMachinesAndDevicesWarn) {
       << all;
   const auto table = format_baseline_table(diff);
   EXPECT_EQ(table.rfind("warning: different machine", 0), 0u) << table;
+}
+
+// A name or target label of any length is printed in full once; the columns keep their width,
+// so the table grows with its input, not with rows x the longest name.
+TEST(Baseline, LongNamesAndLabelsDoNotWidenTheTable) {
+  const auto split = [](const std::string& text) {
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+      lines.push_back(line);
+    return lines;
+  };
+  const auto normal = split(format_baseline_table(compare_with_baseline(
+      test::synthetic_run(1, 1.0, 2.0, 5), test::synthetic_run(2, 1.0, 2.0, 5))));
+  ASSERT_EQ(normal.size(), 4u);
+  const std::string huge(100000, 'n');
+  for (const bool in_target : {false, true}) {
+    SCOPED_TRACE(in_target ? "target" : "name");
+    auto old_run = test::synthetic_run(1, 1.0, 2.0, 5);
+    auto new_run = test::synthetic_run(2, 1.0, 2.0, 5);
+    for (auto* run : {&old_run, &new_run})
+      (in_target ? run->cases[1].target : run->cases[1].name) = huge;
+    const auto table = format_baseline_table(compare_with_baseline(old_run, new_run));
+    EXPECT_LT(table.size(), 2 * huge.size());
+    const auto lines = split(table);
+    ASSERT_EQ(lines.size(), 5u) << table.substr(0, 1000);
+    // The header and the other rows are as without the long cell.
+    EXPECT_EQ(lines[0], normal[0]);
+    EXPECT_EQ(lines[1], normal[1]);
+    EXPECT_EQ(lines[4], normal[3]);
+    // The long cell in full, and the rest of its row on the next line, in its columns.
+    const size_t next_column = normal[0].find(in_target ? "dtype" : "target");
+    EXPECT_EQ(lines[2].substr(lines[2].size() - huge.size()), huge);
+    EXPECT_EQ(lines[3].find_first_not_of(' '), next_column) << lines[3];
+    const auto deep = normal[2].substr(next_column);
+    EXPECT_EQ(lines[3].substr(next_column), deep);
+  }
+  // A name one longer than the column's cap still moves the row on: never two cells touching.
+  auto old_run = test::synthetic_run(1, 1.0, 2.0, 5);
+  auto new_run = test::synthetic_run(2, 1.0, 2.0, 5);
+  for (auto* run : {&old_run, &new_run})
+    run->cases[1].name = std::string(41, 'x');
+  const auto lines = split(format_baseline_table(compare_with_baseline(old_run, new_run)));
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines[2], std::string(41, 'x'));
 }
 
 TEST(Baseline, TableHasOneLinePerCase) {

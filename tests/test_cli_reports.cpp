@@ -4,6 +4,8 @@
 
 #include "kan/reports/results_io.h"
 
+#include <filesystem>
+
 #include <algorithm>
 
 namespace {
@@ -71,6 +73,19 @@ TEST_F(CompareCli, BadFilesFailWithOneLineNamingFileAndKey) {
   EXPECT_NE(run.output.find("missing.json: cannot open"), std::string::npos) << run.output;
 }
 
+TEST_F(CompareCli, LongCaseNamesKeepTheOutputLinear) {
+  const std::string long_name(1 << 20, 'n');
+  auto old_run = test::synthetic_run(1, 1.0, 2.0, 5);
+  auto new_run = test::synthetic_run(2, 1.0, 2.0, 5);
+  old_run.cases[1].name = new_run.cases[1].name = long_name;
+  write_results_file(path("long-old.json"), old_run);
+  write_results_file(path("long-new.json"), new_run);
+  const auto run = kanbench("compare " + path("long-old.json") + " " + path("long-new.json"));
+  EXPECT_EQ(run.exit_code, 0) << run.output.substr(0, 500);
+  EXPECT_LT(run.output.size(), long_name.size() + 4096);
+  EXPECT_NE(run.output.find(long_name), std::string::npos);
+}
+
 TEST_F(CompareCli, BadCommandLinesExitTwo) {
   for (const std::string& args : std::vector<std::string>{
            "compare", "compare " + path("old.json"), "compare a b --fail-on-regression lots",
@@ -102,6 +117,83 @@ TEST_F(ReportCli, WritesTheReport) {
   run = kanbench("report " + path("results.json"));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_TRUE(std::filesystem::exists(path("report.html")));
+}
+
+TEST_F(ReportCli, RefusesToWriteOverAnInput) {
+  write_results_file(path("results.json"), test::sample_results());
+  write_results_file(path("old.json"), test::synthetic_run(1, 1.0, 2.0, 5));
+  std::filesystem::copy_file(std::string(KAN_GBENCH_REFERENCE_DIR) + "/benchmark_out.json",
+                             path("bench.json"));
+  std::filesystem::create_symlink(path("results.json"), path("link.json"));
+  const auto before = read("results.json");
+  const std::string dot = (dir_ / "." / "results.json").string();
+  const std::string results = path("results.json");
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"report " + results + " -o " + results,
+            "the report " + results + " would replace the results " + results},
+           {"report " + results + " -o " + dot,
+            "the report " + dot + " would replace the results " + results},
+           {"report " + results + " -o " + path("link.json"),
+            "the report " + path("link.json") + " would replace the results " + results},
+           {"report " + path("link.json") + " -o " + results,
+            "the report " + results + " would replace the results " + path("link.json")},
+           {"report " + results + " --baseline " + path("old.json") + " -o " + path("old.json"),
+            "the report " + path("old.json") + " would replace the --baseline " + path("old.json")},
+           {"report " + results + " --gbench " + path("bench.json") + " -o " + path("bench.json"),
+            "the report " + path("bench.json") + " would replace the --gbench input " +
+                path("bench.json")},
+           // The default output, report.html beside the results, is an input too.
+           {"report " + results + " --gbench " + path("report.html"),
+            "the report " + path("report.html") + " would replace the --gbench input " +
+                path("report.html")}}) {
+    if (args.find("--gbench " + path("report.html")) != std::string::npos)
+      std::filesystem::copy_file(path("bench.json"), path("report.html"),
+                                 std::filesystem::copy_options::overwrite_existing);
+    const auto run = kanbench(args);
+    // The command could not do its job (exit 2 once main.cpp maps errors so; 1 before).
+    EXPECT_EQ(run.exit_code, 2) << args << ": " << run.output;
+    EXPECT_EQ(lines(run.output), 1u) << args << ": " << run.output;
+    EXPECT_EQ(run.output, "kanbench: error: " + message + ": choose another -o\n") << args;
+  }
+  EXPECT_EQ(read("results.json"), before);
+  EXPECT_EQ(read("report.html"), read("bench.json"));
+  EXPECT_TRUE(std::filesystem::is_symlink(path("link.json")));
+}
+
+TEST_F(ReportCli, WarnsWhenTheReportBesideTheResultsShowsAnotherRun) {
+  auto first = test::sample_results();
+  first.run_id = new_run_id();
+  write_results_file(path("results.json"), first);
+  auto run = kanbench("report " + path("results.json"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output, "report -> " + path("report.html") + "\n");
+
+  // A kill between the renames of `kanbench run`: a new results.json, the old report.html.
+  auto second = test::sample_results();
+  second.run_id = new_run_id();
+  write_results_file(path("results.json"), second);
+  const std::string warning =
+      "kanbench: warning: " + path("report.html") + " is stale: it shows run " + first.run_id +
+      ", but " + path("results.json") + " is run " + second.run_id + " (kanbench report " +
+      path("results.json") + " writes a matching one)\n";
+  run = kanbench("report " + path("results.json") + " -o " + path("elsewhere.html"));
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output, "report -> " + path("elsewhere.html") + "\n" + warning);
+  // As a --baseline, too.
+  std::filesystem::create_directory(path("new"));
+  write_results_file(path("new/results.json"), test::synthetic_run(1, 1.0, 2.0, 5));
+  run = kanbench("report " + path("new/results.json") + " --baseline " + path("results.json"));
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find(warning), std::string::npos) << run.output;
+  run = kanbench("compare " + path("results.json") + " " + path("new/results.json"));
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output.rfind(warning, 0), 0u) << run.output;
+
+  // Writing the report beside the results makes the pair match again: no warning.
+  run = kanbench("report " + path("results.json"));
+  EXPECT_EQ(run.output, "report -> " + path("report.html") + "\n");
+  run = kanbench("compare " + path("results.json") + " " + path("new/results.json"));
+  EXPECT_EQ(run.output.find("warning: " + path("report.html")), std::string::npos) << run.output;
 }
 
 TEST_F(ReportCli, ErrorsAreOneLine) {

@@ -59,9 +59,20 @@ TEST(GBenchImport, ErrorsNameFileAndKeyPath) {
                "(expected ns, us, ms or s)");
   expect_error("{\"benchmarks\": [{\"real_time\": 1}]}",
                "bench.json: benchmarks[0].name: missing (a required key)");
-  expect_error("{\"benchmarks\": [", "bench.json: not valid JSON: parse error at line 1, "
-                                     "column 17: syntax error while parsing value - unexpected "
-                                     "end of input; expected '[', '{', or a literal");
+  // A parse error names where it stopped, as the results reader's do.
+  expect_error("{\"benchmarks\": [", "bench.json: benchmarks[0]: not valid JSON: parse error at "
+                                     "line 1, column 17: syntax error while parsing value - "
+                                     "unexpected end of input; expected '[', '{', or a literal");
+  expect_error("{\"benchmarks\": [{\"name\": \"BM_a\", \"real_time\": 1e999}]}",
+               "bench.json: benchmarks[0].real_time: number out of range (1e999)");
+}
+
+TEST(GBenchImport, ARepeatedKeyCountsOnceTheLast) {
+  // A user counter named "iterations" repeats the built-in key in Google Benchmark's output.
+  const auto report = gbench_from_text(
+      "{\"benchmarks\": [{\"name\": \"BM_a\", \"iterations\": 10, \"iterations\": 7}]}");
+  ASSERT_EQ(report.benchmarks.size(), 1u);
+  EXPECT_EQ(report.benchmarks[0].iterations, 7);
 }
 
 TEST(GBenchImport, NanInsideStringsIsLeftAlone) {

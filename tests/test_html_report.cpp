@@ -6,6 +6,8 @@
 #include "kan/reports/results_io.h"
 
 #include <cstdlib>
+#include <functional>
+#include <optional>
 #include <regex>
 
 namespace {
@@ -298,6 +300,87 @@ TEST(HtmlReportTest, EmptyRunRendersWithoutCharts) {
   EXPECT_EQ(embedded(html, "kanbench-charts")["charts"].size(), 0u);
   EXPECT_EQ(count(html, "<canvas"), 0u);
   EXPECT_NE(html.find("No comparisons in this run."), std::string::npos);
+}
+
+TEST(HtmlReportTest, RecordsTheRunIdFirstInTheHead) {
+  const auto results = test::sample_results();
+  const auto html = render_html_report(results, full_options());
+  EXPECT_EQ(html_report_run_id(html), results.run_id);
+  // Before the title and the style: report_pair_problem() reads only the beginning.
+  EXPECT_EQ(html.find("<meta name=\"kanbench-run-id\" content=\"" + results.run_id + "\">"),
+            html.find("<meta charset=\"utf-8\">\n") + 23);
+  EXPECT_NE(html.find("<meta name=\"kanbench-results\" content=\"results.json\">"),
+            std::string::npos);
+  EXPECT_NE(html.find("&middot; run " + results.run_id + "</p></header>"), std::string::npos);
+
+  // A results.json of schema 1.0 has no run id, and its report records none.
+  auto old = results;
+  old.schema_version = "1.0.0";
+  old.run_id.clear();
+  const auto old_html = render_html_report(old, full_options());
+  EXPECT_EQ(html_report_run_id(old_html), std::nullopt);
+  EXPECT_EQ(old_html.find("kanbench-run-id"), std::string::npos);
+
+  for (const auto& [text, id] : std::vector<std::pair<std::string, std::optional<std::string>>>{
+           {"<head><meta name=\"kanbench-run-id\" content=\"r-1\"></head>", "r-1"},
+           {"<head><meta name=\"kanbench-run-id\" content=\"r-1\">", "r-1"}, // a beginning
+           {"<head></head><meta name=\"kanbench-run-id\" content=\"r-1\">", std::nullopt},
+           {"<head><meta name=\"kanbench-run-id\" content=\"a b\"></head>", std::nullopt},
+           {"<head><meta name=\"kanbench-run-id\" content=\"r-1", std::nullopt},
+           {"", std::nullopt}})
+    EXPECT_EQ(html_report_run_id(text), id) << text;
+}
+
+TEST_F(HtmlReport, ReportPairProblemFindsAStaleReport) {
+  HtmlReportOptions options;
+  options.chartjs_source = "/* Chart.js */";
+  auto results = test::sample_results();
+  results.run_id = "run-new";
+  auto other = results;
+  other.run_id = "run-old";
+  auto old = results;
+  old.schema_version = "1.0.0";
+  old.run_id.clear();
+  const std::string report = path("report.html");
+  const std::string fix = " (kanbench report " + path("results.json") + " writes a matching one)";
+  struct Row {
+    std::string what;
+    std::function<void()> make_report; // what lies beside results.json
+    const Results* results;
+    std::optional<std::string> problem;
+  };
+  const std::vector<Row> rows{
+      {"no report", [] {}, &results, std::nullopt},
+      {"its own report", [&] { write_html_report(report, results, options); }, &results,
+       std::nullopt},
+      {"another run's report", [&] { write_html_report(report, other, options); }, &results,
+       report + " is stale: it shows run run-old, but " + path("results.json") + " is run run-new" +
+           fix},
+      {"a report without a run id", [&] { write_html_report(report, old, options); }, &results,
+       report + " records no run id (an older kanbench wrote it), so it may not show " +
+           path("results.json") + " (run run-new)" + fix},
+      {"not a report", [&] { write("report.html", "<p>hello</p>"); }, &results,
+       report + " records no run id (an older kanbench wrote it), so it may not show " +
+           path("results.json") + " (run run-new)" + fix},
+      {"results of schema 1.0", [&] { write_html_report(report, other, options); }, &old,
+       std::nullopt},
+      {"a folder named report.html", [&] { std::filesystem::create_directory(report); }, &results,
+       std::nullopt},
+  };
+  for (const auto& row : rows) {
+    SCOPED_TRACE(row.what);
+    std::filesystem::remove_all(report);
+    row.make_report();
+    EXPECT_EQ(report_pair_problem(path("results.json"), *row.results), row.problem);
+  }
+  // Reading the results from the file: the same answer.
+  std::filesystem::remove_all(report);
+  write_results_file(path("results.json"), results);
+  write_html_report(report, other, options);
+  EXPECT_EQ(report_pair_problem(path("results.json")),
+            report + " is stale: it shows run run-old, but " + path("results.json") +
+                " is run run-new" + fix);
+  EXPECT_THROW(report_pair_problem(path("missing.json")), ResultsError);
 }
 
 TEST_F(HtmlReport, WrittenAtomically) {

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <regex>
+#include <set>
 
 namespace {
 
@@ -206,6 +208,319 @@ TEST(ResultsJson, StatusPromisesAreChecked) {
   expect_error(j, "cases[3].reason", "is empty but status is \"skipped\"");
 }
 
+// Times, counts, sizes, rates and differences cannot be negative; fractions are 0..1.
+TEST(ResultsJson, ImpossibleValuesNameTheirPath) {
+  struct Row {
+    const char* pointer;
+    json value;
+    const char* key_path;
+    const char* problem;
+  };
+  const std::string negative = "expected a number >= 0, got ";
+  const std::string fraction = "expected a fraction from 0 to 1, got ";
+  const Row rows[] = {
+      {"/cases/0/epoch_seconds/2", -0.5, "cases[0].epoch_seconds[2]", "-0.5"},
+      {"/cases/0/median_epoch_seconds", -0.51, "cases[0].median_epoch_seconds", "-0.51"},
+      {"/cases/0/iqr_epoch_seconds", -0.02, "cases[0].iqr_epoch_seconds", "-0.02"},
+      {"/cases/0/min_epoch_seconds", -1, "cases[0].min_epoch_seconds", "-1"},
+      {"/cases/0/max_epoch_seconds", -1, "cases[0].max_epoch_seconds", "-1"},
+      {"/cases/0/peak_memory_bytes", -1, "cases[0].peak_memory_bytes", "-1"},
+      {"/cases/0/final_test_rmse", -1e-3, "cases[0].final_test_rmse", "-0.001"},
+      {"/cases/0/threads", -16, "cases[0].threads", "-16"},
+      {"/cases/0/warmup_epochs", -1, "cases[0].warmup_epochs", "-1"},
+      {"/cases/0/steps_per_epoch", -20, "cases[0].steps_per_epoch", "-20"},
+      {"/cases/0/samples_per_epoch", -1000, "cases[0].samples_per_epoch", "-1000"},
+      {"/cases/0/steps_per_second", -1, "cases[0].steps_per_second", "-1"},
+      {"/cases/0/samples_per_second", -1, "cases[0].samples_per_second", "-1"},
+      {"/cases/0/activations/1/layer", -1, "cases[0].activations[1].layer", "-1"},
+      {"/cases/0/activations/1/input", -1, "cases[0].activations[1].input", "-1"},
+      {"/cases/0/activations/1/output", -1, "cases[0].activations[1].output", "-1"},
+      {"/cases/1/gpu_activity/epochs/0/kernels", -120, "cases[1].gpu_activity.epochs[0].kernels",
+       "-120"},
+      {"/cases/1/gpu_activity/epochs/0/busy_seconds", -0.08,
+       "cases[1].gpu_activity.epochs[0].busy_seconds", "-0.08"},
+      {"/cases/1/gpu_activity/epochs/0/wall_seconds", -0.1,
+       "cases[1].gpu_activity.epochs[0].wall_seconds", "-0.1"},
+      {"/cases/1/gpu_activity/epochs/1/h2d_copies", -1,
+       "cases[1].gpu_activity.epochs[1].h2d_copies", "-1"},
+      {"/cases/1/gpu_activity/epochs/1/h2d_bytes", -1, "cases[1].gpu_activity.epochs[1].h2d_bytes",
+       "-1"},
+      {"/cases/1/gpu_activity/epochs/1/d2h_copies", -1,
+       "cases[1].gpu_activity.epochs[1].d2h_copies", "-1"},
+      {"/cases/1/gpu_activity/epochs/1/d2h_bytes", -8, "cases[1].gpu_activity.epochs[1].d2h_bytes",
+       "-8"},
+      {"/comparisons/0/speedup", -5.1, "comparisons[0].speedup", "-5.1"},
+      {"/comparisons/0/speedup_low", -4.2, "comparisons[0].speedup_low", "-4.2"},
+      {"/comparisons/0/speedup_high", -5.5, "comparisons[0].speedup_high", "-5.5"},
+      {"/comparisons/0/max_abs_output_diff", -1e-12, "comparisons[0].max_abs_output_diff",
+       "-1e-12"},
+      {"/comparisons/0/max_rel_output_diff", -1, "comparisons[0].max_rel_output_diff", "-1"},
+      {"/comparisons/0/max_rel_loss_diff", -1, "comparisons[0].max_rel_loss_diff", "-1"},
+      {"/comparisons/0/final_metric_rel_diff", -1, "comparisons[0].final_metric_rel_diff", "-1"},
+      {"/comparisons/0/max_abs_grad_diff", -1, "comparisons[0].max_abs_grad_diff", "-1"},
+      {"/comparisons/0/max_rel_grad_diff", -1, "comparisons[0].max_rel_grad_diff", "-1"},
+      {"/comparisons/0/final_accuracy_diff_points", -1, "comparisons[0].final_accuracy_diff_points",
+       "-1"},
+      {"/comparisons/0/tolerances/max_rel_loss_diff", -1e-6,
+       "comparisons[0].tolerances.max_rel_loss_diff", "-1e-06"},
+      {"/edge_cases/1/samples", -1, "edge_cases[1].samples", "-1"},
+      {"/edge_cases/1/peak_memory_bytes", -600000000, "edge_cases[1].peak_memory_bytes",
+       "-600000000"},
+      {"/edge_cases/1/seconds", -12.5, "edge_cases[1].seconds", "-12.5"},
+      {"/config/repeat", -5, "config.repeat", "-5"},
+      {"/config/warmup", -1, "config.warmup", "-1"},
+      {"/config/time_limit_seconds", -60, "config.time_limit_seconds", "-60"},
+      {"/environment/cpu_cores", -16, "environment.cpu_cores", "-16"},
+      {"/environment/torch_threads", -1, "environment.torch_threads", "-1"},
+      {"/environment/cuda_devices/0/index", -1, "environment.cuda_devices[0].index", "-1"},
+      {"/environment/cuda_devices/0/multiprocessors", -132,
+       "environment.cuda_devices[0].multiprocessors", "-132"},
+      {"/environment/cuda_devices/0/total_memory_bytes", -1,
+       "environment.cuda_devices[0].total_memory_bytes", "-1"},
+      {"/environment/cuda_devices/0/free_memory_bytes", -1,
+       "environment.cuda_devices[0].free_memory_bytes", "-1"},
+      {"/wall_seconds", -42.0, "wall_seconds", "-42.0"},
+  };
+  for (const auto& row : rows) {
+    SCOPED_TRACE(row.pointer);
+    auto j = to_json(test::sample_results());
+    j[json::json_pointer(row.pointer)] = row.value;
+    expect_error(j, row.key_path, negative + row.problem);
+  }
+  const Row fractions[] = {
+      {"/cases/2/final_accuracy", 1.5, "cases[2].final_accuracy", "1.5"},
+      {"/cases/2/final_accuracy", -0.1, "cases[2].final_accuracy", "-0.1"},
+      {"/cases/1/gpu_activity/epochs/0/busy_fraction", 1.2,
+       "cases[1].gpu_activity.epochs[0].busy_fraction", "1.2"},
+  };
+  for (const auto& row : fractions) {
+    SCOPED_TRACE(row.pointer);
+    auto j = to_json(test::sample_results());
+    j[json::json_pointer(row.pointer)] = row.value;
+    expect_error(j, row.key_path, fraction + row.problem);
+  }
+  // Zero is a value, not an error (a run can take no memory; an accuracy can be 0 or 1).
+  auto j = to_json(test::sample_results());
+  j["cases"][0]["peak_memory_bytes"] = 0;
+  j["cases"][2]["final_accuracy"] = 1;
+  j["wall_seconds"] = 0;
+  EXPECT_NO_THROW(results_from_json(j));
+}
+
+// The median, IQR, min, max and rates a case states are recomputed from its epoch times.
+TEST(ResultsJson, StatisticsThatContradictTheEpochTimesAreRefused) {
+  struct Row {
+    const char* pointer;
+    json value;
+    const char* key_path; // "" = must be accepted
+    const char* problem;
+  };
+  const Row rows[] = {
+      {"/cases/0/median_epoch_seconds", 0.6, "cases[0].median_epoch_seconds",
+       "is 0.6 but the median of epoch_seconds is 0.51"},
+      {"/cases/0/iqr_epoch_seconds", 0.5, "cases[0].iqr_epoch_seconds",
+       "is 0.5 but the interquartile range of epoch_seconds is 0.02"},
+      {"/cases/0/min_epoch_seconds", 0.3, "cases[0].min_epoch_seconds",
+       "is 0.3 but the minimum of epoch_seconds is 0.49"},
+      {"/cases/0/max_epoch_seconds", 0.9, "cases[0].max_epoch_seconds",
+       "is 0.9 but the maximum of epoch_seconds is 0.55"},
+      {"/cases/0/epoch_seconds/4", 5.5, "cases[0].max_epoch_seconds",
+       "is 0.55 but the maximum of epoch_seconds is 5.5"},
+      {"/cases/0/epoch_seconds/1", 0.1, "cases[0].median_epoch_seconds",
+       "is 0.51 but the median of epoch_seconds is 0.5"},
+      {"/cases/0/steps_per_second", 1.0, "cases[0].steps_per_second",
+       "is 1.0 but steps_per_epoch / the median of epoch_seconds is 39.2"},
+      {"/cases/0/samples_per_second", 1, "cases[0].samples_per_second",
+       "is 1.0 but samples_per_epoch / the median of epoch_seconds is 1960.7"},
+      {"/cases/1/median_epoch_seconds", 0.1000001, "cases[1].median_epoch_seconds",
+       "is 0.1000001 but the median of epoch_seconds is 0.1"},
+      // Within the relative tolerance of 1e-9: rounding by another producer.
+      {"/cases/0/median_epoch_seconds", 0.51 * (1 + 1e-12), "", ""},
+      {"/cases/0/steps_per_second", 20 / 0.51 * (1 - 1e-12), "", ""},
+      // A rate without its per-epoch count cannot be checked, and is not refused.
+      {"/cases/2/steps_per_second", 7.0, "", ""},
+  };
+  for (const auto& row : rows) {
+    SCOPED_TRACE(row.pointer);
+    auto j = to_json(test::sample_results());
+    j[json::json_pointer(row.pointer)] = row.value;
+    if (*row.key_path)
+      expect_error(j, row.key_path, row.problem);
+    else
+      EXPECT_NO_THROW(results_from_json(j));
+  }
+
+  // The IQR of nearly equal times is a difference of two close numbers: the tolerance is
+  // relative to the quantiles, not to the (tiny) IQR.
+  auto j = to_json(test::sample_results());
+  j["cases"][2]["epoch_seconds"] = {2.0, 2.0, 2.0};
+  j["cases"][2]["median_epoch_seconds"] = 2.0;
+  j["cases"][2]["iqr_epoch_seconds"] = 1e-15;
+  EXPECT_NO_THROW(results_from_json(j));
+  j["cases"][2]["iqr_epoch_seconds"] = 1e-6;
+  expect_error(j, "cases[2].iqr_epoch_seconds",
+               "is 1e-06 but the interquartile range of epoch_seconds is 0.0");
+
+  // A statistic without epoch times to be one of: a timeout with a median.
+  j = to_json(test::sample_results());
+  j["cases"][2]["status"] = "timeout";
+  j["cases"][2]["reason"] = "timed out after 60 s";
+  j["cases"][2]["epoch_seconds"] = json::array();
+  expect_error(j, "cases[2].median_epoch_seconds",
+               "is 2.0 but epoch_seconds is empty (it is the median of epoch_seconds)");
+  j["cases"][2]["median_epoch_seconds"] = nullptr;
+  expect_error(j, "cases[2].iqr_epoch_seconds", "but epoch_seconds is empty");
+  j["cases"][2]["iqr_epoch_seconds"] = nullptr;
+  EXPECT_NO_THROW(results_from_json(j));
+}
+
+TEST(ResultsJson, RunIds) {
+  const std::regex format("[0-9]{8}T[0-9]{6}Z-[0-9a-f]{16}");
+  std::set<std::string> ids;
+  for (int i = 0; i < 1000; ++i) {
+    const auto id = new_run_id();
+    EXPECT_TRUE(std::regex_match(id, format)) << id;
+    EXPECT_TRUE(is_valid_run_id(id)) << id;
+    ids.insert(id);
+  }
+  EXPECT_EQ(ids.size(), 1000u);
+  // Every new Results is a run of its own; a copy is the same run.
+  const Results a, b;
+  EXPECT_TRUE(is_valid_run_id(a.run_id));
+  EXPECT_NE(a.run_id, b.run_id);
+  EXPECT_FALSE(a == b);
+  const Results copy = a;
+  EXPECT_TRUE(copy == a);
+
+  for (const auto& [id, valid] :
+       std::vector<std::pair<std::string, bool>>{{"550e8400-e29b-41d4-a716-446655440000", true},
+                                                 {"run_1.2", true},
+                                                 {std::string(128, 'a'), true},
+                                                 {"", false},
+                                                 {std::string(129, 'a'), false},
+                                                 {"a b", false},
+                                                 {"a\"b", false},
+                                                 {"a/b", false},
+                                                 {"caf\xc3\xa9", false}})
+    EXPECT_EQ(is_valid_run_id(id), valid) << id;
+}
+
+TEST(ResultsJson, RunIdIsWrittenAndChecked) {
+  const auto results = test::sample_results();
+  auto j = to_json(results);
+  EXPECT_EQ(j["run_id"], results.run_id);
+  EXPECT_EQ(results_from_json(j).run_id, results.run_id);
+  for (const auto& [value, problem] : std::vector<std::pair<json, std::string>>{
+           {"", "expected 1 to 128 letters, digits, '.', '_' or '-', got \"\""},
+           {"a b", "got \"a b\""},
+           {std::string(100000, 'x'), "(100000 characters)"},
+           {42, "expected a string, got an integer (42)"}}) {
+    j["run_id"] = value;
+    expect_error(j, "run_id", problem);
+    EXPECT_LT(std::string(error_of(j).what()).size(), 300u);
+  }
+  j.erase("run_id");
+  expect_error(j, "run_id", "missing (a required key)");
+}
+
+TEST(ResultsJson, FilesOfSchema10WithoutRunIdStillRead) {
+  auto j = to_json(test::sample_results());
+  j["schema_version"] = "1.0.0";
+  j.erase("run_id");
+  const auto old = results_from_json(j);
+  EXPECT_EQ(old.run_id, "");
+  EXPECT_EQ(old.schema_version, "1.0.0");
+  // It is written back as it was (a 1.0 file has no run id to write).
+  EXPECT_EQ(to_json(old), j);
+  // 1.0 had no run_id: there it is an unknown key.
+  j["run_id"] = new_run_id();
+  expect_error(j, "run_id", "unknown key");
+  // Results of 1.1 without a run id do not read (and so are not written).
+  auto nameless = test::sample_results();
+  nameless.run_id.clear();
+  EXPECT_THROW(results_from_json(to_json(nameless)), ResultsError);
+}
+
+// Errors found while parsing the text (before any key is looked at) name the key path too, and
+// echo no megabyte of input.
+TEST_F(ResultsIo, TextErrorsNameTheKeyPathAndStayShort) {
+  // The document with the value at `pointer` replaced by the text `raw`.
+  const auto with_raw = [](const std::string& pointer, const std::string& raw) {
+    auto j = to_json(test::sample_results());
+    j[json::json_pointer(pointer)] = "@@RAW@@";
+    auto text = j.dump(2);
+    text.replace(text.find("\"@@RAW@@\""), 9, raw);
+    return text;
+  };
+  struct Row {
+    std::string text;
+    std::string key_path;
+    std::string problem; // the start of the problem
+  };
+  const std::string digits400 = "1" + std::string(400, '0');
+  const std::vector<Row> rows{
+      {with_raw("/cases/0/epoch_seconds/2", "1e999"), "cases[0].epoch_seconds[2]",
+       "number out of range (1e999)"},
+      {with_raw("/cases/0/epoch_seconds/2", "-1e999"), "cases[0].epoch_seconds[2]",
+       "number out of range (-1e999)"},
+      {with_raw("/wall_seconds", digits400), "wall_seconds",
+       "number out of range (" + digits400.substr(0, 26) + "..." + digits400.substr(387) +
+           " (401 characters))"},
+      {with_raw("/cases/1/median_epoch_seconds", "NaN"), "cases[1].median_epoch_seconds",
+       "not valid JSON: parse error at line"},
+      {with_raw("/cases/1/median_epoch_seconds", "Infinity"), "cases[1].median_epoch_seconds",
+       "not valid JSON: parse error at line"},
+      {with_raw("/config/extra/note", std::string(100000, '7') + "e+x"), "config.extra.note",
+       "not valid JSON: parse error at line"},
+      {"{\"schema_version\": \"1.1.0\", \"run_id\": \"" + std::string(100000, 'a'), "run_id",
+       "not valid JSON: parse error at line 1, column 100040: syntax error while parsing value - "
+       "invalid string: missing closing quote; last read: '\"aaaaaaaa"},
+      {"{\"schema_version\": \"1.1.0\", \"schema_version\": \"1.1.0\"}", "schema_version",
+       "key given twice in one object"},
+      {to_json(test::sample_results()).dump() + " x", "", "not valid JSON: parse error at line"},
+      // Numbers that parse are echoed in their short form.
+      {with_raw("/cases/0/peak_memory_bytes", "1" + std::string(300, '0')),
+       "cases[0].peak_memory_bytes", "expected an integer, got a number (1e+300)"},
+      {with_raw("/cases/0/epoch_seconds/2", "1" + std::string(300, '0')),
+       "cases[0].median_epoch_seconds", "is 0.51 but the median of epoch_seconds is 0.52"},
+      {with_raw("/cases/0/epoch_seconds/4", "1" + std::string(300, '0')),
+       "cases[0].max_epoch_seconds", "is 0.55 but the maximum of epoch_seconds is 1e+300"},
+  };
+  for (const auto& row : rows) {
+    SCOPED_TRACE(row.key_path + ": " + row.problem);
+    write("bad.json", row.text);
+    try {
+      read_results_file(path("bad.json"));
+      ADD_FAILURE() << "no error";
+    } catch (const ResultsError& e) {
+      EXPECT_EQ(e.file(), path("bad.json"));
+      EXPECT_EQ(e.key_path(), row.key_path) << e.what();
+      EXPECT_EQ(e.problem().rfind(row.problem, 0), 0u) << e.what();
+      EXPECT_LT(std::string(e.what()).size(), 400u) << e.what();
+    }
+  }
+  // The example of the documentation, whole.
+  write("bad.json", with_raw("/cases/0/epoch_seconds/2", "1e999"));
+  try {
+    read_results_file(path("bad.json"));
+    ADD_FAILURE() << "no error";
+  } catch (const ResultsError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              path("bad.json") + ": cases[0].epoch_seconds[2]: number out of range (1e999)");
+  }
+  // Nesting deep enough to overflow a recursive reader is refused, with a short path.
+  write("deep.json",
+        with_raw("/config/extra", std::string(100000, '[') + std::string(100000, ']')));
+  try {
+    read_results_file(path("deep.json"));
+    ADD_FAILURE() << "no error";
+  } catch (const ResultsError& e) {
+    EXPECT_EQ(e.key_path().rfind("config.extra[0][0]", 0), 0u) << e.what();
+    EXPECT_EQ(e.problem(), "nested deeper than 512 levels") << e.what();
+    EXPECT_LT(std::string(e.what()).size(), 400u) << e.what();
+  }
+}
+
 TEST(ResultsJson, CrossReferencesAreChecked) {
   auto j = to_json(test::sample_results());
   j["comparisons"][0]["b"] = "tpu";
@@ -298,6 +613,19 @@ TEST_F(ResultsIo, WriterRefusesWhatTheReaderWouldRefuseAndLeavesTheOldFile) {
   auto unlabelled = test::sample_results();
   unlabelled.cases[1].target = "cpu";
   EXPECT_THROW(write_results_file(path("results.json"), unlabelled), ResultsError);
+  // No run id: refused, not invented (the report written from the same Results would not match).
+  auto nameless = test::sample_results();
+  nameless.run_id.clear();
+  try {
+    write_results_file(path("results.json"), nameless);
+    ADD_FAILURE() << "results without a run id were written";
+  } catch (const ResultsError& e) {
+    EXPECT_EQ(e.key_path(), "run_id") << e.what();
+  }
+  // Statistics that contradict the epoch times are refused too.
+  auto contradicting = test::sample_results();
+  contradicting.cases[0].median_epoch_seconds = 0.6;
+  EXPECT_THROW(write_results_file(path("results.json"), contradicting), ResultsError);
   EXPECT_EQ(read("results.json"), before);
 }
 

@@ -5,12 +5,14 @@
 #include "values.h"
 
 #include "kan/reports/baseline.h"
+#include "kan/reports/html_report.h"
 #include "kan/reports/results_io.h"
 
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <utility>
 
 namespace kanbench {
 namespace {
@@ -26,6 +28,11 @@ struct CompareArgs {
 int run_compare(const CompareArgs& a) {
   const auto baseline = kan::reports::read_results_file(a.old_path);
   const auto current = kan::reports::read_results_file(a.new_path);
+  // A report.html beside either that shows another run would mislead whoever opens it next.
+  for (const auto& [path, results] :
+       {std::pair{&a.old_path, &baseline}, std::pair{&a.new_path, &current}})
+    if (const auto problem = kan::reports::report_pair_problem(*path, *results))
+      std::cerr << "kanbench: warning: " << *problem << "\n";
   kan::reports::BaselineOptions options;
   options.min_change = a.min_change / 100;
   options.alpha = a.alpha;

@@ -9,6 +9,9 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <stdexcept>
+#include <utility>
+#include <vector>
 
 namespace kanbench {
 namespace {
@@ -22,7 +25,38 @@ struct ReportArgs {
   std::string title = "kanbench report";
 };
 
+// Whether `a` and `b` name one existing file (through symlinks, "./", hard links).
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code error;
+  const bool same = std::filesystem::equivalent(a, b, error);
+  return !error && same;
+}
+
+// The report must not replace what it is made from (`-o results.json` would destroy the run).
+void refuse_overwriting_an_input(const ReportArgs& a, const std::string& out) {
+  std::vector<std::pair<std::string, std::string>> inputs{{"the results", a.results}};
+  if (!a.baseline.empty())
+    inputs.emplace_back("the --baseline", a.baseline);
+  for (const auto& file : a.gbench)
+    inputs.emplace_back("the --gbench input", file);
+  inputs.emplace_back("the Chart.js file",
+                      a.chartjs.empty() ? kan::reports::default_chartjs_path() : a.chartjs);
+  for (const auto& [what, input] : inputs)
+    if (same_file(out, input))
+      throw std::runtime_error("the report " + out + " would replace " + what + " " + input +
+                               ": choose another -o");
+}
+
+void warn_if_stale(const std::string& results_path, const kan::reports::Results& results) {
+  if (const auto problem = kan::reports::report_pair_problem(results_path, results))
+    std::cerr << "kanbench: warning: " << *problem << "\n";
+}
+
 int run_report(const ReportArgs& a) {
+  const std::string out =
+      a.out.empty() ? (std::filesystem::path(a.results).parent_path() / "report.html").string()
+                    : a.out;
+  refuse_overwriting_an_input(a, out);
   const auto results = kan::reports::read_results_file(a.results);
   kan::reports::HtmlReportOptions options;
   options.title = a.title;
@@ -34,11 +68,12 @@ int run_report(const ReportArgs& a) {
   }
   for (const auto& file : a.gbench)
     options.gbench.push_back(kan::reports::read_gbench_file(file));
-  const std::string out =
-      a.out.empty() ? (std::filesystem::path(a.results).parent_path() / "report.html").string()
-                    : a.out;
   kan::reports::write_html_report(out, results, options);
-  std::cout << "report -> " << out << "\n";
+  std::cout << "report -> " << out << std::endl; // before the warnings on stderr
+  // After writing: a report.html beside the results that was just replaced is no longer stale.
+  warn_if_stale(a.results, results);
+  if (options.baseline)
+    warn_if_stale(a.baseline, *options.baseline);
   return 0;
 }
 

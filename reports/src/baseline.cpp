@@ -201,16 +201,29 @@ std::string format_baseline_table(const BaselineComparison& comparison) {
                     c.new_median ? format_seconds(*c.new_median) : "-", ratio, p,
                     to_string(c.verdict), c.note});
   }
+  // A column is as wide as its longest cell of at most kMaxColumnWidth characters. A longer
+  // cell (a case name or target label of any length) is printed in full and the rest of its row
+  // continues on the next line at the next column, so the other rows keep their layout and the
+  // output grows with the input, not with rows x the longest name.
+  constexpr size_t kMaxColumnWidth = 40;
   std::vector<size_t> widths(rows.front().size(), 0);
   for (const auto& row : rows)
     for (size_t i = 0; i < row.size(); ++i)
-      widths[i] = std::max(widths[i], row[i].size());
+      if (row[i].size() <= kMaxColumnWidth)
+        widths[i] = std::max(widths[i], row[i].size());
   for (const auto& row : rows) {
     std::string line;
+    size_t column = 0;     // where the current cell starts on its line
+    bool overflow = false; // the previous cell ran past its column
     for (size_t i = 0; i < row.size(); ++i) {
+      if (overflow) {
+        out << line << "\n";
+        line.clear();
+      }
+      line.resize(column, ' ');
       line += row[i];
-      if (i + 1 < row.size())
-        line += std::string(widths[i] - row[i].size() + 2, ' ');
+      overflow = row[i].size() > widths[i];
+      column += widths[i] + 2;
     }
     while (!line.empty() && line.back() == ' ')
       line.pop_back();

@@ -200,7 +200,10 @@ GBenchReport gbench_from_json(const json& value, const std::string& source) {
 
 GBenchReport gbench_from_text(const std::string& text, const std::string& source) {
   try {
-    return gbench_from_json(detail::parse_json(sanitise(text)), source);
+    // A user counter named like a built-in field ("iterations") repeats that key in Google
+    // Benchmark's output; the last one counts, as in Google Benchmark's own tools.
+    return gbench_from_json(detail::parse_json(sanitise(text), /*allow_duplicate_keys=*/true),
+                            source);
   } catch (const ResultsError& e) {
     throw e.in_file(source);
   }

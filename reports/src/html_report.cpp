@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -21,6 +22,11 @@
 namespace kan::reports {
 
 using json = nlohmann::json;
+
+namespace {
+// The <meta name> of the run id in a report's <head>.
+constexpr const char* kRunIdMeta = "kanbench-run-id";
+} // namespace
 
 std::string default_chartjs_path() {
   const char* path = std::getenv("KANBENCH_CHARTJS");
@@ -916,8 +922,15 @@ std::string render_html_report(const Results& results, const HtmlReportOptions& 
 
   const auto& env = results.environment;
   std::string html;
-  html += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+  html += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  // Which run this shows, first in the file: report_pair_problem() reads only the beginning.
+  if (!results.run_id.empty())
+    html +=
+        "<meta name=\"" + std::string(kRunIdMeta) + "\" content=\"" + e(results.run_id) + "\">\n";
+  if (!options.results_source.empty())
+    html += "<meta name=\"kanbench-results\" content=\"" +
+            e(std::filesystem::path(options.results_source).filename().string()) + "\">\n";
+  html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
           // No network request of any kind: everything is inline.
           "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
           "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">\n"
@@ -932,7 +945,7 @@ std::string render_html_report(const Results& results, const HtmlReportOptions& 
       " &middot; kanbench " + e(env.kanbench_version) +
       (env.git_commit.empty() ? "" : " (" + e(env.git_commit) + ")") +
       (results.wall_seconds ? " &middot; run took " + format_seconds(*results.wall_seconds) : "") +
-      "</p></header>\n";
+      (results.run_id.empty() ? "" : " &middot; run " + e(results.run_id)) + "</p></header>\n";
   html += verdict_section(results, baseline, options);
   html += charts_section(charts, results);
   html += cases_section(results);
@@ -952,6 +965,55 @@ std::string render_html_report(const Results& results, const HtmlReportOptions& 
   html += "<script>\n" + chartjs + "\n</script>\n";
   html += "<script>" + std::string(kScript) + "</script>\n</body>\n</html>\n";
   return html;
+}
+
+std::optional<std::string> html_report_run_id(const std::string& html) {
+  // Only the <head>: everything after it comes from the results, escaped, but still not ours.
+  const std::string head = html.substr(0, html.find("</head>"));
+  const std::string start = "<meta name=\"" + std::string(kRunIdMeta) + "\" content=\"";
+  const auto at = head.find(start);
+  if (at == std::string::npos)
+    return std::nullopt;
+  const auto from = at + start.size();
+  const auto end = head.find('"', from);
+  if (end == std::string::npos)
+    return std::nullopt;
+  std::string id = head.substr(from, end - from);
+  if (!is_valid_run_id(id))
+    return std::nullopt;
+  return id;
+}
+
+std::optional<std::string> report_pair_problem(const std::string& results_path,
+                                               const Results& results) {
+  namespace fs = std::filesystem;
+  if (results.run_id.empty())
+    return std::nullopt;
+  const std::string report = (fs::path(results_path).parent_path() / "report.html").string();
+  std::error_code error;
+  if (!fs::is_regular_file(report, error))
+    return std::nullopt;
+  const std::string redo = " (kanbench report " + results_path + " writes a matching one)";
+  std::ifstream in(report, std::ios::binary);
+  if (!in)
+    return "cannot read " + report + " to check that it shows " + results_path + ": " +
+           std::strerror(errno);
+  // The run id is in the first lines; the rest (Chart.js, the data) can be megabytes.
+  std::string beginning(size_t{64} * 1024, '\0');
+  in.read(beginning.data(), static_cast<std::streamsize>(beginning.size()));
+  beginning.resize(static_cast<size_t>(in.gcount()));
+  const auto id = html_report_run_id(beginning);
+  if (!id)
+    return report + " records no run id (an older kanbench wrote it), so it may not show " +
+           results_path + " (run " + results.run_id + ")" + redo;
+  if (*id != results.run_id)
+    return report + " is stale: it shows run " + *id + ", but " + results_path + " is run " +
+           results.run_id + redo;
+  return std::nullopt;
+}
+
+std::optional<std::string> report_pair_problem(const std::string& results_path) {
+  return report_pair_problem(results_path, read_results_file(results_path));
 }
 
 void write_html_report(const std::string& path, const Results& results,

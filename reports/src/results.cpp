@@ -2,7 +2,15 @@
 
 #include "kan/reports/statistics.h"
 
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <random>
 #include <tuple>
+
+#include <unistd.h>
 
 namespace kan::reports {
 
@@ -76,8 +84,8 @@ auto tie(const RunConfig& c) {
                   c.cupti, c.trace, c.out, c.extra);
 }
 auto tie(const Results& r) {
-  return std::tie(r.schema_version, r.environment, r.config, r.cases, r.comparisons, r.edge_cases,
-                  r.wall_seconds);
+  return std::tie(r.schema_version, r.run_id, r.environment, r.config, r.cases, r.comparisons,
+                  r.edge_cases, r.wall_seconds);
 }
 auto tie(const CudaDevice& d) {
   return std::tie(d.index, d.name, d.compute_capability, d.multiprocessors, d.total_memory_bytes,
@@ -130,6 +138,55 @@ bool operator==(const EnvironmentProblem& a, const EnvironmentProblem& b) {
 }
 bool operator==(const Environment& a, const Environment& b) {
   return tie(a) == tie(b);
+}
+
+namespace {
+
+// splitmix64's finaliser: spreads the bits of a weak seed over all 64.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+uint64_t random_bits() {
+  try {
+    std::random_device device;
+    return (static_cast<uint64_t>(device()) << 32) ^ device();
+  } catch (const std::exception&) {
+    // No entropy source: the clock's nanoseconds, the process and a counter still differ
+    // between two runs of one machine; the time stamp in the id separates most others.
+    static std::atomic<uint64_t> counter{0};
+    const auto ticks = std::chrono::high_resolution_clock::now().time_since_epoch().count();
+    return mix(static_cast<uint64_t>(ticks) ^ mix(static_cast<uint64_t>(::getpid())) ^
+               mix(++counter));
+  }
+}
+
+} // namespace
+
+std::string new_run_id() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  ::gmtime_r(&now, &utc);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
+  char id[64];
+  std::snprintf(id, sizeof id, "%s-%016llx", stamp, static_cast<unsigned long long>(random_bits()));
+  return id;
+}
+
+bool is_valid_run_id(const std::string& id) {
+  if (id.empty() || id.size() > 128)
+    return false;
+  for (const char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (!ok)
+      return false;
+  }
+  return true;
 }
 
 void fill_epoch_statistics(CaseResult& result) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +16,7 @@
 namespace kan::reports {
 
 using json = nlohmann::json;
+using detail::Bound;
 using detail::ObjectReader;
 
 namespace {
@@ -192,7 +194,7 @@ Enum parse_enum(const json& value, const std::string& path,
       return e;
     expected += (expected.empty() ? "" : ", ") + std::string(name);
   }
-  detail::fail(path, "expected one of " + expected + "; got \"" + text + "\"");
+  detail::fail(path, "expected one of " + expected + "; got " + detail::quoted(text));
 }
 
 constexpr std::pair<const char*, CaseStatus> kCaseStatuses[] = {{"ok", CaseStatus::kOk},
@@ -237,14 +239,14 @@ AuditFinding finding_from_json(const json& value, const std::string& path, bool 
 EpochActivity epoch_activity_from_json(const json& value, const std::string& path, bool lenient) {
   ObjectReader r(value, path, lenient);
   EpochActivity e;
-  e.kernels = r.integer("kernels");
-  e.busy_seconds = r.number("busy_seconds");
-  e.wall_seconds = r.number("wall_seconds");
-  e.busy_fraction = r.number("busy_fraction");
-  e.h2d_copies = r.integer("h2d_copies");
-  e.h2d_bytes = r.integer("h2d_bytes");
-  e.d2h_copies = r.integer("d2h_copies");
-  e.d2h_bytes = r.integer("d2h_bytes");
+  e.kernels = r.integer("kernels", Bound::kNonNegative);
+  e.busy_seconds = r.number("busy_seconds", Bound::kNonNegative);
+  e.wall_seconds = r.number("wall_seconds", Bound::kNonNegative);
+  e.busy_fraction = r.number("busy_fraction", Bound::kFraction);
+  e.h2d_copies = r.integer("h2d_copies", Bound::kNonNegative);
+  e.h2d_bytes = r.integer("h2d_bytes", Bound::kNonNegative);
+  e.d2h_copies = r.integer("d2h_copies", Bound::kNonNegative);
+  e.d2h_bytes = r.integer("d2h_bytes", Bound::kNonNegative);
   r.finish();
   return e;
 }
@@ -264,9 +266,9 @@ GpuActivity gpu_activity_from_json(const json& value, const std::string& path, b
 ActivationCurve activation_from_json(const json& value, const std::string& path, bool lenient) {
   ObjectReader r(value, path, lenient);
   ActivationCurve c;
-  c.layer = r.integer("layer");
-  c.input = r.integer("input");
-  c.output = r.integer("output");
+  c.layer = r.integer("layer", Bound::kNonNegative);
+  c.input = r.integer("input", Bound::kNonNegative);
+  c.output = r.integer("output", Bound::kNonNegative);
   c.x = r.numbers("x");
   c.y = r.numbers("y");
   if (c.x.size() != c.y.size())
@@ -274,6 +276,50 @@ ActivationCurve activation_from_json(const json& value, const std::string& path,
                                      std::to_string(c.x.size()));
   r.finish();
   return c;
+}
+
+// The statistics a case states must be those of its epoch times, as fill_epoch_statistics()
+// defines them: a file that contradicts itself is refused rather than shown. The tolerance is
+// relative, 1e-9 of the larger value; for the IQR, a difference of two quantiles, of the
+// quantiles' size (another producer's quantiles may differ in their last bits).
+void check_epoch_statistics(const CaseResult& c, const ObjectReader& r) {
+  CaseResult expected;
+  expected.epoch_seconds = c.epoch_seconds;
+  expected.steps_per_epoch = c.steps_per_epoch;
+  expected.samples_per_epoch = c.samples_per_epoch;
+  fill_epoch_statistics(expected);
+  const auto check = [&](const char* key, const std::optional<double>& stated,
+                         const std::optional<double>& computed, const std::string& what,
+                         double scale) {
+    if (!stated)
+      return;
+    if (!computed) {
+      if (c.epoch_seconds.empty())
+        detail::fail(r.path_of(key), "is " + detail::format_number(*stated) +
+                                         " but epoch_seconds is empty (it is " + what + ")");
+      return; // a rate without steps_per_epoch, or with a median of 0: nothing to compare
+    }
+    const double tolerance = 1e-9 * std::max({std::fabs(*stated), std::fabs(*computed), scale});
+    if (!(std::fabs(*stated - *computed) <= tolerance))
+      detail::fail(r.path_of(key), "is " + detail::format_number(*stated) + " but " + what +
+                                       " is " + detail::format_number(*computed));
+  };
+  // q3 <= median + IQR: the size of the quantiles the IQR is the difference of.
+  const double quantiles = expected.median_epoch_seconds
+                               ? *expected.median_epoch_seconds + *expected.iqr_epoch_seconds
+                               : 0;
+  check("median_epoch_seconds", c.median_epoch_seconds, expected.median_epoch_seconds,
+        "the median of epoch_seconds", 0);
+  check("iqr_epoch_seconds", c.iqr_epoch_seconds, expected.iqr_epoch_seconds,
+        "the interquartile range of epoch_seconds", quantiles);
+  check("min_epoch_seconds", c.min_epoch_seconds, expected.min_epoch_seconds,
+        "the minimum of epoch_seconds", 0);
+  check("max_epoch_seconds", c.max_epoch_seconds, expected.max_epoch_seconds,
+        "the maximum of epoch_seconds", 0);
+  check("steps_per_second", c.steps_per_second, expected.steps_per_second,
+        "steps_per_epoch / the median of epoch_seconds", 0);
+  check("samples_per_second", c.samples_per_second, expected.samples_per_second,
+        "samples_per_epoch / the median of epoch_seconds", 0);
 }
 
 CaseResult case_from_json(const json& value, const std::string& path, bool lenient) {
@@ -285,21 +331,21 @@ CaseResult case_from_json(const json& value, const std::string& path, bool lenie
   c.dtype = r.string("dtype");
   c.status = parse_enum(r.required("status"), r.path_of("status"), kCaseStatuses);
   c.reason = r.string("reason");
-  c.epoch_seconds = r.numbers("epoch_seconds");
-  c.median_epoch_seconds = r.nullable_number("median_epoch_seconds");
-  c.iqr_epoch_seconds = r.nullable_number("iqr_epoch_seconds");
-  c.peak_memory_bytes = r.nullable_integer("peak_memory_bytes");
-  c.final_test_rmse = r.optional_number("final_test_rmse");
-  c.final_accuracy = r.optional_number("final_accuracy");
+  c.epoch_seconds = r.numbers("epoch_seconds", Bound::kNonNegative);
+  c.median_epoch_seconds = r.nullable_number("median_epoch_seconds", Bound::kNonNegative);
+  c.iqr_epoch_seconds = r.nullable_number("iqr_epoch_seconds", Bound::kNonNegative);
+  c.peak_memory_bytes = r.nullable_integer("peak_memory_bytes", Bound::kNonNegative);
+  c.final_test_rmse = r.optional_number("final_test_rmse", Bound::kNonNegative);
+  c.final_accuracy = r.optional_number("final_accuracy", Bound::kFraction);
   c.backend = r.optional_string("backend");
-  c.threads = r.optional_integer("threads");
-  c.warmup_epochs = r.optional_integer("warmup_epochs");
-  c.min_epoch_seconds = r.optional_number("min_epoch_seconds");
-  c.max_epoch_seconds = r.optional_number("max_epoch_seconds");
-  c.steps_per_epoch = r.optional_integer("steps_per_epoch");
-  c.samples_per_epoch = r.optional_integer("samples_per_epoch");
-  c.steps_per_second = r.optional_number("steps_per_second");
-  c.samples_per_second = r.optional_number("samples_per_second");
+  c.threads = r.optional_integer("threads", Bound::kNonNegative);
+  c.warmup_epochs = r.optional_integer("warmup_epochs", Bound::kNonNegative);
+  c.min_epoch_seconds = r.optional_number("min_epoch_seconds", Bound::kNonNegative);
+  c.max_epoch_seconds = r.optional_number("max_epoch_seconds", Bound::kNonNegative);
+  c.steps_per_epoch = r.optional_integer("steps_per_epoch", Bound::kNonNegative);
+  c.samples_per_epoch = r.optional_integer("samples_per_epoch", Bound::kNonNegative);
+  c.steps_per_second = r.optional_number("steps_per_second", Bound::kNonNegative);
+  c.samples_per_second = r.optional_number("samples_per_second", Bound::kNonNegative);
   c.timer = r.optional_string("timer");
   c.memory_kind = r.optional_string("memory_kind");
   c.train_loss_per_epoch = r.optional_numbers("train_loss_per_epoch");
@@ -338,6 +384,7 @@ CaseResult case_from_json(const json& value, const std::string& path, bool lenie
       detail::fail(path, "status is \"skipped\" but it has epoch times (a skipped case has no "
                          "numbers)");
   }
+  check_epoch_statistics(c, r);
   return c;
 }
 
@@ -347,19 +394,21 @@ Comparison comparison_from_json(const json& value, const std::string& path, bool
   c.case_name = r.string("case");
   c.a = r.string("a");
   c.b = r.string("b");
-  c.speedup = r.nullable_number("speedup");
-  c.max_abs_output_diff = r.nullable_number("max_abs_output_diff");
-  c.max_rel_loss_diff = r.nullable_number("max_rel_loss_diff");
-  c.final_metric_rel_diff = r.nullable_number("final_metric_rel_diff");
+  // Ratios of times and sizes of differences: none can be negative.
+  c.speedup = r.nullable_number("speedup", Bound::kNonNegative);
+  c.max_abs_output_diff = r.nullable_number("max_abs_output_diff", Bound::kNonNegative);
+  c.max_rel_loss_diff = r.nullable_number("max_rel_loss_diff", Bound::kNonNegative);
+  c.final_metric_rel_diff = r.nullable_number("final_metric_rel_diff", Bound::kNonNegative);
   c.parity = parse_enum(r.required("parity"), r.path_of("parity"), kParities);
   c.label = r.optional_string("label");
-  c.speedup_low = r.optional_number("speedup_low");
-  c.speedup_high = r.optional_number("speedup_high");
-  c.max_rel_output_diff = r.optional_number("max_rel_output_diff");
-  c.max_abs_grad_diff = r.optional_number("max_abs_grad_diff");
-  c.max_rel_grad_diff = r.optional_number("max_rel_grad_diff");
-  c.final_accuracy_diff_points = r.optional_number("final_accuracy_diff_points");
-  c.tolerances = r.optional_number_map("tolerances");
+  c.speedup_low = r.optional_number("speedup_low", Bound::kNonNegative);
+  c.speedup_high = r.optional_number("speedup_high", Bound::kNonNegative);
+  c.max_rel_output_diff = r.optional_number("max_rel_output_diff", Bound::kNonNegative);
+  c.max_abs_grad_diff = r.optional_number("max_abs_grad_diff", Bound::kNonNegative);
+  c.max_rel_grad_diff = r.optional_number("max_rel_grad_diff", Bound::kNonNegative);
+  c.final_accuracy_diff_points =
+      r.optional_number("final_accuracy_diff_points", Bound::kNonNegative);
+  c.tolerances = r.optional_number_map("tolerances", Bound::kNonNegative);
   c.message = r.optional_string("message").value_or("");
   r.finish();
   return c;
@@ -372,9 +421,9 @@ EdgeCaseResult edge_case_from_json(const json& value, const std::string& path, b
   e.device = r.string("device");
   e.status = parse_enum(r.required("status"), r.path_of("status"), kEdgeStatuses);
   e.message = r.string("message");
-  e.samples = r.optional_integer("samples");
-  e.peak_memory_bytes = r.optional_integer("peak_memory_bytes");
-  e.seconds = r.optional_number("seconds");
+  e.samples = r.optional_integer("samples", Bound::kNonNegative);
+  e.peak_memory_bytes = r.optional_integer("peak_memory_bytes", Bound::kNonNegative);
+  e.seconds = r.optional_number("seconds", Bound::kNonNegative);
   e.measurements = r.optional_number_map("measurements");
   r.finish();
   return e;
@@ -385,11 +434,11 @@ RunConfig config_from_json(const json& value, const std::string& path, bool leni
   RunConfig c;
   c.suite = r.string("suite");
   c.devices = detail::as_strings(r.required("devices"), r.path_of("devices"));
-  c.repeat = r.integer("repeat");
-  c.warmup = r.optional_integer("warmup");
+  c.repeat = r.integer("repeat", Bound::kNonNegative);
+  c.warmup = r.optional_integer("warmup", Bound::kNonNegative);
   c.cases = r.optional_strings("cases");
   c.seed = r.optional_unsigned("seed");
-  c.time_limit_seconds = r.optional_number("time_limit_seconds");
+  c.time_limit_seconds = r.optional_number("time_limit_seconds", Bound::kNonNegative);
   c.cupti = r.optional_bool("cupti");
   c.trace = r.optional_string("trace");
   c.out = r.optional_string("out");
@@ -401,12 +450,12 @@ RunConfig config_from_json(const json& value, const std::string& path, bool leni
 CudaDevice cuda_device_from_json(const json& value, const std::string& path, bool lenient) {
   ObjectReader r(value, path, lenient);
   CudaDevice d;
-  d.index = r.integer("index");
+  d.index = r.integer("index", Bound::kNonNegative);
   d.name = r.string("name");
   d.compute_capability = r.string("compute_capability");
-  d.multiprocessors = r.integer("multiprocessors");
-  d.total_memory_bytes = r.integer("total_memory_bytes");
-  d.free_memory_bytes = r.integer("free_memory_bytes");
+  d.multiprocessors = r.integer("multiprocessors", Bound::kNonNegative);
+  d.total_memory_bytes = r.integer("total_memory_bytes", Bound::kNonNegative);
+  d.free_memory_bytes = r.integer("free_memory_bytes", Bound::kNonNegative);
   r.finish();
   return d;
 }
@@ -440,8 +489,8 @@ Environment environment_from_json_at(const json& value, const std::string& path,
       r.required("cuda_devices"), r.path_of("cuda_devices"),
       [&](const json& v, const std::string& p) { return cuda_device_from_json(v, p, lenient); });
   e.cpu_model = r.string("cpu_model");
-  e.cpu_cores = r.integer("cpu_cores");
-  e.torch_threads = r.integer("torch_threads");
+  e.cpu_cores = r.integer("cpu_cores", Bound::kNonNegative);
+  e.torch_threads = r.integer("torch_threads", Bound::kNonNegative);
   e.nvtx_available = r.boolean("nvtx_available");
   e.cupti_available = r.boolean("cupti_available");
   e.problems = read_array<EnvironmentProblem>(
@@ -508,6 +557,8 @@ json to_json(const Results& results) {
          {"comparisons", comparisons},
          {"edge_cases", edge_cases}};
   put_optional(j, "wall_seconds", results.wall_seconds);
+  // Required since 1.1.0; left out only for a Results read from a 1.0 file (which had none).
+  put_nonempty(j, "run_id", results.run_id);
   return j;
 }
 
@@ -518,11 +569,11 @@ int check_schema_version(const json& version, const std::string& key_path,
     int major = 0, minor = 0, patch = 0, consumed = 0;
     if (std::sscanf(text.c_str(), "%d.%d.%d%n", &major, &minor, &patch, &consumed) != 3 ||
         consumed != static_cast<int>(text.size()) || major < 0 || minor < 0 || patch < 0)
-      detail::fail(key_path, "expected \"MAJOR.MINOR.PATCH\", got \"" + text + "\"");
+      detail::fail(key_path, "expected \"MAJOR.MINOR.PATCH\", got " + detail::quoted(text));
     int our_major = 0;
     std::sscanf(kSchemaVersion, "%d", &our_major);
     if (major != our_major)
-      detail::fail(key_path, "version " + text +
+      detail::fail(key_path, "version " + detail::elide(text) +
                                  " is not supported: this kanbench reads major "
                                  "version " +
                                  std::to_string(our_major) + " (writes " + kSchemaVersion + ")");
@@ -541,11 +592,20 @@ Results results_from_json(const json& value, const std::string& source) {
       detail::fail("schema_version", "missing (a required key; is this a kanbench results.json?)");
     int our_minor = 0;
     std::sscanf(kSchemaVersion, "%*d.%d", &our_minor);
-    const bool lenient = check_schema_version(*version, "schema_version") > our_minor;
+    const int minor = check_schema_version(*version, "schema_version");
+    const bool lenient = minor > our_minor;
 
     ObjectReader r(value, "", lenient);
     Results results;
     results.schema_version = r.string("schema_version");
+    // run_id came with 1.1.0: required from then on, unknown (refused) in 1.0 files.
+    results.run_id.clear();
+    if (minor >= 1) {
+      results.run_id = r.string("run_id");
+      if (!is_valid_run_id(results.run_id))
+        detail::fail("run_id", "expected 1 to 128 letters, digits, '.', '_' or '-', got " +
+                                   detail::quoted(results.run_id));
+    }
     results.environment =
         environment_from_json_at(r.required("environment"), "environment", lenient);
     results.config = config_from_json(r.required("config"), "config", lenient);
@@ -558,7 +618,7 @@ Results results_from_json(const json& value, const std::string& source) {
     results.edge_cases = read_array<EdgeCaseResult>(
         r.required("edge_cases"), "edge_cases",
         [&](const json& v, const std::string& p) { return edge_case_from_json(v, p, lenient); });
-    results.wall_seconds = r.optional_number("wall_seconds");
+    results.wall_seconds = r.optional_number("wall_seconds", Bound::kNonNegative);
     r.finish();
 
     // Cross references: cases are unique by (name, target); comparisons name existing cases.
@@ -567,17 +627,18 @@ Results results_from_json(const json& value, const std::string& source) {
       for (size_t k = 0; k < i; ++k)
         if (results.cases[k].name == c.name && results.cases[k].target == c.target)
           detail::fail(detail::index_path("cases", i),
-                       "same name \"" + c.name + "\" and target \"" + c.target + "\" as " +
-                           detail::index_path("cases", k) + " (give each target its own label)");
+                       "same name " + detail::quoted(c.name) + " and target " +
+                           detail::quoted(c.target) + " as " + detail::index_path("cases", k) +
+                           " (give each target its own label)");
     }
     for (size_t i = 0; i < results.comparisons.size(); ++i) {
       const auto& c = results.comparisons[i];
       const auto path = detail::index_path("comparisons", i);
       for (const auto& [key, target] : {std::pair{"a", &c.a}, std::pair{"b", &c.b}})
         if (!results.find_case(c.case_name, *target))
-          detail::fail(detail::child_path(path, key), "no case with name \"" + c.case_name +
-                                                          "\" and target \"" + *target +
-                                                          "\" in cases");
+          detail::fail(detail::child_path(path, key),
+                       "no case with name " + detail::quoted(c.case_name) + " and target " +
+                           detail::quoted(*target) + " in cases");
     }
     return results;
   } catch (const ResultsError& e) {
@@ -617,7 +678,7 @@ void write_results_file(const std::string& path, const Results& results) {
   // The writer refuses what the reader would refuse: every file written can be read back.
   const std::string text = j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
   try {
-    results_from_json(json::parse(text), path);
+    results_from_json(detail::parse_json(text), path);
   } catch (const ResultsError& e) {
     throw ResultsError(path, e.key_path(), e.problem() + " (not written)");
   }

@@ -33,31 +33,60 @@ std::string describe(const json& value) {
   }
 }
 
+std::string elide(const std::string& text, size_t limit) {
+  if (text.size() <= limit)
+    return text;
+  const size_t head = limit * 2 / 3, tail = limit - head;
+  return text.substr(0, head) + "..." + text.substr(text.size() - tail) + " (" +
+         std::to_string(text.size()) + " characters)";
+}
+
+std::string format_number(double number) {
+  return json(number).dump();
+}
+
 void fail(const std::string& path, const std::string& problem) {
   throw ResultsError("", path, problem);
 }
 
-double as_number(const json& value, const std::string& path) {
+namespace {
+
+template <typename T>
+void check_bound(T number, const json& value, const std::string& path, Bound bound) {
+  if (bound == Bound::kNonNegative && number < 0)
+    fail(path, "expected a number >= 0, got " + value.dump());
+  if (bound == Bound::kFraction && !(number >= 0 && number <= 1))
+    fail(path, "expected a fraction from 0 to 1, got " + value.dump());
+}
+
+} // namespace
+
+double as_number(const json& value, const std::string& path, Bound bound) {
   if (!value.is_number())
     fail(path, "expected a number, got " + describe(value));
   const double number = value.get<double>();
   if (!std::isfinite(number))
     fail(path, "expected a finite number, got " + value.dump());
+  check_bound(number, value, path, bound);
   return number;
 }
 
-int64_t as_integer(const json& value, const std::string& path) {
+int64_t as_integer(const json& value, const std::string& path, Bound bound) {
   if (value.is_number_unsigned() &&
       value.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
     fail(path, "integer " + value.dump() + " is too large (at most 2^63-1)");
-  if (value.is_number_integer())
-    return value.get<int64_t>();
-  if (value.is_number_float()) {
+  std::optional<int64_t> integer;
+  if (value.is_number_integer()) {
+    integer = value.get<int64_t>();
+  } else if (value.is_number_float()) {
     const double number = value.get<double>();
     if (std::isfinite(number) && std::floor(number) == number && std::fabs(number) < 9.0e15)
-      return static_cast<int64_t>(number);
+      integer = static_cast<int64_t>(number);
   }
-  fail(path, "expected an integer, got " + describe(value));
+  if (!integer)
+    fail(path, "expected an integer, got " + describe(value));
+  check_bound(*integer, value, path, bound);
+  return *integer;
 }
 
 uint64_t as_unsigned(const json& value, const std::string& path) {
@@ -93,12 +122,12 @@ const json& as_object(const json& value, const std::string& path) {
   return value;
 }
 
-std::vector<double> as_numbers(const json& value, const std::string& path) {
+std::vector<double> as_numbers(const json& value, const std::string& path, Bound bound) {
   std::vector<double> numbers;
   const auto& array = as_array(value, path);
   numbers.reserve(array.size());
   for (size_t i = 0; i < array.size(); ++i)
-    numbers.push_back(as_number(array[i], index_path(path, i)));
+    numbers.push_back(as_number(array[i], index_path(path, i), bound));
   return numbers;
 }
 
@@ -110,10 +139,11 @@ std::vector<std::string> as_strings(const json& value, const std::string& path) 
   return strings;
 }
 
-std::map<std::string, double> as_number_map(const json& value, const std::string& path) {
+std::map<std::string, double> as_number_map(const json& value, const std::string& path,
+                                            Bound bound) {
   std::map<std::string, double> numbers;
   for (const auto& [key, item] : as_object(value, path).items())
-    numbers[key] = as_number(item, child_path(path, key));
+    numbers[key] = as_number(item, child_path(path, key), bound);
   return numbers;
 }
 
@@ -134,18 +164,18 @@ const json* ObjectReader::optional(const std::string& key) {
   return it == value_.end() || it->is_null() ? nullptr : &*it;
 }
 
-std::optional<double> ObjectReader::nullable_number(const std::string& key) {
+std::optional<double> ObjectReader::nullable_number(const std::string& key, Bound bound) {
   const auto& value = required(key);
   if (value.is_null())
     return std::nullopt;
-  return as_number(value, path_of(key));
+  return as_number(value, path_of(key), bound);
 }
 
-std::optional<int64_t> ObjectReader::nullable_integer(const std::string& key) {
+std::optional<int64_t> ObjectReader::nullable_integer(const std::string& key, Bound bound) {
   const auto& value = required(key);
   if (value.is_null())
     return std::nullopt;
-  return as_integer(value, path_of(key));
+  return as_integer(value, path_of(key), bound);
 }
 
 std::optional<std::string> ObjectReader::optional_string(const std::string& key) {
@@ -155,18 +185,18 @@ std::optional<std::string> ObjectReader::optional_string(const std::string& key)
   return as_string(*value, path_of(key));
 }
 
-std::optional<double> ObjectReader::optional_number(const std::string& key) {
+std::optional<double> ObjectReader::optional_number(const std::string& key, Bound bound) {
   const auto* value = optional(key);
   if (!value)
     return std::nullopt;
-  return as_number(*value, path_of(key));
+  return as_number(*value, path_of(key), bound);
 }
 
-std::optional<int64_t> ObjectReader::optional_integer(const std::string& key) {
+std::optional<int64_t> ObjectReader::optional_integer(const std::string& key, Bound bound) {
   const auto* value = optional(key);
   if (!value)
     return std::nullopt;
-  return as_integer(*value, path_of(key));
+  return as_integer(*value, path_of(key), bound);
 }
 
 std::optional<uint64_t> ObjectReader::optional_unsigned(const std::string& key) {
@@ -193,9 +223,10 @@ std::vector<std::string> ObjectReader::optional_strings(const std::string& key) 
   return value ? as_strings(*value, path_of(key)) : std::vector<std::string>{};
 }
 
-std::map<std::string, double> ObjectReader::optional_number_map(const std::string& key) {
+std::map<std::string, double> ObjectReader::optional_number_map(const std::string& key,
+                                                                Bound bound) {
   const auto* value = optional(key);
-  return value ? as_number_map(*value, path_of(key)) : std::map<std::string, double>{};
+  return value ? as_number_map(*value, path_of(key), bound) : std::map<std::string, double>{};
 }
 
 json ObjectReader::optional_object(const std::string& key) {
@@ -219,17 +250,125 @@ void ObjectReader::finish() const {
   }
 }
 
-json parse_json(const std::string& text) {
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    // "[json.exception.parse_error.101] parse error at line 3, column 5: ..." -> from "parse".
-    std::string what = e.what();
-    const auto start = what.find("] ");
-    if (start != std::string::npos)
-      what = what.substr(start + 2);
-    throw ResultsError("", "", "not valid JSON: " + what);
+namespace {
+
+// Builds the document as nlohmann's own parser does (SAX events), and knows the key path of
+// the value being read, so a syntax error or a number out of range names where it happened.
+// Also refuses a key given twice in one object (JSON leaves it open; nlohmann keeps the last)
+// and nesting deeper than kMaxJsonDepth.
+class PathTrackingBuilder {
+public:
+  explicit PathTrackingBuilder(bool allow_duplicate_keys)
+      : allow_duplicate_keys_(allow_duplicate_keys) {}
+  json take() { return std::move(root_); }
+
+  bool null() { return add(nullptr); }
+  bool boolean(bool value) { return add(value); }
+  bool number_integer(json::number_integer_t value) { return add(value); }
+  bool number_unsigned(json::number_unsigned_t value) { return add(value); }
+  bool number_float(json::number_float_t value, const json::string_t&) { return add(value); }
+  bool string(json::string_t& value) { return add(std::move(value)); }
+  bool binary(json::binary_t& value) { return add(json::binary(std::move(value))); }
+  bool start_object(std::size_t) { return open(json::object()); }
+  bool start_array(std::size_t) { return open(json::array()); }
+  bool key(json::string_t& key) {
+    auto& frame = frames_.back();
+    if (!allow_duplicate_keys_ && frame.value->contains(key))
+      fail(child_path(path_of(frames_.size() - 1), key),
+           "key given twice in one object (which one counts is unclear)");
+    frame.key = std::move(key);
+    frame.has_key = true;
+    return true;
   }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+
+  bool parse_error(std::size_t, const std::string& last_token, const json::exception& error) {
+    // 406: nlohmann's "number overflow parsing '1e999'" (a number no double holds).
+    if (error.id == 406)
+      fail(path(), "number out of range (" + elide(last_token, 40) + ")");
+    // "[json.exception.parse_error.101] parse error at line 3, column 5: ..." -> from "parse",
+    // with the token it stopped at elided (a string or number may be megabytes long).
+    std::string what = error.what();
+    if (const auto start = what.find("] "); start != std::string::npos)
+      what = what.substr(start + 2);
+    const std::string token = "last read: '" + last_token + "'";
+    if (const auto at = what.find(token); !last_token.empty() && at != std::string::npos)
+      what.replace(at, token.size(), "last read: '" + elide(last_token, 40) + "'");
+    fail(path(), "not valid JSON: " + elide(what, 400));
+  }
+
+private:
+  struct Frame {
+    json* value = nullptr; // the object or array being filled
+    std::string key;       // object: the key whose value comes next
+    bool has_key = false;  // object: a key was read
+    size_t index = 0;      // array: the index of the element being read
+  };
+
+  // The key path of what is read inside frames_[0..depth].
+  std::string path_of(size_t depth) const {
+    std::string path;
+    for (size_t i = 0; i < depth; ++i)
+      path = step(path, frames_[i]);
+    return path;
+  }
+  std::string path() const { return path_of(frames_.size()); }
+  static std::string step(const std::string& path, const Frame& frame) {
+    if (frame.value->is_array())
+      return index_path(path, frame.index);
+    return frame.has_key ? child_path(path, frame.key) : path;
+  }
+
+  // Puts a value where the parser is; pointers stay valid, since a container's frame is only
+  // below the top while its own last element is being filled.
+  json* place(json value) {
+    if (frames_.empty()) {
+      root_ = std::move(value);
+      return &root_;
+    }
+    auto& frame = frames_.back();
+    if (frame.value->is_array()) {
+      frame.value->push_back(std::move(value));
+      return &frame.value->back();
+    }
+    return &((*frame.value)[frame.key] = std::move(value));
+  }
+  // The value at the top is complete: an array moves on to its next index.
+  void done() {
+    if (!frames_.empty() && frames_.back().value->is_array())
+      ++frames_.back().index;
+  }
+  bool add(json value) {
+    place(std::move(value));
+    done();
+    return true;
+  }
+  bool open(json container) {
+    if (frames_.size() >= kMaxJsonDepth)
+      fail(elide(path(), 100), "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    Frame frame;
+    frame.value = place(std::move(container));
+    frames_.push_back(std::move(frame));
+    return true;
+  }
+  bool close() {
+    frames_.pop_back();
+    done();
+    return true;
+  }
+
+  bool allow_duplicate_keys_;
+  json root_;
+  std::vector<Frame> frames_;
+};
+
+} // namespace
+
+json parse_json(const std::string& text, bool allow_duplicate_keys) {
+  PathTrackingBuilder builder(allow_duplicate_keys);
+  json::sax_parse(text, &builder);
+  return builder.take();
 }
 
 } // namespace kan::reports::detail

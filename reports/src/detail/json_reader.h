@@ -20,25 +20,42 @@ using json = nlohmann::json;
 /// "a string (\"fast\")", "null", "an array of 3", ... for "expected X, got Y".
 std::string describe(const json& value);
 
+/// `text` when it has at most `limit` characters, else its start and end around "..." (and
+/// its length), so no message echoes a megabyte of input.
+std::string elide(const std::string& text, size_t limit = 60);
+/// `text` elided and in double quotes, for messages: "\"toy\"".
+inline std::string quoted(const std::string& text) {
+  return "\"" + elide(text) + "\"";
+}
+/// A finite number as JSON writes it (shortest form that reads back: "0.51", "1e-09").
+std::string format_number(double number);
+
 [[noreturn]] void fail(const std::string& path, const std::string& problem);
 
+/// The key path of `key` in the object at `path` (an overlong key is elided).
 inline std::string child_path(const std::string& path, const std::string& key) {
-  return path.empty() ? key : path + "." + key;
+  return path.empty() ? elide(key, 80) : path + "." + elide(key, 80);
 }
 inline std::string index_path(const std::string& path, size_t index) {
   return path + "[" + std::to_string(index) + "]";
 }
 
-double as_number(const json& value, const std::string& path);
-int64_t as_integer(const json& value, const std::string& path);
+/// What a number may be besides finite: seconds, counts, bytes and rates cannot be negative;
+/// fractions are 0..1.
+enum class Bound { kAny, kNonNegative, kFraction };
+
+double as_number(const json& value, const std::string& path, Bound bound = Bound::kAny);
+int64_t as_integer(const json& value, const std::string& path, Bound bound = Bound::kAny);
 uint64_t as_unsigned(const json& value, const std::string& path);
 std::string as_string(const json& value, const std::string& path);
 bool as_bool(const json& value, const std::string& path);
 const json& as_array(const json& value, const std::string& path);
 const json& as_object(const json& value, const std::string& path);
-std::vector<double> as_numbers(const json& value, const std::string& path);
+std::vector<double> as_numbers(const json& value, const std::string& path,
+                               Bound bound = Bound::kAny);
 std::vector<std::string> as_strings(const json& value, const std::string& path);
-std::map<std::string, double> as_number_map(const json& value, const std::string& path);
+std::map<std::string, double> as_number_map(const json& value, const std::string& path,
+                                            Bound bound = Bound::kAny);
 
 /// One JSON object being read. Every key read is remembered; finish() refuses the others
 /// unless unknown keys are allowed (a newer minor version of the format).
@@ -55,26 +72,31 @@ public:
   const json* optional(const std::string& key);
 
   std::string string(const std::string& key) { return as_string(required(key), path_of(key)); }
-  double number(const std::string& key) { return as_number(required(key), path_of(key)); }
-  int64_t integer(const std::string& key) { return as_integer(required(key), path_of(key)); }
+  double number(const std::string& key, Bound bound = Bound::kAny) {
+    return as_number(required(key), path_of(key), bound);
+  }
+  int64_t integer(const std::string& key, Bound bound = Bound::kAny) {
+    return as_integer(required(key), path_of(key), bound);
+  }
   bool boolean(const std::string& key) { return as_bool(required(key), path_of(key)); }
-  std::vector<double> numbers(const std::string& key) {
-    return as_numbers(required(key), path_of(key));
+  std::vector<double> numbers(const std::string& key, Bound bound = Bound::kAny) {
+    return as_numbers(required(key), path_of(key), bound);
   }
 
   /// A key that must be there but may be null.
-  std::optional<double> nullable_number(const std::string& key);
-  std::optional<int64_t> nullable_integer(const std::string& key);
+  std::optional<double> nullable_number(const std::string& key, Bound bound = Bound::kAny);
+  std::optional<int64_t> nullable_integer(const std::string& key, Bound bound = Bound::kAny);
 
   /// Keys that may be missing (or null).
   std::optional<std::string> optional_string(const std::string& key);
-  std::optional<double> optional_number(const std::string& key);
-  std::optional<int64_t> optional_integer(const std::string& key);
+  std::optional<double> optional_number(const std::string& key, Bound bound = Bound::kAny);
+  std::optional<int64_t> optional_integer(const std::string& key, Bound bound = Bound::kAny);
   std::optional<uint64_t> optional_unsigned(const std::string& key);
   std::optional<bool> optional_bool(const std::string& key);
   std::vector<double> optional_numbers(const std::string& key);
   std::vector<std::string> optional_strings(const std::string& key);
-  std::map<std::string, double> optional_number_map(const std::string& key);
+  std::map<std::string, double> optional_number_map(const std::string& key,
+                                                    Bound bound = Bound::kAny);
   /// An object kept as JSON; null when missing.
   json optional_object(const std::string& key);
 
@@ -88,7 +110,15 @@ private:
   std::set<std::string> known_;
 };
 
-/// Parses text as JSON; throws ResultsError("", "", "not valid JSON: ...").
-json parse_json(const std::string& text);
+/// Objects and arrays nested deeper than this are refused (every reader and writer of the
+/// value recurses; a results.json nests about 6 levels).
+inline constexpr size_t kMaxJsonDepth = 512;
+
+/// Parses text as JSON. Throws ResultsError with the key path where parsing stopped:
+/// ("", "cases[0].epoch_seconds[2]", "number out of range (1e999)"), ("", "cases[1]", "not valid
+/// JSON: parse error at line 9, column 3: ..."); also for nesting deeper than kMaxJsonDepth and,
+/// unless `allow_duplicate_keys` (then the last one counts), a key twice in one object. Echoed
+/// input is elided.
+json parse_json(const std::string& text, bool allow_duplicate_keys = false);
 
 } // namespace kan::reports::detail

@@ -38,14 +38,15 @@ struct HtmlReportOptions {
 
 /// The report as one HTML document.
 ///
-/// Sections (each a <section id=...>): `verdict` (devices, speedups, parity, edge cases, audit
-/// findings, regressions), `charts` (epoch time per case and target with IQR bars, speedup,
-/// loss curves of each parity pair, learned activation functions, memory), `cases`,
-/// `comparisons`, `edge-cases`, `audit`, `baseline` (with a baseline), `gbench-N` (per Google
-/// Benchmark file), `environment`, `configuration`. The data behind the charts is embedded as
-/// JSON in <script type="application/json" id="kanbench-charts">, the whole results.json in
-/// id="kanbench-results"; every string from the results is HTML-escaped and the embedded JSON
-/// cannot close its element.
+/// The <head> records the run id (html_report_run_id()) and the results file's name
+/// (<meta name="kanbench-results">). Sections (each a <section id=...>): `verdict` (devices,
+/// speedups, parity, edge cases, audit findings, regressions), `charts` (epoch time per case and
+/// target with IQR bars, speedup, loss curves of each parity pair, learned activation functions,
+/// memory), `cases`, `comparisons`, `edge-cases`, `audit`, `baseline` (with a baseline), `gbench-N`
+/// (per Google Benchmark file), `environment`, `configuration`. The data behind the charts is
+/// embedded as JSON in <script type="application/json" id="kanbench-charts">, the whole
+/// results.json in id="kanbench-results"; every string from the results is HTML-escaped and the
+/// embedded JSON cannot close its element.
 ///
 /// Example:
 ///   kan::reports::HtmlReportOptions options;
@@ -54,6 +55,26 @@ struct HtmlReportOptions {
 ///                                   kan::reports::read_results_file("run/results.json"),
 ///                                   options);
 std::string render_html_report(const Results& results, const HtmlReportOptions& options = {});
+
+/// The run id a report records (<meta name="kanbench-run-id" content="..."> in its <head>),
+/// from the report's text or its beginning; std::nullopt when it has none (a report of a
+/// schema 1.0 results.json, made by an older kanbench, or not a kanbench report).
+std::optional<std::string> html_report_run_id(const std::string& html);
+
+/// Whether the report.html beside `results_path` (as `kanbench run` and `kanbench report`
+/// write it) shows `results`, which were read from there: a kill between the two renames of a
+/// run can leave a new results.json with an old report. Returns one line saying what is wrong
+/// when that report records another run id, none, or cannot be read; std::nullopt when it
+/// matches, when there is no report.html there, or when the results have no run id (schema
+/// 1.0), which leaves nothing to match.
+///
+/// Example:
+///   if (auto problem = kan::reports::report_pair_problem("run/results.json", results))
+///     std::cerr << "warning: " << *problem << "\n";
+std::optional<std::string> report_pair_problem(const std::string& results_path,
+                                               const Results& results);
+/// The same, reading the results from `results_path` first (throws ResultsError).
+std::optional<std::string> report_pair_problem(const std::string& results_path);
 
 /// render_html_report(), written atomically to `path`.
 void write_html_report(const std::string& path, const Results& results,

@@ -22,7 +22,16 @@ namespace kan::reports {
 
 /// The version of the results.json format this library writes; a file with another major
 /// version is refused. Bump on every change (major: incompatible, minor: keys added).
-inline constexpr const char* kSchemaVersion = "1.0.0";
+inline constexpr const char* kSchemaVersion = "1.1.0";
+
+/// A fresh id for one run: its start time (UTC, to the second) and 64 random bits,
+/// "20261129T183608Z-9f3c0a7d51e2b486". Sortable by time; two runs get the same id with
+/// probability 2^-64 even when they start in the same second on different machines.
+std::string new_run_id();
+
+/// Whether `id` can be a run id: 1 to 128 ASCII letters, digits, '.', '_' or '-' (so it is
+/// safe in a file name, an HTML attribute and a message). new_run_id()'s ids and UUIDs are.
+bool is_valid_run_id(const std::string& id);
 
 /// How a case ended.
 enum class CaseStatus {
@@ -191,6 +200,11 @@ struct RunConfig {
 /// A whole results.json.
 struct Results {
   std::string schema_version = kSchemaVersion;
+  /// Which run this is; the HTML report records it, so a report.html beside a results.json of
+  /// another run is detected (report_pair_problem()). Every new Results has a fresh one; the
+  /// reader sets the file's, "" for files of schema 1.0 (before run ids). A copy is the same
+  /// run: set a new_run_id() when a copy becomes a run of its own.
+  std::string run_id = new_run_id();
   Environment environment;
   RunConfig config;
   std::vector<CaseResult> cases;

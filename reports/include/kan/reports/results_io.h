@@ -33,9 +33,12 @@ private:
 /// The JSON form of a whole results.json (SCHEMA.md).
 nlohmann::json to_json(const Results& results);
 /// Reads a results document. `source` names it in error messages (a file name).
-/// Throws ResultsError: missing key, wrong type, bad value, unknown key (tolerated only when
-/// the file's minor version is newer than kSchemaVersion), another major version, a case
-/// `ok` without numbers or `skipped` with one, a comparison naming a case that is not there.
+/// Throws ResultsError: missing key, wrong type, bad value (a negative time, count, size or
+/// rate, a fraction outside 0..1), unknown key (tolerated only when the file's minor version is
+/// newer than kSchemaVersion), another major version, a case `ok` without numbers or `skipped`
+/// with one, a median, IQR, min, max or rate that is not that of its epoch_seconds
+/// (fill_epoch_statistics(), relative tolerance 1e-9), a missing or malformed run_id (schema
+/// 1.1 on), a comparison naming a case that is not there.
 Results results_from_json(const nlohmann::json& json, const std::string& source = "");
 
 /// The JSON forms of the environment (results.json `environment`, `kanbench env --json`).
@@ -55,8 +58,8 @@ Results read_results_file(const std::string& path);
 
 /// Checks `results` by reading its JSON back, then writes it to `path` atomically (2-space
 /// indent, final newline). Throws ResultsError when the results would not read back (e.g. an
-/// `ok` case without a median, a NaN in epoch_seconds), std::runtime_error when the file
-/// cannot be written; in both cases `path` is left as it was.
+/// `ok` case without a median, a NaN in epoch_seconds, an empty run_id), std::runtime_error
+/// when the file cannot be written; in both cases `path` is left as it was.
 void write_results_file(const std::string& path, const Results& results);
 
 /// Checks that `schema_version` is "MAJOR.MINOR.PATCH" with the major this library reads;
