@@ -150,7 +150,7 @@ TEST_F(ReportCli, RefusesToWriteOverAnInput) {
       std::filesystem::copy_file(path("bench.json"), path("report.html"),
                                  std::filesystem::copy_options::overwrite_existing);
     const auto run = kanbench(args);
-    // The command could not do its job (exit 2 once main.cpp maps errors so; 1 before).
+    // The command could not do its job.
     EXPECT_EQ(run.exit_code, 2) << args << ": " << run.output;
     EXPECT_EQ(lines(run.output), 1u) << args << ": " << run.output;
     EXPECT_EQ(run.output, "kanbench: error: " + message + ": choose another -o\n") << args;

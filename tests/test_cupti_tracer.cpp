@@ -379,7 +379,7 @@ TEST_F(CuptiChromeTraceFile, WritesAFileAndRefusesABadPath) {
   expect_well_formed(trace);
   EXPECT_EQ(events_of(trace, "X").size(), 3u);
   KAN_EXPECT_ERROR(write_chrome_trace(path("no/such/folder/trace.json"), records, ranges),
-                   "cannot write", "no/such/folder/trace.json");
+                   "cannot create", "no/such/folder/trace.json");
 }
 
 // ---- with a GPU ---------------------------------------------------------------------------

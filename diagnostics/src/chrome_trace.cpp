@@ -199,7 +199,7 @@ void write_chrome_trace(const std::string& path, const ActivityRecords& records,
   try {
     io::write_file_atomically(path, out.str());
   } catch (const std::runtime_error& e) {
-    TORCH_CHECK(false, "write_chrome_trace: cannot write ", e.what());
+    TORCH_CHECK(false, e.what()); // "PATH: cannot write ...: reason"
   }
 }
 
