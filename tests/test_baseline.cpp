@@ -2,6 +2,7 @@
 #include "reports_test_util.h"
 
 #include "kan/reports/baseline.h"
+#include "kan/io/text.h"
 #include "kan/reports/statistics.h"
 
 #include <sstream>
@@ -211,9 +212,9 @@ TEST(Baseline, TableHasOneLinePerCase) {
   EXPECT_NE(table.find("slower"), std::string::npos) << table;
   EXPECT_NE(table.find("1 slower, 0 faster, 1 same, 0 not comparable"), std::string::npos) << table;
   EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 4) << table;
-  EXPECT_EQ(format_seconds(0.512), "512 ms");
-  EXPECT_EQ(format_seconds(1.234), "1.23 s");
-  EXPECT_EQ(format_seconds(85.1e-6), "85.1 us");
+  EXPECT_EQ(kan::io::format_seconds(0.512), "512 ms");
+  EXPECT_EQ(kan::io::format_seconds(1.234), "1.23 s");
+  EXPECT_EQ(kan::io::format_seconds(85.1e-6), "85.1 us");
 }
 
 } // namespace

@@ -23,6 +23,7 @@ protected:
     ScratchDirTest::SetUp();
     kan::reports::write_results_file(path("results.json"), kan::reports::test::sample_results());
     std::ofstream(path("file")) << "a file, not a folder";
+    fs::create_directories(path("folders/fit.json")); // an output name taken by a folder
   }
   std::string read(const std::string& name) const {
     std::ifstream in(path(name), std::ios::binary);
@@ -108,6 +109,7 @@ TEST_F(HostileCli, BadValuesAreRefusedWithOneLineNamingTheOption) {
       {"env --json @/file/env.json", 2, "--json"},
       {"audit --width 2,3,1 --json @/file/audit.json", 2, "--json"},
       {fit + "--out @/file/sub", 2, "--out"},
+      {fit + "--out @/folders", 2, "fit.json is a folder"},
       {"run --suite quick --out @/file/sub", 2, "--out"},
       {"run --suite quick --out @/run --trace @/file/trace.json", 2, "--trace"},
       {"run --suite quick --out @/run --trace @", 2, "--trace"},

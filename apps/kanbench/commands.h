@@ -2,6 +2,8 @@
 // The kanbench subcommands. Each add_*_command registers one subcommand on the app; its
 // callback stores the process exit code in `exit_code`.
 
+#include "kan/io/text.h"
+
 #include <CLI/CLI.hpp>
 #include <torch/types.h>
 
@@ -28,8 +30,7 @@ void add_compare_command(CLI::App& app, int& exit_code);
 /// `kanbench report RESULTS.json`: the self-contained HTML report.
 void add_report_command(CLI::App& app, int& exit_code);
 
-/// The first line of an exception's message (LibTorch appends a backtrace).
-std::string first_line(const std::string& message);
+using kan::io::first_line; // the first line of an exception's message (no backtrace)
 
 /// "cpu", "cuda" or "cuda:N" as a device; an unusable CUDA device is an error that says why
 /// (from the environment report). `option` names the flag in the message.

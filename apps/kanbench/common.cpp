@@ -10,10 +10,6 @@
 
 namespace kanbench {
 
-std::string first_line(const std::string& message) {
-  return message.substr(0, message.find('\n'));
-}
-
 torch::Device parse_device(const std::string& name, const std::string& option) {
   std::unique_ptr<torch::Device> device;
   try {

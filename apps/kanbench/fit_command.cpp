@@ -195,6 +195,8 @@ int run_fit(const FitArgs& a) {
   TORCH_CHECK(width.back() == 1, "--width must end in 1 output for a regression function, got ",
               width.back());
   kan::io::check_output_folder(a.out, "--out");
+  for (const char* name : {"model.pt", "fit.json"})
+    kan::io::check_output_file((std::filesystem::path(a.out) / name).string(), "--out");
 
   const auto data = kan::create_dataset(function.f, kan::DatasetOptions(function.n_var)
                                                         .train_num(a.train_num)

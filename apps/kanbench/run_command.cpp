@@ -43,14 +43,6 @@ void print_progress(const kan::bench::Progress& p) {
                remaining, tty ? "" : "\n");
 }
 
-std::string format_seconds(const std::optional<double>& s) {
-  if (!s)
-    return "-";
-  char text[32];
-  std::snprintf(text, sizeof text, "%.4g s", *s);
-  return text;
-}
-
 int run(const RunArgs& a) {
   // Every output path is checked before the first case is measured.
   kan::io::check_output_folder(a.out, "--out");
@@ -97,8 +89,8 @@ int run(const RunArgs& a) {
   for (const auto& c : results.cases) {
     std::cout << c.name << " on " << c.target << ": " << kan::reports::to_string(c.status);
     if (c.status == kan::reports::CaseStatus::kOk)
-      std::cout << ", epoch " << format_seconds(c.median_epoch_seconds) << " (IQR "
-                << format_seconds(c.iqr_epoch_seconds) << ")";
+      std::cout << ", epoch " << (c.median_epoch_seconds ? kan::io::format_seconds(*c.median_epoch_seconds) : "-") << " (IQR "
+                << (c.iqr_epoch_seconds ? kan::io::format_seconds(*c.iqr_epoch_seconds) : "-") << ")";
     else
       std::cout << " (" << c.reason << ")";
     std::cout << "\n";

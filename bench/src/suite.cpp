@@ -4,6 +4,7 @@
 #include "kan/diagnostics/device_audit.h"
 #include "kan/diagnostics/environment.h"
 #include "kan/diagnostics/nvtx.h"
+#include "kan/io/text.h"
 
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
@@ -19,10 +20,6 @@ namespace kan::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string first_line(const std::string& text) {
-  return text.substr(0, text.find('\n'));
-}
 
 // Thrown from fit()'s step callback when a case runs past its limit.
 struct CaseTimeout {
@@ -244,13 +241,13 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
     r.status = reports::CaseStatus::kOom;
     r.reason = "out of memory at batch " + std::to_string(w.batch <= 0 ? w.train_num : w.batch) +
                " of " + std::to_string(w.train_num) +
-               " samples: " + first_line(e.what_without_backtrace());
+               " samples: " + io::first_line(e.what_without_backtrace());
   } catch (const c10::Error& e) {
     r.status = reports::CaseStatus::kFailed;
-    r.reason = first_line(e.what_without_backtrace());
+    r.reason = io::first_line(e.what_without_backtrace());
   } catch (const std::exception& e) {
     r.status = reports::CaseStatus::kFailed;
-    r.reason = first_line(e.what());
+    r.reason = io::first_line(e.what());
   }
   if (r.status != reports::CaseStatus::kOk) {
     // Partial timings of a case that did not finish are not results.
@@ -431,7 +428,7 @@ reports::Results run_suite(const SuiteOptions& o) {
         failed.a = targets[0].name;
         failed.b = targets[i].name;
         failed.parity = reports::Parity::kFail;
-        failed.message = "comparison could not run: " + first_line(e.what());
+        failed.message = "comparison could not run: " + io::first_line(e.what());
         results.comparisons.push_back(failed);
       }
     }
@@ -456,7 +453,7 @@ reports::Results run_suite(const SuiteOptions& o) {
     } catch (const std::exception& e) {
       if (!o.on_output_error)
         throw;
-      o.on_output_error(first_line(e.what()));
+      o.on_output_error(io::first_line(e.what()));
     }
   }
   results.wall_seconds = seconds_since(run_start);

@@ -1,6 +1,8 @@
 // The record-to-summary logic of the CUPTI tracer: pure functions over plain records.
 #include "kan/diagnostics/cupti_tracer.h"
 
+#include "kan/io/text.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <utility>
@@ -38,12 +40,6 @@ uint64_t union_length_ns(std::vector<std::pair<uint64_t, uint64_t>>& intervals, 
   if (open)
     total += run_end - run_start;
   return total;
-}
-
-std::string format_seconds(double seconds) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.3g s", seconds);
-  return text;
 }
 
 } // namespace
@@ -98,7 +94,7 @@ ActivitySummary summarize_activity(const std::vector<KernelRecord>& kernels,
 
   if (s.kernels == 0) {
     std::string what = "GPU not used: no kernel ran";
-    what += s.wall_seconds > 0 ? " in this " + detail::format_seconds(s.wall_seconds) + " interval"
+    what += s.wall_seconds > 0 ? " in this " + io::format_seconds(s.wall_seconds) + " interval"
                                : " in this interval";
     const int64_t all_copies = s.host_to_device.copies + s.device_to_host.copies +
                                s.device_to_device.copies + s.other_copies.copies;
@@ -136,7 +132,7 @@ gpu_not_used_finding(const ActivitySummary& summary, const std::string& device, 
   f.problem = "gpu_not_used";
   f.message = "GPU not used: CUPTI saw no kernel on " + device + " during timed epoch " +
               std::to_string(epoch) +
-              (summary.wall_seconds > 0 ? " (" + detail::format_seconds(summary.wall_seconds) + ")"
+              (summary.wall_seconds > 0 ? " (" + io::format_seconds(summary.wall_seconds) + ")"
                                         : std::string());
   f.fix = "Move the model and the data to " + device +
           " (model->to(device), Dataset::to(device)) and run kanbench audit to find what stayed "

@@ -6,6 +6,7 @@
 #include <torch/serialize/output-archive.h>
 
 #include "kan/io/atomic_file.h"
+#include "kan/io/text.h"
 
 #include <torch/cuda.h>
 
@@ -24,10 +25,6 @@ constexpr const char* kVersionKey = "kanbench_format_version";
 constexpr const char* kConfigKey = "kanbench_config";
 constexpr const char* kModelKey = "model";
 constexpr const char* kChecksumsKey = "kanbench_checksums"; // from format version 2
-
-std::string first_line(const std::string& message) {
-  return message.substr(0, message.find('\n'));
-}
 
 template <typename T> T required(const nlohmann::json& json, const char* key) {
   TORCH_CHECK(json.contains(key), "KAN configuration is missing the key '", key, "'");
@@ -182,7 +179,7 @@ void save_checkpoint(const KAN& model, const std::string& path) {
     save_checkpoint(model, [&](const void* data, size_t size) { file.write(data, size); });
     file.commit();
   } catch (const std::runtime_error& e) {
-    TORCH_CHECK(false, "cannot write checkpoint '", path, "': ", first_line(e.what()));
+    TORCH_CHECK(false, "cannot write checkpoint '", path, "': ", io::first_line(e.what()));
   }
 }
 
@@ -207,7 +204,7 @@ KAN load_checkpoint(const std::string& path, torch::Device device) {
   } catch (const c10::Error& e) {
     TORCH_CHECK(false, "cannot read checkpoint '", path,
                 "': not a readable LibTorch archive (truncated or foreign file?): ",
-                first_line(e.what_without_backtrace()));
+                io::first_line(e.what_without_backtrace()));
   }
 
   c10::IValue format, version, config, checksums_record;
@@ -226,7 +223,7 @@ KAN load_checkpoint(const std::string& path, torch::Device device) {
     options = kan_options_from_json(nlohmann::json::parse(config.toStringRef()));
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "checkpoint '", path,
-                "' has a malformed configuration: ", first_line(e.what()));
+                "' has a malformed configuration: ", io::first_line(e.what()));
   }
   // Version 1 files carry no checksums; from version 2 on every tensor has one.
   nlohmann::json checksums = nlohmann::json::object();

@@ -1,5 +1,7 @@
 #include "kan/reports/baseline.h"
 
+#include "kan/io/text.h"
+
 #include "kan/reports/statistics.h"
 
 #include <algorithm>
@@ -22,20 +24,6 @@ std::string to_string(Verdict verdict) {
     return "n/a";
   }
   return "n/a";
-}
-
-std::string format_seconds(double seconds) {
-  char text[48];
-  const double magnitude = std::fabs(seconds);
-  if (magnitude >= 1 || magnitude == 0)
-    std::snprintf(text, sizeof text, "%.3g s", seconds);
-  else if (magnitude >= 1e-3)
-    std::snprintf(text, sizeof text, "%.3g ms", seconds * 1e3);
-  else if (magnitude >= 1e-6)
-    std::snprintf(text, sizeof text, "%.3g us", seconds * 1e6);
-  else
-    std::snprintf(text, sizeof text, "%.3g ns", seconds * 1e9);
-  return text;
 }
 
 std::vector<CaseChange> BaselineComparison::regressions(double min_percent) const {
@@ -197,8 +185,8 @@ std::string format_baseline_table(const BaselineComparison& comparison) {
       std::snprintf(ratio, sizeof ratio, "%.3f", *c.ratio);
     if (c.p_value)
       std::snprintf(p, sizeof p, "%.3g", *c.p_value);
-    rows.push_back({c.name, c.target, c.dtype, c.old_median ? format_seconds(*c.old_median) : "-",
-                    c.new_median ? format_seconds(*c.new_median) : "-", ratio, p,
+    rows.push_back({c.name, c.target, c.dtype, c.old_median ? io::format_seconds(*c.old_median) : "-",
+                    c.new_median ? io::format_seconds(*c.new_median) : "-", ratio, p,
                     to_string(c.verdict), c.note});
   }
   // A column is as wide as its longest cell of at most kMaxColumnWidth characters. A longer

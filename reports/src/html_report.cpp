@@ -1,6 +1,7 @@
 #include "kan/reports/html_report.h"
 
 #include "kan/io/atomic_file.h"
+#include "kan/io/text.h"
 
 #include "kan/reports/results_io.h"
 #include "kan/reports/statistics.h"
@@ -134,7 +135,7 @@ template <typename T, typename F> std::string or_dash(const std::optional<T>& va
 }
 
 std::string seconds_or_dash(const std::optional<double>& value) {
-  return or_dash(value, [](double v) { return format_seconds(v); });
+  return or_dash(value, [](double v) { return io::format_seconds(v); });
 }
 
 std::string e(const std::string& text) {
@@ -557,8 +558,8 @@ std::string cases_section(const Results& r) {
     rows.push_back(
         {e(c.name), e(c.target), e(c.device), e(c.dtype), e(c.backend.value_or("-")),
          status_cell(to_string(c.status)), e(c.reason), seconds_or_dash(c.median_epoch_seconds),
-         seconds_or_dash(c.iqr_epoch_seconds), f.times ? format_seconds(f.times->min) : "-",
-         f.times ? format_seconds(f.times->max) : "-", std::to_string(c.epoch_seconds.size()),
+         seconds_or_dash(c.iqr_epoch_seconds), f.times ? io::format_seconds(f.times->min) : "-",
+         f.times ? io::format_seconds(f.times->max) : "-", std::to_string(c.epoch_seconds.size()),
          or_dash(c.steps_per_second, [](double v) { return number(v); }),
          or_dash(c.samples_per_second, [](double v) { return number(v); }),
          or_dash(c.peak_memory_bytes, [](int64_t v) { return bytes(static_cast<double>(v)); }) +
@@ -944,7 +945,7 @@ std::string render_html_report(const Results& results, const HtmlReportOptions& 
       e(results.config.suite) + " &middot; " + e(env.date) + " &middot; " + e(env.hostname) +
       " &middot; kanbench " + e(env.kanbench_version) +
       (env.git_commit.empty() ? "" : " (" + e(env.git_commit) + ")") +
-      (results.wall_seconds ? " &middot; run took " + format_seconds(*results.wall_seconds) : "") +
+      (results.wall_seconds ? " &middot; run took " + io::format_seconds(*results.wall_seconds) : "") +
       (results.run_id.empty() ? "" : " &middot; run " + e(results.run_id)) + "</p></header>\n";
   html += verdict_section(results, baseline, options);
   html += charts_section(charts, results);

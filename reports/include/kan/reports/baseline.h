@@ -78,7 +78,5 @@ BaselineComparison compare_with_baseline(const Results& baseline, const Results&
 /// A plain-text table (one line per case) with the warnings above it, for a terminal or CI log.
 std::string format_baseline_table(const BaselineComparison& comparison);
 
-/// A duration for people: "512 ms", "1.23 s", "85.1 us".
-std::string format_seconds(double seconds);
 
 } // namespace kan::reports

@@ -1,0 +1,26 @@
+#include "kan/io/text.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace kan::io {
+
+std::string first_line(const std::string& message) {
+  return message.substr(0, message.find('\n'));
+}
+
+std::string format_seconds(double seconds) {
+  char text[48];
+  const double magnitude = std::fabs(seconds);
+  if (magnitude >= 1 || magnitude == 0 || !std::isfinite(seconds))
+    std::snprintf(text, sizeof text, "%.3g s", seconds);
+  else if (magnitude >= 1e-3)
+    std::snprintf(text, sizeof text, "%.3g ms", seconds * 1e3);
+  else if (magnitude >= 1e-6)
+    std::snprintf(text, sizeof text, "%.3g us", seconds * 1e6);
+  else
+    std::snprintf(text, sizeof text, "%.3g ns", seconds * 1e9);
+  return text;
+}
+
+} // namespace kan::io
