@@ -89,6 +89,10 @@ void check_options(const FitOptions& o) {
   TORCH_CHECK(o.batch() == -1 || o.batch() >= 1, "batch must be -1 (full batch) or >= 1, got ",
               o.batch());
   if (o.update_grid()) {
+    TORCH_CHECK(o.grid_update_memory() >= 1, "grid_update_memory must be >= 1 byte, got ",
+                o.grid_update_memory(),
+                " (default kan::kDefaultGridUpdateMemoryBytes = ", kDefaultGridUpdateMemoryBytes,
+                ")");
     TORCH_CHECK(o.grid_update_num() >= 1, "grid_update_num must be >= 1, got ",
                 o.grid_update_num());
     TORCH_CHECK(o.stop_grid_update_step() / o.grid_update_num() >= 1,
@@ -265,7 +269,7 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
 
     if (grid_update_period > 0 && step % grid_update_period == 0 &&
         step < o.stop_grid_update_step() && step >= o.start_grid_update_step()) {
-      model->update_grid_from_samples(x);
+      model->update_grid_from_samples(x, o.grid_update_memory());
       record.grid_updated = true;
       ++history.grid_updates;
     }

@@ -24,13 +24,13 @@ void check_points(const torch::Tensor& x, const char* what, int64_t in_dim, torc
               ")); kanbench never moves either silently");
 }
 
-void check_finite(const torch::Tensor& t, const char* what) {
+void check_finite(const torch::Tensor& t, const std::string& what, const char* hint) {
   const auto bad = torch::logical_not(torch::isfinite(t)).sum().item<int64_t>();
   if (bad == 0)
     return;
   const auto nan = torch::isnan(t).sum().item<int64_t>();
   TORCH_CHECK(false, what, " contains ", nan, " NaN and ", bad - nan, " Inf values (shape ",
-              t.sizes(), "); clean the data before training");
+              t.sizes(), "); ", hint);
 }
 
 } // namespace kan::detail

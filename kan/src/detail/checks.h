@@ -5,6 +5,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <string>
 
 namespace kan::detail {
 
@@ -15,7 +16,8 @@ void check_model_dtype(torch::Dtype dtype);
 void check_points(const torch::Tensor& x, const char* what, int64_t in_dim, torch::Dtype dtype,
                   torch::Device device);
 
-/// Fails when t holds NaN or Inf, naming `what` and how many.
-void check_finite(const torch::Tensor& t, const char* what);
+/// Fails when t holds NaN or Inf, naming `what` and how many; `hint` says what to do.
+void check_finite(const torch::Tensor& t, const std::string& what,
+                  const char* hint = "clean the data before training");
 
 } // namespace kan::detail
