@@ -124,7 +124,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const FitOptions& o,
   }
   // pykan's settings: history 10, strong Wolfe, tolerances off (20 iterations per step).
   return std::make_unique<torch::optim::LBFGS>(params, torch::optim::LBFGSOptions(o.lr())
-                                                           .history_size(10)
+                                                           .history_size(kLBFGSHistorySize)
                                                            .line_search_fn("strong_wolfe")
                                                            .tolerance_grad(1e-32)
                                                            .tolerance_change(1e-32));

@@ -15,6 +15,8 @@
 namespace kan {
 
 enum class Optimizer { kLBFGS, kAdam };
+/// LBFGS keeps this many past steps (pykan's setting); estimate_training_memory counts them.
+inline constexpr int64_t kLBFGSHistorySize = 10;
 /// "lbfgs" or "adam".
 std::string to_string(Optimizer opt);
 Optimizer optimizer_from_string(const std::string& name);

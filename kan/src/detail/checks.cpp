@@ -33,4 +33,12 @@ void check_finite(const torch::Tensor& t, const std::string& what, const char* h
               t.sizes(), "); ", hint);
 }
 
+std::string dtype_name(torch::Dtype dtype) {
+  if (dtype == torch::kFloat64)
+    return "float64";
+  if (dtype == torch::kFloat32)
+    return "float32";
+  return c10::toString(dtype);
+}
+
 } // namespace kan::detail

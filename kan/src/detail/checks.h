@@ -20,4 +20,7 @@ void check_points(const torch::Tensor& x, const char* what, int64_t in_dim, torc
 void check_finite(const torch::Tensor& t, const std::string& what,
                   const char* hint = "clean the data before training");
 
+/// "float32", "float64" (the names the command line uses), else LibTorch's name.
+std::string dtype_name(torch::Dtype dtype);
+
 } // namespace kan::detail
