@@ -1,4 +1,5 @@
-// Memory estimates, the memory a device has, and refusing what cannot fit before allocating it.
+// Memory estimates, the memory a device has, refusing what cannot fit before allocating it, and
+// allocation failures while building a model reported as out of memory with the layer's size.
 #include "kan/memory.h"
 
 #include "kan/bench/measure.h"
@@ -199,6 +200,42 @@ TEST(Memory, EstimateOfARegularisedAdamStepWithAGridUpdateIsWithinAFactorOfTwo) 
   expect_estimate_close(KANOptions({4, 1000, 4}).grid(5).dtype(torch::kFloat64),
                         FitOptions().opt(Optimizer::kAdam).lr(1e-3).lamb(0.01).steps(1), 200, 100,
                         "adam_regularised");
+}
+
+TEST(Memory, AllocationFailureWhileBuildingNamesTheLayer) {
+  // 2^44 outputs: the mask alone is 2^47 bytes (128 TB), which malloc refuses at once instead of
+  // overcommitting.
+  const int64_t wide = int64_t{1} << 44;
+  const auto start = std::chrono::steady_clock::now();
+  std::string message;
+  try {
+    KAN model(KANOptions({2, wide, 1}).grid(5).k(3).dtype(torch::kFloat64));
+  } catch (const c10::OutOfMemoryError& e) {
+    message = e.msg();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+  EXPECT_EQ(message.rfind("out of memory while building layer 0 (2 -> 17592186044416, coef 2 x "
+                          "17592186044416 x 8 float64 = 2.25 PB on cpu; the model [2, "
+                          "17592186044416, 1] needs about ",
+                          0),
+            0u)
+      << message;
+  // LibTorch's own line, without c10's "[enforce fail at ...]" prefix.
+  EXPECT_NE(message.find("): DefaultCPUAllocator: "), std::string::npos) << message;
+  EXPECT_NE(message.find("you tried to allocate"), std::string::npos) << message;
+  EXPECT_NE(message.find("; use a smaller width or grid"), std::string::npos) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+
+  // A layer on its own names itself; a size past 2^63 bytes is refused without trying.
+  message = error_of([&] { KANLayer layer(KANLayerOptions(wide, 4).dtype(torch::kFloat32)); });
+  EXPECT_EQ(message.rfind("out of memory while building KANLayer (17592186044416 -> 4, coef ", 0),
+            0u)
+      << message;
+  message = error_of([&] { KANLayer layer(KANLayerOptions(wide, wide)); });
+  EXPECT_NE(message.find("it needs more than 2^63 bytes"), std::string::npos) << message;
+  // Other errors pass through unchanged.
+  message = error_of([&] { KANLayer layer(KANLayerOptions(0, 4)); });
+  EXPECT_EQ(message.rfind("KANLayer in_dim must be >= 1", 0), 0u) << message;
 }
 
 } // namespace

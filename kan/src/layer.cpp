@@ -3,6 +3,7 @@
 #include "detail/checks.h"
 #include "detail/curve2coef.h"
 #include "detail/fused_spline.h"
+#include "detail/saturate.h"
 #include "kan/bspline.h"
 
 #include <ATen/ATen.h>
@@ -11,6 +12,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <new>
+#include <string>
 
 namespace kan {
 namespace {
@@ -50,12 +53,25 @@ void KANLayerImpl::reset() {
 
   const auto target = torch::TensorOptions().dtype(o.dtype()).device(o.device());
   const int64_t I = o.in_dim(), O = o.out_dim(), M = o.grid() + o.k();
-  grid = register_buffer("grid", torch::empty({I, o.grid() + 2 * o.k() + 1}, target));
-  mask = register_buffer("mask", torch::ones({I, O}, target));
-  coef = register_parameter("coef", torch::empty({I, O, M}, target));
-  scale_base = register_parameter("scale_base", torch::empty({I, O}, target), o.sb_trainable());
-  scale_sp = register_parameter("scale_sp", torch::empty({I, O}, target), o.sp_trainable());
-  reset_parameters();
+  const std::string building = "KANLayer (" + detail::layer_size(o) + ")";
+  // Sizes past 2^63 bytes would overflow LibTorch's size arithmetic: no machine holds them.
+  if (detail::sat_mul(I, O, M + 2, int64_t{8}) == detail::kSaturated)
+    detail::throw_out_of_memory(building, "it needs more than 2^63 bytes");
+  // An allocation failure names the layer and its size, not only the bytes LibTorch tried.
+  try {
+    grid = register_buffer("grid", torch::empty({I, o.grid() + 2 * o.k() + 1}, target));
+    mask = register_buffer("mask", torch::ones({I, O}, target));
+    coef = register_parameter("coef", torch::empty({I, O, M}, target));
+    scale_base = register_parameter("scale_base", torch::empty({I, O}, target), o.sb_trainable());
+    scale_sp = register_parameter("scale_sp", torch::empty({I, O}, target), o.sp_trainable());
+    reset_parameters();
+  } catch (const c10::Error& e) {
+    if (!detail::is_out_of_memory(e))
+      throw;
+    detail::throw_out_of_memory(building, detail::first_line(e.msg()));
+  } catch (const std::bad_alloc& e) {
+    detail::throw_out_of_memory(building, std::string("std::bad_alloc: ") + e.what());
+  }
 }
 
 void KANLayerImpl::reset_parameters() {

@@ -1,5 +1,6 @@
 #include "kan/network.h"
 
+#include "kan/memory.h"
 #include "kan/trace_scope.h"
 
 #include "detail/checks.h"
@@ -93,7 +94,18 @@ void KANImpl::reset() {
   check_width(options_.width());
   layers_ = register_module("layers", torch::nn::ModuleList());
   for (size_t l = 0; l + 1 < options_.width().size(); ++l) {
-    layers_->push_back(KANLayer(layer_options(options_, l)));
+    const auto layer_opts = layer_options(options_, l);
+    try {
+      layers_->push_back(KANLayer(layer_opts));
+    } catch (const detail::BuildOutOfMemory& e) {
+      // Which layer of which model, and what the whole model needs, not just "KANLayer".
+      detail::throw_out_of_memory(
+          "layer " + std::to_string(l) + " (" + detail::layer_size(layer_opts) + "; the model " +
+              c10::str(c10::IntArrayRef(options_.width())) + " needs about " +
+              format_bytes(estimate_model_memory(options_).total()) +
+              " for parameters and buffers)",
+          e.cause());
+    }
   }
   activations_.clear();
 }
