@@ -1,8 +1,13 @@
 #include "kan/bspline.h"
 
+#include "detail/curve2coef.h"
+#include "detail/saturate.h"
+
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <deque>
+#include <utility>
 
 namespace kan {
 namespace {
@@ -83,21 +88,48 @@ torch::Tensor coef2curve(const torch::Tensor& x, const torch::Tensor& grid,
   return torch::einsum("nim,iom->nio", {basis, coef});
 }
 
-torch::Tensor curve2coef(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& grid,
-                         int64_t k) {
-  check_grid(grid, k);
-  check_points(x, grid, "x");
-  TORCH_CHECK(y.dim() == 3 && y.size(0) == x.size(0) && y.size(1) == x.size(1),
-              "y must have shape (N, in_dim, out_dim) = (", x.size(0), ", ", x.size(1),
-              ", out_dim), got ", y.sizes());
-  TORCH_CHECK(y.device() == x.device(), "y is on ", y.device(), " but x is on ", x.device());
+namespace {
 
-  const auto f64 = torch::kFloat64;
-  const auto basis = bspline_basis(x.to(f64), grid.to(f64), k).permute({1, 0, 2}); // (I, N, M)
-  const auto basis_t = basis.transpose(1, 2);                                      // (I, M, N)
-  const auto gram = torch::matmul(basis_t, basis);                                 // (I, M, M)
-  const auto rhs = torch::matmul(basis_t, y.to(f64).permute({1, 0, 2}));           // (I, M, O)
+// Bytes of one input's piece of n samples and o outputs, from PeakMemory measurements of grid
+// updates of float64 layers on both backends (G 5 to 200, N 200 to 20000, O 1 to 2000), with room.
+// Everything runs in float64 (8 bytes) whatever the targets' dtype. The peak is the larger of
+//   the basis: the Cox-de Boor recursion's tensors of n x P (8 to 9 measured, counted 10),
+//   the solve:  the basis kept (2 x n x P) and the normal equations, their copy with empty inputs
+//               replaced, eigenvectors and LAPACK's workspace (6 x M x M),
+// plus what the output pieces add: the targets (float32 ones and their float64 copy, 12 bytes),
+// the right-hand side and its projections (6 x M x o), and the samples' column, sorted, with its
+// sort indices (4 x n).
+constexpr int64_t kBasisCopies = 10, kKeptBasisCopies = 2, kNormalCopies = 6, kRhsCopies = 6,
+                  kSampleCopies = 4, kTargetBytes = 12;
 
+int64_t piece_bytes(int64_t n, int64_t o, int64_t P, int64_t M) {
+  using detail::sat_add;
+  using detail::sat_mul;
+  const int64_t basis = sat_mul(kBasisCopies, n, P);
+  const int64_t solve = sat_add(sat_mul(kKeptBasisCopies, n, P), sat_mul(kNormalCopies, M, M));
+  const int64_t elements = sat_add(std::max(basis, solve),
+                                   sat_add(sat_mul(kRhsCopies, M, o), sat_mul(kSampleCopies, n)));
+  return sat_add(sat_mul(elements, int64_t{8}), sat_mul(kTargetBytes, n, o));
+}
+
+// The largest v in [1, hi] with fits(v), or 1 when none does; fits must be monotone.
+template <typename F> int64_t largest_fitting(int64_t hi, F&& fits) {
+  int64_t lo = 1;
+  if (!fits(lo))
+    return 1;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (fits(mid))
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+// The pseudo-inverse of a batch of normal equations gram (B, M, M), as eigenvectors (B, M, M) and
+// inverted eigenvalues (B, M) with the rank deficiency zeroed.
+std::pair<torch::Tensor, torch::Tensor> pseudo_inverse(const torch::Tensor& gram) {
   // Minimum-norm least squares through the pseudo-inverse of the normal equations: eigenvalues
   // below kRelativeCutoff of the largest are rank deficiency (one sample, fewer samples than
   // G + k, no sample in a span) and are dropped rather than inverted.
@@ -106,14 +138,137 @@ torch::Tensor curve2coef(const torch::Tensor& x, const torch::Tensor& y, const t
   // matrix, on which cuSOLVER's eigh may fail to converge. Its right-hand side is zero too, so
   // the identity in its place gives the same answer, zero coefficients, on every device.
   const auto empty = gram.abs().amax({1, 2}, /*keepdim=*/true) == 0;
-  const auto [eigenvalues, eigenvectors] =
+  auto [eigenvalues, eigenvectors] =
       torch::linalg_eigh(torch::where(empty, torch::eye(gram.size(1), gram.options()), gram));
   const auto cutoff = eigenvalues.narrow(1, -1, 1).clamp_min(0) * kRelativeCutoff;
   const auto keep = eigenvalues > cutoff;
-  const auto inverse = torch::where(keep, eigenvalues.reciprocal(), torch::zeros_like(eigenvalues));
-  const auto coef = torch::matmul(
-      eigenvectors, inverse.unsqueeze(2) * torch::matmul(eigenvectors.transpose(1, 2), rhs));
-  return coef.permute({0, 2, 1}).to(y.scalar_type()).contiguous(); // (I, O, M)
+  auto inverse = torch::where(keep, eigenvalues.reciprocal(), torch::zeros_like(eigenvalues));
+  return {std::move(eigenvectors), std::move(inverse)};
+}
+
+} // namespace
+
+Curve2coefChunks curve2coef_chunks(int64_t N, int64_t I, int64_t O, int64_t G, int64_t k,
+                                   int64_t memory_budget) {
+  TORCH_CHECK(N >= 0 && I >= 0 && O >= 0, "curve2coef_chunks: N, I and O must be >= 0, got N = ", N,
+              ", I = ", I, ", O = ", O);
+  TORCH_CHECK(G >= 1 && k >= 0, "curve2coef_chunks: G must be >= 1 and k >= 0, got G = ", G,
+              ", k = ", k);
+  TORCH_CHECK(memory_budget >= 1,
+              "the memory budget of a spline fit (grid update, refinement) must be >= 1 byte, "
+              "got ",
+              memory_budget, "; the default is kan::kDefaultGridUpdateMemoryBytes = ",
+              kDefaultGridUpdateMemoryBytes);
+  using detail::sat_add;
+  using detail::sat_mul;
+  const int64_t M = sat_add(G, k), P = sat_add(M, sat_add(k, 1));
+  N = std::max<int64_t>(N, 1);
+  O = std::max<int64_t>(O, 1);
+  Curve2coefChunks c;
+  const int64_t one_input = piece_bytes(N, O, P, M);
+  if (one_input <= memory_budget) {
+    c.inputs = std::clamp<int64_t>(memory_budget / one_input, 1, std::max<int64_t>(I, 1));
+    c.outputs = O;
+    c.samples = N;
+    c.bytes = sat_mul(c.inputs, one_input);
+    return c;
+  }
+  // One input at a time. With every sample, as many outputs as fit: the basis and its normal
+  // equations are computed once and serve every output piece.
+  auto bytes = [&](int64_t n, int64_t o) { return piece_bytes(n, o, P, M); };
+  if (bytes(N, 1) <= memory_budget) {
+    c.outputs = largest_fitting(O, [&](int64_t o) { return bytes(N, o) <= memory_budget; });
+    c.samples = N;
+    c.bytes = bytes(N, c.outputs);
+    return c;
+  }
+  // Samples too: the normal equations are sums over sample pieces, and each output piece
+  // computes the basis again, so output pieces of about 2P keep that repeated work below the
+  // targets' own.
+  c.outputs = std::min(O, sat_mul(P, 2));
+  while (c.outputs > 1 && bytes(1, c.outputs) > memory_budget)
+    c.outputs /= 2;
+  c.samples = largest_fitting(N, [&](int64_t n) { return bytes(n, c.outputs) <= memory_budget; });
+  c.bytes = bytes(c.samples, c.outputs);
+  return c;
+}
+
+namespace detail {
+
+void curve2coef_pieces(const torch::Tensor& x, const torch::Tensor& grid, int64_t k,
+                       int64_t out_dim, const Curve2coefChunks& chunks,
+                       const Curve2coefTargets& targets, const Curve2coefSink& sink) {
+  const auto f64 = torch::kFloat64;
+  const int64_t N = x.size(0);
+  const auto x64 = x.to(f64), grid64 = grid.to(f64);
+  auto basis_of = [&](int64_t n0, int64_t nc) { // (inputs, nc, M)
+    return bspline_basis(x64.narrow(0, n0, nc), grid64, k).permute({1, 0, 2});
+  };
+  auto rhs_of = [&](const torch::Tensor& basis_t, int64_t o0, int64_t oc, int64_t n0,
+                    int64_t nc) { // (inputs, M, oc)
+    return torch::matmul(basis_t, targets(o0, oc, n0, nc).to(f64).permute({1, 0, 2}));
+  };
+  const bool all_samples = chunks.samples >= N;
+
+  // Normal equations: in one product when every sample fits, else summed over sample pieces.
+  torch::Tensor basis, basis_t, gram;
+  if (all_samples) {
+    basis = basis_of(0, N);
+    basis_t = basis.transpose(1, 2);
+    gram = torch::matmul(basis_t, basis);
+  } else {
+    for (int64_t n0 = 0; n0 < N; n0 += chunks.samples) {
+      const auto b = basis_of(n0, std::min(chunks.samples, N - n0));
+      const auto g = torch::matmul(b.transpose(1, 2), b);
+      gram = gram.defined() ? gram.add_(g) : g;
+    }
+  }
+  const auto [eigenvectors, inverse] = pseudo_inverse(gram);
+  gram = torch::Tensor();
+
+  for (int64_t o0 = 0; o0 < out_dim; o0 += chunks.outputs) {
+    const int64_t oc = std::min(chunks.outputs, out_dim - o0);
+    torch::Tensor rhs;
+    if (all_samples) {
+      rhs = rhs_of(basis_t, o0, oc, 0, N);
+    } else {
+      for (int64_t n0 = 0; n0 < N; n0 += chunks.samples) {
+        const int64_t nc = std::min(chunks.samples, N - n0);
+        const auto r = rhs_of(basis_of(n0, nc).transpose(1, 2), o0, oc, n0, nc);
+        rhs = rhs.defined() ? rhs.add_(r) : r;
+      }
+    }
+    const auto coef = torch::matmul(
+        eigenvectors, inverse.unsqueeze(2) * torch::matmul(eigenvectors.transpose(1, 2), rhs));
+    sink(o0, coef.permute({0, 2, 1})); // (inputs, oc, M)
+  }
+}
+
+} // namespace detail
+
+torch::Tensor curve2coef(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& grid,
+                         int64_t k, int64_t memory_budget) {
+  check_grid(grid, k);
+  check_points(x, grid, "x");
+  TORCH_CHECK(y.dim() == 3 && y.size(0) == x.size(0) && y.size(1) == x.size(1),
+              "y must have shape (N, in_dim, out_dim) = (", x.size(0), ", ", x.size(1),
+              ", out_dim), got ", y.sizes());
+  TORCH_CHECK(y.device() == x.device(), "y is on ", y.device(), " but x is on ", x.device());
+
+  const int64_t N = x.size(0), I = x.size(1), O = y.size(2), M = grid.size(1) - k - 1;
+  const auto chunks = curve2coef_chunks(N, I, O, std::max<int64_t>(M - k, 1), k, memory_budget);
+  auto coef = torch::empty({I, O, M}, y.options());
+  for (int64_t i0 = 0; i0 < I; i0 += chunks.inputs) {
+    const int64_t ic = std::min(chunks.inputs, I - i0);
+    const auto coef_rows = coef.narrow(0, i0, ic);
+    detail::curve2coef_pieces(
+        x.narrow(1, i0, ic), grid.narrow(0, i0, ic), k, O, chunks,
+        [&](int64_t o0, int64_t oc, int64_t n0, int64_t nc) {
+          return y.narrow(0, n0, nc).narrow(1, i0, ic).narrow(2, o0, oc);
+        },
+        [&](int64_t o0, const torch::Tensor& c) { coef_rows.narrow(1, o0, c.size(1)).copy_(c); });
+  }
+  return coef;
 }
 
 } // namespace kan

@@ -98,6 +98,10 @@ void check_options(const FitOptions& o) {
   TORCH_CHECK(o.batch() == -1 || o.batch() >= 1, "batch must be -1 (full batch) or >= 1, got ",
               o.batch());
   if (o.update_grid()) {
+    TORCH_CHECK(o.grid_update_memory() >= 1, "grid_update_memory must be >= 1 byte, got ",
+                o.grid_update_memory(),
+                " (default kan::kDefaultGridUpdateMemoryBytes = ", kDefaultGridUpdateMemoryBytes,
+                ")");
     TORCH_CHECK(o.grid_update_num() >= 1, "grid_update_num must be >= 1, got ",
                 o.grid_update_num());
     TORCH_CHECK(o.stop_grid_update_step() / o.grid_update_num() >= 1,
@@ -129,7 +133,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const FitOptions& o,
   }
   // pykan's settings: history 10, strong Wolfe, tolerances off (20 iterations per step).
   return std::make_unique<torch::optim::LBFGS>(params, torch::optim::LBFGSOptions(o.lr())
-                                                           .history_size(10)
+                                                           .history_size(kLBFGSHistorySize)
                                                            .line_search_fn("strong_wolfe")
                                                            .tolerance_grad(1e-32)
                                                            .tolerance_change(1e-32));
@@ -274,7 +278,7 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
 
     if (grid_update_period > 0 && step % grid_update_period == 0 &&
         step < o.stop_grid_update_step() && step >= o.start_grid_update_step()) {
-      model->update_grid_from_samples(x);
+      model->update_grid_from_samples(x, o.grid_update_memory());
       record.grid_updated = true;
       ++history.grid_updates;
     }

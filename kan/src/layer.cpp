@@ -1,14 +1,19 @@
 #include "kan/layer.h"
 
 #include "detail/checks.h"
+#include "detail/curve2coef.h"
 #include "detail/fused_spline.h"
+#include "detail/saturate.h"
 #include "kan/bspline.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <cmath>
+#include <new>
+#include <string>
 
 namespace kan {
 namespace {
@@ -16,6 +21,15 @@ namespace {
 // Points at which initialize_from_parent fits the new splines when no samples are given.
 int64_t dense_sample_count(int64_t G, int64_t k) {
   return 1000 + 10 * (G + k);
+}
+
+// The per-edge splines (N, I, O) of x (N, I) for grid rows (I, P) and coef (I, O, G + k): the
+// whole layer's or a piece of its inputs and outputs.
+torch::Tensor spline_values(SplineBackend backend, const torch::Tensor& x,
+                            const torch::Tensor& grid, const torch::Tensor& coef, int64_t k) {
+  if (backend == SplineBackend::kFused)
+    return detail::fused_spline_edges(x, grid, coef, k);
+  return coef2curve(x, grid, coef, k);
 }
 
 } // namespace
@@ -39,12 +53,25 @@ void KANLayerImpl::reset() {
 
   const auto target = torch::TensorOptions().dtype(o.dtype()).device(o.device());
   const int64_t I = o.in_dim(), O = o.out_dim(), M = o.grid() + o.k();
-  grid = register_buffer("grid", torch::empty({I, o.grid() + 2 * o.k() + 1}, target));
-  mask = register_buffer("mask", torch::ones({I, O}, target));
-  coef = register_parameter("coef", torch::empty({I, O, M}, target));
-  scale_base = register_parameter("scale_base", torch::empty({I, O}, target), o.sb_trainable());
-  scale_sp = register_parameter("scale_sp", torch::empty({I, O}, target), o.sp_trainable());
-  reset_parameters();
+  const std::string building = "KANLayer (" + detail::layer_size(o) + ")";
+  // Sizes past 2^63 bytes would overflow LibTorch's size arithmetic: no machine holds them.
+  if (detail::sat_mul(I, O, M + 2, int64_t{8}) == detail::kSaturated)
+    detail::throw_out_of_memory(building, "it needs more than 2^63 bytes");
+  // An allocation failure names the layer and its size, not only the bytes LibTorch tried.
+  try {
+    grid = register_buffer("grid", torch::empty({I, o.grid() + 2 * o.k() + 1}, target));
+    mask = register_buffer("mask", torch::ones({I, O}, target));
+    coef = register_parameter("coef", torch::empty({I, O, M}, target));
+    scale_base = register_parameter("scale_base", torch::empty({I, O}, target), o.sb_trainable());
+    scale_sp = register_parameter("scale_sp", torch::empty({I, O}, target), o.sp_trainable());
+    reset_parameters();
+  } catch (const c10::Error& e) {
+    if (!detail::is_out_of_memory(e))
+      throw;
+    detail::throw_out_of_memory(building, detail::first_line(e.msg()));
+  } catch (const std::bad_alloc& e) {
+    detail::throw_out_of_memory(building, std::string("std::bad_alloc: ") + e.what());
+  }
 }
 
 void KANLayerImpl::reset_parameters() {
@@ -116,9 +143,7 @@ torch::Tensor KANLayerImpl::forward(const torch::Tensor& x) {
 
 torch::Tensor KANLayerImpl::edge_splines(const torch::Tensor& x) const {
   check_input(x);
-  if (options_.backend() == SplineBackend::kFused)
-    return detail::fused_spline_edges(x, grid, coef, options_.k());
-  return coef2curve(x, grid, coef, options_.k());
+  return spline_values(options_.backend(), x, grid, coef, options_.k());
 }
 
 LayerActivations KANLayerImpl::forward_with_activations(const torch::Tensor& x) {
@@ -131,35 +156,52 @@ LayerActivations KANLayerImpl::forward_with_activations(const torch::Tensor& x) 
   return acts;
 }
 
-void KANLayerImpl::update_grid_from_samples(const torch::Tensor& x) {
+void KANLayerImpl::update_grid_from_samples(const torch::Tensor& x, int64_t memory_budget) {
   check_input(x, "grid-update samples");
-  const int64_t N = x.size(0), k = options_.k(), G = grid.size(1) - 1 - 2 * k;
+  const int64_t N = x.size(0), I = options_.in_dim(), O = options_.out_dim(), k = options_.k(),
+                G = grid.size(1) - 1 - 2 * k;
   TORCH_CHECK(N >= 1, "update_grid_from_samples needs at least one sample, got an empty batch (0, ",
               x.size(1), ")");
+  // Non-finite samples would otherwise surface as an eigh failure that names no input.
+  detail::check_finite(x, "the layer's input x (grid-update samples)");
   torch::NoGradGuard no_grad;
-  const auto sorted = std::get<0>(x.sort(0));
-  const auto spline_values = edge_splines(sorted);
+  const auto chunks = curve2coef_chunks(N, I, O, G, k, memory_budget);
 
   // Knot i sits at sample rank floor(N / G * i), computed as pykan does, plus the largest.
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(x.device());
   const auto ranks = torch::cat({(torch::arange(G, f64) * (static_cast<double>(N) / G)).floor(),
                                  torch::full({1}, static_cast<double>(N - 1), f64)})
                          .to(torch::kLong);
-  const auto adaptive = sorted.index_select(0, ranks).t(); // (I, G + 1)
-  const auto lo = adaptive.narrow(1, 0, 1), hi = adaptive.narrow(1, G, 1);
-  const auto uniform = lo + (hi - lo) / G * torch::arange(G + 1, x.options());
   const double eps = options_.grid_eps();
-  const auto new_grid = extend_grid(eps * uniform + (1 - eps) * adaptive, k);
-  const auto new_coef = curve2coef(sorted, spline_values, new_grid, k);
-
-  // An input whose samples are all equal (e.g. one sample) gives no knot span: keep its grid
-  // and splines rather than collapse them.
-  const auto collapsed = (hi == lo); // (I, 1)
-  grid.copy_(torch::where(collapsed, grid, new_grid));
-  coef.copy_(torch::where(collapsed.unsqueeze(2), coef, new_coef));
+  // Every input's knots and least squares are independent: a piece of inputs at a time, each
+  // overwriting its own rows of grid and coef once its targets (the old splines) are computed.
+  for (int64_t i0 = 0; i0 < I; i0 += chunks.inputs) {
+    const int64_t ic = std::min(chunks.inputs, I - i0);
+    const auto sorted = std::get<0>(x.narrow(1, i0, ic).sort(0)); // (N, ic)
+    const auto grid_rows = grid.narrow(0, i0, ic), coef_rows = coef.narrow(0, i0, ic);
+    const auto adaptive = sorted.index_select(0, ranks).t(); // (ic, G + 1)
+    const auto lo = adaptive.narrow(1, 0, 1), hi = adaptive.narrow(1, G, 1);
+    const auto uniform = lo + (hi - lo) / G * torch::arange(G + 1, x.options());
+    const auto new_grid = extend_grid(eps * uniform + (1 - eps) * adaptive, k);
+    // An input whose samples are all equal (e.g. one sample) gives no knot span: keep its grid
+    // and splines rather than collapse them.
+    const auto collapsed = (hi == lo); // (ic, 1)
+    detail::curve2coef_pieces(
+        sorted, new_grid, k, O, chunks,
+        [&](int64_t o0, int64_t oc, int64_t n0, int64_t nc) {
+          return spline_values(options_.backend(), sorted.narrow(0, n0, nc), grid_rows,
+                               coef_rows.narrow(1, o0, oc), k);
+        },
+        [&](int64_t o0, const torch::Tensor& c) {
+          auto old = coef_rows.narrow(1, o0, c.size(1));
+          old.copy_(torch::where(collapsed.unsqueeze(2), old, c.to(old.scalar_type())));
+        });
+    grid_rows.copy_(torch::where(collapsed, grid_rows, new_grid));
+  }
 }
 
-void KANLayerImpl::initialize_from_parent(const KANLayerImpl& parent, const torch::Tensor& x) {
+void KANLayerImpl::initialize_from_parent(const KANLayerImpl& parent, const torch::Tensor& x,
+                                          int64_t memory_budget) {
   const auto& o = options_;
   TORCH_CHECK(parent.options().in_dim() == o.in_dim() && parent.options().out_dim() == o.out_dim(),
               "initialize_from_parent: parent is ", parent.options().in_dim(), " -> ",
@@ -168,7 +210,12 @@ void KANLayerImpl::initialize_from_parent(const KANLayerImpl& parent, const torc
               "initialize_from_parent: parent is ", parent.dtype(), " on ", parent.device(),
               ", this layer is ", dtype(), " on ", device());
   const int64_t pk = parent.options().k(), parent_G = parent.grid.size(1) - 1 - 2 * pk;
-  const int64_t G = o.grid(), k = o.k();
+  const int64_t G = o.grid(), k = o.k(), I = o.in_dim(), O = o.out_dim();
+  const bool given = x.defined() && x.size(0) > 0;
+  if (x.defined()) {
+    parent.check_input(x, "refinement samples");
+    detail::check_finite(x, "the layer's input x (refinement samples)");
+  }
   torch::NoGradGuard no_grad;
 
   // New interior knots: the parent's knots interpolated piecewise linearly at G + 1 positions
@@ -192,18 +239,36 @@ void KANLayerImpl::initialize_from_parent(const KANLayerImpl& parent, const torc
   }
   const auto lower = position.floor().clamp_max(parent_G - 1).to(torch::kLong);
   const auto frac = (position - lower.to(torch::kFloat64)).to(dtype());
-  const auto t0 = parent_knots.index_select(1, lower), t1 = parent_knots.index_select(1, lower + 1);
-  grid.copy_(extend_grid(t0 + frac * (t1 - t0), k));
+  // Without samples, a dense uniform sample of each input's parent grid range.
+  const auto u = given
+                     ? torch::Tensor()
+                     : torch::linspace(0, 1, dense_sample_count(G, k), grid.options()).unsqueeze(1);
 
-  torch::Tensor samples = x;
-  if (samples.defined())
-    parent.check_input(samples, "refinement samples");
-  if (!samples.defined() || samples.size(0) == 0) {
-    const auto u = torch::linspace(0, 1, dense_sample_count(G, k), grid.options()).unsqueeze(1);
-    const auto first = parent_knots.narrow(1, 0, 1).t(), last = parent_knots.narrow(1, -1, 1).t();
-    samples = first + u * (last - first); // (n, I)
+  const int64_t N = given ? x.size(0) : u.size(0);
+  const auto chunks = curve2coef_chunks(N, I, O, G, k, memory_budget);
+  for (int64_t i0 = 0; i0 < I; i0 += chunks.inputs) {
+    const int64_t ic = std::min(chunks.inputs, I - i0);
+    const auto knots = parent_knots.narrow(0, i0, ic);
+    const auto t0 = knots.index_select(1, lower), t1 = knots.index_select(1, lower + 1);
+    const auto grid_rows = grid.narrow(0, i0, ic), coef_rows = coef.narrow(0, i0, ic);
+    grid_rows.copy_(extend_grid(t0 + frac * (t1 - t0), k));
+    torch::Tensor samples;
+    if (given) {
+      samples = x.narrow(1, i0, ic);
+    } else {
+      const auto first = knots.narrow(1, 0, 1).t(), last = knots.narrow(1, -1, 1).t();
+      samples = first + u * (last - first); // (n, ic)
+    }
+    const auto parent_grid = parent.grid.narrow(0, i0, ic),
+               parent_coef = parent.coef.narrow(0, i0, ic);
+    detail::curve2coef_pieces(
+        samples, grid_rows, k, O, chunks,
+        [&](int64_t o0, int64_t oc, int64_t n0, int64_t nc) {
+          return spline_values(parent.options().backend(), samples.narrow(0, n0, nc), parent_grid,
+                               parent_coef.narrow(1, o0, oc), pk);
+        },
+        [&](int64_t o0, const torch::Tensor& c) { coef_rows.narrow(1, o0, c.size(1)).copy_(c); });
   }
-  coef.copy_(curve2coef(samples, parent.edge_splines(samples), grid, k));
   scale_base.copy_(parent.scale_base);
   scale_sp.copy_(parent.scale_sp);
   mask.copy_(parent.mask);

@@ -1,11 +1,16 @@
 #include "kan/network.h"
 
+#include "kan/memory.h"
 #include "kan/trace_scope.h"
 
 #include "detail/checks.h"
+#include "detail/saturate.h"
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
+
+#include <algorithm>
+#include <string>
 
 namespace kan {
 namespace {
@@ -25,6 +30,39 @@ void check_width(const std::vector<int64_t>& width) {
     TORCH_CHECK(width[l] >= 1, "width entries must be >= 1, got width[", l, "] = ", width[l],
                 " in ", c10::IntArrayRef(width));
   }
+}
+
+// layer.forward(x) without gradients, in pieces of samples whose temporaries stay within
+// memory_budget (the reference backend's (n, I, G + k) basis); one piece when all fit.
+torch::Tensor forward_in_pieces(KANLayerImpl& layer, const torch::Tensor& x,
+                                int64_t memory_budget) {
+  const auto& o = layer.options();
+  const int64_t N = x.size(0), P = o.grid() + 2 * o.k() + 1;
+  // Per sample: the Cox-de Boor recursion's few (I, P) tensors, base(x) and a few outputs.
+  int64_t per_sample =
+      detail::sat_add(detail::sat_mul(4, o.in_dim()), detail::sat_mul(4, o.out_dim()));
+  if (o.backend() == SplineBackend::kReference)
+    per_sample = detail::sat_add(per_sample, detail::sat_mul(6, o.in_dim(), P));
+  per_sample = detail::sat_mul(per_sample, static_cast<int64_t>(x.element_size()));
+  const int64_t rows = std::max<int64_t>(1, memory_budget / per_sample);
+  if (rows >= N)
+    return layer.forward(x);
+  auto y = torch::empty({N, o.out_dim()}, x.options());
+  for (int64_t n0 = 0; n0 < N; n0 += rows) {
+    const int64_t n = std::min(rows, N - n0);
+    y.narrow(0, n0, n).copy_(layer.forward(x.narrow(0, n0, n)));
+  }
+  return y;
+}
+
+// A hidden layer's samples are the previous layer's outputs: non-finite ones mean that layer's
+// parameters are, not the data.
+void check_hidden_finite(const torch::Tensor& h, size_t l, const char* what) {
+  detail::check_finite(h,
+                       "the input of layer " + std::to_string(l) + " (" + what +
+                           " samples: the output of layer " + std::to_string(l - 1) + ")",
+                       "the layers before it give non-finite outputs (non-finite parameters or an "
+                       "overflow: did training diverge?)");
 }
 
 } // namespace
@@ -56,7 +94,18 @@ void KANImpl::reset() {
   check_width(options_.width());
   layers_ = register_module("layers", torch::nn::ModuleList());
   for (size_t l = 0; l + 1 < options_.width().size(); ++l) {
-    layers_->push_back(KANLayer(layer_options(options_, l)));
+    const auto layer_opts = layer_options(options_, l);
+    try {
+      layers_->push_back(KANLayer(layer_opts));
+    } catch (const detail::BuildOutOfMemory& e) {
+      // Which layer of which model, and what the whole model needs, not just "KANLayer".
+      detail::throw_out_of_memory(
+          "layer " + std::to_string(l) + " (" + detail::layer_size(layer_opts) + "; the model " +
+              c10::str(c10::IntArrayRef(options_.width())) + " needs about " +
+              format_bytes(estimate_model_memory(options_).total()) +
+              " for parameters and buffers)",
+          e.cause());
+    }
   }
   activations_.clear();
 }
@@ -95,33 +144,40 @@ torch::Tensor KANImpl::forward(const torch::Tensor& x) {
   return h;
 }
 
-void KANImpl::update_grid_from_samples(const torch::Tensor& x) {
+void KANImpl::update_grid_from_samples(const torch::Tensor& x, int64_t memory_budget) {
   check_input(x, "grid-update samples");
+  detail::check_finite(x, "the network's input x (grid-update samples)");
   PhaseScope phase(Phase::kGridUpdate);
   torch::NoGradGuard no_grad;
   auto h = x;
   for (size_t l = 0; l < depth(); ++l) {
     ModuleScope scope("layers", static_cast<int64_t>(l));
-    layer(l)->update_grid_from_samples(h);
+    if (l > 0)
+      check_hidden_finite(h, l, "grid-update");
+    layer(l)->update_grid_from_samples(h, memory_budget);
     if (l + 1 < depth())
-      h = layer(l)->forward(h);
+      h = forward_in_pieces(*layer(l), h, memory_budget);
   }
 }
 
-KAN KANImpl::refine(int64_t new_grid, const torch::Tensor& x) const {
+KAN KANImpl::refine(int64_t new_grid, const torch::Tensor& x, int64_t memory_budget) const {
   TORCH_CHECK(new_grid >= 1, "refine: new grid (number of intervals G) must be >= 1, got ",
               new_grid);
-  if (x.defined())
+  if (x.defined()) {
     check_input(x, "refinement samples");
+    detail::check_finite(x, "the network's input x (refinement samples)");
+  }
   auto options = options_;
   options.grid(new_grid).device(device()).dtype(dtype());
   KAN refined(options);
   torch::NoGradGuard no_grad;
   auto h = x;
   for (size_t l = 0; l < depth(); ++l) {
-    refined->layer(l)->initialize_from_parent(*layer(l), h);
+    if (l > 0 && h.defined())
+      check_hidden_finite(h, l, "refinement");
+    refined->layer(l)->initialize_from_parent(*layer(l), h, memory_budget);
     if (h.defined() && l + 1 < depth())
-      h = layer(l)->forward(h);
+      h = forward_in_pieces(*layer(l), h, memory_budget);
   }
   return refined;
 }

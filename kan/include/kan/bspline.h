@@ -28,6 +28,28 @@ torch::Tensor bspline_basis(const torch::Tensor& x, const torch::Tensor& grid, i
 torch::Tensor coef2curve(const torch::Tensor& x, const torch::Tensor& grid,
                          const torch::Tensor& coef, int64_t k);
 
+/// Default bound on the extra memory of a least-squares spline fit (curve2coef), a grid update
+/// (update_grid_from_samples) or a refinement (refine): 512 MiB, whatever N, I, O and G are.
+inline constexpr int64_t kDefaultGridUpdateMemoryBytes = int64_t{512} << 20;
+
+/// How curve2coef cuts a fit into pieces that each stay within a memory budget. Every input's
+/// least-squares problem is independent, so inputs are split first; outputs and samples only
+/// where one input alone exceeds the budget.
+struct Curve2coefChunks {
+  int64_t inputs = 1;  ///< inputs per piece
+  int64_t outputs = 1; ///< outputs per piece (< O only when one input alone is too big)
+  /// Samples per piece of the normal equations (< N only when one input and `outputs` outputs
+  /// are too big; the sums over sample pieces then round differently, by about 1e-16).
+  int64_t samples = 1;
+  int64_t bytes = 0; ///< estimated peak extra memory of one piece (saturates at INT64_MAX)
+};
+
+/// The pieces curve2coef uses for N samples, I inputs, O outputs, G intervals and order k within
+/// `memory_budget` bytes. The budget is a target with a floor: one input's (G + k)^2 normal
+/// equations and its eigendecomposition, one output and one sample are the smallest piece.
+Curve2coefChunks curve2coef_chunks(int64_t N, int64_t I, int64_t O, int64_t G, int64_t k,
+                                   int64_t memory_budget = kDefaultGridUpdateMemoryBytes);
+
 /// Least-squares spline coefficients for every edge: x (N, I), y (N, I, O) -> coef (I, O, G + k)
 /// minimising sum_n (sum_m coef_ijm B_m(x_ni) - y_nij)^2, in y's dtype.
 ///
@@ -36,10 +58,14 @@ torch::Tensor coef2curve(const torch::Tensor& x, const torch::Tensor& grid,
 /// solution, from the eigendecomposition of the normal equations in float64 with eigenvalues
 /// below 1e-12 of the largest treated as zero.
 ///
+/// Its extra memory (the float64 basis and normal equations) stays near `memory_budget` bytes:
+/// the fit runs in pieces of inputs (and where one input is too big, of outputs and samples), see
+/// curve2coef_chunks. Splitting inputs or outputs gives the same coefficients.
+///
 /// Example:
 ///   auto grid = kan::uniform_grid(2, 5, 3, -1, 1, torch::kFloat64);
 ///   auto coef = kan::curve2coef(x, y, grid, 3);   // x (N, 2), y (N, 2, O)
 torch::Tensor curve2coef(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& grid,
-                         int64_t k);
+                         int64_t k, int64_t memory_budget = kDefaultGridUpdateMemoryBytes);
 
 } // namespace kan

@@ -15,6 +15,8 @@
 namespace kan {
 
 enum class Optimizer { kLBFGS, kAdam };
+/// LBFGS keeps this many past steps (pykan's setting); estimate_training_memory counts them.
+inline constexpr int64_t kLBFGSHistorySize = 10;
 /// "lbfgs" or "adam".
 std::string to_string(Optimizer opt);
 Optimizer optimizer_from_string(const std::string& name);
@@ -97,6 +99,8 @@ struct FitOptions {
   TORCH_ARG(int64_t, grid_update_num) = 10;
   TORCH_ARG(int64_t, start_grid_update_step) = -1;
   TORCH_ARG(int64_t, stop_grid_update_step) = 50;
+  /// Bound in bytes on a grid update's extra memory (KANImpl::update_grid_from_samples).
+  TORCH_ARG(int64_t, grid_update_memory) = kDefaultGridUpdateMemoryBytes;
   TORCH_ARG(Loss, loss) = Loss::kMSE;
   /// Seed of the minibatch draws (made on the CPU: the same batches on every device).
   TORCH_ARG(uint64_t, seed) = 0;

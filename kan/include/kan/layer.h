@@ -1,6 +1,7 @@
 #pragma once
 /// One KAN layer: in_dim x out_dim learnable B-spline edges (docs/kan.md, "One KAN layer").
 
+#include "kan/bspline.h"
 #include "kan/options.h"
 
 #include <torch/arg.h>
@@ -85,13 +86,19 @@ public:
   torch::Tensor edge_splines(const torch::Tensor& x) const;
 
   /// Moves the knots to the distribution of the samples x (N, I) (grid_eps mixes uniform and
-  /// quantile knots) and refits coef so the splines keep their values at the samples.
-  void update_grid_from_samples(const torch::Tensor& x);
+  /// quantile knots) and refits coef so the splines keep their values at the samples. Refuses
+  /// NaN or Inf in x. Works through the inputs (and where one input alone is too big, its
+  /// outputs and samples) in pieces, so its extra memory beyond x stays near `memory_budget`
+  /// bytes whatever N, I, O and G are (curve2coef_chunks); the result does not depend on it.
+  void update_grid_from_samples(const torch::Tensor& x,
+                                int64_t memory_budget = kDefaultGridUpdateMemoryBytes);
   /// Takes parent's scales and mask, places this layer's G knots by piecewise-linear
   /// interpolation of parent's knots (keeping every parent knot when G >= parent's G, so the
   /// parent's splines are reproduced exactly inside its grid), and fits coef to parent's splines
   /// at x (N, I); with an undefined or empty x, at a dense uniform sample of parent's grid range.
-  void initialize_from_parent(const KANLayerImpl& parent, const torch::Tensor& x = {});
+  /// Refuses NaN or Inf in x; extra memory bounded like update_grid_from_samples.
+  void initialize_from_parent(const KANLayerImpl& parent, const torch::Tensor& x = {},
+                              int64_t memory_budget = kDefaultGridUpdateMemoryBytes);
 
   /// Checks that x is a (N, in_dim) floating tensor of this layer's dtype and device; the
   /// message names `what` and both devices or dtypes.

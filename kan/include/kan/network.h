@@ -83,13 +83,18 @@ public:
   const std::vector<LayerActivations>& activations() const noexcept { return activations_; }
 
   /// Updates every layer's grid from the samples x (N, width[0]), layer by layer: layer l's
-  /// samples are the outputs of the already updated layers before it.
-  void update_grid_from_samples(const torch::Tensor& x);
+  /// samples are the outputs of the already updated layers before it. Refuses NaN or Inf in x
+  /// (and in a hidden layer's samples, naming the layer). Its extra memory beyond the samples
+  /// and each layer's outputs stays near `memory_budget` bytes, as the layer's does.
+  void update_grid_from_samples(const torch::Tensor& x,
+                                int64_t memory_budget = kDefaultGridUpdateMemoryBytes);
 
   /// A new model with G = new_grid whose splines are fitted to this one's at the samples x
   /// (N, width[0]) (pass the training inputs), or at a dense uniform sample of each layer's
-  /// grid range when x is undefined. Same device and dtype as this model.
-  KAN refine(int64_t new_grid, const torch::Tensor& x = {}) const;
+  /// grid range when x is undefined. Same device and dtype as this model. Refuses NaN or Inf in
+  /// x; extra memory beyond the new model bounded like update_grid_from_samples.
+  KAN refine(int64_t new_grid, const torch::Tensor& x = {},
+             int64_t memory_budget = kDefaultGridUpdateMemoryBytes) const;
 
   /// The regulariser of the last forward's activations (save_activations must be on).
   torch::Tensor regularization(const RegularizationOptions& weights = {}) const;

@@ -1,6 +1,12 @@
 #include "detail/checks.h"
 
+#include "detail/saturate.h"
+#include "kan/layer.h"
+#include "kan/memory.h"
+
 #include <ATen/ATen.h>
+
+#include <sstream>
 
 namespace kan::detail {
 
@@ -24,13 +30,66 @@ void check_points(const torch::Tensor& x, const char* what, int64_t in_dim, torc
               ")); kanbench never moves either silently");
 }
 
-void check_finite(const torch::Tensor& t, const char* what) {
+void check_finite(const torch::Tensor& t, const std::string& what, const char* hint) {
   const auto bad = torch::logical_not(torch::isfinite(t)).sum().item<int64_t>();
   if (bad == 0)
     return;
   const auto nan = torch::isnan(t).sum().item<int64_t>();
   TORCH_CHECK(false, what, " contains ", nan, " NaN and ", bad - nan, " Inf values (shape ",
-              t.sizes(), "); clean the data before training");
+              t.sizes(), "); ", hint);
+}
+
+bool is_out_of_memory(const c10::Error& e) {
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr)
+    return true;
+  // The CPU allocator's words differ between LibTorch versions.
+  for (const char* words :
+       {"not enough memory", "can't allocate memory", "Cannot allocate memory"}) {
+    if (e.msg().find(words) != std::string::npos)
+      return true;
+  }
+  return false;
+}
+
+std::string first_line(const std::string& message) {
+  auto line = message.substr(0, message.find('\n'));
+  // c10's enforce prefix, "[enforce fail at alloc_cpu.cpp:127] err == 0. ", says nothing to users.
+  if (line.rfind("[enforce fail at ", 0) == 0) {
+    const auto end = line.find(". ", line.find("] "));
+    if (end != std::string::npos)
+      line = line.substr(end + 2);
+  }
+  return line;
+}
+
+std::string dtype_name(torch::Dtype dtype) {
+  if (dtype == torch::kFloat64)
+    return "float64";
+  if (dtype == torch::kFloat32)
+    return "float32";
+  return c10::toString(dtype);
+}
+
+std::string layer_size(const KANLayerOptions& o) {
+  const int64_t M = sat_add(o.grid(), o.k());
+  std::ostringstream s;
+  s << o.in_dim() << " -> " << o.out_dim() << ", coef " << o.in_dim() << " x " << o.out_dim()
+    << " x " << M << " " << dtype_name(o.dtype()) << " = "
+    << format_bytes(
+           sat_mul(o.in_dim(), o.out_dim(), M, static_cast<int64_t>(c10::elementSize(o.dtype()))))
+    << " on " << o.device();
+  return s.str();
+}
+
+BuildOutOfMemory::BuildOutOfMemory(const std::string& message, std::string cause)
+    : c10::OutOfMemoryError(
+          c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, message),
+      cause_(std::move(cause)) {}
+
+void throw_out_of_memory(const std::string& what, const std::string& cause) {
+  throw BuildOutOfMemory("out of memory while building " + what + ": " + cause +
+                             "; use a smaller width or grid, float32, or a device with more memory",
+                         cause);
 }
 
 } // namespace kan::detail

@@ -2,9 +2,15 @@
 // Input validation shared by the layer, the network and fit(): every message names the
 // tensor or option and its value.
 
+#include <c10/util/Exception.h>
 #include <torch/types.h>
 
 #include <cstdint>
+#include <string>
+
+namespace kan {
+struct KANLayerOptions;
+}
 
 namespace kan::detail {
 
@@ -15,7 +21,38 @@ void check_model_dtype(torch::Dtype dtype);
 void check_points(const torch::Tensor& x, const char* what, int64_t in_dim, torch::Dtype dtype,
                   torch::Device device);
 
-/// Fails when t holds NaN or Inf, naming `what` and how many.
-void check_finite(const torch::Tensor& t, const char* what);
+/// Fails when t holds NaN or Inf, naming `what` and how many; `hint` says what to do.
+void check_finite(const torch::Tensor& t, const std::string& what,
+                  const char* hint = "clean the data before training");
+
+/// Whether e is an allocation failure: c10::OutOfMemoryError (CUDA's caching allocator) or the
+/// CPU allocator's "can't allocate memory" ("not enough memory" in older LibTorch).
+bool is_out_of_memory(const c10::Error& e);
+
+/// The first line of a message (LibTorch's own, without the context lines it appends or c10's
+/// "[enforce fail at ...] condition." prefix).
+std::string first_line(const std::string& message);
+
+/// An allocation failure while building part of a model: the message names the part, cause()
+/// keeps the allocator's own first line, so that an enclosing part can name itself instead.
+class BuildOutOfMemory : public c10::OutOfMemoryError {
+public:
+  BuildOutOfMemory(const std::string& message, std::string cause);
+  const std::string& cause() const noexcept { return cause_; }
+
+private:
+  std::string cause_;
+};
+
+/// "float32", "float64" (the names the command line uses), else LibTorch's name.
+std::string dtype_name(torch::Dtype dtype);
+
+/// A layer's size for messages: "2 -> 100000000, coef 2 x 100000000 x 8 float64 = 12.8 GB on cpu".
+std::string layer_size(const KANLayerOptions& options);
+
+/// Throws BuildOutOfMemory (a c10::OutOfMemoryError on every device, so that callers such as the
+/// benchmark suite record a CPU allocation failure as "oom" like CUDA's): "out of memory while
+/// building <what>: <cause>; <what to do>".
+[[noreturn]] void throw_out_of_memory(const std::string& what, const std::string& cause);
 
 } // namespace kan::detail
