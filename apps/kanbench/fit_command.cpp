@@ -5,6 +5,7 @@
 
 #include "kan/diagnostics/audited_fit.h"
 #include "kan/kan.h"
+#include "kan/memory.h"
 #include "kan/io/atomic_file.h"
 
 #include <nlohmann/json.hpp>
@@ -198,16 +199,9 @@ int run_fit(const FitArgs& a) {
   for (const char* name : {"model.pt", "fit.json"})
     kan::io::check_output_file((std::filesystem::path(a.out) / name).string(), "--out");
 
-  const auto data = kan::create_dataset(function.f, kan::DatasetOptions(function.n_var)
-                                                        .train_num(a.train_num)
-                                                        .test_num(a.test_num)
-                                                        .seed(a.seed)
-                                                        .device(device)
-                                                        .dtype(dtype));
   const auto model_options =
       kan::KANOptions(width).grid(a.grid).k(a.k).seed(a.seed).device(device).dtype(dtype).backend(
           kan::spline_backend_from_string(a.backend));
-  kan::KAN model(model_options);
   auto fit_options = kan::FitOptions()
                          .opt(kan::optimizer_from_string(a.opt))
                          .steps(a.steps)
@@ -223,6 +217,21 @@ int run_fit(const FitArgs& a) {
                          .grid_update_num(a.grid_update_num)
                          .stop_grid_update_step(a.stop_grid_update_step)
                          .seed(a.seed);
+  // Refused before anything is allocated: a CPU run past the machine's memory is killed by the
+  // kernel without a word, a GPU run fails deep inside a step.
+  try {
+    kan::check_fits_in_memory(model_options, fit_options, a.train_num, a.test_num);
+  } catch (const c10::OutOfMemoryError& e) {
+    TORCH_CHECK(false, "--width ", a.width, " --grid ", a.grid, " --train-num ", a.train_num,
+                " --batch ", a.batch, " does not fit: ", e.what_without_backtrace());
+  }
+  const auto data = kan::create_dataset(function.f, kan::DatasetOptions(function.n_var)
+                                                        .train_num(a.train_num)
+                                                        .test_num(a.test_num)
+                                                        .seed(a.seed)
+                                                        .device(device)
+                                                        .dtype(dtype));
+  kan::KAN model(model_options);
 
   nlohmann::json result{{"schema_version", kFitSchemaVersion},
                         {"command", "fit"},

@@ -325,7 +325,9 @@ void check_fits_in_memory(const MemoryEstimate& estimate, int64_t available_byte
   const int64_t need = estimate.total();
   if (need <= available_bytes)
     return;
-  TORCH_CHECK_WITH(OutOfMemoryError, false, estimate.what, " need about ", format_bytes(need), " (",
+  const std::string size = format_bytes(need); // "more than 9.22 EB" where it saturated
+  TORCH_CHECK_WITH(OutOfMemoryError, false, estimate.what,
+                   size.rfind("more than", 0) == 0 ? " need " : " need about ", size, " (",
                    estimate.breakdown(), ") but ", estimate.device, " has ",
                    format_bytes(available_bytes),
                    " available; use a smaller width, grid or batch, fewer samples, float32, or a "
