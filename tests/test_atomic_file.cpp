@@ -81,7 +81,7 @@ TEST_F(AtomicFile, RemovesTemporariesOfWritersThatNoLongerRun) {
   ::waitpid(dead, nullptr, 0);
   const std::string stale = ".a.txt.tmp." + std::to_string(dead) + ".Ab12Cd";
   const std::string running = ".a.txt.tmp.1.Ab12Cd"; // pid 1 runs
-  const std::string legacy = ".a.txt.tmp.Xy34Zw";     // before process ids, an hour old
+  const std::string legacy = ".a.txt.tmp.Xy34Zw";    // before process ids, an hour old
   const std::string other = ".b.txt.tmp." + std::to_string(dead) + ".Ab12Cd";
   for (const auto& name : {stale, running, legacy, other})
     write(name, "leftover");

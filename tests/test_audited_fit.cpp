@@ -12,8 +12,11 @@ TEST(AuditedFit, CorrectKanIsCleanAndTracesTheFirstSteps) {
   for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
     KAN model(KANOptions({2, 3, 1}).dtype(dtype));
     int64_t user_steps = 0;
-    auto options = FitOptions().opt(Optimizer::kAdam).lr(0.01).steps(5).on_step(
-        [&](const StepRecord&, int64_t) { ++user_steps; });
+    auto options = FitOptions()
+                       .opt(Optimizer::kAdam)
+                       .lr(0.01)
+                       .steps(5)
+                       .on_step([&](const StepRecord&, int64_t) { ++user_steps; });
     const auto result = audited_fit(model, test::toy_data(dtype), options, /*trace_steps=*/2);
     EXPECT_TRUE(result.clean()) << result.audit.to_text() << result.trace.to_text();
     EXPECT_EQ(user_steps, 5); // the caller's callbacks still run
@@ -32,8 +35,9 @@ TEST(AuditedFit, CorrectKanIsCleanAndTracesTheFirstSteps) {
 
 TEST(AuditedFit, TraceCanBeOff) {
   KAN model(KANOptions({2, 3, 1}));
-  const auto result = audited_fit(model, test::toy_data(), FitOptions().opt(Optimizer::kAdam).steps(2),
-                                  /*trace_steps=*/0);
+  const auto result =
+      audited_fit(model, test::toy_data(), FitOptions().opt(Optimizer::kAdam).steps(2),
+                  /*trace_steps=*/0);
   EXPECT_EQ(result.trace.summary.operations, 0);
   EXPECT_TRUE(result.clean());
   KAN_EXPECT_ERROR(audited_fit(model, test::toy_data(), FitOptions().steps(1), -1),
@@ -51,9 +55,9 @@ TEST(AuditedFit, MisplacedBufferIsNamed_CUDA) {
   KAN_REQUIRE_CUDA();
   KAN model(KANOptions({2, 3, 1}).device(torch::kCUDA));
   model->layer(0)->mask.set_data(model->layer(0)->mask.cpu()); // left behind by hand
-  KAN_EXPECT_ERROR(audited_fit(model, test::toy_data(torch::kFloat32, torch::kCUDA),
-                               FitOptions().steps(1)),
-                   "model.layers.0.mask is on cpu, expected cuda");
+  KAN_EXPECT_ERROR(
+      audited_fit(model, test::toy_data(torch::kFloat32, torch::kCUDA), FitOptions().steps(1)),
+      "model.layers.0.mask is on cpu, expected cuda");
 }
 
 TEST(AuditedFit, CleanOnCuda_CUDA) {

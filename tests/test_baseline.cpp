@@ -1,8 +1,8 @@
 // Statistics and the baseline comparison: planted slowdowns are found, noise is not.
 #include "reports_test_util.h"
 
-#include "kan/reports/baseline.h"
 #include "kan/io/text.h"
+#include "kan/reports/baseline.h"
 #include "kan/reports/statistics.h"
 
 #include <sstream>

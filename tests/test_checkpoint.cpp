@@ -145,8 +145,8 @@ TEST_F(Checkpoint, CorruptTensorBytesAreRefusedNamingTheTensor) {
   auto flipped = bytes;
   flipped[at + 3] ^= 0x01; // the lowest bits of one coefficient: still a finite number
   write_bytes(path("flipped.pt"), flipped);
-  KAN_EXPECT_ERROR(load_checkpoint(path("flipped.pt")), "flipped.pt", "layers.1.coef",
-                   "checksum", "corrupt");
+  KAN_EXPECT_ERROR(load_checkpoint(path("flipped.pt")), "flipped.pt", "layers.1.coef", "checksum",
+                   "corrupt");
 
   auto nan = bytes;
   const double not_a_number = std::nan("");

@@ -38,9 +38,9 @@ protected:
 };
 
 struct Case {
-  std::string args;  // "@" stands for the scratch folder
+  std::string args; // "@" stands for the scratch folder
   int exit_code;
-  std::string word;  // the message must contain it
+  std::string word; // the message must contain it
 };
 
 std::string expand(std::string text, const std::string& dir) {
@@ -138,15 +138,16 @@ TEST_F(HostileCli, BadValuesAreRefusedWithOneLineNamingTheOption) {
 
 TEST_F(HostileCli, TheLargestSeedIsAccepted) {
   const auto run = run_kanbench("fit --steps 0 --train-num 20 --test-num 10 --trace-steps 0 "
-                                "--seed 18446744073709551615 --out " + path("fit"));
+                                "--seed 18446744073709551615 --out " +
+                                path("fit"));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   std::ifstream in(path("fit/fit.json"));
   EXPECT_EQ(nlohmann::json::parse(in)["config"]["seed"].get<uint64_t>(), 18446744073709551615ULL);
 }
 
 TEST_F(HostileCli, AFullDiskDuringFitLosesNothing) {
-  const std::string fit = "fit --steps 1 --train-num 40 --test-num 10 --trace-steps 0 --out " +
-                          path("fit");
+  const std::string fit =
+      "fit --steps 1 --train-num 40 --test-num 10 --trace-steps 0 --out " + path("fit");
   ASSERT_EQ(run_kanbench(fit).exit_code, 0);
   const auto model = read("fit/model.pt"), json = read("fit/fit.json");
   const auto run = run_kanbench(fit + " --seed 3", kan::test::full_disk_after_kib(1));
@@ -169,7 +170,8 @@ TEST_F(HostileCli, FitReplacesASymlinkedCheckpointInsteadOfItsTarget) {
   std::ofstream(path("precious")) << "keep me";
   fs::create_symlink(path("precious"), path("fit/model.pt"));
   const auto run = run_kanbench("fit --steps 1 --train-num 40 --test-num 10 --trace-steps 0 "
-                                "--out " + path("fit"));
+                                "--out " +
+                                path("fit"));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(read("precious"), "keep me");
   EXPECT_FALSE(fs::is_symlink(path("fit/model.pt")));
@@ -179,8 +181,8 @@ TEST_F(HostileCli, ARunWhoseOutputsCannotBeWrittenStillPrintsItsSummary) {
   // The folder and the trace pass the checks before the run (nothing is written yet), then the
   // disk is full when the run is done: each output fails on its own, the summary is printed.
   const auto run = run_kanbench("run --suite quick --repeat 1 --case toy --devices cpu "
-                                "--no-edge-cases --out " + path("run") + " --trace " +
-                                    path("run/trace.json"),
+                                "--no-edge-cases --out " +
+                                    path("run") + " --trace " + path("run/trace.json"),
                                 kan::test::full_disk_after_kib(0));
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_NE(run.output.find("toy on cpu: ok"), std::string::npos) << run.output;
@@ -188,12 +190,13 @@ TEST_F(HostileCli, ARunWhoseOutputsCannotBeWrittenStillPrintsItsSummary) {
   for (const char* file : {"trace.json", "results.json", "report.html"}) {
     EXPECT_NE(run.output.find(std::string("not written: ") + path("run/" + std::string(file))),
               std::string::npos)
-        << file << "\n" << run.output;
+        << file << "\n"
+        << run.output;
     EXPECT_FALSE(fs::exists(path("run/" + std::string(file))));
   }
-  EXPECT_EQ(fs::is_directory(path("run")) ? std::distance(fs::directory_iterator(path("run")),
-                                                         fs::directory_iterator{})
-                                          : 0,
+  EXPECT_EQ(fs::is_directory(path("run"))
+                ? std::distance(fs::directory_iterator(path("run")), fs::directory_iterator{})
+                : 0,
             0);
 }
 

@@ -12,7 +12,7 @@ namespace {
 TEST(Environment, ReportsVersionsCpuAndThreads) {
   const auto env = collect_environment();
   EXPECT_EQ(env.libtorch_version, TORCH_VERSION); // the LibTorch this test was built against
-  EXPECT_FALSE(env.cuda_build_version.empty()); // the project builds against a CUDA LibTorch
+  EXPECT_FALSE(env.cuda_build_version.empty());   // the project builds against a CUDA LibTorch
   EXPECT_EQ(env.kanbench_version, KANBENCH_PROJECT_VERSION);
   EXPECT_EQ(env.date.size(), 20u) << env.date; // 2026-11-29T18:36:08Z
   EXPECT_GE(env.cpu_cores, 1);

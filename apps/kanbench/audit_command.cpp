@@ -6,14 +6,14 @@
 
 #include "kan/diagnostics/audited_fit.h"
 #include "kan/diagnostics/environment.h"
-#include "kan/kan.h"
 #include "kan/io/atomic_file.h"
+#include "kan/kan.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <iostream>
 #include <cstdio>
+#include <iostream>
 #include <memory>
 #include <set>
 
@@ -66,7 +66,8 @@ nlohmann::json all_findings(const kan::diagnostics::AuditReport& before,
   auto add_static = [&](const kan::diagnostics::AuditReport& report, const char* stage) {
     const auto report_json = report.to_json();
     for (auto f : report_json["findings"]) {
-      const std::string key = f["tensor"].get<std::string>() + "/" + f["problem"].get<std::string>();
+      const std::string key =
+          f["tensor"].get<std::string>() + "/" + f["problem"].get<std::string>();
       if (!seen.insert(key).second)
         continue; // the same fault before and after training
       f["stage"] = stage;
@@ -78,8 +79,9 @@ nlohmann::json all_findings(const kan::diagnostics::AuditReport& before,
     add_static(after->audit, "after_training");
     for (const auto& f : after->trace.findings) {
       findings.push_back(
-          {{"tensor", f.operation.empty() ? std::string("(all operations)")
-                                          : f.operation + (f.module.empty() ? "" : " in " + f.module)},
+          {{"tensor", f.operation.empty()
+                          ? std::string("(all operations)")
+                          : f.operation + (f.module.empty() ? "" : " in " + f.module)},
            {"kind", "operation"},
            {"problem", kan::diagnostics::to_string(f.problem)},
            {"device", f.devices},
@@ -136,7 +138,8 @@ int audit(const AuditArgs& a) {
                                                         .seed(a.seed)
                                                         .device(device)
                                                         .dtype(kan::dtype_from_string(a.dtype)));
-  const auto data_dtype = a.data_dtype.empty() ? model->dtype() : kan::dtype_from_string(a.data_dtype);
+  const auto data_dtype =
+      a.data_dtype.empty() ? model->dtype() : kan::dtype_from_string(a.data_dtype);
   const kan::Dataset data = audit_dataset(a, model, data_device, data_dtype);
 
   const auto before = kan::diagnostics::DeviceAudit(device).module(*model).dataset(data).report();
@@ -177,7 +180,8 @@ int audit(const AuditArgs& a) {
 
   const auto findings = all_findings(before, after.get(), training_error);
   const int code = findings.empty() ? kClean : kFindings;
-  std::cout << "audit: " << (code == kClean ? "clean" : std::to_string(findings.size()) + " finding(s)")
+  std::cout << "audit: "
+            << (code == kClean ? "clean" : std::to_string(findings.size()) + " finding(s)")
             << " on " << device << "\n";
 
   if (!a.json.empty()) {
@@ -186,22 +190,21 @@ int audit(const AuditArgs& a) {
                               {"tensors_checked", before.summary.tensors_checked},
                               {"bytes_per_device", before.summary.bytes_per_device},
                               {"exit_code", code}};
-    nlohmann::json out = {
-        {"schema_version", kAuditSchemaVersion},
-        {"command", "audit"},
-        {"device", device.str()},
-        {"config",
-         {{"checkpoint", a.checkpoint},
-          {"model", kan::to_json(model->options())},
-          {"data_device", data_device.str()},
-          {"data_dtype", a.data_dtype.empty() ? "model" : a.data_dtype},
-          {"samples", a.samples},
-          {"opt", a.opt},
-          {"trace_steps", a.trace_steps},
-          {"seed", a.seed}}},
-        {"findings", findings},
-        {"summary", summary},
-        {"static_audit", before.to_json()}};
+    nlohmann::json out = {{"schema_version", kAuditSchemaVersion},
+                          {"command", "audit"},
+                          {"device", device.str()},
+                          {"config",
+                           {{"checkpoint", a.checkpoint},
+                            {"model", kan::to_json(model->options())},
+                            {"data_device", data_device.str()},
+                            {"data_dtype", a.data_dtype.empty() ? "model" : a.data_dtype},
+                            {"samples", a.samples},
+                            {"opt", a.opt},
+                            {"trace_steps", a.trace_steps},
+                            {"seed", a.seed}}},
+                          {"findings", findings},
+                          {"summary", summary},
+                          {"static_audit", before.to_json()}};
     if (after) {
       out["summary"]["trace"] = after->trace.to_json()["summary"];
       out["summary"]["traced_step_seconds"] = after->traced_step_seconds;

@@ -4,9 +4,9 @@
 #include "values.h"
 
 #include "kan/diagnostics/audited_fit.h"
+#include "kan/io/atomic_file.h"
 #include "kan/kan.h"
 #include "kan/memory.h"
-#include "kan/io/atomic_file.h"
 
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>
@@ -167,7 +167,8 @@ void write_outputs(const kan::KAN& model, const std::string& checkpoint_path,
                    const std::string& json_path, const std::string& json_text) {
   kan::io::AtomicFile checkpoint(checkpoint_path), json(json_path);
   try {
-    kan::save_checkpoint(model, [&](const void* data, size_t size) { checkpoint.write(data, size); });
+    kan::save_checkpoint(model,
+                         [&](const void* data, size_t size) { checkpoint.write(data, size); });
   } catch (const std::runtime_error& e) {
     TORCH_CHECK(false, "cannot write checkpoint: ", first_line(e.what()));
   }

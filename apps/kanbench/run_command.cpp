@@ -89,8 +89,11 @@ int run(const RunArgs& a) {
   for (const auto& c : results.cases) {
     std::cout << c.name << " on " << c.target << ": " << kan::reports::to_string(c.status);
     if (c.status == kan::reports::CaseStatus::kOk)
-      std::cout << ", epoch " << (c.median_epoch_seconds ? kan::io::format_seconds(*c.median_epoch_seconds) : "-") << " (IQR "
-                << (c.iqr_epoch_seconds ? kan::io::format_seconds(*c.iqr_epoch_seconds) : "-") << ")";
+      std::cout << ", epoch "
+                << (c.median_epoch_seconds ? kan::io::format_seconds(*c.median_epoch_seconds) : "-")
+                << " (IQR "
+                << (c.iqr_epoch_seconds ? kan::io::format_seconds(*c.iqr_epoch_seconds) : "-")
+                << ")";
     else
       std::cout << " (" << c.reason << ")";
     std::cout << "\n";

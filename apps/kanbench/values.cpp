@@ -94,9 +94,12 @@ std::vector<int64_t> parse_width(const std::string& text, const std::string& opt
   size_t begin = 0;
   while (true) {
     const auto comma = text.find(',', begin);
-    const std::string entry = text.substr(begin, comma == std::string::npos ? comma : comma - begin);
-    TORCH_CHECK(all_digits(entry), option, " must be comma-separated positive integers such as "
-                                          "2,5,1, got ", shown(text),
+    const std::string entry =
+        text.substr(begin, comma == std::string::npos ? comma : comma - begin);
+    TORCH_CHECK(all_digits(entry), option,
+                " must be comma-separated positive integers such as "
+                "2,5,1, got ",
+                shown(text),
                 (entry.empty() ? " (an empty entry)" : " (entry " + shown(entry) + ")"));
     errno = 0;
     const long long value = std::strtoll(entry.c_str(), nullptr, 10);

@@ -59,9 +59,10 @@ PeakMemory::PeakMemory(torch::Device device) : device_(device) {
     torch::cuda::synchronize(device_.index());
     const auto index = device_.has_index() ? device_.index() : c10::cuda::current_device();
     c10::cuda::CUDACachingAllocator::resetPeakStats(index);
-    baseline_ = c10::cuda::CUDACachingAllocator::getDeviceStats(index)
-                    .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
-                    .current;
+    baseline_ =
+        c10::cuda::CUDACachingAllocator::getDeviceStats(index)
+            .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+            .current;
     return;
   }
   // Writing 5 to clear_refs resets the high-water mark VmHWM to the current resident set.
@@ -75,9 +76,10 @@ PeakMemory::PeakMemory(torch::Device device) : device_(device) {
 std::optional<int64_t> PeakMemory::bytes() const {
   if (device_.is_cuda()) {
     const auto index = device_.has_index() ? device_.index() : c10::cuda::current_device();
-    const auto peak = c10::cuda::CUDACachingAllocator::getDeviceStats(index)
-                          .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
-                          .peak;
+    const auto peak =
+        c10::cuda::CUDACachingAllocator::getDeviceStats(index)
+            .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+            .peak;
     return std::max<int64_t>(0, peak - baseline_);
   }
   if (!reset_)

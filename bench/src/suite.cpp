@@ -268,9 +268,10 @@ reports::Comparison compare_targets(const Workload& w, const Target& a, const Ta
   c.case_name = w.name;
   c.a = a.name;
   c.b = b.name;
-  c.label = a.device == b.device
-                ? kan::to_string(a.dtype) + " vs " + kan::to_string(b.dtype) + " on " + a.device.str()
-                : a.device.str() + " vs " + b.device.str() + " (" + kan::to_string(b.dtype) + ")";
+  c.label =
+      a.device == b.device
+          ? kan::to_string(a.dtype) + " vs " + kan::to_string(b.dtype) + " on " + a.device.str()
+          : a.device.str() + " vs " + b.device.str() + " (" + kan::to_string(b.dtype) + ")";
   reports::fill_speedup(c, ra, rb);
   const bool any_float32 = a.dtype == torch::kFloat32 || b.dtype == torch::kFloat32;
   const auto tol = parity_tolerances(any_float32 ? torch::kFloat32 : torch::kFloat64, w.opt);

@@ -112,8 +112,8 @@ std::vector<Workload> suite_workloads(const std::string& suite) {
   Workload million;
   million.name = "million";
   million.description = full ? "2^22 training samples: minibatch epochs and a full evaluation"
-                              : "2^20 training samples (2^14 in quick): minibatch epochs and a "
-                                "full evaluation";
+                             : "2^20 training samples (2^14 in quick): minibatch epochs and a "
+                               "full evaluation";
   million.width = {2, 5, 1};
   million.opt = Optimizer::kAdam;
   million.lr = 1e-2;

@@ -66,17 +66,19 @@ AuditedFit audited_fit(KAN& model, const Dataset& data, FitOptions options, int6
   });
 
   try {
-    diagnose_device_errors([&] { result.history = fit(model, data, options); }, [&] {
-      trace.stop();
-      optimizer = nullptr; // fit's optimiser died with the unwinding
-      return static_audit();
-    });
+    diagnose_device_errors([&] { result.history = fit(model, data, options); },
+                           [&] {
+                             trace.stop();
+                             optimizer = nullptr; // fit's optimiser died with the unwinding
+                             return static_audit();
+                           });
   } catch (const c10::Error& error) {
     // Name the operations that mixed devices too, when the trace saw them.
     trace.stop();
     std::string operations;
     for (const auto& f : trace.report().findings) {
-      if (f.problem == TraceProblem::kMixedDevices || f.problem == TraceProblem::kCreatedOnWrongDevice)
+      if (f.problem == TraceProblem::kMixedDevices ||
+          f.problem == TraceProblem::kCreatedOnWrongDevice)
         operations += "\n  " + f.message + ". Fix: " + f.fix;
     }
     if (operations.empty())

@@ -44,7 +44,8 @@ std::string cpu_model() {
   while (std::getline(in, line)) {
     if (line.rfind("model name", 0) == 0) {
       const auto colon = line.find(':');
-      return colon == std::string::npos ? "" : line.substr(line.find_first_not_of(" \t", colon + 1));
+      return colon == std::string::npos ? ""
+                                        : line.substr(line.find_first_not_of(" \t", colon + 1));
     }
   }
   return "";
@@ -208,7 +209,7 @@ reports::Environment collect_environment() {
       if (props.major < 9) {
         env.problems.push_back(
             {"CUDA device " + std::to_string(i) + " (" + device.name + ") has compute capability " +
-                     device.compute_capability + "; kanbench's CUDA code is compiled for sm_90",
+                 device.compute_capability + "; kanbench's CUDA code is compiled for sm_90",
              "Expect a one-time PTX JIT compile at start-up and slower GPU numbers than on a "
              "Hopper GPU."});
       }
@@ -221,8 +222,7 @@ reports::Environment collect_environment() {
   if (env.torch_threads < env.cpu_cores) {
     env.problems.push_back({"LibTorch uses " + std::to_string(env.torch_threads) + " of " +
                                 std::to_string(env.cpu_cores) + " usable CPUs",
-                            "Unset OMP_NUM_THREADS (or set it to " +
-                                std::to_string(env.cpu_cores) +
+                            "Unset OMP_NUM_THREADS (or set it to " + std::to_string(env.cpu_cores) +
                                 ") for CPU timings that use the whole machine."});
   }
   double load = 0;
@@ -257,7 +257,8 @@ std::string to_text(const reports::Environment& e) {
   line("CUDA driver supports", e.cuda_driver_version);
   line("CUDA runtime", e.cuda_runtime_version);
   line("CUDA usable", e.cuda_available ? "yes" : "no: " + e.cuda_unavailable_reason);
-  line("CUDA_VISIBLE_DEVICES", e.cuda_visible_devices ? "'" + *e.cuda_visible_devices + "'" : "(unset)");
+  line("CUDA_VISIBLE_DEVICES",
+       e.cuda_visible_devices ? "'" + *e.cuda_visible_devices + "'" : "(unset)");
   for (const auto& d : e.cuda_devices) {
     char memory[96];
     std::snprintf(memory, sizeof memory, "%.1f GiB total, %.1f GiB free",

@@ -46,9 +46,9 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   if (name.empty())
     throw std::runtime_error(path_ + ": not a file name");
   remove_stale_temporaries(folder, name);
-  std::string pattern = (fs::path(folder) / (temporary_prefix(name) +
-                                             std::to_string(::getpid()) + ".XXXXXX"))
-                            .string();
+  std::string pattern =
+      (fs::path(folder) / (temporary_prefix(name) + std::to_string(::getpid()) + ".XXXXXX"))
+          .string();
   fd_ = ::mkostemp(pattern.data(), O_CLOEXEC);
   if (fd_ < 0)
     throw std::runtime_error(path_ + ": cannot create a temporary file in " + folder + ": " +
@@ -170,8 +170,8 @@ void check_output_folder(const std::string& folder, const std::string& option) {
   std::string probe = (fs::path(where) / ".kanbench-probe.XXXXXX").string();
   const int fd = ::mkostemp(probe.data(), O_CLOEXEC);
   if (fd < 0)
-    throw std::runtime_error(option + " " + where + ": cannot write into the folder: " +
-                             std::strerror(errno));
+    throw std::runtime_error(option + " " + where +
+                             ": cannot write into the folder: " + std::strerror(errno));
   ::close(fd);
   ::unlink(probe.c_str());
 }

@@ -92,8 +92,8 @@ torch::Tensor stored_tensor(torch::serialize::InputArchive& state, const std::st
     archive = &nested[i];
   }
   torch::Tensor tensor;
-  TORCH_CHECK(archive->try_read(parts.back(), tensor, is_buffer), "checkpoint '", path,
-              "' has no ", name, ": the file does not match its configuration");
+  TORCH_CHECK(archive->try_read(parts.back(), tensor, is_buffer), "checkpoint '", path, "' has no ",
+              name, ": the file does not match its configuration");
   return tensor;
 }
 

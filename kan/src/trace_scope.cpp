@@ -53,4 +53,3 @@ ModuleScope::ModuleScope(std::string_view list_name, int64_t index)
 }
 
 } // namespace kan
-

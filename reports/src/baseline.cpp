@@ -185,7 +185,8 @@ std::string format_baseline_table(const BaselineComparison& comparison) {
       std::snprintf(ratio, sizeof ratio, "%.3f", *c.ratio);
     if (c.p_value)
       std::snprintf(p, sizeof p, "%.3g", *c.p_value);
-    rows.push_back({c.name, c.target, c.dtype, c.old_median ? io::format_seconds(*c.old_median) : "-",
+    rows.push_back({c.name, c.target, c.dtype,
+                    c.old_median ? io::format_seconds(*c.old_median) : "-",
                     c.new_median ? io::format_seconds(*c.new_median) : "-", ratio, p,
                     to_string(c.verdict), c.note});
   }

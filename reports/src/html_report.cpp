@@ -939,14 +939,14 @@ std::string render_html_report(const Results& results, const HtmlReportOptions& 
           e(env.kanbench_version) + ", results schema " + e(results.schema_version) + "\">\n" +
           "<title>" + e(options.title) + "</title>\n<style>" + kStyle +
           "</style>\n</head>\n<body>\n";
-  html +=
-      "<header><h1>" + e(options.title) + "</h1><p>" +
-      (options.results_source.empty() ? "" : e(options.results_source) + " &middot; ") + "suite " +
-      e(results.config.suite) + " &middot; " + e(env.date) + " &middot; " + e(env.hostname) +
-      " &middot; kanbench " + e(env.kanbench_version) +
-      (env.git_commit.empty() ? "" : " (" + e(env.git_commit) + ")") +
-      (results.wall_seconds ? " &middot; run took " + io::format_seconds(*results.wall_seconds) : "") +
-      (results.run_id.empty() ? "" : " &middot; run " + e(results.run_id)) + "</p></header>\n";
+  html += "<header><h1>" + e(options.title) + "</h1><p>" +
+          (options.results_source.empty() ? "" : e(options.results_source) + " &middot; ") +
+          "suite " + e(results.config.suite) + " &middot; " + e(env.date) + " &middot; " +
+          e(env.hostname) + " &middot; kanbench " + e(env.kanbench_version) +
+          (env.git_commit.empty() ? "" : " (" + e(env.git_commit) + ")") +
+          (results.wall_seconds ? " &middot; run took " + io::format_seconds(*results.wall_seconds)
+                                : "") +
+          (results.run_id.empty() ? "" : " &middot; run " + e(results.run_id)) + "</p></header>\n";
   html += verdict_section(results, baseline, options);
   html += charts_section(charts, results);
   html += cases_section(results);

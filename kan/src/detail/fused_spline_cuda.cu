@@ -31,8 +31,8 @@ void check_launch() {
       error == cudaErrorInvalidPtx) {
     const auto* gpu = at::cuda::getCurrentDeviceProperties();
     TORCH_CHECK(false, "the fused backend's CUDA kernels were built for compute capabilities ",
-                KAN_CUDA_ARCH_LIST, " but ", gpu->name, " has compute capability ", gpu->major,
-                ".", gpu->minor, " (", cudaGetErrorString(error),
+                KAN_CUDA_ARCH_LIST, " but ", gpu->name, " has compute capability ", gpu->major, ".",
+                gpu->minor, " (", cudaGetErrorString(error),
                 "): rebuild with TORCH_CUDA_ARCH_LIST including ", gpu->major, ".", gpu->minor,
                 ", or use the reference backend (KANOptions(...).backend(SplineBackend::"
                 "kReference), kanbench --backend reference)");

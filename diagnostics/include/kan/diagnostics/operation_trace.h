@@ -20,9 +20,10 @@ struct TraceState;
 /// What the trace saw go wrong.
 enum class TraceProblem {
   kMixedDevices,         ///< one operation received tensors on different devices
-  kCreatedOnWrongDevice, ///< a factory (zeros, ones, arange, ...) made a tensor off the model's device
-  kRanOnCpu,             ///< a computing operation ran on the CPU while the model is on an accelerator
-  kDeviceNotUsed,        ///< no traced operation ran on the model's device at all
+  kCreatedOnWrongDevice, ///< a factory (zeros, ones, arange, ...) made a tensor off the model's
+                         ///< device
+  kRanOnCpu,      ///< a computing operation ran on the CPU while the model is on an accelerator
+  kDeviceNotUsed, ///< no traced operation ran on the model's device at all
 };
 /// "mixed_devices", "created_on_wrong_device", "ran_on_cpu", "device_not_used".
 std::string to_string(TraceProblem problem);

@@ -78,5 +78,4 @@ BaselineComparison compare_with_baseline(const Results& baseline, const Results&
 /// A plain-text table (one line per case) with the warnings above it, for a terminal or CI log.
 std::string format_baseline_table(const BaselineComparison& comparison);
 
-
 } // namespace kan::reports

@@ -33,19 +33,19 @@ struct Environment {
   std::string date;       ///< ISO 8601 UTC, "2026-11-29T18:36:08Z"
   std::string hostname;
 
-  std::string libtorch_version;    ///< "2.11.0"
-  std::string cuda_build_version;  ///< CUDA LibTorch was built with, "13.0"; empty for CPU builds
-  std::string cudnn_build_version; ///< "9.10.2"; empty when LibTorch has no cuDNN
+  std::string libtorch_version;     ///< "2.11.0"
+  std::string cuda_build_version;   ///< CUDA LibTorch was built with, "13.0"; empty for CPU builds
+  std::string cudnn_build_version;  ///< "9.10.2"; empty when LibTorch has no cuDNN
   std::string cuda_runtime_version; ///< empty when CUDA is not usable
   std::string cuda_driver_version;  ///< highest CUDA version the driver supports; empty if none
 
   bool cuda_available = false;
-  std::string cuda_unavailable_reason; ///< empty when cuda_available
+  std::string cuda_unavailable_reason;             ///< empty when cuda_available
   std::optional<std::string> cuda_visible_devices; ///< the variable's value; nullopt when unset
   std::vector<CudaDevice> cuda_devices;
 
   std::string cpu_model;
-  int64_t cpu_cores = 0;    ///< logical CPUs this process may run on
+  int64_t cpu_cores = 0;     ///< logical CPUs this process may run on
   int64_t torch_threads = 0; ///< at::get_num_threads()
 
   bool nvtx_available = false;  ///< built with NVTX3 ranges
