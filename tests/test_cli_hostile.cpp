@@ -113,7 +113,7 @@ TEST_F(HostileCli, BadValuesAreRefusedWithOneLineNamingTheOption) {
       {"env --json @/file/env.json", 2, "--json"},
       {"audit --width 2,3,1 --json @/file/audit.json", 2, "--json"},
       {fit + "--out @/file/sub", 2, "--out"},
-      {fit + "--out @/folders", 2, "fit.json is a folder"},
+      {"fit --steps 1 --out @/folders", 2, "fit.json is a folder"},
       {"run --suite quick --out @/file/sub", 2, "--out"},
       {"run --suite quick --out @/run --trace @/file/trace.json", 2, "--trace"},
       {"run --suite quick --out @/run --trace @", 2, "--trace"},
