@@ -14,6 +14,11 @@ set(cuda_args "")
 if(CUDA_ROOT)
   set(cuda_args "-DCUDAToolkit_ROOT=${CUDA_ROOT}")
 endif()
+# A sanitizer build's libraries need the sanitizer's runtime in whatever links them.
+if(SANITIZE)
+  list(APPEND cuda_args "-DCMAKE_CXX_FLAGS=-fsanitize=${SANITIZE}"
+       "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=${SANITIZE}")
+endif()
 run(${CMAKE_COMMAND} -S "${CONSUMER_DIR}" -B "${WORK_DIR}/build" -G Ninja
     -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix" "-DTorch_DIR=${TORCH_DIR}"
     ${cuda_args})
