@@ -19,6 +19,7 @@
 namespace kan {
 namespace {
 
+using test::error_of;
 using test::max_abs_diff;
 
 const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
@@ -186,16 +187,6 @@ TEST(GridMemory, GridUpdateAndRefineMemoryStaysWithinTheBudget) {
             << " MiB, refinement " << (refine >> 20) << " MiB\n";
   EXPECT_TRUE(layer->coef.isfinite().all().item<bool>());
   EXPECT_TRUE(finer->coef.isfinite().all().item<bool>());
-}
-
-// The message of what f throws; empty when it throws nothing.
-template <typename F> std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const c10::Error& e) {
-    return e.msg();
-  }
-  return {};
 }
 
 TEST(GridMemory, NonFiniteSamplesAreRefusedNamingTheInput) {

@@ -22,15 +22,7 @@
 namespace kan {
 namespace {
 
-// The message of what f throws; empty when it throws nothing.
-template <typename F> std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const c10::Error& e) {
-    return e.msg();
-  }
-  return {};
-}
+using test::error_of;
 
 int64_t mem_total() {
   std::ifstream in("/proc/meminfo");

@@ -51,6 +51,16 @@ inline Dataset toy_data(torch::Dtype dtype = torch::kFloat32, torch::Device devi
                         DatasetOptions(2).train_num(64).test_num(16).dtype(dtype).device(device));
 }
 
+/// The message (without backtrace) of the c10::Error that f throws; empty when it throws none.
+template <typename F> std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const c10::Error& e) {
+    return e.msg();
+  }
+  return {};
+}
+
 /// A fixture with a fresh scratch folder per test, removed afterwards.
 class ScratchDirTest : public ::testing::Test {
 protected:
