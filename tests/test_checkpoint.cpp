@@ -179,7 +179,7 @@ TEST_F(Checkpoint, ADtypeThatContradictsTheConfigurationIsRefused) {
   model->save(state);
   archive.write("model", state);
   archive.save_to(path("mixed.pt"));
-  KAN_EXPECT_ERROR(load_checkpoint(path("mixed.pt")), "mixed.pt", "Double", "Float",
+  KAN_EXPECT_ERROR(load_checkpoint(path("mixed.pt")), "mixed.pt", "float64", "float32",
                    "nothing is converted silently");
 }
 

@@ -45,7 +45,7 @@ TEST(DeviceAudit, CorrectKanHasNoFinding) {
     // 6 parameters, their 6 gradients, 4 buffers, 2 x 6 Adam moments, 4 data tensors.
     EXPECT_EQ(report.summary.tensors_checked, 6 + 6 + 4 + 12 + 4);
     EXPECT_GT(report.summary.bytes_per_device.at("cpu"), 0);
-    EXPECT_EQ(report.expected_dtype, dtype == torch::kFloat32 ? "Float" : "Double");
+    EXPECT_EQ(report.expected_dtype, dtype == torch::kFloat32 ? "float32" : "float64");
   }
 }
 
@@ -94,7 +94,7 @@ TEST(DeviceAudit, KanBufferOfAnotherDtype) {
   const auto report = audit(*model, torch::kCPU);
   ASSERT_EQ(names(report), std::vector<std::string>{"model.layers.1.grid"});
   EXPECT_EQ(report.findings[0].problem, Problem::kWrongDtype);
-  EXPECT_EQ(report.findings[0].dtype, "Double");
+  EXPECT_EQ(report.findings[0].dtype, "float64");
 }
 
 TEST(DeviceAudit, GradientOnAnotherDevice) {

@@ -125,10 +125,19 @@ TEST(HtmlReportTest, VerdictSaysWhatRanAndHowItWent) {
             std::string::npos)
       << verdict;
   EXPECT_NE(verdict.find("<b>Parity:</b> 1 of 1 comparisons pass"), std::string::npos);
-  EXPECT_NE(verdict.find("<b>Edge cases:</b> 1 of 3 passed, 1 failed, 1 skipped; failed: "
-                         "million_samples on cpu"),
+  EXPECT_NE(verdict.find("<b>Edge cases:</b> 1 of 3 passed, 1 failed, 1 skipped"),
             std::string::npos)
       << verdict;
+  // Pass or fail is run_problems()'s decision, listed line for line (the CLI prints the same).
+  const auto problems = run_problems(test::sample_results());
+  ASSERT_FALSE(problems.empty());
+  EXPECT_NE(verdict.find("<b>Result:</b> <span class=\"status bad\">fail</span>, " +
+                         std::to_string(problems.size()) + " problem"),
+            std::string::npos)
+      << verdict;
+  for (const auto& problem : problems)
+    EXPECT_NE(verdict.find("<li>" + html_escape(problem) + "</li>"), std::string::npos) << problem;
+  EXPECT_NE(verdict.find("edge case million_samples on cpu fails"), std::string::npos) << verdict;
   EXPECT_NE(verdict.find("1 finding"), std::string::npos);
   EXPECT_NE(verdict.find("toy/cuda 78.5% (119 kernels/epoch)"), std::string::npos) << verdict;
   // Against the synthetic baseline: toy/cpu is 0.51 s against ~1 s -> faster.

@@ -192,7 +192,7 @@ TEST(KANLayer, RejectsBadInput) {
   KAN_EXPECT_ERROR(layer(torch::zeros({4})), "input must be 2-D", "[4]");
   KAN_EXPECT_ERROR(layer(torch::zeros({4, 2})), "2 columns", "input width is 3");
   KAN_EXPECT_ERROR(layer(torch::zeros({4, 3}, torch::kInt64)), "floating point", "Long");
-  KAN_EXPECT_ERROR(layer(torch::zeros({4, 3}, f64)), "Double", "Float");
+  KAN_EXPECT_ERROR(layer(torch::zeros({4, 3}, f64)), "float64", "float32");
   KAN_EXPECT_ERROR(layer(torch::zeros({4, 3}, torch::TensorOptions().device(torch::kMeta))),
                    "is on meta", "model is on cpu");
 }

@@ -2,6 +2,7 @@
 // measurements, and none may take the run down.
 #include "kan/bench/measure.h"
 #include "kan/bench/suite.h"
+#include "kan/io/clock.h"
 
 #include <c10/util/Exception.h>
 #include <torch/cuda.h>
@@ -27,7 +28,7 @@ EdgeCaseResult attempt(const std::string& name, const Target& t,
   EdgeCaseResult r;
   r.name = name;
   r.device = t.device.str();
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = io::Clock::now();
   try {
     body(r);
   } catch (const c10::Error& e) {
@@ -37,7 +38,7 @@ EdgeCaseResult attempt(const std::string& name, const Target& t,
     r.status = EdgeStatus::kFail;
     r.message = std::string("unexpected error: ") + e.what();
   }
-  r.seconds = seconds_since(start);
+  r.seconds = io::seconds_since(start);
   return r;
 }
 

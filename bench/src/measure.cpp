@@ -1,5 +1,7 @@
 #include "kan/bench/measure.h"
 
+#include "kan/io/clock.h"
+
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
@@ -42,7 +44,7 @@ void EpochTimer::start() {
     events_->begin.record(c10::cuda::getCurrentCUDAStream(device_.index()));
     return;
   }
-  wall_start_ = std::chrono::steady_clock::now();
+  wall_start_ = io::Clock::now();
 }
 
 double EpochTimer::stop() {
@@ -51,7 +53,7 @@ double EpochTimer::stop() {
     events_->end.synchronize();
     return events_->begin.elapsed_time(events_->end) / 1000.0;
   }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_).count();
+  return io::seconds_since(wall_start_);
 }
 
 PeakMemory::PeakMemory(torch::Device device) : device_(device) {

@@ -4,6 +4,7 @@
 #include "kan/diagnostics/device_audit.h"
 #include "kan/diagnostics/environment.h"
 #include "kan/diagnostics/nvtx.h"
+#include "kan/io/clock.h"
 #include "kan/io/text.h"
 
 #include <ATen/Parallel.h>
@@ -19,7 +20,8 @@
 namespace kan::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using io::Clock;
+using io::seconds_since;
 
 // Thrown from fit()'s step callback when a case runs past its limit.
 struct CaseTimeout {

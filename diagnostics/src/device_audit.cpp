@@ -1,5 +1,7 @@
 #include "kan/diagnostics/device_audit.h"
 
+#include "kan/options.h"
+
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/optim/adagrad.h>
@@ -14,10 +16,6 @@
 
 namespace kan::diagnostics {
 namespace {
-
-std::string dtype_name(const torch::Tensor& t) {
-  return std::string(c10::toString(t.scalar_type()));
-}
 
 // "cuda" (no index) accepts every CUDA device; "cuda:1" only that one.
 bool on_expected_device(const torch::Tensor& t, torch::Device expected) {
@@ -119,7 +117,7 @@ void DeviceAudit::check(const std::string& name, TensorKind kind, const torch::T
   const std::string expected = expected_device_.str();
   auto add = [&](Problem problem, const std::string& message, const std::string& fix) {
     report_.findings.push_back(Finding{name, kind, problem, t.device().str(), expected,
-                                       dtype_name(t), t.sizes().vec(), message, fix});
+                                       kan::to_string(t.scalar_type()), t.sizes().vec(), message, fix});
   };
   const std::string what = to_string(kind) + " " + name;
   if (!on_expected_device(t, expected_device_)) {
@@ -127,8 +125,8 @@ void DeviceAudit::check(const std::string& name, TensorKind kind, const torch::T
         wrong_device_fix(kind, expected));
   }
   if (expected_dtype_ && t.is_floating_point() && t.scalar_type() != *expected_dtype_) {
-    const std::string want = c10::toString(*expected_dtype_);
-    add(Problem::kWrongDtype, what + " is " + dtype_name(t) + ", the model is " + want,
+    const std::string want = kan::to_string(*expected_dtype_);
+    add(Problem::kWrongDtype, what + " is " + kan::to_string(t.scalar_type()) + ", the model is " + want,
         "convert it with .to(" + want + ") or build everything with one dtype");
   }
   if (!strided) {
@@ -221,7 +219,7 @@ DeviceAudit& DeviceAudit::dataset(const Dataset& d, const std::string& prefix) {
 
 AuditReport DeviceAudit::report() const {
   auto report = report_;
-  report.expected_dtype = expected_dtype_ ? c10::toString(*expected_dtype_) : "";
+  report.expected_dtype = expected_dtype_ ? kan::to_string(*expected_dtype_) : "";
   report.summary.findings = static_cast<int64_t>(report.findings.size());
   return report;
 }

@@ -6,7 +6,14 @@
 namespace kan::io {
 
 std::string first_line(const std::string& message) {
-  return message.substr(0, message.find('\n'));
+  auto line = message.substr(0, message.find('\n'));
+  // c10's enforce prefix, "[enforce fail at alloc_cpu.cpp:127] err == 0. ", says nothing to users.
+  if (line.rfind("[enforce fail at ", 0) == 0) {
+    const auto end = line.find(". ", line.find("] "));
+    if (end != std::string::npos)
+      line = line.substr(end + 2);
+  }
+  return line;
 }
 
 std::string format_seconds(double seconds) {

@@ -241,8 +241,9 @@ KAN load_checkpoint(const std::string& path, torch::Device device) {
   for (const auto& [name, tensor, is_buffer] : state_tensors(model)) {
     const auto stored = stored_tensor(state, name, is_buffer, path);
     TORCH_CHECK(stored.scalar_type() == options.dtype() && stored.sizes() == tensor.sizes(),
-                "checkpoint '", path, "': ", name, " is ", stored.scalar_type(), " of shape ",
-                stored.sizes(), " but its configuration implies ", options.dtype(), " of shape ",
+                "checkpoint '", path, "': ", name, " is ", to_string(stored.scalar_type()),
+                " of shape ", stored.sizes(), " but its configuration implies ",
+                to_string(options.dtype()), " of shape ",
                 tensor.sizes(), "; the file is inconsistent (nothing is converted silently)");
     check_finite_state(name, stored, "checkpoint '" + path + "'");
     if (version.toInt() >= 2) {

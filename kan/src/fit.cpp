@@ -1,6 +1,7 @@
 #include "kan/fit.h"
 
 #include "detail/checks.h"
+#include "kan/io/clock.h"
 #include "kan/trace_scope.h"
 
 #include <ATen/ATen.h>
@@ -16,12 +17,9 @@
 namespace kan {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using io::Clock;
+using io::seconds_since;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 void check_labels(Loss loss, const torch::Tensor& labels, const torch::Tensor& inputs,
                   const KANImpl& model, const char* what) {
@@ -35,13 +33,13 @@ void check_labels(Loss loss, const torch::Tensor& labels, const torch::Tensor& i
   if (loss == Loss::kMSE) {
     TORCH_CHECK(labels.dim() == 2 && labels.size(1) == out, what, " must have shape (N, ", out,
                 ") for the mse loss, got ", labels.sizes());
-    TORCH_CHECK(labels.scalar_type() == model.dtype(), what, " has dtype ", labels.scalar_type(),
-                " but the model is ", model.dtype());
+    TORCH_CHECK(labels.scalar_type() == model.dtype(), what, " has dtype ",
+                to_string(labels.scalar_type()), " but the model is ", to_string(model.dtype()));
     detail::check_finite(labels, what);
   } else {
     TORCH_CHECK(labels.dim() == 1 && labels.scalar_type() == torch::kLong, what,
                 " must be (N) int64 class indices for the cross_entropy loss, got ",
-                labels.scalar_type(), " of shape ", labels.sizes());
+                to_string(labels.scalar_type()), " of shape ", labels.sizes());
   }
 }
 
@@ -344,7 +342,7 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
       epoch.test_accuracy = record.test_accuracy;
       epoch.reg = record.reg;
       epoch.seconds = record.seconds;
-      epoch.epoch_seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+      epoch.epoch_seconds = seconds_since(epoch_start);
       history.epochs.push_back(epoch);
       epoch_start = Clock::now();
       epoch_loss_sum = 0;

@@ -5,6 +5,7 @@
 #include "detail/fused_spline.h"
 #include "detail/saturate.h"
 #include "kan/bspline.h"
+#include "kan/io/text.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -68,7 +69,7 @@ void KANLayerImpl::reset() {
   } catch (const c10::Error& e) {
     if (!detail::is_out_of_memory(e))
       throw;
-    detail::throw_out_of_memory(building, detail::first_line(e.msg()));
+    detail::throw_out_of_memory(building, io::first_line(e.msg()));
   } catch (const std::bad_alloc& e) {
     detail::throw_out_of_memory(building, std::string("std::bad_alloc: ") + e.what());
   }

@@ -51,7 +51,7 @@ int64_t dtype_bytes(torch::Dtype dtype) {
 std::string model_description(const KANOptions& o) {
   std::ostringstream s;
   s << "the model " << c10::IntArrayRef(o.width()) << " (G " << o.grid() << ", k " << o.k() << ", "
-    << detail::dtype_name(o.dtype()) << ")";
+    << to_string(o.dtype()) << ")";
   return s.str();
 }
 

@@ -1,5 +1,7 @@
 #include "kan/reports/html_report.h"
 
+#include "report_assets.h" // kReportScript, kReportStyle: generated from report.js, report.css
+
 #include "kan/io/atomic_file.h"
 #include "kan/io/text.h"
 
@@ -195,7 +197,6 @@ struct CaseFigures {
   std::optional<Summary> times;  // of epoch_seconds
   std::optional<double> busy;    // median GPU busy fraction
   std::optional<double> kernels; // median kernels per epoch
-  bool gpu_idle = false;         // a traced epoch without kernels
 };
 
 CaseFigures figures(const CaseResult& c) {
@@ -206,7 +207,6 @@ CaseFigures figures(const CaseResult& c) {
     for (const auto& epoch : c.gpu_activity->epochs) {
       busy.push_back(epoch.busy_fraction);
       kernels.push_back(static_cast<double>(epoch.kernels));
-      f.gpu_idle = f.gpu_idle || epoch.kernels == 0;
     }
     f.busy = quantile(busy, 0.5);
     f.kernels = quantile(kernels, 0.5);
@@ -360,12 +360,25 @@ json chart_data(const Results& r) {
 // ---------------------------------------------------------------------------------------------
 // Sections.
 
-std::string verdict_section(const Results& r, const std::optional<BaselineComparison>& baseline,
-                            const HtmlReportOptions& options) {
-  std::vector<std::string> items; // escaped HTML
+// The verdict: one line per question a reader asks first, each answered by one function.
 
-  // Devices. Targets that did not run are grouped by (target, status, reason): one line says
-  // "cuda skipped for toy, deep, wide (no CUDA device: ...)".
+// Pass or fail, and why: exactly run_problems(), the list a CI gate fails the run on.
+std::string outcome_line(const Results& r) {
+  const auto problems = run_problems(r);
+  if (problems.empty())
+    return "<b>Result:</b> <span class=\"status good\">pass</span> (no failed case, parity, edge "
+           "case or audit finding)";
+  std::string line = "<b>Result:</b> <span class=\"status bad\">fail</span>, " +
+                     std::to_string(problems.size()) + " problem" +
+                     (problems.size() == 1 ? "" : "s") + ":<ul>";
+  for (const auto& problem : problems)
+    line += "<li>" + e(problem) + "</li>";
+  return line + "</ul>";
+}
+
+// Where the cases ran; targets that did not are grouped by (target, status, reason): one line
+// says "cuda skipped for toy, deep, wide (no CUDA device: ...)".
+std::string devices_line(const Results& r) {
   std::vector<std::string> ran;
   std::vector<std::pair<std::tuple<std::string, CaseStatus, std::string>, std::string>> not_ran;
   for (const auto& c : r.cases) {
@@ -382,129 +395,113 @@ std::string verdict_section(const Results& r, const std::optional<BaselineCompar
     else
       group->second += ", " + c.name;
   }
-  std::string devices = "<b>Devices:</b> ";
+  std::string line = "<b>Devices:</b> ";
   if (ran.empty())
-    devices += "nothing ran";
+    line += "nothing ran";
   for (size_t i = 0; i < ran.size(); ++i)
-    devices += (i ? ", " : "ran on ") + e(ran[i]);
+    line += (i ? ", " : "ran on ") + e(ran[i]);
   if (!not_ran.empty()) {
-    devices += "; not measured: ";
+    line += "; not measured: ";
     for (size_t i = 0; i < not_ran.size(); ++i) {
       const auto& [target, status, reason] = not_ran[i].first;
-      devices += (i ? "; " : "") + e(target) + " " + status_cell(to_string(status)) + " for " +
-                 e(not_ran[i].second) + " (" + e(reason) + ")";
+      line += (i ? "; " : "") + e(target) + " " + status_cell(to_string(status)) + " for " +
+              e(not_ran[i].second) + " (" + e(reason) + ")";
     }
   }
-  items.push_back(devices);
+  return line;
+}
 
-  // Speedups and parity.
-  if (r.comparisons.empty()) {
-    items.push_back("<b>Speedup and parity:</b> no comparisons in this run");
-  } else {
-    std::string speedups = "<b>Speedup:</b><ul>";
-    size_t passed = 0;
-    std::vector<std::string> failed;
-    for (const auto& c : r.comparisons) {
-      speedups += "<li>" + e(c.case_name) + ": ";
-      if (c.speedup) {
-        const bool faster = *c.speedup >= 1;
-        const double factor = faster ? *c.speedup : 1 / *c.speedup;
-        speedups += e(c.b) + " <span class=\"figure\">" + fixed2(factor) + "&times;</span> " +
-                    (faster ? "faster" : "slower") + " than " + e(c.a);
-        if (c.speedup_low && c.speedup_high)
-          speedups += " (speedup " + number(*c.speedup_low, 3) + "&ndash;" +
-                      number(*c.speedup_high, 3) + ")";
-      } else {
-        speedups += "no speedup (" + e(c.a) + " vs " + e(c.b) + " not both measured)";
-      }
-      if (c.label)
-        speedups += " &middot; " + e(*c.label);
-      speedups += " &middot; parity " + status_cell(to_string(c.parity)) + "</li>";
-      if (c.parity == Parity::kPass)
-        ++passed;
-      else
-        failed.push_back(e(c.case_name + " " + c.a + " vs " + c.b) +
-                         (c.message.empty() ? "" : " (" + e(c.message) + ")"));
+// One item per comparison: how much faster, its spread, and its parity.
+std::string speedup_line(const Results& r) {
+  if (r.comparisons.empty())
+    return "<b>Speedup and parity:</b> no comparisons in this run";
+  std::string line = "<b>Speedup:</b><ul>";
+  for (const auto& c : r.comparisons) {
+    line += "<li>" + e(c.case_name) + ": ";
+    if (c.speedup) {
+      const bool faster = *c.speedup >= 1;
+      const double factor = faster ? *c.speedup : 1 / *c.speedup;
+      line += e(c.b) + " <span class=\"figure\">" + fixed2(factor) + "&times;</span> " +
+              (faster ? "faster" : "slower") + " than " + e(c.a);
+      if (c.speedup_low && c.speedup_high)
+        line += " (speedup " + number(*c.speedup_low, 3) + "&ndash;" + number(*c.speedup_high, 3) +
+                ")";
+    } else {
+      line += "no speedup (" + e(c.a) + " vs " + e(c.b) + " not both measured)";
     }
-    items.push_back(speedups + "</ul>");
-    std::string parity = "<b>Parity:</b> " + std::to_string(passed) + " of " +
-                         std::to_string(r.comparisons.size()) + " comparisons pass";
-    for (size_t i = 0; i < failed.size(); ++i)
-      parity += (i ? "; " : "; failed: ") + failed[i];
-    items.push_back(parity);
+    if (c.label)
+      line += " &middot; " + e(*c.label);
+    line += " &middot; parity " + status_cell(to_string(c.parity)) + "</li>";
   }
+  return line + "</ul>";
+}
 
-  // Edge cases.
-  size_t pass = 0, fail = 0, skipped = 0;
-  std::string failures;
-  for (const auto& ec : r.edge_cases) {
-    if (ec.status == EdgeStatus::kPass)
-      ++pass;
-    else if (ec.status == EdgeStatus::kSkipped)
-      ++skipped;
-    else {
-      ++fail;
-      failures += (failures.empty() ? "; failed: " : "; ") + e(ec.name + " on " + ec.device) +
-                  " (" + e(ec.message) + ")";
-    }
-  }
-  items.push_back("<b>Edge cases:</b> " + std::to_string(pass) + " of " +
-                  std::to_string(r.edge_cases.size()) + " passed, " + std::to_string(fail) +
-                  " failed, " + std::to_string(skipped) + " skipped" + failures);
+// Counts only: which ones failed is the outcome line's business.
+std::string parity_line(const Results& r) {
+  const auto passed = std::count_if(r.comparisons.begin(), r.comparisons.end(),
+                                    [](const Comparison& c) { return c.parity == Parity::kPass; });
+  return "<b>Parity:</b> " + std::to_string(passed) + " of " +
+         std::to_string(r.comparisons.size()) + " comparisons pass";
+}
 
-  // Audit and GPU activity.
+std::string edge_cases_line(const Results& r) {
+  auto count = [&](EdgeStatus status) {
+    return std::to_string(std::count_if(r.edge_cases.begin(), r.edge_cases.end(),
+                                        [&](const EdgeCaseResult& c) { return c.status == status; }));
+  };
+  return "<b>Edge cases:</b> " + count(EdgeStatus::kPass) + " of " +
+         std::to_string(r.edge_cases.size()) + " passed, " + count(EdgeStatus::kFail) +
+         " failed, " + count(EdgeStatus::kSkipped) + " skipped";
+}
+
+std::string audit_line(const Results& r) {
   size_t findings = 0;
-  std::string idle, busy;
-  for (const auto& c : r.cases) {
+  for (const auto& c : r.cases)
     findings += c.audit_findings.size();
+  if (findings == 0)
+    return "<b>Device audit:</b> no findings";
+  return "<b>Device audit:</b> <span class=\"status bad\">" + std::to_string(findings) +
+         " finding" + (findings == 1 ? "" : "s") + "</span> (see Device audit below)";
+}
+
+// How busy CUPTI saw the GPU, per traced case; empty when nothing was traced.
+std::string gpu_busy_line(const Results& r) {
+  std::string busy;
+  for (const auto& c : r.cases) {
     const auto f = figures(c);
-    if (f.gpu_idle)
-      idle += (idle.empty() ? "" : ", ") + e(target_label(c));
     if (f.busy)
       busy += (busy.empty() ? "" : ", ") + e(target_label(c)) + " " + number(*f.busy * 100, 3) +
               "% (" + number(*f.kernels, 4) + " kernels/epoch)";
   }
-  items.push_back("<b>Device audit:</b> " +
-                  (findings == 0
-                       ? std::string("no findings")
-                       : "<span class=\"status bad\">" + std::to_string(findings) + " finding" +
-                             (findings == 1 ? "" : "s") + "</span> (see Device audit below)"));
-  if (!busy.empty())
-    items.push_back("<b>GPU busy (CUPTI):</b> " + busy);
-  if (!idle.empty())
-    items.push_back("<b>GPU not used:</b> <span class=\"status bad\">epochs without a kernel in " +
-                    idle + "</span>");
+  return busy.empty() ? "" : "<b>GPU busy (CUPTI):</b> " + busy;
+}
 
-  // Cases that did not end well.
-  std::string bad;
-  for (const auto& c : r.cases)
-    if (c.status == CaseStatus::kFailed || c.status == CaseStatus::kOom ||
-        c.status == CaseStatus::kTimeout)
-      bad += (bad.empty() ? "" : "; ") + e(target_label(c)) + " " +
-             status_cell(to_string(c.status)) + " (" + e(c.reason) + ")";
-  if (!bad.empty())
-    items.push_back("<b>Cases that did not finish:</b> " + bad);
+std::string baseline_line(const std::optional<BaselineComparison>& baseline,
+                          const std::string& source) {
+  if (!baseline)
+    return "<b>Against a baseline:</b> none given (kanbench report --baseline OLD.json)";
+  std::string line = "<b>Against the baseline</b> (" + e(source) +
+                     "): " + std::to_string(baseline->count(Verdict::kSlower)) + " slower, " +
+                     std::to_string(baseline->count(Verdict::kFaster)) + " faster, " +
+                     std::to_string(baseline->count(Verdict::kSame)) + " same";
+  for (const auto& c : baseline->regressions())
+    line += "; <span class=\"status bad\">" + e(c.name + "/" + c.target) + " " +
+            number(c.change_percent(), 3) + "% slower</span>";
+  if (!baseline->warnings.empty())
+    line += "; " + std::to_string(baseline->warnings.size()) +
+            " warning(s): runs differ (see Against the baseline)";
+  return line;
+}
 
-  // Baseline.
-  if (baseline) {
-    std::string line = "<b>Against the baseline</b> (" + e(options.baseline_source) +
-                       "): " + std::to_string(baseline->count(Verdict::kSlower)) + " slower, " +
-                       std::to_string(baseline->count(Verdict::kFaster)) + " faster, " +
-                       std::to_string(baseline->count(Verdict::kSame)) + " same";
-    for (const auto& c : baseline->regressions())
-      line += "; <span class=\"status bad\">" + e(c.name + "/" + c.target) + " " +
-              number(c.change_percent(), 3) + "% slower</span>";
-    if (!baseline->warnings.empty())
-      line += "; " + std::to_string(baseline->warnings.size()) +
-              " warning(s): runs differ (see Against the baseline)";
-    items.push_back(line);
-  } else {
-    items.push_back("<b>Against a baseline:</b> none given (kanbench report --baseline OLD.json)");
-  }
-
+std::string verdict_section(const Results& r, const std::optional<BaselineComparison>& baseline,
+                            const HtmlReportOptions& options) {
   std::string html = "<section id=\"verdict\"><h2>Verdict</h2><ul class=\"verdict\">";
-  for (const auto& item : items)
-    html += "<li>" + item + "</li>";
+  for (const auto& item :
+       {outcome_line(r), devices_line(r), speedup_line(r),
+        r.comparisons.empty() ? std::string() : parity_line(r), edge_cases_line(r), audit_line(r),
+        gpu_busy_line(r), baseline_line(baseline, options.baseline_source)})
+    if (!item.empty())
+      html += "<li>" + item + "</li>";
   return html + "</ul></section>\n";
 }
 
@@ -774,139 +771,6 @@ std::string inline_script(std::string script, const std::string& origin) {
   return script;
 }
 
-constexpr const char* kStyle = R"CSS(
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1200px;padding:1em 2em;color:#1d1d1f;background:#fff}
-h1{margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
-header p{color:#555;margin-top:0}
-table{border-collapse:collapse;font-size:.85em;margin:.5em 0;display:block;overflow-x:auto}
-th,td{border:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}
-th{background:#f4f4f6}tbody tr:nth-child(even){background:#fafafa}
-.status{font-weight:600;padding:0 .3em;border-radius:3px}.good{color:#0a6b2d;background:#e3f6e8}
-.bad{color:#a4161a;background:#fde8e8}.neutral{color:#555;background:#eee}
-ul.verdict{font-size:1.05em;line-height:1.6}ul.verdict ul{margin:0}.figure{font-weight:700}
-.chart{position:relative;height:320px;margin:1em 0}
-.small-multiples{display:grid;grid-template-columns:repeat(auto-fill,minmax(180px,1fr));gap:.5em}
-.chart.small{height:150px;margin:0}
-ul.warnings{color:#8a5300}
-)CSS";
-
-constexpr const char* kScript = R"JS(
-(function () {
-  'use strict';
-  var errors = [];
-  window.addEventListener('error', function (event) { errors.push(String(event.message)); });
-  var palette = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2',
-                 '#7f7f7f', '#bcbd22', '#17becf'];
-  var errorBars = {
-    id: 'kanbenchErrorBars',
-    afterDatasetsDraw: function (chart) {
-      var ctx = chart.ctx, y = chart.scales.y;
-      chart.data.datasets.forEach(function (dataset, i) {
-        var meta = chart.getDatasetMeta(i);
-        if (!dataset.errors || meta.hidden) return;
-        meta.data.forEach(function (bar, j) {
-          var range = dataset.errors[j];
-          if (!range) return;
-          var top = y.getPixelForValue(range[1]), bottom = y.getPixelForValue(range[0]);
-          ctx.save();
-          ctx.strokeStyle = '#222';
-          ctx.lineWidth = 1.5;
-          ctx.beginPath();
-          ctx.moveTo(bar.x, top); ctx.lineTo(bar.x, bottom);
-          ctx.moveTo(bar.x - 4, top); ctx.lineTo(bar.x + 4, top);
-          ctx.moveTo(bar.x - 4, bottom); ctx.lineTo(bar.x + 4, bottom);
-          ctx.stroke();
-          ctx.restore();
-        });
-      });
-    }
-  };
-  function axis(label, type) {
-    var scale = { title: { display: !!label, text: label || '' } };
-    if (type) scale.type = type;
-    return scale;
-  }
-  function config(spec) {
-    var options = {
-      responsive: true, maintainAspectRatio: false, animation: false,
-      plugins: { title: { display: true, text: spec.title }, legend: { display: !spec.small } }
-    };
-    if (spec.kind === 'bar') {
-      options.scales = { y: axis(spec.y_label), x: axis('') };
-      options.scales.y.beginAtZero = true;
-      return {
-        type: 'bar', options: options, plugins: [errorBars],
-        data: {
-          labels: spec.labels,
-          datasets: spec.datasets.map(function (d, i) {
-            return { label: d.label, data: d.data, errors: d.errors,
-                     backgroundColor: palette[i % palette.length] };
-          })
-        }
-      };
-    }
-    if (spec.kind === 'line') {
-      options.scales = { y: axis(spec.y_label, spec.log_y ? 'logarithmic' : 'linear'),
-                         x: axis(spec.x_label) };
-      return {
-        type: 'line', options: options,
-        data: {
-          labels: spec.labels,
-          datasets: spec.datasets.map(function (d, i) {
-            var color = palette[i % palette.length];
-            return { label: d.label, data: d.data, borderColor: color, backgroundColor: color,
-                     borderDash: i === 1 ? [6, 4] : [], pointRadius: 2, fill: false };
-          })
-        }
-      };
-    }
-    options.plugins.title.font = { size: 11 };
-    options.scales = { x: { type: 'linear', ticks: { maxTicksLimit: 5 } },
-                       y: { ticks: { maxTicksLimit: 5 } } };
-    return {
-      type: 'scatter', options: options,
-      data: {
-        datasets: [{
-          label: spec.title, showLine: true, pointRadius: 0, borderWidth: 2,
-          borderColor: palette[0], backgroundColor: palette[0],
-          data: spec.x.map(function (x, k) { return { x: x, y: spec.y[k] }; })
-        }]
-      }
-    };
-  }
-  function drawn(canvas) {
-    try {
-      var pixels = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
-      for (var k = 3; k < pixels.length; k += 4) if (pixels[k] !== 0) return true;
-    } catch (e) { errors.push(String(e)); }
-    return false;
-  }
-  var total = 0, done = 0;
-  try {
-    if (typeof Chart === 'undefined') throw new Error('Chart.js did not load');
-    var specs = JSON.parse(document.getElementById('kanbench-charts').textContent).charts;
-    total = specs.length;
-    specs.forEach(function (spec) {
-      var canvas = document.getElementById(spec.id);
-      if (!canvas) { errors.push('no canvas ' + spec.id); return; }
-      try {
-        new Chart(canvas, config(spec));
-        if (drawn(canvas)) done += 1; else errors.push('nothing drawn in ' + spec.id);
-      } catch (e) { errors.push(spec.id + ': ' + e); }
-    });
-  } catch (e) { errors.push(String(e)); }
-  document.body.setAttribute('data-charts-total', String(total));
-  document.body.setAttribute('data-charts-drawn', String(done));
-  document.body.setAttribute('data-report-errors', errors.join(' | '));
-  var status = document.getElementById('chart-status');
-  if (status) {
-    status.textContent = errors.length === 0 ? '' :
-        'Some charts could not be drawn: ' + errors.join('; ');
-    if (errors.length === 0) status.hidden = true;
-  }
-})();
-)JS";
-
 } // namespace
 
 std::string render_html_report(const Results& results, const HtmlReportOptions& options) {
@@ -937,7 +801,7 @@ std::string render_html_report(const Results& results, const HtmlReportOptions& 
           "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">\n"
           "<meta name=\"generator\" content=\"kanbench " +
           e(env.kanbench_version) + ", results schema " + e(results.schema_version) + "\">\n" +
-          "<title>" + e(options.title) + "</title>\n<style>" + kStyle +
+          "<title>" + e(options.title) + "</title>\n<style>" + kReportStyle +
           "</style>\n</head>\n<body>\n";
   html += "<header><h1>" + e(options.title) + "</h1><p>" +
           (options.results_source.empty() ? "" : e(options.results_source) + " &middot; ") +
@@ -964,7 +828,7 @@ std::string render_html_report(const Results& results, const HtmlReportOptions& 
   html += "<script type=\"application/json\" id=\"kanbench-charts\">" +
           escape_script_json(dump(charts)) + "</script>\n";
   html += "<script>\n" + chartjs + "\n</script>\n";
-  html += "<script>" + std::string(kScript) + "</script>\n</body>\n</html>\n";
+  html += "<script>" + std::string(kReportScript) + "</script>\n</body>\n</html>\n";
   return html;
 }
 

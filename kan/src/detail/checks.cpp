@@ -19,12 +19,12 @@ void check_points(const torch::Tensor& x, const char* what, int64_t in_dim, torc
                   torch::Device device) {
   TORCH_CHECK(x.defined(), what, " is an undefined tensor");
   TORCH_CHECK(x.dim() == 2, what, " must be 2-D (N, ", in_dim, "), got shape ", x.sizes());
-  TORCH_CHECK(x.is_floating_point(), what, " must be floating point (", dtype, "), got dtype ",
-              x.scalar_type());
+  TORCH_CHECK(x.is_floating_point(), what, " must be floating point (", to_string(dtype), "), got dtype ",
+              to_string(x.scalar_type()));
   TORCH_CHECK(x.size(1) == in_dim, what, " has ", x.size(1),
               " columns but the model's input width is ", in_dim);
-  TORCH_CHECK(x.scalar_type() == dtype, what, " has dtype ", x.scalar_type(), " but the model is ",
-              dtype, ": convert one of them (x.to(", dtype, "))");
+  TORCH_CHECK(x.scalar_type() == dtype, what, " has dtype ", to_string(x.scalar_type()),
+              " but the model is ", to_string(dtype), ": convert one of them");
   TORCH_CHECK(x.device() == device, what, " is on ", x.device(), " but the model is on ", device,
               ": move the data (x.to(", device, ")) or the model (model->to(", x.device(),
               ")); kanbench never moves either silently");
@@ -51,30 +51,11 @@ bool is_out_of_memory(const c10::Error& e) {
   return false;
 }
 
-std::string first_line(const std::string& message) {
-  auto line = message.substr(0, message.find('\n'));
-  // c10's enforce prefix, "[enforce fail at alloc_cpu.cpp:127] err == 0. ", says nothing to users.
-  if (line.rfind("[enforce fail at ", 0) == 0) {
-    const auto end = line.find(". ", line.find("] "));
-    if (end != std::string::npos)
-      line = line.substr(end + 2);
-  }
-  return line;
-}
-
-std::string dtype_name(torch::Dtype dtype) {
-  if (dtype == torch::kFloat64)
-    return "float64";
-  if (dtype == torch::kFloat32)
-    return "float32";
-  return c10::toString(dtype);
-}
-
 std::string layer_size(const KANLayerOptions& o) {
   const int64_t M = sat_add(o.grid(), o.k());
   std::ostringstream s;
   s << o.in_dim() << " -> " << o.out_dim() << ", coef " << o.in_dim() << " x " << o.out_dim()
-    << " x " << M << " " << dtype_name(o.dtype()) << " = "
+    << " x " << M << " " << kan::to_string(o.dtype()) << " = "
     << format_bytes(
            sat_mul(o.in_dim(), o.out_dim(), M, static_cast<int64_t>(c10::elementSize(o.dtype()))))
     << " on " << o.device();

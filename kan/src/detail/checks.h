@@ -29,10 +29,6 @@ void check_finite(const torch::Tensor& t, const std::string& what,
 /// CPU allocator's "can't allocate memory" ("not enough memory" in older LibTorch).
 bool is_out_of_memory(const c10::Error& e);
 
-/// The first line of a message (LibTorch's own, without the context lines it appends or c10's
-/// "[enforce fail at ...] condition." prefix).
-std::string first_line(const std::string& message);
-
 /// An allocation failure while building part of a model: the message names the part, cause()
 /// keeps the allocator's own first line, so that an enclosing part can name itself instead.
 class BuildOutOfMemory : public c10::OutOfMemoryError {
@@ -43,9 +39,6 @@ public:
 private:
   std::string cause_;
 };
-
-/// "float32", "float64" (the names the command line uses), else LibTorch's name.
-std::string dtype_name(torch::Dtype dtype);
 
 /// A layer's size for messages: "2 -> 100000000, coef 2 x 100000000 x 8 float64 = 12.8 GB on cpu".
 std::string layer_size(const KANLayerOptions& options);

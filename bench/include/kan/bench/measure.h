@@ -47,11 +47,6 @@ private:
   bool reset_ = true;
 };
 
-/// Wall seconds since `start` on the steady clock.
-inline double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 /// Frees what the CUDA caching allocator holds (after an out-of-memory error).
 void release_cuda_cache();
 
