@@ -152,7 +152,7 @@ TEST_F(Cli, AuditFindingsExitOne) {
                             "float64 --samples 32 --json " +
                             path("audit.json"));
   ASSERT_EQ(run.exit_code, 1) << run.output;
-  EXPECT_NE(run.output.find("data.train_input is Double, the model is Float"), std::string::npos)
+  EXPECT_NE(run.output.find("data.train_input is float64, the model is float32"), std::string::npos)
       << run.output;
   const auto audit = read_json(path("audit.json"));
   ASSERT_GE(audit["findings"].size(), 4u);

@@ -8,6 +8,7 @@
 #include "kan/diagnostics/environment.h"
 #include "kan/io/atomic_file.h"
 #include "kan/kan.h"
+#include "kan/reports/results_io.h"
 
 #include <nlohmann/json.hpp>
 
@@ -57,52 +58,35 @@ kan::Dataset audit_dataset(const AuditArgs& a, const kan::KAN& model, torch::Dev
                                          .dtype(dtype));
 }
 
-// Every finding in one list: `tensor`, `kind`, `device`, `expected_device`, `message` (and more).
-nlohmann::json all_findings(const kan::diagnostics::AuditReport& before,
-                            const kan::diagnostics::AuditedFit* after,
-                            const std::string& training_error) {
-  auto findings = nlohmann::json::array();
+// Every finding in one list with the stage that found it; a tensor's fault seen before and
+// after training is one finding.
+std::vector<kan::reports::AuditFinding> all_findings(const kan::diagnostics::AuditReport& before,
+                                                     const kan::diagnostics::AuditedFit* after,
+                                                     const std::string& training_error) {
+  std::vector<kan::reports::AuditFinding> findings;
   std::set<std::string> seen;
-  auto add_static = [&](const kan::diagnostics::AuditReport& report, const char* stage) {
-    const auto report_json = report.to_json();
-    for (auto f : report_json["findings"]) {
-      const std::string key =
-          f["tensor"].get<std::string>() + "/" + f["problem"].get<std::string>();
-      if (!seen.insert(key).second)
-        continue; // the same fault before and after training
-      f["stage"] = stage;
-      findings.push_back(f);
-    }
+  auto add = [&](kan::reports::AuditFinding f, const char* stage) {
+    if (f.kind != "operation" && !seen.insert(f.tensor + "/" + f.problem).second)
+      return;
+    f.stage = stage;
+    findings.push_back(std::move(f));
   };
-  add_static(before, "before_training");
+  for (const auto& f : before.findings)
+    add(kan::diagnostics::to_audit_finding(f), "before_training");
   if (after != nullptr) {
-    add_static(after->audit, "after_training");
-    for (const auto& f : after->trace.findings) {
-      findings.push_back(
-          {{"tensor", f.operation.empty()
-                          ? std::string("(all operations)")
-                          : f.operation + (f.module.empty() ? "" : " in " + f.module)},
-           {"kind", "operation"},
-           {"problem", kan::diagnostics::to_string(f.problem)},
-           {"device", f.devices},
-           {"expected_device", after->trace.expected_device},
-           {"module", f.module},
-           {"phase", f.phase},
-           {"count", f.count},
-           {"message", f.message},
-           {"fix", f.fix},
-           {"stage", "trace"}});
-    }
+    for (const auto& f : after->audit.findings)
+      add(kan::diagnostics::to_audit_finding(f), "after_training");
+    for (const auto& f : after->trace.findings)
+      add(kan::diagnostics::to_audit_finding(f, after->trace.expected_device), "trace");
   }
   if (!training_error.empty()) {
-    findings.push_back({{"tensor", ""},
-                        {"kind", "error"},
-                        {"problem", "training_failed"},
-                        {"device", ""},
-                        {"expected_device", before.expected_device},
-                        {"message", training_error},
-                        {"fix", "See the findings above."},
-                        {"stage", "trace"}});
+    kan::reports::AuditFinding f;
+    f.kind = "error";
+    f.problem = "training_failed";
+    f.expected_device = before.expected_device;
+    f.message = training_error;
+    f.fix = "See the findings above.";
+    add(f, "trace");
   }
   return findings;
 }
@@ -185,6 +169,9 @@ int audit(const AuditArgs& a) {
             << " on " << device << "\n";
 
   if (!a.json.empty()) {
+    auto findings_json = nlohmann::json::array();
+    for (const auto& f : findings)
+      findings_json.push_back(kan::reports::to_json(f));
     nlohmann::json summary = {{"clean", code == kClean},
                               {"findings", findings.size()},
                               {"tensors_checked", before.summary.tensors_checked},
@@ -202,7 +189,7 @@ int audit(const AuditArgs& a) {
                             {"opt", a.opt},
                             {"trace_steps", a.trace_steps},
                             {"seed", a.seed}}},
-                          {"findings", findings},
+                          {"findings", findings_json},
                           {"summary", summary},
                           {"static_audit", before.to_json()}};
     if (after) {

@@ -124,9 +124,11 @@ ParityTolerances parity_tolerances(torch::Dtype less_precise, Optimizer opt) {
   return {1e-4, 1e-3, opt == Optimizer::kLBFGS ? 0.25 : 0.1, 1e-1, 0.5};
 }
 
-reports::CaseResult run_case(const Workload& w, const Target& target, double time_limit_seconds,
-                             const std::function<void(int64_t, int64_t)>& on_epoch,
-                             Instrumentation* instrumentation) {
+namespace {
+
+// A case's result before it runs: what it is, where, and its configuration.
+reports::CaseResult new_case_result(const Workload& w, const Target& target,
+                                    double time_limit_seconds) {
   reports::CaseResult r;
   r.name = w.name;
   r.target = target.name;
@@ -138,105 +140,94 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
   r.steps_per_epoch = w.steps_per_epoch();
   r.samples_per_epoch = w.batch <= 0 ? w.train_num : w.steps_per_epoch() * w.batch;
   r.threads = at::get_num_threads();
-  if (!target.unavailable.empty()) {
-    r.status = reports::CaseStatus::kSkipped;
-    r.reason = target.unavailable;
-    return r;
-  }
-  const auto start = Clock::now();
-  try {
-    const auto data = w.dataset(target.device, target.dtype);
-    KAN model(w.model_options(target.device, target.dtype));
-    r.backend = to_string(model->options().backend());
-    for (const auto& f :
-         diagnostics::DeviceAudit(target.device).module(*model).dataset(data).report().findings)
-      r.audit_findings.push_back({f.tensor, diagnostics::to_string(f.kind), f.device,
-                                  f.expected_device, f.message, diagnostics::to_string(f.problem),
-                                  f.fix});
+  return r;
+}
 
-    const int64_t steps_per_epoch = w.steps_per_epoch();
-    const int64_t epochs = w.warmup_epochs + w.epochs;
-    EpochTimer timer(target.device);
-    PeakMemory memory(target.device);
-    Instrumentation local;
-    Instrumentation& inst = instrumentation != nullptr ? *instrumentation : local;
-    diagnostics::CuptiTracer tracer(diagnostics::CuptiTracerOptions()
-                                        .enabled(inst.cupti && target.device.is_cuda())
-                                        .keep_records(inst.keep_trace));
-    std::optional<diagnostics::TraceRangeScope> epoch_range;
-    std::optional<diagnostics::NvtxRange> step_range;
-    auto options = w.fit_options();
-    options.on_step_begin([&](int64_t step, torch::optim::Optimizer&) {
-      if (step % steps_per_epoch == 0) {
-        const int64_t epoch = step / steps_per_epoch; // 0-based
-        epoch_range.emplace(inst.ranges,
-                            r.name + " on " + r.target + ": epoch " + std::to_string(epoch));
-        if (epoch >= w.warmup_epochs && target.device.is_cuda())
-          tracer.start();
-        timer.start();
-      }
-      step_range.emplace("step", step);
-    });
-    options.on_step([&](const StepRecord& record, int64_t) {
-      step_range.reset();
-      if ((record.step + 1) % steps_per_epoch != 0)
-        return;
-      const int64_t epoch = (record.step + 1) / steps_per_epoch; // 1-based
-      const double seconds = timer.stop();
-      if (tracer.tracing()) {
-        const auto activity = tracer.stop();
-        if (auto finding =
-                diagnostics::gpu_not_used_finding(activity, r.device, epoch - 1 - w.warmup_epochs))
-          r.audit_findings.push_back(*finding);
-      }
-      epoch_range.reset();
-      if (epoch > w.warmup_epochs)
-        r.epoch_seconds.push_back(seconds);
-      if (on_epoch)
-        on_epoch(epoch, epochs);
-      if (seconds_since(start) > time_limit_seconds && epoch < epochs)
-        throw CaseTimeout{time_limit_seconds, epoch};
-    });
-    // A device-mismatch error names the misplaced tensors instead of LibTorch's bare message.
-    FitHistory history;
-    diagnostics::diagnose_device_errors(
-        [&] { history = fit(model, data, options); },
-        [&] {
-          return diagnostics::DeviceAudit(target.device).module(*model).dataset(data).report();
-        });
-    // Training's peak, before evaluation's chunks add their own.
-    r.peak_memory_bytes = memory.bytes();
-    r.memory_kind = memory.kind();
-    if (target.device.is_cuda())
-      r.gpu_activity = tracer.gpu_activity();
-    if (inst.keep_trace) {
-      const auto& kept = tracer.records();
-      inst.records.kernels.insert(inst.records.kernels.end(), kept.kernels.begin(),
-                                  kept.kernels.end());
-      inst.records.copies.insert(inst.records.copies.end(), kept.copies.begin(), kept.copies.end());
+// Everything measured around a case's training, driven by fit()'s step callbacks: per epoch a
+// Chrome/NVTX range, the device-side timer and (timed GPU epochs) CUPTI; per step an NVTX range.
+// Epochs are counted in whole steps: an epoch begins at its first step and ends with its last.
+class EpochMeasurement {
+public:
+  EpochMeasurement(const Workload& w, const Target& target, Instrumentation& instrumentation,
+                   reports::CaseResult& result)
+      : w_(w), target_(target), inst_(instrumentation), result_(result), timer_(target.device),
+        memory_(target.device),
+        tracer_(diagnostics::CuptiTracerOptions()
+                    .enabled(instrumentation.cupti && target.device.is_cuda())
+                    .keep_records(instrumentation.keep_trace)) {}
+
+  void step_begins(int64_t step) {
+    if (step % w_.steps_per_epoch() == 0) {
+      const int64_t epoch = step / w_.steps_per_epoch(); // 0-based
+      epoch_range_.emplace(inst_.ranges, result_.name + " on " + result_.target + ": epoch " +
+                                             std::to_string(epoch));
+      if (timed(epoch) && target_.device.is_cuda())
+        tracer_.start();
+      timer_.start();
     }
-    for (const auto& e : history.epochs) {
-      r.train_loss_per_epoch.push_back(e.train_loss);
-      r.test_loss_per_epoch.push_back(e.test_loss);
+    step_range_.emplace("step", step);
+  }
+
+  // The 1-based epoch that this step ended, or 0 when the epoch goes on. A timed epoch's
+  // seconds go into the result; a traced one that ran no kernel becomes a finding.
+  int64_t step_ends(int64_t step) {
+    step_range_.reset();
+    if ((step + 1) % w_.steps_per_epoch() != 0)
+      return 0;
+    const int64_t epoch = (step + 1) / w_.steps_per_epoch();
+    const double seconds = timer_.stop();
+    if (tracer_.tracing()) {
+      const auto activity = tracer_.stop();
+      if (auto finding = diagnostics::gpu_not_used_finding(activity, result_.device,
+                                                           epoch - 1 - w_.warmup_epochs))
+        result_.audit_findings.push_back(*finding);
     }
-    const auto final = evaluate(model, data, w.loss);
-    if (w.name == "toy")
-      r.activations = activation_curves(model);
-    if (w.loss == Loss::kMSE)
-      r.final_test_rmse = final.test_rmse;
-    else
-      r.final_accuracy = final.test_accuracy;
-    reports::fill_epoch_statistics(r);
-    if (!r.median_epoch_seconds) {
-      r.status = reports::CaseStatus::kFailed;
-      r.reason = "no timed epoch";
-      return r;
+    epoch_range_.reset();
+    if (timed(epoch - 1))
+      result_.epoch_seconds.push_back(seconds);
+    return epoch;
+  }
+
+  // After training (before evaluation adds its own allocations): peak memory, GPU activity,
+  // and the kept kernel and copy records for --trace.
+  void finish() {
+    result_.peak_memory_bytes = memory_.bytes();
+    result_.memory_kind = memory_.kind();
+    if (target_.device.is_cuda())
+      result_.gpu_activity = tracer_.gpu_activity();
+    if (inst_.keep_trace) {
+      const auto& kept = tracer_.records();
+      auto& records = inst_.records;
+      records.kernels.insert(records.kernels.end(), kept.kernels.begin(), kept.kernels.end());
+      records.copies.insert(records.copies.end(), kept.copies.begin(), kept.copies.end());
     }
+  }
+
+private:
+  bool timed(int64_t epoch) const { return epoch >= w_.warmup_epochs; } // 0-based
+
+  const Workload& w_;
+  const Target& target_;
+  Instrumentation& inst_;
+  reports::CaseResult& result_;
+  EpochTimer timer_;
+  PeakMemory memory_;
+  diagnostics::CuptiTracer tracer_;
+  std::optional<diagnostics::TraceRangeScope> epoch_range_;
+  std::optional<diagnostics::NvtxRange> step_range_;
+};
+
+// The case's status and reason for what escaped its training: a timeout, an out-of-memory (the
+// allocator's cache is released), or any other error. `current` is std::current_exception().
+void classify_failure(reports::CaseResult& r, const Workload& w, std::exception_ptr current,
+                      double elapsed_seconds) {
+  try {
+    std::rethrow_exception(current);
   } catch (const CaseTimeout& t) {
     r.status = reports::CaseStatus::kTimeout;
     std::ostringstream reason;
-    reason << "timed out after " << seconds_since(start) << " s (limit " << t.limit
-           << " s) at epoch " << t.epoch << " of " << w.warmup_epochs + w.epochs;
+    reason << "timed out after " << elapsed_seconds << " s (limit " << t.limit << " s) at epoch "
+           << t.epoch << " of " << w.warmup_epochs + w.epochs;
     r.reason = reason.str();
   } catch (const c10::OutOfMemoryError& e) {
     release_cuda_cache();
@@ -251,16 +242,87 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
     r.status = reports::CaseStatus::kFailed;
     r.reason = io::first_line(e.what());
   }
-  if (r.status != reports::CaseStatus::kOk) {
-    // Partial timings of a case that did not finish are not results.
-    r.epoch_seconds.clear();
-    r.train_loss_per_epoch.clear();
-    r.test_loss_per_epoch.clear();
-    r.final_test_rmse.reset();
-    r.final_accuracy.reset();
-    r.peak_memory_bytes.reset();
-    r.memory_kind.reset();
+}
+
+// Partial timings of a case that did not finish are not results.
+void clear_measurements(reports::CaseResult& r) {
+  r.epoch_seconds.clear();
+  r.train_loss_per_epoch.clear();
+  r.test_loss_per_epoch.clear();
+  r.final_test_rmse.reset();
+  r.final_accuracy.reset();
+  r.peak_memory_bytes.reset();
+  r.memory_kind.reset();
+}
+
+// The trained model's final metric, loss curves and (where the workload asks) activations.
+void record_training(reports::CaseResult& r, const Workload& w, KAN& model, const Dataset& data,
+                     const FitHistory& history) {
+  for (const auto& e : history.epochs) {
+    r.train_loss_per_epoch.push_back(e.train_loss);
+    r.test_loss_per_epoch.push_back(e.test_loss);
   }
+  const auto final = evaluate(model, data, w.loss);
+  if (w.plot_activations)
+    r.activations = activation_curves(model);
+  if (w.loss == Loss::kMSE)
+    r.final_test_rmse = final.test_rmse;
+  else
+    r.final_accuracy = final.test_accuracy;
+  reports::fill_epoch_statistics(r);
+}
+
+} // namespace
+
+reports::CaseResult run_case(const Workload& w, const Target& target, double time_limit_seconds,
+                             const std::function<void(int64_t, int64_t)>& on_epoch,
+                             Instrumentation* instrumentation) {
+  auto r = new_case_result(w, target, time_limit_seconds);
+  if (!target.unavailable.empty()) {
+    r.status = reports::CaseStatus::kSkipped;
+    r.reason = target.unavailable;
+    return r;
+  }
+  const auto start = Clock::now();
+  try {
+    const auto data = w.dataset(target.device, target.dtype);
+    KAN model(w.model_options(target.device, target.dtype));
+    r.backend = to_string(model->options().backend());
+    auto audit = [&] {
+      return diagnostics::DeviceAudit(target.device).module(*model).dataset(data).report();
+    };
+    for (const auto& f : audit().findings)
+      r.audit_findings.push_back(diagnostics::to_audit_finding(f));
+
+    Instrumentation local;
+    EpochMeasurement measurement(w, target, instrumentation ? *instrumentation : local, r);
+    const int64_t epochs = w.warmup_epochs + w.epochs;
+    auto options = w.fit_options();
+    options.on_step_begin(
+        [&](int64_t step, torch::optim::Optimizer&) { measurement.step_begins(step); });
+    options.on_step([&](const StepRecord& record, int64_t) {
+      const int64_t epoch = measurement.step_ends(record.step);
+      if (epoch == 0)
+        return;
+      if (on_epoch)
+        on_epoch(epoch, epochs);
+      if (seconds_since(start) > time_limit_seconds && epoch < epochs)
+        throw CaseTimeout{time_limit_seconds, epoch};
+    });
+    // A device-mismatch error names the misplaced tensors instead of LibTorch's bare message.
+    FitHistory history;
+    diagnostics::diagnose_device_errors([&] { history = fit(model, data, options); }, audit);
+    measurement.finish();
+    record_training(r, w, model, data, history);
+    if (!r.median_epoch_seconds) {
+      r.status = reports::CaseStatus::kFailed;
+      r.reason = "no timed epoch";
+    }
+  } catch (...) {
+    classify_failure(r, w, std::current_exception(), seconds_since(start));
+  }
+  if (r.status != reports::CaseStatus::kOk)
+    clear_measurements(r);
   return r;
 }
 
@@ -343,123 +405,176 @@ reports::Comparison compare_targets(const Workload& w, const Target& a, const Ta
   return c;
 }
 
-reports::Results run_suite(const SuiteOptions& o) {
-  const auto run_start = Clock::now();
+namespace {
+
+// The suite's workloads, narrowed to --case and with --repeat's epoch count.
+std::vector<Workload> selected_workloads(const SuiteOptions& o) {
   auto workloads = suite_workloads(o.suite);
-  if (!o.cases.empty()) {
-    for (const auto& name : o.cases) {
-      TORCH_CHECK(std::any_of(workloads.begin(), workloads.end(),
-                              [&](const Workload& w) { return w.name == name; }),
-                  "--case ", name, " is not a workload of the ", o.suite,
-                  " suite (toy, deep, wide, million)");
-    }
+  for (const auto& name : o.cases)
+    TORCH_CHECK(std::any_of(workloads.begin(), workloads.end(),
+                            [&](const Workload& w) { return w.name == name; }),
+                "--case ", name, " is not a workload of the ", o.suite,
+                " suite (toy, deep, wide, million)");
+  if (!o.cases.empty())
     workloads.erase(std::remove_if(workloads.begin(), workloads.end(),
                                    [&](const Workload& w) {
                                      return std::find(o.cases.begin(), o.cases.end(), w.name) ==
                                             o.cases.end();
                                    }),
                     workloads.end());
-  }
   TORCH_CHECK(o.repeat >= 0, "--repeat must be >= 1, got ", o.repeat);
-  for (auto& w : workloads) {
+  for (auto& w : workloads)
     if (o.repeat > 0)
       w.epochs = o.repeat;
+  return workloads;
+}
+
+reports::RunConfig run_config(const SuiteOptions& o, const std::vector<Target>& targets,
+                              const std::vector<Workload>& workloads, double limit) {
+  reports::RunConfig config;
+  config.suite = o.suite;
+  for (const auto& t : targets)
+    config.devices.push_back(t.name);
+  config.repeat = o.repeat > 0 ? o.repeat : workloads.empty() ? 0 : workloads.front().epochs;
+  config.cases = o.cases;
+  config.time_limit_seconds = limit;
+  config.seed = 0;
+  config.cupti = o.cupti;
+  if (!o.trace_file.empty())
+    config.trace = o.trace_file;
+  return config;
+}
+
+// Progress lines with an estimate of the time left: the mean of the finished cases' times for
+// each case to come, and for the current one what is left of that mean.
+class ProgressReporter {
+public:
+  ProgressReporter(const SuiteOptions& o, int64_t case_count)
+      : on_progress_(o.on_progress), case_count_(case_count) {}
+
+  void case_begins(const Workload& w, const Target& t) {
+    ++case_index_;
+    case_start_ = Clock::now();
+    workload_ = &w;
+    target_ = &t;
+    epoch_ends(0, w.warmup_epochs + w.epochs);
   }
+  void epoch_ends(int64_t epoch, int64_t epochs) const {
+    if (!on_progress_)
+      return;
+    Progress p{case_index_, case_count_, workload_->name,           target_->name,
+               epoch,       epochs,      seconds_since(run_start_), -1};
+    if (!finished_case_seconds_.empty()) {
+      double mean = 0;
+      for (double s : finished_case_seconds_)
+        mean += s / static_cast<double>(finished_case_seconds_.size());
+      p.remaining_seconds = mean * static_cast<double>(case_count_ - case_index_) +
+                            std::max(0.0, mean - seconds_since(case_start_));
+    }
+    on_progress_(p);
+  }
+  void case_ends() { finished_case_seconds_.push_back(seconds_since(case_start_)); }
+  double elapsed_seconds() const { return seconds_since(run_start_); }
+
+private:
+  std::function<void(const Progress&)> on_progress_;
+  int64_t case_count_;
+  int64_t case_index_ = 0;
+  const Workload* workload_ = nullptr;
+  const Target* target_ = nullptr;
+  Clock::time_point run_start_ = Clock::now(), case_start_ = Clock::now();
+  std::vector<double> finished_case_seconds_;
+};
+
+// Parity of every further target against the first, where both ran. A comparison that cannot
+// be made is a failed one, with the reason; the run goes on.
+std::vector<reports::Comparison> compare_to_first(const Workload& w,
+                                                  const std::vector<Target>& targets,
+                                                  const std::vector<reports::CaseResult>& results) {
+  std::vector<reports::Comparison> comparisons;
+  for (size_t i = 1; i < targets.size(); ++i) {
+    if (results[0].status != reports::CaseStatus::kOk ||
+        results[i].status != reports::CaseStatus::kOk)
+      continue;
+    try {
+      comparisons.push_back(compare_targets(w, targets[0], targets[i], results[0], results[i]));
+    } catch (const std::exception& e) {
+      reports::Comparison failed;
+      failed.case_name = w.name;
+      failed.a = targets[0].name;
+      failed.b = targets[i].name;
+      failed.parity = reports::Parity::kFail;
+      failed.message = "comparison could not run: " + io::first_line(e.what());
+      comparisons.push_back(failed);
+    }
+  }
+  return comparisons;
+}
+
+// One set of edge cases per device (on its float32 target); skipped where the device is not.
+std::vector<reports::EdgeCaseResult> edge_cases_on(const std::vector<Target>& targets,
+                                                   const std::string& suite) {
+  std::vector<reports::EdgeCaseResult> results;
+  for (const auto& t : targets) {
+    if (t.dtype != torch::kFloat32)
+      continue;
+    if (!t.unavailable.empty()) {
+      for (const auto& name : edge_case_names())
+        results.push_back(skipped_edge_case(name, t.device.str(), t.unavailable));
+      continue;
+    }
+    for (auto& e : run_edge_cases(t, suite))
+      results.push_back(std::move(e));
+  }
+  return results;
+}
+
+// The Chrome trace of --trace; a failed write goes to on_output_error when there is one.
+void write_trace(const SuiteOptions& o, const Instrumentation& instrumentation) {
+  try {
+    diagnostics::write_chrome_trace(o.trace_file, instrumentation.records, instrumentation.ranges);
+  } catch (const std::exception& e) {
+    if (!o.on_output_error)
+      throw;
+    o.on_output_error(io::first_line(e.what()));
+  }
+}
+
+} // namespace
+
+reports::Results run_suite(const SuiteOptions& o) {
+  const auto workloads = selected_workloads(o);
   const auto targets = resolve_targets(o.devices);
+  const double limit =
+      o.time_limit_seconds > 0 ? o.time_limit_seconds : default_time_limit(o.suite);
   // Every kan phase (forward, backward, optimizer step, ...) is an NVTX range during the run.
   diagnostics::NvtxScopes nvtx_scopes;
   Instrumentation instrumentation;
   instrumentation.cupti = o.cupti;
   instrumentation.keep_trace = !o.trace_file.empty();
-  const double limit =
-      o.time_limit_seconds > 0 ? o.time_limit_seconds : default_time_limit(o.suite);
+  ProgressReporter progress(o, static_cast<int64_t>(workloads.size() * targets.size()));
 
   reports::Results results;
   results.environment = diagnostics::collect_environment();
-  results.config.suite = o.suite;
-  for (const auto& t : targets)
-    results.config.devices.push_back(t.name);
-  results.config.repeat = o.repeat > 0        ? o.repeat
-                          : workloads.empty() ? 0
-                                              : workloads.front().epochs;
-  results.config.cases = o.cases;
-  results.config.time_limit_seconds = limit;
-  results.config.seed = 0;
-  results.config.cupti = o.cupti;
-  if (!o.trace_file.empty())
-    results.config.trace = o.trace_file;
-
-  const int64_t case_count = static_cast<int64_t>(workloads.size() * targets.size());
-  int64_t case_index = 0;
-  std::vector<double> finished_case_seconds;
+  results.config = run_config(o, targets, workloads, limit);
   for (const auto& w : workloads) {
     std::vector<reports::CaseResult> per_target;
     for (const auto& t : targets) {
-      ++case_index;
-      const auto case_start = Clock::now();
-      auto report_epoch = [&](int64_t epoch, int64_t epochs) {
-        if (!o.on_progress)
-          return;
-        Progress p{case_index, case_count, w.name, t.name, epoch, epochs, seconds_since(run_start),
-                   -1};
-        if (!finished_case_seconds.empty()) {
-          double mean = 0;
-          for (double s : finished_case_seconds)
-            mean += s / static_cast<double>(finished_case_seconds.size());
-          p.remaining_seconds = mean * static_cast<double>(case_count - case_index) +
-                                std::max(0.0, mean - seconds_since(case_start));
-        }
-        o.on_progress(p);
-      };
-      report_epoch(0, w.warmup_epochs + w.epochs);
-      per_target.push_back(run_case(w, t, limit, report_epoch, &instrumentation));
-      finished_case_seconds.push_back(seconds_since(case_start));
+      progress.case_begins(w, t);
+      per_target.push_back(run_case(
+          w, t, limit, [&](int64_t epoch, int64_t epochs) { progress.epoch_ends(epoch, epochs); },
+          &instrumentation));
+      progress.case_ends();
       results.cases.push_back(per_target.back());
     }
-    // Parity of every further target against the first one.
-    for (size_t i = 1; i < targets.size(); ++i) {
-      if (per_target[0].status != reports::CaseStatus::kOk ||
-          per_target[i].status != reports::CaseStatus::kOk)
-        continue;
-      try {
-        results.comparisons.push_back(
-            compare_targets(w, targets[0], targets[i], per_target[0], per_target[i]));
-      } catch (const std::exception& e) {
-        // A comparison that cannot be made is a failed one, with the reason; the run goes on.
-        reports::Comparison failed;
-        failed.case_name = w.name;
-        failed.a = targets[0].name;
-        failed.b = targets[i].name;
-        failed.parity = reports::Parity::kFail;
-        failed.message = "comparison could not run: " + io::first_line(e.what());
-        results.comparisons.push_back(failed);
-      }
-    }
+    for (auto& c : compare_to_first(w, targets, per_target))
+      results.comparisons.push_back(std::move(c));
   }
-  if (o.edge_cases) {
-    for (const auto& t : targets) {
-      if (t.dtype != torch::kFloat32)
-        continue; // one set per device
-      if (!t.unavailable.empty()) {
-        for (const auto& name : edge_case_names())
-          results.edge_cases.push_back(skipped_edge_case(name, t.device.str(), t.unavailable));
-        continue;
-      }
-      for (auto& e : run_edge_cases(t, o.suite))
-        results.edge_cases.push_back(std::move(e));
-    }
-  }
-  if (!o.trace_file.empty()) {
-    try {
-      diagnostics::write_chrome_trace(o.trace_file, instrumentation.records,
-                                      instrumentation.ranges);
-    } catch (const std::exception& e) {
-      if (!o.on_output_error)
-        throw;
-      o.on_output_error(io::first_line(e.what()));
-    }
-  }
-  results.wall_seconds = seconds_since(run_start);
+  if (o.edge_cases)
+    results.edge_cases = edge_cases_on(targets, o.suite);
+  if (!o.trace_file.empty())
+    write_trace(o, instrumentation);
+  results.wall_seconds = progress.elapsed_seconds();
   return results;
 }
 

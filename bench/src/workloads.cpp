@@ -80,6 +80,7 @@ std::vector<Workload> suite_workloads(const std::string& suite) {
   toy.train_num = toy.test_num = quick ? 200 : 1000;
   toy.warmup_epochs = quick ? 1 : 2;
   toy.epochs = quick ? 3 : full ? 20 : 10;
+  toy.plot_activations = true;
   w.push_back(toy);
 
   Workload deep;

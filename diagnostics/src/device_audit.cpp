@@ -1,6 +1,7 @@
 #include "kan/diagnostics/device_audit.h"
 
 #include "kan/options.h"
+#include "kan/reports/results_io.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/function.h>
@@ -117,7 +118,8 @@ void DeviceAudit::check(const std::string& name, TensorKind kind, const torch::T
   const std::string expected = expected_device_.str();
   auto add = [&](Problem problem, const std::string& message, const std::string& fix) {
     report_.findings.push_back(Finding{name, kind, problem, t.device().str(), expected,
-                                       kan::to_string(t.scalar_type()), t.sizes().vec(), message, fix});
+                                       kan::to_string(t.scalar_type()), t.sizes().vec(), message,
+                                       fix});
   };
   const std::string what = to_string(kind) + " " + name;
   if (!on_expected_device(t, expected_device_)) {
@@ -126,8 +128,10 @@ void DeviceAudit::check(const std::string& name, TensorKind kind, const torch::T
   }
   if (expected_dtype_ && t.is_floating_point() && t.scalar_type() != *expected_dtype_) {
     const std::string want = kan::to_string(*expected_dtype_);
-    add(Problem::kWrongDtype, what + " is " + kan::to_string(t.scalar_type()) + ", the model is " + want,
-        "convert it with .to(" + want + ") or build everything with one dtype");
+    add(Problem::kWrongDtype,
+        what + " is " + kan::to_string(t.scalar_type()) + ", the model is " + want,
+        "convert it to " + want +
+            " (tensor.to(dtype), Dataset::to(device, dtype)) or build everything with one dtype");
   }
   if (!strided) {
     add(Problem::kNonDense, what + " has layout " + c10::str(t.layout()) + ", expected strided",
@@ -262,19 +266,24 @@ void diagnose_device_errors(const std::function<void()>& fn,
   }
 }
 
+reports::AuditFinding to_audit_finding(const Finding& f) {
+  reports::AuditFinding a;
+  a.tensor = f.tensor;
+  a.kind = to_string(f.kind);
+  a.problem = to_string(f.problem);
+  a.device = f.device;
+  a.expected_device = f.expected_device;
+  a.dtype = f.dtype;
+  a.shape = f.shape;
+  a.message = f.message;
+  a.fix = f.fix;
+  return a;
+}
+
 nlohmann::json AuditReport::to_json() const {
   auto findings_json = nlohmann::json::array();
-  for (const auto& f : findings) {
-    findings_json.push_back({{"tensor", f.tensor},
-                             {"kind", diagnostics::to_string(f.kind)},
-                             {"problem", diagnostics::to_string(f.problem)},
-                             {"device", f.device},
-                             {"expected_device", f.expected_device},
-                             {"dtype", f.dtype},
-                             {"shape", f.shape},
-                             {"message", f.message},
-                             {"fix", f.fix}});
-  }
+  for (const auto& f : findings)
+    findings_json.push_back(reports::to_json(to_audit_finding(f)));
   return {{"expected_device", expected_device},
           {"expected_dtype", expected_dtype},
           {"findings", findings_json},

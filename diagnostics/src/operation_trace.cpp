@@ -1,5 +1,6 @@
 #include "kan/diagnostics/operation_trace.h"
 
+#include "kan/reports/results_io.h"
 #include "kan/trace_scope.h"
 
 #include <ATen/ATen.h>
@@ -528,19 +529,26 @@ std::string to_string(TraceProblem problem) {
   return "unknown";
 }
 
+reports::AuditFinding to_audit_finding(const TraceFinding& f, const std::string& expected_device) {
+  reports::AuditFinding a;
+  a.tensor = f.operation.empty() ? std::string("(all operations)")
+                                 : f.operation + (f.module.empty() ? "" : " in " + f.module);
+  a.kind = "operation";
+  a.problem = to_string(f.problem);
+  a.device = f.devices;
+  a.expected_device = expected_device;
+  a.module = f.module;
+  a.phase = f.phase;
+  a.count = f.count;
+  a.message = f.message;
+  a.fix = f.fix;
+  return a;
+}
+
 nlohmann::json TraceReport::to_json() const {
   auto findings_json = nlohmann::json::array();
-  for (const auto& f : findings) {
-    findings_json.push_back({{"problem", to_string(f.problem)},
-                             {"operation", f.operation},
-                             {"module", f.module},
-                             {"phase", f.phase},
-                             {"devices", f.devices},
-                             {"expected_device", expected_device},
-                             {"count", f.count},
-                             {"message", f.message},
-                             {"fix", f.fix}});
-  }
+  for (const auto& f : findings)
+    findings_json.push_back(reports::to_json(to_audit_finding(f, expected_device)));
   auto operations_json = nlohmann::json::array();
   for (const auto& o : operations) {
     operations_json.push_back({{"operation", o.operation},

@@ -243,8 +243,8 @@ KAN load_checkpoint(const std::string& path, torch::Device device) {
     TORCH_CHECK(stored.scalar_type() == options.dtype() && stored.sizes() == tensor.sizes(),
                 "checkpoint '", path, "': ", name, " is ", to_string(stored.scalar_type()),
                 " of shape ", stored.sizes(), " but its configuration implies ",
-                to_string(options.dtype()), " of shape ",
-                tensor.sizes(), "; the file is inconsistent (nothing is converted silently)");
+                to_string(options.dtype()), " of shape ", tensor.sizes(),
+                "; the file is inconsistent (nothing is converted silently)");
     check_finite_state(name, stored, "checkpoint '" + path + "'");
     if (version.toInt() >= 2) {
       TORCH_CHECK(checksums.contains(name) && checksums[name].is_string(), "checkpoint '", path,

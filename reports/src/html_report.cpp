@@ -424,8 +424,8 @@ std::string speedup_line(const Results& r) {
       line += e(c.b) + " <span class=\"figure\">" + fixed2(factor) + "&times;</span> " +
               (faster ? "faster" : "slower") + " than " + e(c.a);
       if (c.speedup_low && c.speedup_high)
-        line += " (speedup " + number(*c.speedup_low, 3) + "&ndash;" + number(*c.speedup_high, 3) +
-                ")";
+        line +=
+            " (speedup " + number(*c.speedup_low, 3) + "&ndash;" + number(*c.speedup_high, 3) + ")";
     } else {
       line += "no speedup (" + e(c.a) + " vs " + e(c.b) + " not both measured)";
     }
@@ -446,8 +446,9 @@ std::string parity_line(const Results& r) {
 
 std::string edge_cases_line(const Results& r) {
   auto count = [&](EdgeStatus status) {
-    return std::to_string(std::count_if(r.edge_cases.begin(), r.edge_cases.end(),
-                                        [&](const EdgeCaseResult& c) { return c.status == status; }));
+    return std::to_string(
+        std::count_if(r.edge_cases.begin(), r.edge_cases.end(),
+                      [&](const EdgeCaseResult& c) { return c.status == status; }));
   };
   return "<b>Edge cases:</b> " + count(EdgeStatus::kPass) + " of " +
          std::to_string(r.edge_cases.size()) + " passed, " + count(EdgeStatus::kFail) +

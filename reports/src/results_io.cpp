@@ -58,17 +58,6 @@ template <typename T> void put_nonempty(json& j, const char* key, const T& value
     j[key] = value;
 }
 
-json to_json(const AuditFinding& f) {
-  json j{{"tensor", f.tensor},
-         {"kind", f.kind},
-         {"device", f.device},
-         {"expected_device", f.expected_device},
-         {"message", f.message}};
-  put_nonempty(j, "problem", f.problem);
-  put_nonempty(j, "fix", f.fix);
-  return j;
-}
-
 json to_json(const EpochActivity& e) {
   return {{"kernels", e.kernels},           {"busy_seconds", e.busy_seconds},
           {"wall_seconds", e.wall_seconds}, {"busy_fraction", e.busy_fraction},
@@ -232,6 +221,17 @@ AuditFinding finding_from_json(const json& value, const std::string& path, bool 
   f.message = r.string("message");
   f.problem = r.optional_string("problem").value_or("");
   f.fix = r.optional_string("fix").value_or("");
+  f.dtype = r.optional_string("dtype").value_or("");
+  if (const auto* shape = r.optional("shape")) {
+    const auto& sizes = detail::as_array(*shape, r.path_of("shape"));
+    for (size_t i = 0; i < sizes.size(); ++i)
+      f.shape.push_back(detail::as_integer(sizes[i], detail::index_path(r.path_of("shape"), i),
+                                           Bound::kNonNegative));
+  }
+  f.module = r.optional_string("module").value_or("");
+  f.phase = r.optional_string("phase").value_or("");
+  f.count = r.optional_integer("count", Bound::kNonNegative);
+  f.stage = r.optional_string("stage").value_or("");
   r.finish();
   return f;
 }
@@ -532,6 +532,32 @@ json to_json(const Environment& e) {
           {"nvtx_available", e.nvtx_available},
           {"cupti_available", e.cupti_available},
           {"problems", problems}};
+}
+
+json to_json(const AuditFinding& f) {
+  json j{{"tensor", f.tensor},
+         {"kind", f.kind},
+         {"device", f.device},
+         {"expected_device", f.expected_device},
+         {"message", f.message}};
+  put_nonempty(j, "problem", f.problem);
+  put_nonempty(j, "fix", f.fix);
+  put_nonempty(j, "dtype", f.dtype);
+  put_nonempty(j, "shape", f.shape);
+  put_nonempty(j, "module", f.module);
+  put_nonempty(j, "phase", f.phase);
+  if (f.count)
+    j["count"] = *f.count;
+  put_nonempty(j, "stage", f.stage);
+  return j;
+}
+
+AuditFinding audit_finding_from_json(const json& value, const std::string& source) {
+  try {
+    return finding_from_json(value, "", false);
+  } catch (const ResultsError& e) {
+    throw e.in_file(source);
+  }
 }
 
 Environment environment_from_json(const json& value, const std::string& source) {

@@ -19,8 +19,8 @@ void check_points(const torch::Tensor& x, const char* what, int64_t in_dim, torc
                   torch::Device device) {
   TORCH_CHECK(x.defined(), what, " is an undefined tensor");
   TORCH_CHECK(x.dim() == 2, what, " must be 2-D (N, ", in_dim, "), got shape ", x.sizes());
-  TORCH_CHECK(x.is_floating_point(), what, " must be floating point (", to_string(dtype), "), got dtype ",
-              to_string(x.scalar_type()));
+  TORCH_CHECK(x.is_floating_point(), what, " must be floating point (", to_string(dtype),
+              "), got dtype ", to_string(x.scalar_type()));
   TORCH_CHECK(x.size(1) == in_dim, what, " has ", x.size(1),
               " columns but the model's input width is ", in_dim);
   TORCH_CHECK(x.scalar_type() == dtype, what, " has dtype ", to_string(x.scalar_type()),

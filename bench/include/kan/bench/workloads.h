@@ -29,6 +29,9 @@ struct Workload {
   int64_t warmup_epochs = 1;
   int64_t epochs = 5; ///< timed epochs (the suite's repeat count overrides it)
   uint64_t seed = 0;
+  /// Sample every learned activation after training, for the report's plots (small models:
+  /// one curve per edge). Not part of to_json(): it changes what is recorded, not what is run.
+  bool plot_activations = false;
 
   /// Steps per epoch: 1 at full batch, else ceil(train_num / batch).
   int64_t steps_per_epoch() const;

@@ -3,6 +3,7 @@
 /// data lives, and what is wrong with it.
 
 #include "kan/dataset.h"
+#include "kan/reports/results.h"
 
 #include <nlohmann/json.hpp>
 #include <torch/nn/module.h>
@@ -46,6 +47,9 @@ struct Finding {
   std::string message; ///< one sentence: what is wrong
   std::string fix;     ///< one sentence: what to do
 };
+
+/// The finding as the result files hold it (the one finding type, kan/reports/results.h).
+reports::AuditFinding to_audit_finding(const Finding& finding);
 
 struct AuditSummary {
   int64_t tensors_checked = 0;

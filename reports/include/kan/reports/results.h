@@ -22,7 +22,7 @@ namespace kan::reports {
 
 /// The version of the results.json format this library writes; a file with another major
 /// version is refused. Bump on every change (major: incompatible, minor: keys added).
-inline constexpr const char* kSchemaVersion = "1.1.0";
+inline constexpr const char* kSchemaVersion = "1.2.0";
 
 /// A fresh id for one run: its start time (UTC, to the second) and 64 random bits,
 /// "20261129T183608Z-9f3c0a7d51e2b486". Sortable by time; two runs get the same id with
@@ -54,15 +54,30 @@ enum class EdgeStatus { kPass, kFail, kSkipped };
 /// "pass", "fail", "skipped".
 std::string to_string(EdgeStatus status);
 
-/// One problem the pre-flight device audit found (kan::diagnostics::Finding, as plain data).
+/// One problem a device audit found: the one finding type of every result file (results.json's
+/// audit_findings, audit.json's findings, fit.json's device_audit), with one JSON form
+/// (results_io.h). Its producers convert to it next to their own types:
+/// kan::diagnostics::to_audit_finding() (static audit, operation trace) and
+/// kan::diagnostics::gpu_not_used_finding() (CUPTI).
 struct AuditFinding {
-  std::string tensor;          ///< full dotted name, "model.layers.0.grid"
-  std::string kind;            ///< "parameter", "buffer", "grad", "optimizer_state", "data"
-  std::string device;          ///< where it is, "cpu"
+  std::string tensor;          ///< full dotted name, "model.layers.0.grid"; for an operation
+                               ///< "aten::ones in model.layers.0"
+  std::string kind;            ///< "parameter", "buffer", "grad", "optimizer_state", "data",
+                               ///< "kernel", "operation", "error"
+  std::string device;          ///< where it is, "cpu" (for an operation: "cpu, cuda:0")
   std::string expected_device; ///< where it should be, "cuda:0"
   std::string message;         ///< one sentence: what is wrong
   std::string problem;         ///< "wrong_device", ...; empty when not classified (not written)
   std::string fix;             ///< one sentence: what to do; empty when none (not written)
+
+  // Detail some producers know; empty ones are not written.
+  std::string dtype;            ///< the tensor's dtype, "float32" (static audit)
+  std::vector<int64_t> shape;   ///< the tensor's shape (static audit)
+  std::string module;           ///< the module an operation ran in, "model.layers.0" (trace)
+  std::string phase;            ///< "forward", "backward", ... (trace)
+  std::optional<int64_t> count; ///< how many calls (trace)
+  std::string stage;            ///< when it was found: "before_training", "after_training",
+                                ///< "trace" (audit.json)
 
   bool operator==(const AuditFinding&) const;
 };

@@ -41,6 +41,12 @@ nlohmann::json to_json(const Results& results);
 /// 1.1 on), a comparison naming a case that is not there.
 Results results_from_json(const nlohmann::json& json, const std::string& source = "");
 
+/// The one JSON form of a finding (SCHEMA.md, `audit_findings[j]`): results.json, audit.json and
+/// fit.json all write findings this way.
+nlohmann::json to_json(const AuditFinding& finding);
+/// Throws ResultsError, with key paths inside the finding.
+AuditFinding audit_finding_from_json(const nlohmann::json& json, const std::string& source = "");
+
 /// The JSON forms of the environment (results.json `environment`, `kanbench env --json`).
 nlohmann::json to_json(const Environment& environment);
 /// Throws ResultsError, with key paths below `environment`.
