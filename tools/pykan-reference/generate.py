@@ -1,0 +1,262 @@
+"""Regenerates the pykan reference files in tests/reference/pykan (README.md beside this file).
+
+    generate.py                  write every file into tests/reference/pykan
+    generate.py --only NAME      just that file (repeatable); NAME as in FIXTURES
+    generate.py --out DIR        write into DIR instead
+    generate.py --check          regenerate into a temporary folder and compare, number by
+                                 number, with the committed files; exit 1 where they differ
+
+Run it with the Python of setup.sh's virtual environment (pykan 0.2.8 and torch, CPU).
+"""
+
+import argparse
+import hashlib
+import importlib.metadata
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+from kan.KANLayer import KANLayer
+from kan.spline import B_batch, extend_grid
+
+PYKAN_VERSION = "0.2.8"
+# The pykan commit the files name, that of the 0.2.8 release: its kan/spline.py and
+# kan/KANLayer.py are byte for byte the 0.2.8 wheel's (checked below, so the recorded commit
+# cannot silently misname the code that ran).
+PYKAN_COMMIT = "ecde4ec3274d3bef1ad737479cf126aed38ab530"
+PYKAN_FILE_SHA256 = {
+    "kan.spline": "16443d4b5e14b7096d585fbd2b32a6f26d142f3b0556428a0ac9845b8563a8a0",
+    "kan.KANLayer": "fd1a408b0ee0a8b83eefcde193b30f7323c52172a72e21280e15430cc6742b8d",
+}
+
+REFERENCE_DIR = Path(__file__).resolve().parents[2] / "tests" / "reference" / "pykan"
+
+# --check: largest allowed |generated - committed| / max(|committed|, 1). Exact quantities
+# (basis values, forward passes, the adaptive grid) agree to rounding. A least-squares fit may
+# differ more between LAPACK builds, and torch's CPU lstsq (pykan's default gelsy driver) even
+# varies in the last bits from run to run: it leaves its pivot array uninitialised (pytorch
+# issue 187411). So those keys are compared as the C++ test compares them.
+EXACT_TOLERANCE = 1e-12
+LEAST_SQUARES_TOLERANCE = 1e-8
+LEAST_SQUARES_KEYS = {"coef_after", "y_after"}
+
+
+def source():
+    return {
+        "library": "pykan",
+        "version": importlib.metadata.version("pykan"),
+        "commit": PYKAN_COMMIT,
+        "torch": torch.__version__,
+        "dtype": "float64",
+    }
+
+
+# Points inside the grid, on knots, at both ends and outside it (where every basis is zero).
+BSPLINE_X = [-1.9, -1.6, -1.0, -0.73, -0.4, 0.0, 0.123, 0.4, 0.999, 1.0, 1.3, 1.79, 2.5]
+
+
+def bspline_basis():
+    x = torch.tensor(BSPLINE_X)
+    orders = {}
+    for k in range(4):
+        grid = extend_grid(torch.linspace(-1, 1, steps=6)[None, :], k_extend=k)
+        # Order 0 is pykan's boolean indicator; it stays boolean in the file.
+        values = B_batch(x[:, None], grid, k=k)[:, 0, :]
+        orders[str(k)] = {"grid": grid[0].tolist(), "values": values.tolist()}
+    return {
+        "source": source(),
+        "what": "B_m(x) for one input, G=5 on [-1,1], grid extended by k; values[n][m]",
+        "x": x.tolist(),
+        "orders": orders,
+    }
+
+
+def reference_layer_and_inputs():
+    """The 3 -> 2 layer of layer_forward and layer_update_grid, its 64 inputs and 200 samples.
+
+    Everything comes from one seeded stream, drawn in this order; changing the order or a
+    shape changes every later number. For a small tensor torch 1.13 (the committed files')
+    drew a normal sample with log(1 - u), newer torch (2.11 at least) with log1p(-u), so
+    scale_base[2][0] comes out one ulp away; every other draw is bit for bit the same.
+    """
+    torch.manual_seed(7)
+    layer = KANLayer(in_dim=3, out_dim=2, num=5, k=3)  # its random init is replaced below
+    with torch.no_grad():
+        # Far from the near-zero init, so every term of the forward pass matters.
+        layer.coef.copy_(torch.randn(3, 2, 8) * 0.3)
+        layer.scale_base.copy_(torch.randn(3, 2))
+        layer.scale_sp.copy_(1 + 0.5 * torch.randn(3, 2))
+        layer.mask[2, 1] = 0.0  # one pruned edge
+    x = torch.rand(64, 3) * 3.2 - 1.6  # some beyond the grid range [-1, 1]
+    # Skewed towards -0.5, so the adaptive grid moves well away from the uniform one.
+    samples = torch.cat([torch.rand(150, 3) ** 3 * 1.5 - 0.5, torch.rand(50, 3) * 2 - 1])
+    return layer, x, samples
+
+
+def layer_state(layer):
+    return {
+        "grid": layer.grid.tolist(),
+        "coef": layer.coef.tolist(),
+        "scale_base": layer.scale_base.tolist(),
+        "scale_sp": layer.scale_sp.tolist(),
+        "mask": layer.mask.tolist(),
+    }
+
+
+def layer_forward():
+    layer, x, _ = reference_layer_and_inputs()
+    with torch.no_grad():
+        y, _, postacts, postspline = layer(x)
+    return {
+        "source": source(),
+        "what": "KANLayer(in_dim=3, out_dim=2, num=5, k=3, base silu); y = forward(x); "
+        "postacts[n][j][i] = phi_ij(x_ni), postspline[n][j][i] = spline part",
+        "config": {"in_dim": 3, "out_dim": 2, "G": 5, "k": 3, "grid_range": [-1, 1],
+                   "base_fun": "silu"},
+        "state": layer_state(layer),
+        "x": x.tolist(),
+        "y": y.tolist(),
+        "postacts": postacts.tolist(),
+        "postspline": postspline.tolist(),
+    }
+
+
+def layer_update_grid():
+    layer, _, samples = reference_layer_and_inputs()
+    with torch.no_grad():
+        state_before = layer_state(layer)
+        y_before = layer(samples)[0]
+        layer.update_grid_from_samples(samples)
+        y_after = layer(samples)[0]
+    return {
+        "source": source(),
+        "what": "the layer of layer_forward.json, then update_grid_from_samples(samples); "
+        "grid_after is exact, coef_after is a least-squares fit (compare outputs, not bits)",
+        "config": {"in_dim": 3, "out_dim": 2, "G": 5, "k": 3, "grid_eps": layer.grid_eps,
+                   "base_fun": "silu"},
+        "state_before": state_before,
+        "samples": samples.tolist(),
+        "y_before": y_before.tolist(),
+        "grid_after": layer.grid.tolist(),
+        "coef_after": layer.coef.tolist(),
+        "y_after": y_after.tolist(),
+    }
+
+
+# One function per file, named as the file (NAME.json). A new fixture is one more entry.
+FIXTURES = {f.__name__: f for f in (bspline_basis, layer_forward, layer_update_grid)}
+
+
+def check_pykan():
+    version = importlib.metadata.version("pykan")
+    if version != PYKAN_VERSION:
+        sys.exit(f"pykan {version} is installed; these files come from pykan {PYKAN_VERSION}")
+    for module, expected in PYKAN_FILE_SHA256.items():
+        # sys.modules: the package's `kan.KANLayer` attribute is the class, not the module.
+        path = sys.modules[module].__file__
+        actual = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        if actual != expected:
+            sys.exit(f"{path} is not pykan {PYKAN_COMMIT}'s (sha256 {actual})")
+
+
+def write(names, out_dir):
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        # Compact, no trailing newline, NaN refused: the committed files' format.
+        text = json.dumps(FIXTURES[name](), separators=(",", ":"), allow_nan=False)
+        (out_dir / f"{name}.json").write_text(text)
+
+
+class Comparison:
+    """Walks a generated and a committed file together: structure exactly, numbers within a
+    tolerance, the source block (which names the torch that ran) only as a note."""
+
+    def __init__(self):
+        self.problems, self.notes = [], []
+        self.largest = {}  # tolerance -> (difference, path)
+        self.numbers = self.not_identical = 0
+
+    def walk(self, new, old, path, tolerance):
+        if isinstance(old, dict) and isinstance(new, dict):
+            if list(new) != list(old):
+                self.problems.append(f"{path}: keys {list(new)}, committed {list(old)}")
+            for key in [key for key in old if key in new]:
+                key_tolerance = LEAST_SQUARES_TOLERANCE if key in LEAST_SQUARES_KEYS else tolerance
+                self.walk(new[key], old[key], f"{path}.{key}", key_tolerance)
+        elif isinstance(old, list) and isinstance(new, list):
+            if len(new) != len(old):
+                self.problems.append(f"{path}: length {len(new)}, committed {len(old)}")
+            for i, (a, b) in enumerate(zip(new, old)):
+                self.walk(a, b, f"{path}[{i}]", tolerance)
+        elif type(new) is not type(old):  # also bool vs number and int vs float
+            self.problems.append(f"{path}: {new!r}, committed {old!r}")
+        elif isinstance(old, float) or (isinstance(old, int) and not isinstance(old, bool)):
+            difference = abs(new - old) / max(abs(old), 1.0)
+            self.numbers += 1
+            self.not_identical += new != old
+            if difference > self.largest.get(tolerance, (-1.0, ""))[0]:
+                self.largest[tolerance] = (difference, path)
+            if difference > tolerance:
+                self.problems.append(f"{path}: {new!r}, committed {old!r}")
+        elif new != old:
+            if path.startswith("$.source."):
+                self.notes.append(f"{path}: {new!r}, committed {old!r}")
+            else:
+                self.problems.append(f"{path}: {new!r}, committed {old!r}")
+
+
+def check(names):
+    all_equal = True
+    with tempfile.TemporaryDirectory() as tmp:
+        write(names, Path(tmp))
+        for name in names:
+            committed = REFERENCE_DIR / f"{name}.json"
+            if not committed.exists():
+                print(f"{name}.json: not committed yet")
+                all_equal = False
+                continue
+            new = json.loads((Path(tmp) / f"{name}.json").read_text())
+            old = json.loads(committed.read_text())
+            comparison = Comparison()
+            comparison.walk(new, old, "$", EXACT_TOLERANCE)
+            equal = not comparison.problems
+            all_equal &= equal
+            print(f"{name}.json: {'equal' if equal else 'DIFFERENT'}, "
+                  f"{comparison.not_identical} of {comparison.numbers} numbers not bit-identical")
+            for tolerance, (difference, path) in sorted(comparison.largest.items()):
+                print(f"  largest difference {difference:.3g} at {path} (tolerance {tolerance:g})")
+            for line in comparison.notes:
+                print(f"  note {line}")
+            for line in comparison.problems[:20]:
+                print(f"  {line}")
+            if len(comparison.problems) > 20:
+                print(f"  ... {len(comparison.problems) - 20} more")
+    return all_equal
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", action="append", choices=list(FIXTURES), metavar="NAME",
+                        help=f"generate only this file (repeatable): {', '.join(FIXTURES)}")
+    parser.add_argument("--out", type=Path, default=REFERENCE_DIR,
+                        help="the folder to write into (default: tests/reference/pykan)")
+    parser.add_argument("--check", action="store_true",
+                        help="compare with the committed files instead of writing them")
+    args = parser.parse_args()
+
+    check_pykan()
+    # Every fixture is float64, on the CPU, single-threaded so sums run in one order.
+    torch.set_default_dtype(torch.float64)
+    torch.set_num_threads(1)
+    names = args.only or list(FIXTURES)
+    if args.check:
+        sys.exit(0 if check(names) else 1)
+    write(names, args.out)
+    print(f"wrote {', '.join(names)} into {args.out}")
+
+
+if __name__ == "__main__":
+    main()
