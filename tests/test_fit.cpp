@@ -212,7 +212,7 @@ TEST(Fit, RefusesBadDataAndOptions) {
   KAN_EXPECT_ERROR(fit(model, wrong_width), "train_input has 3 columns");
 
   auto wrong_dtype = toy_data(20, 10, 0, torch::kFloat32);
-  KAN_EXPECT_ERROR(fit(model, wrong_dtype), "train_input has dtype Float", "model is Double");
+  KAN_EXPECT_ERROR(fit(model, wrong_dtype), "train_input has dtype float32", "model is float64");
 
   // Data on another device than the model: an error naming both, never a silent move.
   auto elsewhere = good;

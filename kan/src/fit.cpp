@@ -13,6 +13,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 
 namespace kan {
 namespace {
@@ -220,11 +221,15 @@ Evaluation evaluate(KAN& model, const Dataset& data, Loss loss, int64_t chunk) {
   return e;
 }
 
-FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
+namespace {
+
+// Everything fit() refuses before it touches the model: options, shapes, dtypes, devices,
+// non-finite samples and labels that do not fit the loss.
+void check_training_data(KAN& model, const Dataset& data, const FitOptions& o) {
   check_options(o);
   model->check_input(data.train_input, "train_input");
   model->check_input(data.test_input, "test_input");
-  const int64_t n_train = data.train_input.size(0), n_test = data.test_input.size(0);
+  const int64_t n_train = data.train_input.size(0);
   TORCH_CHECK(n_train >= 1, "fit needs a non-empty training set, train_input has shape ",
               data.train_input.sizes());
   TORCH_CHECK(o.batch() <= n_train, "batch = ", o.batch(), " is larger than the training set (",
@@ -233,23 +238,127 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
   detail::check_finite(data.test_input, "test_input");
   check_labels(o.loss(), data.train_label, data.train_input, *model, "train_label");
   check_labels(o.loss(), data.test_label, data.test_input, *model, "test_label");
+}
 
+std::vector<torch::Tensor> trainable_parameters(KAN& model) {
+  std::vector<torch::Tensor> trainable;
+  for (const auto& p : model->parameters())
+    if (p.requires_grad())
+      trainable.push_back(p);
+  return trainable;
+}
+
+// pykan's schedule: every stop_grid_update_step / grid_update_num steps, from
+// start_grid_update_step, before stop_grid_update_step.
+bool grid_update_due(const FitOptions& o, int64_t step) {
+  if (!o.update_grid())
+    return false;
+  const int64_t period = o.stop_grid_update_step() / o.grid_update_num();
+  return step % period == 0 && step < o.stop_grid_update_step() &&
+         step >= o.start_grid_update_step();
+}
+
+// One optimiser step on a batch: the loss (plus lamb * the regulariser when regularised),
+// backward, step (LBFGS re-evaluates the objective in its line search). Sets the record's
+// train_loss and reg.
+void optimize(KAN& model, torch::optim::Optimizer& optimizer, const FitOptions& o,
+              const RegularizationOptions& reg_weights, const torch::Tensor& x,
+              const torch::Tensor& y, StepRecord& record) {
+  const bool regularized = o.lamb() > 0;
+  torch::Tensor loss, reg;
+  auto objective = [&]() {
+    torch::Tensor total;
+    {
+      PhaseScope phase(Phase::kForward);
+      optimizer.zero_grad();
+      loss = compute_loss(o.loss(), model->forward(x), y);
+      total = loss;
+      if (regularized) {
+        reg = model->regularization(reg_weights);
+        total = loss + o.lamb() * reg;
+      }
+    }
+    PhaseScope phase(Phase::kBackward);
+    total.backward();
+    return total;
+  };
+  if (o.opt() == Optimizer::kLBFGS) {
+    PhaseScope phase(Phase::kOptimizerStep);
+    optimizer.step(objective);
+  } else {
+    objective();
+    PhaseScope phase(Phase::kOptimizerStep);
+    optimizer.step();
+  }
+  record.train_loss = loss.item<double>();
+  record.reg = reg.defined() ? reg.item<double>() : 0.0;
+}
+
+// The test loss (and accuracy) of one test batch, without gradients; NaN without test data.
+void evaluate_test_batch(KAN& model, const FitOptions& o, const torch::Tensor& x,
+                         const torch::Tensor& labels, StepRecord& record) {
+  record.test_loss = record.test_accuracy = kNaN;
+  if (x.size(0) == 0)
+    return;
+  PhaseScope phase(Phase::kEvaluation);
+  torch::NoGradGuard no_grad;
+  SaveActivationsScope fast_path(*model, false);
+  const auto pred = model->forward(x);
+  record.test_loss = compute_loss(o.loss(), pred, labels).item<double>();
+  if (o.loss() == Loss::kCrossEntropy)
+    record.test_accuracy = accuracy(pred, labels);
+}
+
+// Epochs are passes over the training set: steps are added with their batch sizes, and an
+// epoch closes at the step that completes a pass. Its loss weighs each step by its batch.
+class EpochBook {
+public:
+  EpochBook(int64_t n_train, bool mse) : n_train_(n_train), mse_(mse) {}
+
+  // The epoch this step closed, if it closed one.
+  std::optional<EpochRecord> add(const StepRecord& record, int64_t batch_size) {
+    loss_sum_ += record.train_loss * static_cast<double>(batch_size);
+    samples_ += batch_size;
+    samples_seen_ += batch_size;
+    if (samples_seen_ / n_train_ <= epochs_)
+      return std::nullopt;
+    EpochRecord epoch;
+    epoch.epoch = epochs_++;
+    epoch.last_step = record.step;
+    epoch.train_loss = loss_sum_ / static_cast<double>(samples_);
+    epoch.test_loss = record.test_loss;
+    epoch.train_rmse = mse_ ? std::sqrt(epoch.train_loss) : kNaN;
+    epoch.test_rmse = record.test_rmse;
+    epoch.test_accuracy = record.test_accuracy;
+    epoch.reg = record.reg;
+    epoch.seconds = record.seconds;
+    epoch.epoch_seconds = seconds_since(start_);
+    start_ = Clock::now();
+    loss_sum_ = 0;
+    samples_ = 0;
+    return epoch;
+  }
+
+private:
+  int64_t n_train_;
+  bool mse_;
+  int64_t epochs_ = 0, samples_seen_ = 0, samples_ = 0;
+  double loss_sum_ = 0;
+  Clock::time_point start_ = Clock::now();
+};
+
+} // namespace
+
+FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
+  check_training_data(model, data, o);
+  const int64_t n_train = data.train_input.size(0), n_test = data.test_input.size(0);
   const bool full_batch = o.batch() == -1;
   const int64_t batch = full_batch ? n_train : o.batch();
   const int64_t test_batch = full_batch ? n_test : std::min(o.batch(), n_test);
-  const int64_t grid_update_period =
-      o.update_grid() ? o.stop_grid_update_step() / o.grid_update_num() : 0;
 
-  std::vector<torch::Tensor> trainable;
-  for (const auto& p : model->parameters()) {
-    if (p.requires_grad())
-      trainable.push_back(p);
-  }
-  auto optimizer = make_optimizer(o, trainable);
-  const bool regularized = o.lamb() > 0;
-  SaveActivationsScope capture(*model, regularized);
+  auto optimizer = make_optimizer(o, trainable_parameters(model));
+  SaveActivationsScope capture(*model, /*save=*/o.lamb() > 0); // the regulariser reads them
   const auto reg_weights = o.regularization();
-
   // One generator for both samplers: with per-step draws, train and test alternate on it.
   auto generator = at::make_generator<at::CPUGeneratorImpl>(o.seed());
   BatchSampler train_batches(n_train, batch, o.batch_draw(), generator, model->device());
@@ -259,11 +368,9 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
   };
 
   FitHistory history;
+  const bool mse = o.loss() == Loss::kMSE;
+  EpochBook epochs(n_train, mse);
   const auto start = Clock::now();
-  auto epoch_start = start;
-  int64_t samples_seen = 0;
-  double epoch_loss_sum = 0;
-  int64_t epoch_samples = 0;
   for (int64_t step = 0; step < o.steps(); ++step) {
     if (o.on_step_begin())
       o.on_step_begin()(step, *optimizer);
@@ -272,82 +379,20 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
     const auto train_index = train_batches.next();
     const auto test_index = test_batches.next();
     const auto x = take(data.train_input, train_index);
-    const auto y = take(data.train_label, train_index);
-
-    if (grid_update_period > 0 && step % grid_update_period == 0 &&
-        step < o.stop_grid_update_step() && step >= o.start_grid_update_step()) {
+    if (grid_update_due(o, step)) {
       model->update_grid_from_samples(x, o.grid_update_memory());
       record.grid_updated = true;
       ++history.grid_updates;
     }
-
-    torch::Tensor loss, reg;
-    auto objective = [&]() {
-      torch::Tensor total;
-      {
-        PhaseScope phase(Phase::kForward);
-        optimizer->zero_grad();
-        loss = compute_loss(o.loss(), model->forward(x), y);
-        total = loss;
-        if (regularized) {
-          reg = model->regularization(reg_weights);
-          total = loss + o.lamb() * reg;
-        }
-      }
-      PhaseScope phase(Phase::kBackward);
-      total.backward();
-      return total;
-    };
-    if (o.opt() == Optimizer::kLBFGS) {
-      PhaseScope phase(Phase::kOptimizerStep);
-      optimizer->step(objective);
-    } else {
-      objective();
-      PhaseScope phase(Phase::kOptimizerStep);
-      optimizer->step();
-    }
-    record.train_loss = loss.item<double>();
-    record.reg = reg.defined() ? reg.item<double>() : 0.0;
-
-    record.test_loss = record.test_accuracy = kNaN;
-    if (n_test > 0) {
-      PhaseScope phase(Phase::kEvaluation);
-      torch::NoGradGuard no_grad;
-      SaveActivationsScope fast_path(*model, false);
-      const auto pred = model->forward(take(data.test_input, test_index));
-      const auto labels = take(data.test_label, test_index);
-      record.test_loss = compute_loss(o.loss(), pred, labels).item<double>();
-      if (o.loss() == Loss::kCrossEntropy) {
-        record.test_accuracy = accuracy(pred, labels);
-      }
-    }
-    const bool mse = o.loss() == Loss::kMSE;
+    optimize(model, *optimizer, o, reg_weights, x, take(data.train_label, train_index), record);
+    evaluate_test_batch(model, o, take(data.test_input, test_index),
+                        take(data.test_label, test_index), record);
     record.train_rmse = mse ? std::sqrt(record.train_loss) : kNaN;
     record.test_rmse = mse ? std::sqrt(record.test_loss) : kNaN;
     record.seconds = seconds_since(start);
     history.steps.push_back(record);
-
-    // Epochs are passes over the training set; a step's loss weighs as its batch's samples.
-    epoch_loss_sum += record.train_loss * static_cast<double>(x.size(0));
-    epoch_samples += x.size(0);
-    samples_seen += x.size(0);
-    if (samples_seen / n_train > static_cast<int64_t>(history.epochs.size())) {
-      EpochRecord epoch;
-      epoch.epoch = static_cast<int64_t>(history.epochs.size());
-      epoch.last_step = step;
-      epoch.train_loss = epoch_loss_sum / static_cast<double>(epoch_samples);
-      epoch.test_loss = record.test_loss;
-      epoch.train_rmse = mse ? std::sqrt(epoch.train_loss) : kNaN;
-      epoch.test_rmse = record.test_rmse;
-      epoch.test_accuracy = record.test_accuracy;
-      epoch.reg = record.reg;
-      epoch.seconds = record.seconds;
-      epoch.epoch_seconds = seconds_since(epoch_start);
-      history.epochs.push_back(epoch);
-      epoch_start = Clock::now();
-      epoch_loss_sum = 0;
-      epoch_samples = 0;
-    }
+    if (auto epoch = epochs.add(record, x.size(0)))
+      history.epochs.push_back(*epoch);
     if (o.on_step())
       o.on_step()(record, o.steps());
   }
