@@ -89,14 +89,17 @@ protected:
 /// Expects `statement` to throw c10::Error whose message contains every given fragment.
 #define KAN_EXPECT_ERROR(statement, ...)                                                           \
   do {                                                                                             \
+    std::string message;                                                                           \
     try {                                                                                          \
       statement;                                                                                   \
       ADD_FAILURE() << "expected an error from: " #statement;                                      \
     } catch (const c10::Error& e) {                                                                \
-      const std::string message = e.what_without_backtrace();                                      \
-      for (const std::string fragment : {__VA_ARGS__}) {                                           \
-        EXPECT_NE(message.find(fragment), std::string::npos)                                       \
-            << "message lacks '" << fragment << "': " << message;                                  \
-      }                                                                                            \
+      message = e.what_without_backtrace();                                                        \
+    } catch (const std::exception& e) { /* kan::io::JsonError from the JSON readers */             \
+      message = e.what();                                                                          \
+    }                                                                                              \
+    for (const std::string fragment : {__VA_ARGS__}) {                                             \
+      EXPECT_NE(message.find(fragment), std::string::npos)                                         \
+          << "message lacks '" << fragment << "': " << message;                                    \
     }                                                                                              \
   } while (0)

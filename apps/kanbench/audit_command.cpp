@@ -6,6 +6,7 @@
 
 #include "kan/diagnostics/audited_fit.h"
 #include "kan/diagnostics/environment.h"
+#include "kan/diagnostics/records.h"
 #include "kan/io/atomic_file.h"
 #include "kan/kan.h"
 #include "kan/reports/results_io.h"
@@ -21,7 +22,6 @@
 namespace kanbench {
 namespace {
 
-constexpr const char* kAuditSchemaVersion = "1.0.0";
 constexpr int kClean = 0, kFindings = 1, kCannotRun = 2;
 
 struct AuditArgs {
@@ -169,38 +169,18 @@ int audit(const AuditArgs& a) {
             << " on " << device << "\n";
 
   if (!a.json.empty()) {
-    auto findings_json = nlohmann::json::array();
-    for (const auto& f : findings)
-      findings_json.push_back(kan::reports::to_json(f));
-    nlohmann::json summary = {{"clean", code == kClean},
-                              {"findings", findings.size()},
-                              {"tensors_checked", before.summary.tensors_checked},
-                              {"bytes_per_device", before.summary.bytes_per_device},
-                              {"exit_code", code}};
-    nlohmann::json out = {{"schema_version", kAuditSchemaVersion},
-                          {"command", "audit"},
-                          {"device", device.str()},
-                          {"config",
-                           {{"checkpoint", a.checkpoint},
-                            {"model", kan::to_json(model->options())},
-                            {"data_device", data_device.str()},
-                            {"data_dtype", a.data_dtype.empty() ? "model" : a.data_dtype},
-                            {"samples", a.samples},
-                            {"opt", a.opt},
-                            {"trace_steps", a.trace_steps},
-                            {"seed", a.seed}}},
-                          {"findings", findings_json},
-                          {"summary", summary},
-                          {"static_audit", before.to_json()}};
-    if (after) {
-      out["summary"]["trace"] = after->trace.to_json()["summary"];
-      out["summary"]["traced_step_seconds"] = after->traced_step_seconds;
-      out["summary"]["untraced_step_seconds"] = std::isfinite(after->untraced_step_seconds)
-                                                    ? nlohmann::json(after->untraced_step_seconds)
-                                                    : nlohmann::json(nullptr);
-      out["after_training"] = after->to_json();
-    }
-    kan::io::write_file_atomically(a.json, out.dump(2) + "\n");
+    kan::diagnostics::AuditRecord record;
+    record.device = device.str();
+    record.config = {a.checkpoint,      model->options(),
+                     data_device.str(), a.data_dtype.empty() ? "model" : a.data_dtype,
+                     a.samples,         a.opt,
+                     a.trace_steps,     a.seed};
+    record.findings = findings;
+    record.exit_code = code;
+    record.static_audit = before;
+    if (after)
+      record.after_training = *after;
+    kan::io::write_file_atomically(a.json, kan::diagnostics::to_json(record).dump(2) + "\n");
   }
   return code;
 }

@@ -4,6 +4,7 @@
 #include "values.h"
 
 #include "kan/diagnostics/audited_fit.h"
+#include "kan/diagnostics/records.h"
 #include "kan/io/atomic_file.h"
 #include "kan/kan.h"
 #include "kan/memory.h"
@@ -22,40 +23,21 @@
 namespace kanbench {
 namespace {
 
-constexpr const char* kFitSchemaVersion =
-    "1.2.0"; // 1.1: device_audit, config.trace_steps; 1.2: config.fit.batch_draw
-
+// What the command line sets. Numbers, flags and enums are bound straight onto the library's
+// option structs (add_fit_command), so each option has one home and one default; only the
+// values that need LibTorch to parse stay text until the run.
 struct FitArgs {
-  // The library's defaults, so the command line cannot drift from them.
-  inline static const kan::FitOptions kFit{};
-  inline static const kan::KANOptions kModel{{2, 5, 1}};
-
-  std::string function = "toy";
+  kan::diagnostics::FitRun run = defaults();
   std::string width = "2,5,1";
-  int64_t grid = kModel.grid();
-  int64_t k = kModel.k();
-  std::string backend = kan::to_string(kModel.backend());
-  std::string opt = kan::to_string(kFit.opt());
-  int64_t steps = 50; // pykan's reference run (the library's default is 100)
-  double lr = kFit.lr();
-  int64_t batch = kFit.batch();
-  std::string batch_draw = kan::to_string(kFit.batch_draw());
-  double lamb = kFit.lamb();
-  double lamb_l1 = kFit.lamb_l1();
-  double lamb_entropy = kFit.lamb_entropy();
-  double lamb_coef = kFit.lamb_coef();
-  double lamb_coefdiff = kFit.lamb_coefdiff();
-  bool no_update_grid = !kFit.update_grid();
-  int64_t grid_update_num = kFit.grid_update_num();
-  int64_t stop_grid_update_step = kFit.stop_grid_update_step();
-  uint64_t seed = 0;
   std::string dtype = "float64";
-  std::string device = "cpu";
-  int64_t refine = 0;
-  int64_t train_num = 1000;
-  int64_t test_num = 1000;
-  int64_t trace_steps = 1;
   std::string out = "results/fit";
+
+  // The library's defaults, except pykan's reference run: 50 steps, float64.
+  static kan::diagnostics::FitRun defaults() {
+    kan::diagnostics::FitRun run;
+    run.fit.steps(50);
+    return run;
+  }
 };
 
 std::string scientific(double value) {
@@ -86,62 +68,6 @@ private:
   std::string label_;
   bool tty_;
 };
-
-nlohmann::json to_json(const kan::FitHistory& h) {
-  nlohmann::json steps = nlohmann::json::array(), epochs = nlohmann::json::array();
-  for (const auto& s : h.steps) {
-    steps.push_back({{"step", s.step},
-                     {"train_loss", s.train_loss},
-                     {"test_loss", s.test_loss},
-                     {"train_rmse", s.train_rmse},
-                     {"test_rmse", s.test_rmse},
-                     {"reg", s.reg},
-                     {"seconds", s.seconds},
-                     {"grid_updated", s.grid_updated}});
-  }
-  for (const auto& e : h.epochs) {
-    epochs.push_back({{"epoch", e.epoch},
-                      {"last_step", e.last_step},
-                      {"train_rmse", e.train_rmse},
-                      {"test_rmse", e.test_rmse},
-                      {"reg", e.reg},
-                      {"seconds", e.seconds},
-                      {"epoch_seconds", e.epoch_seconds}});
-  }
-  return {{"steps", steps},
-          {"epochs", epochs},
-          {"grid_updates", h.grid_updates},
-          {"seconds", h.seconds}};
-}
-
-nlohmann::json config_json(const FitArgs& a, const kan::KANOptions& model,
-                           const kan::FitOptions& fit) {
-  return {{"function", a.function},
-          {"train_num", a.train_num},
-          {"test_num", a.test_num},
-          {"seed", a.seed},
-          {"device", a.device},
-          {"refine", a.refine},
-          {"trace_steps", a.trace_steps},
-          {"model", kan::to_json(model)},
-          {"fit",
-           {{"opt", kan::to_string(fit.opt())},
-            {"steps", fit.steps()},
-            {"lr", fit.lr()},
-            {"batch", fit.batch()},
-            {"batch_draw", kan::to_string(fit.batch_draw())},
-            {"lamb", fit.lamb()},
-            {"lamb_l1", fit.lamb_l1()},
-            {"lamb_entropy", fit.lamb_entropy()},
-            {"lamb_coef", fit.lamb_coef()},
-            {"lamb_coefdiff", fit.lamb_coefdiff()},
-            {"update_grid", fit.update_grid()},
-            {"grid_update_num", fit.grid_update_num()},
-            {"start_grid_update_step", fit.start_grid_update_step()},
-            {"stop_grid_update_step", fit.stop_grid_update_step()},
-            {"loss", kan::to_string(fit.loss())},
-            {"seed", fit.seed()}}}};
-}
 
 // Findings go to stderr; a clean audit is one line.
 void report_audit(const kan::diagnostics::AuditedFit& audited) {
@@ -187,95 +113,73 @@ void write_outputs(const kan::KAN& model, const std::string& checkpoint_path,
   }
 }
 
-int run_fit(const FitArgs& a) {
-  const auto device = parse_device(a.device);
-  const auto dtype = kan::dtype_from_string(a.dtype);
-  const auto width = parse_width(a.width);
-  const auto& function = kan::reference_function(a.function);
+int run_fit(FitArgs& a) {
+  auto& run = a.run;
+  const auto device = parse_device(run.device);
+  const auto& function = kan::reference_function(run.function);
+  run.model.width(parse_width(a.width))
+      .device(device)
+      .dtype(kan::dtype_from_string(a.dtype))
+      .seed(run.seed);
+  run.fit.seed(run.seed);
+  const auto& width = run.model.width();
   TORCH_CHECK(width.front() == function.n_var, "--width starts with ", width.front(),
-              " inputs but function '", a.function, "' has ", function.n_var, " variables");
+              " inputs but function '", run.function, "' has ", function.n_var, " variables");
   TORCH_CHECK(width.back() == 1, "--width must end in 1 output for a regression function, got ",
               width.back());
   kan::io::check_output_folder(a.out, "--out");
   for (const char* name : {"model.pt", "fit.json"})
     kan::io::check_output_file((std::filesystem::path(a.out) / name).string(), "--out");
-
-  const auto model_options =
-      kan::KANOptions(width).grid(a.grid).k(a.k).seed(a.seed).device(device).dtype(dtype).backend(
-          kan::spline_backend_from_string(a.backend));
-  auto fit_options = kan::FitOptions()
-                         .opt(kan::optimizer_from_string(a.opt))
-                         .steps(a.steps)
-                         .lr(a.lr)
-                         .batch(a.batch)
-                         .batch_draw(kan::batch_draw_from_string(a.batch_draw))
-                         .lamb(a.lamb)
-                         .lamb_l1(a.lamb_l1)
-                         .lamb_entropy(a.lamb_entropy)
-                         .lamb_coef(a.lamb_coef)
-                         .lamb_coefdiff(a.lamb_coefdiff)
-                         .update_grid(!a.no_update_grid)
-                         .grid_update_num(a.grid_update_num)
-                         .stop_grid_update_step(a.stop_grid_update_step)
-                         .seed(a.seed);
   // Refused before anything is allocated: a CPU run past the machine's memory is killed by the
   // kernel without a word, a GPU run fails deep inside a step.
   try {
-    kan::check_fits_in_memory(model_options, fit_options, a.train_num, a.test_num);
+    kan::check_fits_in_memory(run.model, run.fit, run.train_num, run.test_num);
   } catch (const c10::OutOfMemoryError& e) {
-    TORCH_CHECK(false, "--width ", a.width, " --grid ", a.grid, " --train-num ", a.train_num,
-                " --batch ", a.batch, " does not fit: ", e.what_without_backtrace());
+    TORCH_CHECK(false, "--width ", a.width, " --grid ", run.model.grid(), " --train-num ",
+                run.train_num, " --batch ", run.fit.batch(),
+                " does not fit: ", e.what_without_backtrace());
   }
   const auto data = kan::create_dataset(function.f, kan::DatasetOptions(function.n_var)
-                                                        .train_num(a.train_num)
-                                                        .test_num(a.test_num)
-                                                        .seed(a.seed)
+                                                        .train_num(run.train_num)
+                                                        .test_num(run.test_num)
+                                                        .seed(run.seed)
                                                         .device(device)
-                                                        .dtype(dtype));
-  kan::KAN model(model_options);
+                                                        .dtype(run.model.dtype()));
+  kan::KAN model(run.model);
 
-  nlohmann::json result{{"schema_version", kFitSchemaVersion},
-                        {"command", "fit"},
-                        {"config", config_json(a, model_options, fit_options)},
-                        {"environment",
-                         {{"libtorch", TORCH_VERSION},
-                          {"threads", at::get_num_threads()},
-                          {"device", device.str()}}}};
-  const std::string label = a.function + " G=" + std::to_string(a.grid);
-  auto audited = kan::diagnostics::audited_fit(model, data, fit_options.on_step(Progress(label)),
-                                               a.trace_steps);
-  report_audit(audited);
-  result["device_audit"] = audited.to_json();
-  const auto& history = audited.history;
-  auto final_metrics = kan::evaluate(model, data);
-  result["history"] = to_json(history);
-  result["train_rmse"] = final_metrics.train_rmse;
-  result["test_rmse"] = final_metrics.test_rmse;
-  result["seconds"] = history.seconds;
-  std::string summary = label + ": test RMSE " + scientific(final_metrics.test_rmse);
+  kan::diagnostics::FitRecord record;
+  record.config = run;
+  record.libtorch = TORCH_VERSION;
+  record.threads = at::get_num_threads();
+  const std::string label = run.function + " G=" + std::to_string(run.model.grid());
+  auto options = run.fit;
+  record.device_audit =
+      kan::diagnostics::audited_fit(model, data, options.on_step(Progress(label)), run.trace_steps);
+  report_audit(record.device_audit);
+  record.trained.history = std::move(record.device_audit.history);
+  record.device_audit.history = {};
+  const auto trained = kan::evaluate(model, data);
+  record.trained.train_rmse = trained.train_rmse;
+  record.trained.test_rmse = trained.test_rmse;
+  std::string summary = label + ": test RMSE " + scientific(trained.test_rmse);
 
-  if (a.refine >= 1) {
-    model = model->refine(a.refine, data.train_input);
-    const std::string refined_label = a.function + " G=" + std::to_string(a.refine);
-    const auto refined_history =
-        kan::fit(model, data, fit_options.on_step(Progress(refined_label)));
-    const auto refined = kan::evaluate(model, data);
-    result["refined"] = {{"grid", a.refine},
-                         {"history", to_json(refined_history)},
-                         {"train_rmse", refined.train_rmse},
-                         {"test_rmse", refined.test_rmse},
-                         {"seconds", refined_history.seconds}};
-    result["refined_test_rmse"] = refined.test_rmse;
-    result["seconds"] = history.seconds + refined_history.seconds;
+  if (run.refine >= 1) {
+    model = model->refine(run.refine, data.train_input);
+    const std::string refined_label = run.function + " G=" + std::to_string(run.refine);
+    kan::diagnostics::FitStage refined;
+    refined.history = kan::fit(model, data, options.on_step(Progress(refined_label)));
+    const auto metrics = kan::evaluate(model, data);
+    refined.train_rmse = metrics.train_rmse;
+    refined.test_rmse = metrics.test_rmse;
+    record.refined = refined;
     summary += ", refined " + refined_label + ": test RMSE " + scientific(refined.test_rmse);
   }
 
-  result["checkpoint"] = "model.pt";
   const auto json_path = (std::filesystem::path(a.out) / "fit.json").string();
-  write_outputs(model, (std::filesystem::path(a.out) / "model.pt").string(), json_path,
-                result.dump(2) + "\n");
-  std::cout << summary << " (" << kan::to_string(fit_options.opt()) << ", " << a.steps << " steps, "
-            << a.dtype << ", " << device << ", " << scientific(result["seconds"].get<double>())
+  write_outputs(model, (std::filesystem::path(a.out) / record.checkpoint).string(), json_path,
+                kan::diagnostics::to_json(record).dump(2) + "\n");
+  std::cout << summary << " (" << kan::to_string(run.fit.opt()) << ", " << run.fit.steps()
+            << " steps, " << a.dtype << ", " << device << ", " << scientific(record.seconds())
             << " s) -> " << json_path << "\n";
   return 0;
 }
@@ -284,81 +188,83 @@ int run_fit(const FitArgs& a) {
 
 void add_fit_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<FitArgs>();
+  auto& run = args->run;
+  auto& model = run.model;
+  auto& fit = run.fit;
   auto* cmd = app.add_subcommand("fit", "Train a KAN on a reference function (pykan's fit)");
   std::vector<std::string> functions;
   for (const auto& f : kan::reference_functions())
     functions.push_back(f.name);
-  cmd->add_option("--function", args->function, "Target function")
+  cmd->add_option("--function", run.function, "Target function")
       ->check(CLI::IsMember(functions))
       ->capture_default_str();
   cmd->add_option("--width", args->width, "Layer widths, comma separated")->capture_default_str();
-  cmd->add_option("--grid", args->grid, "Grid intervals G")
+  cmd->add_option("--grid", model.grid(), "Grid intervals G")
       ->check(integer_at_least(1))
       ->capture_default_str();
-  cmd->add_option("--k", args->k, "Spline order k")
+  cmd->add_option("--k", model.k(), "Spline order k")
       ->check(integer_at_least(0))
       ->capture_default_str();
-  cmd->add_option("--backend", args->backend, "Spline backend")
-      ->check(CLI::IsMember({"reference", "fused"}))
-      ->capture_default_str();
-  cmd->add_option("--opt", args->opt, "Optimiser")
-      ->check(CLI::IsMember({"lbfgs", "adam"}))
-      ->capture_default_str();
-  cmd->add_option("--steps", args->steps, "Optimisation steps")
+  add_enum_option(cmd, "--backend", model.backend(),
+                  {kan::SplineBackend::kReference, kan::SplineBackend::kFused}, "Spline backend");
+  add_enum_option(cmd, "--opt", fit.opt(), {kan::Optimizer::kLBFGS, kan::Optimizer::kAdam},
+                  "Optimiser");
+  cmd->add_option("--steps", fit.steps(), "Optimisation steps")
       ->check(integer_at_least(0))
       ->capture_default_str();
-  cmd->add_option("--lr", args->lr, "Learning rate")
+  cmd->add_option("--lr", fit.lr(), "Learning rate")
       ->check(finite_number(0, /*exclusive=*/true))
       ->capture_default_str();
-  cmd->add_option("--batch", args->batch, "Samples per step, -1 = full batch")
+  cmd->add_option("--batch", fit.batch(), "Samples per step, -1 = full batch")
       ->check(integer_at_least(-1))
       ->capture_default_str();
-  cmd->add_option("--batch-draw", args->batch_draw,
+  add_enum_option(cmd, "--batch-draw", fit.batch_draw(),
+                  {kan::BatchDraw::kPerStep, kan::BatchDraw::kPerEpoch},
                   "per_step: a fresh draw each step (pykan); per_epoch: one permutation per pass "
-                  "over the training set")
-      ->check(CLI::IsMember({"per_step", "per_epoch"}))
-      ->capture_default_str();
-  cmd->add_option("--lamb", args->lamb, "Regularisation strength")
+                  "over the training set");
+  cmd->add_option("--lamb", fit.lamb(), "Regularisation strength")
       ->check(finite_number(0))
       ->capture_default_str();
-  cmd->add_option("--lamb-l1", args->lamb_l1, "Weight of the L1 term")
+  cmd->add_option("--lamb-l1", fit.lamb_l1(), "Weight of the L1 term")
       ->check(finite_number(0))
       ->capture_default_str();
-  cmd->add_option("--lamb-entropy", args->lamb_entropy, "Weight of the entropy term")
+  cmd->add_option("--lamb-entropy", fit.lamb_entropy(), "Weight of the entropy term")
       ->check(finite_number(0))
       ->capture_default_str();
-  cmd->add_option("--lamb-coef", args->lamb_coef, "Weight of the coef L1 term")
+  cmd->add_option("--lamb-coef", fit.lamb_coef(), "Weight of the coef L1 term")
       ->check(finite_number(0))
       ->capture_default_str();
-  cmd->add_option("--lamb-coefdiff", args->lamb_coefdiff, "Weight of the coef smoothness term")
+  cmd->add_option("--lamb-coefdiff", fit.lamb_coefdiff(), "Weight of the coef smoothness term")
       ->check(finite_number(0))
       ->capture_default_str();
-  cmd->add_flag("--no-update-grid", args->no_update_grid, "Keep the grids fixed during training");
-  cmd->add_option("--grid-update-num", args->grid_update_num, "Grid updates before the stop step")
+  cmd->add_flag_callback(
+      "--no-update-grid", [&fit] { fit.update_grid(false); },
+      "Keep the grids fixed during training");
+  cmd->add_option("--grid-update-num", fit.grid_update_num(), "Grid updates before the stop step")
       ->check(integer_at_least(1))
       ->capture_default_str();
-  cmd->add_option("--stop-grid-update-step", args->stop_grid_update_step,
+  cmd->add_option("--stop-grid-update-step", fit.stop_grid_update_step(),
                   "No grid update from this step on")
       ->check(integer_at_least(0))
       ->capture_default_str();
-  cmd->add_option("--seed", args->seed, "Seed of data, model and minibatches")
+  cmd->add_option("--seed", run.seed, "Seed of data, model and minibatches")
       ->check(unsigned_64())
       ->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "Floating type")
       ->check(CLI::IsMember({"float32", "float64"}))
       ->capture_default_str();
-  cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
-  cmd->add_option("--refine", args->refine,
+  cmd->add_option("--device", run.device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--refine", run.refine,
                   "After training, refine to this G and train again (0: no refinement)")
       ->check(integer_at_least(0))
       ->capture_default_str();
-  cmd->add_option("--train-num", args->train_num, "Training samples")
+  cmd->add_option("--train-num", run.train_num, "Training samples")
       ->check(integer_at_least(1))
       ->capture_default_str();
-  cmd->add_option("--test-num", args->test_num, "Test samples")
+  cmd->add_option("--test-num", run.test_num, "Test samples")
       ->check(integer_at_least(1))
       ->capture_default_str();
-  cmd->add_option("--trace-steps", args->trace_steps,
+  cmd->add_option("--trace-steps", run.trace_steps,
                   "Trace the device of every operation in the first N steps (0: off)")
       ->check(integer_at_least(0))
       ->capture_default_str();

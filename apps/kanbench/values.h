@@ -25,6 +25,27 @@ CLI::Validator unsigned_64();
 /// "2,5,1": layer widths, each a positive integer; empty entries are an error naming `option`.
 std::vector<int64_t> parse_width(const std::string& text, const std::string& option = "--width");
 
+/// An option spelled as kan spells the enum (kan::to_string(value), found by argument-dependent
+/// lookup), bound straight onto `target`: "--opt lbfgs" sets an Optimizer. Other words are
+/// refused by name; the help shows the current value as the default.
+template <typename Enum>
+CLI::Option* add_enum_option(CLI::App* command, const std::string& name, Enum& target,
+                             const std::vector<Enum>& values, const std::string& help) {
+  std::vector<std::string> names;
+  for (const Enum value : values)
+    names.push_back(to_string(value));
+  auto* option = command->add_option_function<std::string>(
+      name,
+      [&target, values](const std::string& text) {
+        for (const Enum value : values)
+          if (to_string(value) == text)
+            target = value;
+      },
+      help);
+  option->check(CLI::IsMember(names))->default_str(to_string(target));
+  return option;
+}
+
 /// A value as it may appear in a message: at most 40 characters (a 1 MB argument is elided).
 std::string shown(const std::string& value);
 

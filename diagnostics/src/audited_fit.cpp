@@ -1,5 +1,7 @@
 #include "kan/diagnostics/audited_fit.h"
 
+#include "kan/io/json_reader.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -28,6 +30,20 @@ nlohmann::json AuditedFit::to_json() const {
           {"trace", trace.to_json()},
           {"traced_step_seconds", number_or_null(traced_step_seconds)},
           {"untraced_step_seconds", number_or_null(untraced_step_seconds)}};
+}
+
+AuditedFit audited_fit_from_json(const nlohmann::json& json, const std::string& path) {
+  io::ObjectReader r(json, path, /*allow_unknown=*/false);
+  AuditedFit result;
+  result.audit = audit_report_from_json(r.required("audit"), r.path_of("audit"));
+  result.trace = trace_report_from_json(r.required("trace"), r.path_of("trace"));
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  result.traced_step_seconds =
+      r.nullable_number("traced_step_seconds", io::Bound::kNonNegative).value_or(nan);
+  result.untraced_step_seconds =
+      r.nullable_number("untraced_step_seconds", io::Bound::kNonNegative).value_or(nan);
+  r.finish();
+  return result;
 }
 
 AuditedFit audited_fit(KAN& model, const Dataset& data, FitOptions options, int64_t trace_steps) {

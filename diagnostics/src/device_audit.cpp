@@ -1,5 +1,6 @@
 #include "kan/diagnostics/device_audit.h"
 
+#include "kan/io/json_reader.h"
 #include "kan/options.h"
 #include "kan/reports/results_io.h"
 
@@ -17,6 +18,13 @@
 
 namespace kan::diagnostics {
 namespace {
+
+constexpr TensorKind kTensorKinds[] = {TensorKind::kParameter, TensorKind::kBuffer,
+                                       TensorKind::kGradient, TensorKind::kOptimizerState,
+                                       TensorKind::kData};
+constexpr Problem kProblems[] = {Problem::kWrongDevice, Problem::kWrongDtype,
+                                 Problem::kNonContiguous, Problem::kNonDense,
+                                 Problem::kNonLeafParameter};
 
 // "cuda" (no index) accepts every CUDA device; "cuda:1" only that one.
 bool on_expected_device(const torch::Tensor& t, torch::Device expected) {
@@ -278,6 +286,49 @@ reports::AuditFinding to_audit_finding(const Finding& f) {
   a.message = f.message;
   a.fix = f.fix;
   return a;
+}
+
+Finding finding_from_audit_finding(const reports::AuditFinding& a, const std::string& path) {
+  Finding f;
+  f.tensor = a.tensor;
+  f.kind = io::enum_from_string(a.kind, kTensorKinds, path + ".kind");
+  f.problem = io::enum_from_string(a.problem, kProblems, path + ".problem");
+  f.device = a.device;
+  f.expected_device = a.expected_device;
+  f.dtype = a.dtype;
+  f.shape = a.shape;
+  f.message = a.message;
+  f.fix = a.fix;
+  return f;
+}
+
+AuditReport audit_report_from_json(const nlohmann::json& json, const std::string& path) {
+  io::ObjectReader r(json, path, /*allow_unknown=*/false);
+  AuditReport report;
+  report.expected_device = r.string("expected_device");
+  report.expected_dtype = r.string("expected_dtype");
+  const auto& findings = io::as_array(r.required("findings"), r.path_of("findings"));
+  for (size_t i = 0; i < findings.size(); ++i) {
+    const auto at = io::index_path(r.path_of("findings"), i);
+    report.findings.push_back(
+        finding_from_audit_finding(reports::audit_finding_from_json(findings[i], at), at));
+  }
+  io::ObjectReader summary(r.required("summary"), r.path_of("summary"), false);
+  report.summary.tensors_checked = summary.integer("tensors_checked", io::Bound::kNonNegative);
+  const auto& bytes =
+      io::as_object(summary.required("bytes_per_device"), summary.path_of("bytes_per_device"));
+  for (const auto& item : bytes.items())
+    report.summary.bytes_per_device[item.key()] = io::as_integer(
+        item.value(), io::child_path(summary.path_of("bytes_per_device"), item.key()),
+        io::Bound::kNonNegative);
+  report.summary.findings = summary.integer("findings", io::Bound::kNonNegative);
+  if (report.summary.findings != static_cast<int64_t>(report.findings.size()))
+    throw io::JsonError("", summary.path_of("findings"),
+                        std::to_string(report.summary.findings) + " but the report lists " +
+                            std::to_string(report.findings.size()));
+  summary.finish();
+  r.finish();
+  return report;
 }
 
 nlohmann::json AuditReport::to_json() const {

@@ -1,5 +1,6 @@
 #include "kan/diagnostics/operation_trace.h"
 
+#include "kan/io/json_reader.h"
 #include "kan/reports/results_io.h"
 #include "kan/trace_scope.h"
 
@@ -584,6 +585,75 @@ nlohmann::json TraceReport::to_json() const {
             {"overhead_seconds", summary.overhead_seconds},
             {"transfers", transfers},
             {"findings", summary.findings}}}};
+}
+
+TraceReport trace_report_from_json(const nlohmann::json& json, const std::string& path) {
+  using io::Bound;
+  io::ObjectReader r(json, path, /*allow_unknown=*/false);
+  TraceReport report;
+  report.expected_device = r.string("expected_device");
+  const auto& findings = io::as_array(r.required("findings"), r.path_of("findings"));
+  for (size_t i = 0; i < findings.size(); ++i) {
+    const auto at = io::index_path(r.path_of("findings"), i);
+    const auto a = reports::audit_finding_from_json(findings[i], at);
+    constexpr TraceProblem kProblems[] = {TraceProblem::kMixedDevices,
+                                          TraceProblem::kCreatedOnWrongDevice,
+                                          TraceProblem::kRanOnCpu, TraceProblem::kDeviceNotUsed};
+    TraceFinding f;
+    f.problem = io::enum_from_string(a.problem, kProblems, at + ".problem");
+    // to_audit_finding() wrote "OPERATION in MODULE", or "(all operations)" for none.
+    const std::string suffix = a.module.empty() ? "" : " in " + a.module;
+    if (a.tensor != "(all operations)")
+      f.operation = a.tensor.substr(0, a.tensor.size() - suffix.size());
+    f.module = a.module;
+    f.phase = a.phase;
+    f.devices = a.device;
+    f.count = a.count.value_or(0);
+    f.message = a.message;
+    f.fix = a.fix;
+    report.findings.push_back(f);
+  }
+  const auto& operations = io::as_array(r.required("operations"), r.path_of("operations"));
+  for (size_t i = 0; i < operations.size(); ++i) {
+    io::ObjectReader o(operations[i], io::index_path(r.path_of("operations"), i), false);
+    report.operations.push_back({o.string("operation"), o.string("module"), o.string("phase"),
+                                 o.string("device"), o.integer("calls", Bound::kNonNegative),
+                                 o.number("seconds", Bound::kNonNegative)});
+    o.finish();
+  }
+  io::ObjectReader s(r.required("summary"), r.path_of("summary"), false);
+  auto& summary = report.summary;
+  summary.steps = s.integer("steps", Bound::kNonNegative);
+  summary.operations = s.integer("operations", Bound::kNonNegative);
+  const auto& per_device =
+      io::as_object(s.required("operations_per_device"), s.path_of("operations_per_device"));
+  for (const auto& item : per_device.items())
+    summary.operations_per_device[item.key()] =
+        io::as_integer(item.value(), io::child_path(s.path_of("operations_per_device"), item.key()),
+                       Bound::kNonNegative);
+  summary.cpu_operations = s.integer("cpu_operations", Bound::kNonNegative);
+  summary.cpu_share = s.number("cpu_share", Bound::kFraction);
+  summary.traced_seconds = s.number("traced_seconds", Bound::kNonNegative);
+  summary.overhead_seconds = s.number("overhead_seconds", Bound::kNonNegative);
+  summary.findings = s.integer("findings", Bound::kNonNegative);
+  io::ObjectReader t(s.required("transfers"), s.path_of("transfers"), false);
+  auto& transfers = summary.transfers;
+  transfers.host_to_device = t.integer("host_to_device", Bound::kNonNegative);
+  transfers.host_to_device_bytes = t.integer("host_to_device_bytes", Bound::kNonNegative);
+  transfers.device_to_host = t.integer("device_to_host", Bound::kNonNegative);
+  transfers.device_to_host_bytes = t.integer("device_to_host_bytes", Bound::kNonNegative);
+  transfers.device_to_device = t.integer("device_to_device", Bound::kNonNegative);
+  transfers.device_to_device_bytes = t.integer("device_to_device_bytes", Bound::kNonNegative);
+  transfers.synchronizations = t.integer("synchronizations", Bound::kNonNegative);
+  t.required("per_step"); // derived from the totals above; to_json() writes it again
+  t.finish();
+  s.finish();
+  r.finish();
+  if (summary.findings != static_cast<int64_t>(report.findings.size()))
+    throw io::JsonError("", s.path_of("findings"),
+                        std::to_string(summary.findings) + " but the report lists " +
+                            std::to_string(report.findings.size()));
+  return report;
 }
 
 std::string TraceReport::to_text() const {

@@ -26,15 +26,6 @@ constexpr const char* kConfigKey = "kanbench_config";
 constexpr const char* kModelKey = "model";
 constexpr const char* kChecksumsKey = "kanbench_checksums"; // from format version 2
 
-template <typename T> T required(const nlohmann::json& json, const char* key) {
-  TORCH_CHECK(json.contains(key), "KAN configuration is missing the key '", key, "'");
-  try {
-    return json.at(key).get<T>();
-  } catch (const nlohmann::json::exception& e) {
-    TORCH_CHECK(false, "KAN configuration key '", key, "' has the wrong type: ", e.what());
-  }
-}
-
 // FNV-1a over a tensor's bytes: LibTorch's archive reader does not verify its zip records'
 // CRC-32, so a flipped bit in a tensor would load silently without a checksum of our own.
 std::string checksum(const torch::Tensor& tensor) {
@@ -98,45 +89,6 @@ torch::Tensor stored_tensor(torch::serialize::InputArchive& state, const std::st
 }
 
 } // namespace
-
-nlohmann::json to_json(const KANOptions& o) {
-  return {{"width", o.width()},
-          {"grid", o.grid()},
-          {"k", o.k()},
-          {"seed", o.seed()},
-          {"noise_scale", o.noise_scale()},
-          {"scale_base_mu", o.scale_base_mu()},
-          {"scale_base_sigma", o.scale_base_sigma()},
-          {"scale_sp", o.scale_sp()},
-          {"base_fun", to_string(o.base_fun())},
-          {"grid_eps", o.grid_eps()},
-          {"grid_range", o.grid_range()},
-          {"sp_trainable", o.sp_trainable()},
-          {"sb_trainable", o.sb_trainable()},
-          {"dtype", to_string(o.dtype())},
-          {"backend", to_string(o.backend())}};
-}
-
-KANOptions kan_options_from_json(const nlohmann::json& j) {
-  TORCH_CHECK(j.is_object(), "KAN configuration must be a JSON object, got ", j.type_name());
-  return KANOptions(required<std::vector<int64_t>>(j, "width"))
-      .grid(required<int64_t>(j, "grid"))
-      .k(required<int64_t>(j, "k"))
-      .seed(required<uint64_t>(j, "seed"))
-      .noise_scale(required<double>(j, "noise_scale"))
-      .scale_base_mu(required<double>(j, "scale_base_mu"))
-      .scale_base_sigma(required<double>(j, "scale_base_sigma"))
-      .scale_sp(required<double>(j, "scale_sp"))
-      .base_fun(base_function_from_string(required<std::string>(j, "base_fun")))
-      .grid_eps(required<double>(j, "grid_eps"))
-      .grid_range(required<GridRange>(j, "grid_range"))
-      .sp_trainable(required<bool>(j, "sp_trainable"))
-      .sb_trainable(required<bool>(j, "sb_trainable"))
-      .dtype(dtype_from_string(required<std::string>(j, "dtype")))
-      // Files written before the backend option existed read as the default, "fused".
-      .backend(spline_backend_from_string(
-          j.contains("backend") ? required<std::string>(j, "backend") : std::string("fused")));
-}
 
 void save_checkpoint(const KAN& model, const std::function<void(const void*, size_t)>& write) {
   auto options = model->options();

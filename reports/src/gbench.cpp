@@ -2,7 +2,7 @@
 
 #include "kan/reports/results_io.h"
 
-#include "detail/json_reader.h"
+#include "kan/io/json_reader.h"
 
 #include <cmath>
 #include <filesystem>
@@ -13,7 +13,8 @@
 namespace kan::reports {
 
 using json = nlohmann::json;
-using detail::ObjectReader;
+using io::ObjectReader;
+namespace detail = io; // the strict reader's helpers
 
 double time_unit_seconds(const std::string& unit) {
   if (unit == "ns")

@@ -1,7 +1,5 @@
 #include "kan/reports/results_io.h"
 
-#include "detail/json_reader.h"
-
 #include "kan/io/atomic_file.h"
 
 #include <algorithm>
@@ -16,30 +14,9 @@
 namespace kan::reports {
 
 using json = nlohmann::json;
-using detail::Bound;
-using detail::ObjectReader;
-
-namespace {
-
-std::string compose(const std::string& file, const std::string& key_path,
-                    const std::string& problem) {
-  std::string text;
-  if (!file.empty())
-    text += file + ": ";
-  if (!key_path.empty())
-    text += key_path + ": ";
-  return text + problem;
-}
-
-} // namespace
-
-ResultsError::ResultsError(std::string file, std::string key_path, std::string problem)
-    : std::runtime_error(compose(file, key_path, problem)), file_(std::move(file)),
-      key_path_(std::move(key_path)), problem_(std::move(problem)) {}
-
-ResultsError ResultsError::in_file(const std::string& file) const {
-  return ResultsError(file, key_path_, problem_);
-}
+using io::Bound;
+using io::ObjectReader;
+namespace detail = io; // the strict reader's helpers: detail::as_array, ...
 
 namespace {
 
@@ -591,19 +568,7 @@ json to_json(const Results& results) {
 int check_schema_version(const json& version, const std::string& key_path,
                          const std::string& source) {
   try {
-    const std::string text = detail::as_string(version, key_path);
-    int major = 0, minor = 0, patch = 0, consumed = 0;
-    if (std::sscanf(text.c_str(), "%d.%d.%d%n", &major, &minor, &patch, &consumed) != 3 ||
-        consumed != static_cast<int>(text.size()) || major < 0 || minor < 0 || patch < 0)
-      detail::fail(key_path, "expected \"MAJOR.MINOR.PATCH\", got " + detail::quoted(text));
-    int our_major = 0;
-    std::sscanf(kSchemaVersion, "%d", &our_major);
-    if (major != our_major)
-      detail::fail(key_path, "version " + detail::elide(text) +
-                                 " is not supported: this kanbench reads major "
-                                 "version " +
-                                 std::to_string(our_major) + " (writes " + kSchemaVersion + ")");
-    return minor;
+    return io::check_schema_version(version, key_path, kSchemaVersion);
   } catch (const ResultsError& e) {
     throw e.in_file(source);
   }

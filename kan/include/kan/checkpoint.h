@@ -16,11 +16,6 @@ namespace kan {
 /// Files of every earlier version still load.
 constexpr int64_t kCheckpointFormatVersion = 2;
 
-/// Every KANOptions field as JSON (the device is left out: a checkpoint is loaded where asked).
-nlohmann::json to_json(const KANOptions& options);
-/// The inverse of to_json; a missing or mistyped key is an error naming it.
-KANOptions kan_options_from_json(const nlohmann::json& json);
-
 /// Writes model's configuration and every parameter and buffer, each with a checksum, to `path`,
 /// atomically: through a temporary file in the same folder that is synced and renamed, so a full
 /// disk or a kill leaves the previous file intact, and a symbolic link at `path` is replaced, not

@@ -4,6 +4,7 @@
 #include "kan/dataset.h"
 #include "kan/network.h"
 
+#include <nlohmann/json_fwd.hpp>
 #include <torch/arg.h>
 #include <torch/optim/optimizer.h>
 
@@ -120,6 +121,15 @@ public:
         .lamb_coefdiff(lamb_coefdiff_);
   }
 };
+
+/// FitOptions as JSON (the callbacks are left out); docs/formats.md, "Fit options".
+nlohmann::json to_json(const FitOptions& options);
+/// The inverse of to_json, strict: a kan::io::JsonError names the key path below `path`.
+FitOptions fit_options_from_json(const nlohmann::json& json, const std::string& path = "");
+/// The history as JSON: NaN metrics (no test data, RMSE of a classification) are null.
+nlohmann::json to_json(const FitHistory& history);
+/// The inverse of to_json, strict, null read as NaN.
+FitHistory fit_history_from_json(const nlohmann::json& json, const std::string& path = "");
 
 /// Trains model on data. Data and model must share one device and dtype: a mismatch is an
 /// error naming both, never a silent move. Refuses NaN or Inf in the data, an empty training

@@ -4,6 +4,7 @@
 #include "kan/layer.h"
 #include "kan/options.h"
 
+#include <nlohmann/json_fwd.hpp>
 #include <torch/arg.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -12,6 +13,7 @@
 
 #include <cstdint>
 #include <ostream>
+#include <string>
 #include <vector>
 
 namespace kan {
@@ -44,6 +46,13 @@ struct KANOptions {
   /// Spline backend of every layer: kFused (default) or kReference.
   TORCH_ARG(SplineBackend, backend) = SplineBackend::kFused;
 };
+
+/// Every KANOptions field as JSON (the device is left out: a model is loaded where asked);
+/// docs/formats.md, "KAN configuration".
+nlohmann::json to_json(const KANOptions& options);
+/// The inverse of to_json, strict: a missing, mistyped or unknown key is a kan::io::JsonError
+/// naming its key path below `path` ("model.k: expected an integer, got a string (\"3\")").
+KANOptions kan_options_from_json(const nlohmann::json& json, const std::string& path = "");
 
 /// The options of layer l of a network built from `options`.
 KANLayerOptions layer_options(const KANOptions& options, size_t l);

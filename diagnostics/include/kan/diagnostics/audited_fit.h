@@ -24,9 +24,13 @@ struct AuditedFit {
   double untraced_step_seconds = 0; ///< median wall time of the other steps; NaN when none ran
 
   bool clean() const { return audit.clean() && trace.clean(); }
-  /// {"audit": ..., "trace": ..., "traced_step_seconds", "untraced_step_seconds"}.
+  /// {"audit": ..., "trace": ..., "traced_step_seconds", "untraced_step_seconds"}; the history
+  /// is not part of it (fit.json keeps it beside).
   nlohmann::json to_json() const;
 };
+
+/// The inverse of AuditedFit::to_json, strict (kan/io/json_reader.h); the history stays empty.
+AuditedFit audited_fit_from_json(const nlohmann::json& json, const std::string& path = "");
 
 /// Trains like kan::fit(model, data, options) while tracing its first `trace_steps` steps (0:
 /// none) and, at the end, auditing everything statically against the model's device. A

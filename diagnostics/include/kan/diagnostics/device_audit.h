@@ -50,6 +50,9 @@ struct Finding {
 
 /// The finding as the result files hold it (the one finding type, kan/reports/results.h).
 reports::AuditFinding to_audit_finding(const Finding& finding);
+/// The inverse: a static-audit finding read back; a kan::io::JsonError (naming `path`) for a
+/// kind or problem the static audit does not have.
+Finding finding_from_audit_finding(const reports::AuditFinding& finding, const std::string& path);
 
 struct AuditSummary {
   int64_t tensors_checked = 0;
@@ -69,6 +72,9 @@ struct AuditReport {
   /// One line per finding, then the summary: for a terminal.
   std::string to_text() const;
 };
+
+/// The inverse of AuditReport::to_json, strict (kan/io/json_reader.h): key paths below `path`.
+AuditReport audit_report_from_json(const nlohmann::json& json, const std::string& path = "");
 
 /// Collects tensors to audit against one expected device (and dtype), then reports.
 ///

@@ -97,6 +97,9 @@ struct TraceReport {
   std::string to_text() const;
 };
 
+/// The inverse of TraceReport::to_json, strict (kan/io/json_reader.h): key paths below `path`.
+TraceReport trace_report_from_json(const nlohmann::json& json, const std::string& path = "");
+
 /// Records every ATen operation the current thread (and the autograd threads working for it)
 /// runs between start() and stop(), through LibTorch's RecordFunction callbacks. Operations
 /// are attributed to the innermost kan::ModuleScope and kan::PhaseScope around them; backward

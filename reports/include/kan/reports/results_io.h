@@ -2,6 +2,7 @@
 /// results.json in and out: strict, kind reading (one ResultsError naming file, key path and
 /// problem; never a half-built object) and atomic writing.
 
+#include "kan/io/json_reader.h"
 #include "kan/reports/environment.h"
 #include "kan/reports/results.h"
 
@@ -12,23 +13,10 @@
 
 namespace kan::reports {
 
-/// A results (or other input) file that cannot be read: what() is
-/// "FILE: KEY.PATH: PROBLEM", e.g.
-/// "run/results.json: cases[3].median_epoch_seconds: expected a number, got a string (\"fast\")".
-class ResultsError : public std::runtime_error {
-public:
-  ResultsError(std::string file, std::string key_path, std::string problem);
-
-  const std::string& file() const { return file_; }         ///< "" when not read from a file
-  const std::string& key_path() const { return key_path_; } ///< "" for the whole document
-  const std::string& problem() const { return problem_; }
-
-  /// The same error, attributed to `file`.
-  ResultsError in_file(const std::string& file) const;
-
-private:
-  std::string file_, key_path_, problem_;
-};
+/// A results (or other input) file that cannot be read: what() is "FILE: KEY.PATH: PROBLEM",
+/// e.g. "run/results.json: cases[3].median_epoch_seconds: expected a number, got a string
+/// (\"fast\")". The one error of every strict document reader (kan/io/json_reader.h).
+using ResultsError = io::JsonError;
 
 /// The JSON form of a whole results.json (SCHEMA.md).
 nlohmann::json to_json(const Results& results);

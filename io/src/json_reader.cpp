@@ -1,9 +1,32 @@
-#include "detail/json_reader.h"
+#include "kan/io/json_reader.h"
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
-namespace kan::reports::detail {
+namespace kan::io {
+
+namespace {
+
+std::string compose(const std::string& file, const std::string& key_path,
+                    const std::string& problem) {
+  std::string text;
+  if (!file.empty())
+    text += file + ": ";
+  if (!key_path.empty())
+    text += key_path + ": ";
+  return text + problem;
+}
+
+} // namespace
+
+JsonError::JsonError(std::string file, std::string key_path, std::string problem)
+    : std::runtime_error(compose(file, key_path, problem)), file_(std::move(file)),
+      key_path_(std::move(key_path)), problem_(std::move(problem)) {}
+
+JsonError JsonError::in_file(const std::string& file) const {
+  return JsonError(file, key_path_, problem_);
+}
 
 std::string describe(const json& value) {
   auto preview = [&] {
@@ -46,7 +69,7 @@ std::string format_number(double number) {
 }
 
 void fail(const std::string& path, const std::string& problem) {
-  throw ResultsError("", path, problem);
+  throw JsonError("", path, problem);
 }
 
 namespace {
@@ -244,10 +267,30 @@ void ObjectReader::finish() const {
       std::string expected;
       for (const auto& key : known_)
         expected += (expected.empty() ? "" : ", ") + key;
-      fail(path_of(item.key()),
-           "unknown key (schema " + std::string(kSchemaVersion) + " has here: " + expected + ")");
+      fail(path_of(item.key()), "unknown key (known here: " + expected + ")");
     }
   }
+}
+
+int check_schema_version(const json& version, const std::string& key_path, const char* writes) {
+  const std::string text = as_string(version, key_path);
+  int major = 0, minor = 0, patch = 0, consumed = 0;
+  if (std::sscanf(text.c_str(), "%d.%d.%d%n", &major, &minor, &patch, &consumed) != 3 ||
+      consumed != static_cast<int>(text.size()) || major < 0 || minor < 0 || patch < 0)
+    fail(key_path, "expected \"MAJOR.MINOR.PATCH\", got " + quoted(text));
+  int our_major = 0;
+  std::sscanf(writes, "%d", &our_major);
+  if (major != our_major)
+    fail(key_path, "version " + elide(text) +
+                       " is not supported: this kanbench reads major version " +
+                       std::to_string(our_major) + " (writes " + writes + ")");
+  return minor;
+}
+
+int minor_version(const char* version) {
+  int minor = 0;
+  std::sscanf(version, "%*d.%d", &minor);
+  return minor;
 }
 
 namespace {
@@ -371,4 +414,4 @@ json parse_json(const std::string& text, bool allow_duplicate_keys) {
   return builder.take();
 }
 
-} // namespace kan::reports::detail
+} // namespace kan::io

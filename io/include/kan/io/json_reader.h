@@ -1,8 +1,8 @@
 #pragma once
-// Strict JSON reading with key paths: every accessor names the path of what it reads, so a
-// wrong input ends in one ResultsError("", "cases[3].median_epoch_seconds", "expected ...").
-
-#include "kan/reports/results_io.h"
+/// Strict JSON reading with key paths, for every document kanbench reads (results.json,
+/// fit.json, audit.json, checkpoint configurations): every accessor names the path of what it
+/// reads, so a wrong input ends in one JsonError("", "cases[3].median_epoch_seconds",
+/// "expected ..."), and ObjectReader::finish() refuses keys nobody read.
 
 #include <nlohmann/json.hpp>
 
@@ -10,12 +10,28 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
-namespace kan::reports::detail {
+namespace kan::io {
 
 using json = nlohmann::json;
+
+/// A document that cannot be read: what() is "FILE: KEY.PATH: PROBLEM", e.g.
+/// "run/results.json: cases[3].median_epoch_seconds: expected a number, got a string (\"fast\")".
+class JsonError : public std::runtime_error {
+public:
+  JsonError(std::string file, std::string key_path, std::string problem);
+  const std::string& file() const { return file_; }         ///< "" when not read from a file
+  const std::string& key_path() const { return key_path_; } ///< "" for the whole document
+  const std::string& problem() const { return problem_; }
+  /// The same error, attributed to `file`.
+  JsonError in_file(const std::string& file) const;
+
+private:
+  std::string file_, key_path_, problem_;
+};
 
 /// "a string (\"fast\")", "null", "an array of 3", ... for "expected X, got Y".
 std::string describe(const json& value);
@@ -110,15 +126,36 @@ private:
   std::set<std::string> known_;
 };
 
+/// The value of `values` whose to_string() (found by argument-dependent lookup) is `text`; a
+/// JsonError at `path` that lists the spellings otherwise.
+template <typename Enum, size_t N>
+Enum enum_from_string(const std::string& text, const Enum (&values)[N], const std::string& path) {
+  std::string known;
+  for (const Enum value : values) {
+    const std::string spelling = to_string(value);
+    if (spelling == text)
+      return value;
+    known += (known.empty() ? "" : ", ") + spelling;
+  }
+  fail(path, "expected one of " + known + ", got " + quoted(text));
+}
+
+/// Checks that `version` is "MAJOR.MINOR.PATCH" with the major of `writes` (the version this
+/// reader's library writes, "1.2.0"); a JsonError at `key_path` otherwise. Returns the file's
+/// minor version: a newer minor than the reader's may hold keys the reader does not know.
+int check_schema_version(const json& version, const std::string& key_path, const char* writes);
+/// The minor version of "MAJOR.MINOR.PATCH".
+int minor_version(const char* version);
+
 /// Objects and arrays nested deeper than this are refused (every reader and writer of the
 /// value recurses; a results.json nests about 6 levels).
 inline constexpr size_t kMaxJsonDepth = 512;
 
-/// Parses text as JSON. Throws ResultsError with the key path where parsing stopped:
+/// Parses text as JSON. Throws JsonError with the key path where parsing stopped:
 /// ("", "cases[0].epoch_seconds[2]", "number out of range (1e999)"), ("", "cases[1]", "not valid
 /// JSON: parse error at line 9, column 3: ..."); also for nesting deeper than kMaxJsonDepth and,
 /// unless `allow_duplicate_keys` (then the last one counts), a key twice in one object. Echoed
 /// input is elided.
 json parse_json(const std::string& text, bool allow_duplicate_keys = false);
 
-} // namespace kan::reports::detail
+} // namespace kan::io

@@ -1,0 +1,101 @@
+#pragma once
+/// fit.json and audit.json, the documents `kanbench fit` and `kanbench audit` write: their data,
+/// their one JSON form and their strict readers (docs/formats.md describes every key). As with
+/// results.json (kan/reports/results_io.h): a missing, mistyped or unknown key, or a summary
+/// that contradicts what it summarises, is a kan::io::JsonError "FILE: KEY.PATH: PROBLEM";
+/// unknown keys are tolerated only in a file of a newer minor version.
+
+#include "kan/diagnostics/audited_fit.h"
+#include "kan/fit.h"
+#include "kan/network.h"
+#include "kan/reports/results.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kan::diagnostics {
+
+/// The version of fit.json this library writes (1.1: device_audit, config.trace_steps; 1.2:
+/// config.fit.batch_draw; 1.3: config.fit.grid_update_memory, test_accuracy in the history).
+inline constexpr const char* kFitSchemaVersion = "1.3.0";
+/// The version of audit.json this library writes (1.1: one finding form with the optional
+/// detail keys of results.json 1.2's findings).
+inline constexpr const char* kAuditSchemaVersion = "1.1.0";
+
+/// What `kanbench fit` trained: the reference function, the data and the options.
+struct FitRun {
+  std::string function = "toy"; ///< a kan::reference_functions() name
+  int64_t train_num = 1000;
+  int64_t test_num = 1000;
+  uint64_t seed = 0;          ///< of data, model and minibatches
+  std::string device = "cpu"; ///< as given on the command line, "cuda:0"
+  int64_t refine = 0;         ///< the grid refined to after training; 0: none
+  int64_t trace_steps = 1;    ///< steps traced operation by operation
+  KANOptions model{{2, 5, 1}};
+  FitOptions fit;
+};
+
+/// One training of a fit: the first one, or the one after refinement.
+struct FitStage {
+  FitHistory history;    ///< its seconds: the stage's training time
+  double train_rmse = 0; ///< on the whole training set after the stage
+  double test_rmse = 0;
+};
+
+/// A whole fit.json.
+struct FitRecord {
+  std::string schema_version = kFitSchemaVersion;
+  FitRun config;
+  std::string libtorch;    ///< LibTorch's version, "2.11.0"
+  int64_t threads = 0;     ///< intra-op threads
+  AuditedFit device_audit; ///< of the first stage (its history is `trained.history`)
+  FitStage trained;
+  std::optional<FitStage> refined;     ///< when config.refine >= 1, at grid config.refine
+  std::string checkpoint = "model.pt"; ///< the model file beside fit.json
+
+  /// Training time of all stages.
+  double seconds() const {
+    return trained.history.seconds + (refined ? refined->history.seconds : 0);
+  }
+};
+
+nlohmann::json to_json(const FitRecord& record);
+/// `source` names the document in errors (a file name).
+FitRecord fit_record_from_json(const nlohmann::json& json, const std::string& source = "");
+/// Reads and parses a fit.json; a kan::io::JsonError names the file.
+FitRecord read_fit_record(const std::string& path);
+
+/// What `kanbench audit` audited.
+struct AuditRun {
+  std::string checkpoint;      ///< the model.pt audited; "" when built from options
+  KANOptions model{{2, 5, 1}}; ///< the audited model's options
+  std::string data_device;     ///< where the audit's dataset was put, "cpu"
+  std::string data_dtype;      ///< its dtype, or "model": the model's
+  int64_t samples = 0;         ///< training samples of the audit's dataset
+  std::string opt = "lbfgs";   ///< optimiser of the traced steps
+  int64_t trace_steps = 0;     ///< 0: static audit only
+  uint64_t seed = 0;
+};
+
+/// A whole audit.json.
+struct AuditRecord {
+  std::string schema_version = kAuditSchemaVersion;
+  std::string device; ///< the device audited against, "cuda:0"
+  AuditRun config;
+  /// Every finding once, each with its stage (static audit before and after training, trace).
+  std::vector<reports::AuditFinding> findings;
+  int exit_code = 0;                        ///< what `kanbench audit` returned: 0 clean, 1 findings
+  AuditReport static_audit;                 ///< before training
+  std::optional<AuditedFit> after_training; ///< when training ran
+};
+
+nlohmann::json to_json(const AuditRecord& record);
+AuditRecord audit_record_from_json(const nlohmann::json& json, const std::string& source = "");
+/// Reads and parses an audit.json; a kan::io::JsonError names the file.
+AuditRecord read_audit_record(const std::string& path);
+
+} // namespace kan::diagnostics
