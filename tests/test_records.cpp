@@ -1,0 +1,245 @@
+// The JSON of kan's types and of fit.json and audit.json: each round-trips through its strict
+// reader, and each reader refuses what the schema does not allow, naming the key path.
+#include "cli_runner.h"
+#include "test_util.h"
+
+#include "kan/diagnostics/records.h"
+#include "kan/io/json_reader.h"
+
+#include <cmath>
+#include <limits>
+
+namespace {
+
+using namespace kan;
+using namespace kan::diagnostics;
+using json = nlohmann::json;
+using RecordsCli = kan::test::ScratchDirTest;
+
+// The message of the JsonError that `read` throws, or "" when it throws none.
+template <typename Read> std::string json_error(Read read) {
+  try {
+    read();
+  } catch (const io::JsonError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+#define EXPECT_REFUSED(read, ...)                                                                  \
+  do {                                                                                             \
+    const std::string message = json_error([&] { read; });                                         \
+    EXPECT_FALSE(message.empty()) << "accepted: " #read;                                           \
+    for (const std::string fragment : {__VA_ARGS__})                                               \
+      EXPECT_NE(message.find(fragment), std::string::npos) << message;                             \
+  } while (0)
+
+// A small real fit: two stages of three steps, audited, as `kanbench fit` records it.
+FitRecord small_fit_record() {
+  FitRecord record;
+  record.config.model = KANOptions({2, 3, 1}).grid(3).dtype(torch::kFloat64).seed(0);
+  record.config.fit = FitOptions().steps(3).opt(Optimizer::kAdam).lr(0.01).lamb(0.001);
+  record.config.train_num = 64;
+  record.config.test_num = 16;
+  record.config.refine = 5;
+  record.libtorch = "2.11.0";
+  record.threads = 2;
+  const auto data =
+      create_dataset(reference_function("toy").f,
+                     DatasetOptions(2).train_num(64).test_num(16).dtype(torch::kFloat64));
+  KAN model(record.config.model);
+  record.device_audit = audited_fit(model, data, record.config.fit, 1);
+  record.trained.history = std::move(record.device_audit.history);
+  record.device_audit.history = {};
+  record.trained.train_rmse = 0.25;
+  record.trained.test_rmse = 0.5;
+  FitStage refined;
+  model = model->refine(5, data.train_input);
+  refined.history = fit(model, data, record.config.fit);
+  refined.train_rmse = 0.125;
+  refined.test_rmse = 0.375;
+  record.refined = refined;
+  return record;
+}
+
+TEST(Records, KanOptionsFitOptionsAndHistoryRoundTrip) {
+  const auto options = FitOptions()
+                           .opt(Optimizer::kAdam)
+                           .steps(7)
+                           .batch(32)
+                           .batch_draw(BatchDraw::kPerEpoch)
+                           .lamb(0.01)
+                           .update_grid(false)
+                           .grid_update_memory(1 << 20)
+                           .loss(Loss::kCrossEntropy)
+                           .seed(99);
+  EXPECT_EQ(to_json(fit_options_from_json(to_json(options))), to_json(options));
+
+  FitHistory history;
+  StepRecord step;
+  step.step = 0;
+  step.train_loss = 0.5;
+  step.test_loss = 0.25;
+  step.train_rmse = step.test_rmse = std::numeric_limits<double>::quiet_NaN(); // classification
+  step.test_accuracy = 0.75;
+  step.grid_updated = true;
+  history.steps.push_back(step);
+  history.grid_updates = 1;
+  const auto j = to_json(history);
+  EXPECT_TRUE(j["steps"][0]["train_rmse"].is_null());
+  const auto back = fit_history_from_json(j);
+  EXPECT_TRUE(std::isnan(back.steps[0].train_rmse));
+  EXPECT_EQ(back.steps[0].test_accuracy, 0.75);
+  EXPECT_EQ(to_json(back), j);
+}
+
+TEST(Records, KanReadersNameTheKeyPath) {
+  auto j = to_json(FitOptions());
+  j["opt"] = "sgd";
+  EXPECT_REFUSED(fit_options_from_json(j, "config.fit"), "config.fit.opt", "lbfgs or adam");
+  j = to_json(FitOptions());
+  j["momentum"] = 0.9;
+  EXPECT_REFUSED(fit_options_from_json(j, "config.fit"), "config.fit.momentum", "unknown key");
+  j = to_json(FitOptions());
+  j["lamb"] = -1;
+  EXPECT_REFUSED(fit_options_from_json(j), "lamb", ">= 0");
+  auto model = to_json(KANOptions({2, 1}));
+  model["grid_range"] = {0, 1, 2};
+  EXPECT_REFUSED(kan_options_from_json(model, "model"), "model.grid_range", "[low, high]");
+  model = to_json(KANOptions({2, 1}));
+  model["width"] = {2, -1};
+  EXPECT_REFUSED(kan_options_from_json(model, "model"), "model.width[1]", ">= 0");
+}
+
+TEST(Records, FitRecordRoundTrips) {
+  const auto record = small_fit_record();
+  const auto j = to_json(record);
+  EXPECT_EQ(j["schema_version"], kFitSchemaVersion);
+  EXPECT_EQ(j["refined"]["grid"], 5);
+  const auto back = fit_record_from_json(j);
+  EXPECT_EQ(to_json(back), j);
+  EXPECT_EQ(back.trained.history.steps.size(), 3u);
+  EXPECT_EQ(back.refined->history.steps.size(), 3u);
+  EXPECT_EQ(back.config.fit.opt(), Optimizer::kAdam);
+  EXPECT_EQ(back.device_audit.trace.summary.steps, 1);
+  EXPECT_EQ(back.device_audit.trace.operations.size(), record.device_audit.trace.operations.size());
+  EXPECT_DOUBLE_EQ(back.seconds(), record.seconds());
+}
+
+TEST(Records, FitRecordReaderRefusesContradictions) {
+  const auto good = to_json(small_fit_record());
+  auto j = good;
+  j["seconds"] = j["seconds"].get<double>() + 1;
+  EXPECT_REFUSED(fit_record_from_json(j, "fit.json"), "fit.json: seconds", "stages");
+  j = good;
+  j.erase("refined");
+  EXPECT_REFUSED(fit_record_from_json(j), "refined", "config.refine is 5");
+  j = good;
+  j["command"] = "audit";
+  EXPECT_REFUSED(fit_record_from_json(j), "command", "\"fit\"");
+  j = good;
+  j["schema_version"] = "2.0.0";
+  EXPECT_REFUSED(fit_record_from_json(j), "schema_version", "not supported");
+  j = good;
+  j["config"]["model"]["k"] = "3";
+  EXPECT_REFUSED(fit_record_from_json(j), "config.model.k", "expected an integer");
+  j = good;
+  j["device_audit"]["trace"]["summary"]["findings"] = 2;
+  EXPECT_REFUSED(fit_record_from_json(j), "device_audit.trace.summary.findings",
+                 "the report lists 0");
+  j = good;
+  j["history"]["steps"][1]["reg"] = "small";
+  EXPECT_REFUSED(fit_record_from_json(j), "history.steps[1].reg", "expected a number");
+  // A key from a newer minor version is tolerated; from our own version it is refused.
+  j = good;
+  j["energy_joules"] = 12.5;
+  EXPECT_REFUSED(fit_record_from_json(j), "energy_joules", "unknown key");
+  j["schema_version"] = "1.99.0";
+  EXPECT_NO_THROW(fit_record_from_json(j));
+}
+
+TEST(Records, AuditRecordRoundTripsAndChecksItsSummary) {
+  AuditRecord record;
+  record.device = "cpu";
+  record.config.model = KANOptions({2, 3, 1});
+  record.config.data_device = "cpu";
+  record.config.data_dtype = "float64";
+  record.config.samples = 32;
+  record.static_audit.expected_device = "cpu";
+  record.static_audit.expected_dtype = "float32";
+  record.static_audit.summary.tensors_checked = 14;
+  record.static_audit.summary.bytes_per_device = {{"cpu", 1484}};
+  reports::AuditFinding finding;
+  finding.tensor = "data.train_input";
+  finding.kind = "data";
+  finding.problem = "wrong_dtype";
+  finding.device = finding.expected_device = "cpu";
+  finding.dtype = "float64";
+  finding.shape = {32, 2};
+  finding.message = "data.train_input is float64, the model is float32";
+  finding.stage = "before_training";
+  record.findings = {finding};
+  record.static_audit.findings = {finding_from_audit_finding(finding, "static_audit.findings[0]")};
+  record.static_audit.summary.findings = 1;
+  record.exit_code = 1;
+  const auto j = to_json(record);
+  EXPECT_EQ(j["summary"]["clean"], false);
+  EXPECT_EQ(j["findings"][0]["shape"], (std::vector<int64_t>{32, 2}));
+  const auto back = audit_record_from_json(j);
+  EXPECT_EQ(to_json(back), j);
+  EXPECT_EQ(back.findings, record.findings);
+
+  auto bad = j;
+  bad["summary"]["clean"] = true;
+  EXPECT_REFUSED(audit_record_from_json(bad, "audit.json"), "audit.json: summary.clean");
+  bad = j;
+  bad["summary"]["tensors_checked"] = 15;
+  EXPECT_REFUSED(audit_record_from_json(bad), "summary.tensors_checked", "14");
+  bad = j;
+  bad["static_audit"]["findings"][0]["kind"] = "weights";
+  EXPECT_REFUSED(audit_record_from_json(bad), "static_audit.findings[0].kind", "parameter");
+}
+
+// What the command line writes, the readers read; every option lands in its field.
+TEST_F(RecordsCli, CommandLineDocumentsReadBack) {
+  const auto fit_run =
+      kan::test::run_kanbench("fit --width 2,3,1 --grid 4 --k 2 --opt adam --lr 0.02 --steps 4 "
+                              "--batch 16 --batch-draw per_epoch --lamb 0.001 --lamb-entropy 3 "
+                              "--no-update-grid --seed 7 --train-num 64 --test-num 16 --refine 6 "
+                              "--trace-steps 1 --out " +
+                              dir_.string());
+  ASSERT_EQ(fit_run.exit_code, 0) << fit_run.output;
+  const auto fit = read_fit_record(path("fit.json"));
+  EXPECT_EQ(fit.config.model.width(), (std::vector<int64_t>{2, 3, 1}));
+  EXPECT_EQ(fit.config.model.grid(), 4);
+  EXPECT_EQ(fit.config.model.k(), 2);
+  EXPECT_EQ(fit.config.model.seed(), 7u);
+  EXPECT_EQ(fit.config.model.dtype(), torch::kFloat64);
+  EXPECT_EQ(fit.config.fit.opt(), Optimizer::kAdam);
+  EXPECT_EQ(fit.config.fit.lr(), 0.02);
+  EXPECT_EQ(fit.config.fit.steps(), 4);
+  EXPECT_EQ(fit.config.fit.batch(), 16);
+  EXPECT_EQ(fit.config.fit.batch_draw(), BatchDraw::kPerEpoch);
+  EXPECT_EQ(fit.config.fit.lamb(), 0.001);
+  EXPECT_EQ(fit.config.fit.lamb_entropy(), 3.0);
+  EXPECT_FALSE(fit.config.fit.update_grid());
+  EXPECT_EQ(fit.config.fit.seed(), 7u);
+  EXPECT_EQ(fit.trained.history.steps.size(), 4u);
+  ASSERT_TRUE(fit.refined.has_value());
+  EXPECT_EQ(fit.refined->history.steps.size(), 4u);
+
+  const auto audit_run = kan::test::run_kanbench(
+      "audit --device cpu --width 2,3,1 --dtype float32 --data-dtype float64 --samples 32 "
+      "--trace-steps 1 --json " +
+      path("audit.json"));
+  ASSERT_EQ(audit_run.exit_code, 1) << audit_run.output;
+  const auto audit = read_audit_record(path("audit.json"));
+  EXPECT_EQ(audit.exit_code, 1);
+  ASSERT_FALSE(audit.findings.empty());
+  EXPECT_EQ(audit.findings[0].stage, "before_training");
+  EXPECT_EQ(audit.findings[0].problem, "wrong_dtype");
+  EXPECT_EQ(audit.config.data_dtype, "float64");
+  EXPECT_EQ(audit.static_audit.findings.size(), 4u);
+}
+
+} // namespace
