@@ -123,7 +123,7 @@ void train_step(benchmark::State& state, torch::Device device) {
     }
   });
   set_sample_rate(state, N);
-  state.SetLabel(std::string(adam ? "adam" : "lbfgs") + " " +
+  state.SetLabel(kan::to_string(adam ? kan::Optimizer::kAdam : kan::Optimizer::kLBFGS) + " " +
                  to_string(backend_arg(state.range(1))));
 }
 void BM_TrainStep(benchmark::State& state) {

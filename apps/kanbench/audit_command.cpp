@@ -34,7 +34,7 @@ struct AuditArgs {
   int64_t k = kModel.k();
   std::string dtype = "float32";
   uint64_t seed = 0;
-  std::string opt = "lbfgs";
+  kan::Optimizer opt = kan::Optimizer::kLBFGS;
   int64_t trace_steps = 1;
   int64_t samples = 256;
   std::string data_device; // default: --device
@@ -130,12 +130,9 @@ int audit(const AuditArgs& a) {
   std::cout << before.to_text();
 
   // N traced steps, then N untraced ones to compare their time.
-  const bool adam = a.opt == "adam";
-  auto fit_options = kan::FitOptions()
-                         .opt(adam ? kan::Optimizer::kAdam : kan::Optimizer::kLBFGS)
-                         .lr(adam ? 0.01 : 1.0)
-                         .steps(2 * a.trace_steps)
-                         .seed(a.seed);
+  const bool adam = a.opt == kan::Optimizer::kAdam;
+  auto fit_options =
+      kan::FitOptions().opt(a.opt).lr(adam ? 0.01 : 1.0).steps(2 * a.trace_steps).seed(a.seed);
   std::unique_ptr<kan::diagnostics::AuditedFit> after;
   std::string training_error;
   try {
@@ -173,7 +170,7 @@ int audit(const AuditArgs& a) {
     record.device = device.str();
     record.config = {a.checkpoint,      model->options(),
                      data_device.str(), a.data_dtype.empty() ? "model" : a.data_dtype,
-                     a.samples,         a.opt,
+                     a.samples,         kan::to_string(a.opt),
                      a.trace_steps,     a.seed};
     record.findings = findings;
     record.exit_code = code;
@@ -208,9 +205,8 @@ void add_audit_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--seed", args->seed, "Seed of model and data")
       ->check(unsigned_64())
       ->capture_default_str();
-  cmd->add_option("--opt", args->opt, "Optimiser of the traced steps")
-      ->check(CLI::IsMember({"lbfgs", "adam"}))
-      ->capture_default_str();
+  add_enum_option(cmd, "--opt", args->opt, {kan::Optimizer::kLBFGS, kan::Optimizer::kAdam},
+                  "Optimiser of the traced steps");
   cmd->add_option("--trace-steps", args->trace_steps,
                   "Training steps traced operation by operation (as many again run untraced "
                   "for the timing comparison); 0 = static audit only")
