@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <limits>
 #include <utility>
 
 namespace kan {
@@ -94,12 +95,12 @@ namespace {
 // updates of float64 layers on both backends (G 5 to 200, N 200 to 20000, O 1 to 2000), with room.
 // Everything runs in float64 (8 bytes) whatever the targets' dtype. The peak is the larger of
 //   the basis: the Cox-de Boor recursion's tensors of n x P (8 to 9 measured, counted 10),
-//   the solve:  the basis kept (2 x n x P) and the normal equations, their copy with empty inputs
-//               replaced, eigenvectors and LAPACK's workspace (6 x M x M),
+//   the solve:  the basis kept, its QR (a stacked copy, Q and LAPACK's Householder workspace:
+//               5 x n x P) and the triangular factor, its SVD and their copies (6 x M x M),
 // plus what the output pieces add: the targets (float32 ones and their float64 copy, 12 bytes),
 // the right-hand side and its projections (6 x M x o), and the samples' column, sorted, with its
 // sort indices (4 x n).
-constexpr int64_t kBasisCopies = 10, kKeptBasisCopies = 2, kNormalCopies = 6, kRhsCopies = 6,
+constexpr int64_t kBasisCopies = 10, kKeptBasisCopies = 5, kNormalCopies = 6, kRhsCopies = 6,
                   kSampleCopies = 4, kTargetBytes = 12;
 
 int64_t piece_bytes(int64_t n, int64_t o, int64_t P, int64_t M) {
@@ -127,24 +128,46 @@ template <typename F> int64_t largest_fitting(int64_t hi, F&& fits) {
   return lo;
 }
 
-// The pseudo-inverse of a batch of normal equations gram (B, M, M), as eigenvectors (B, M, M) and
-// inverted eigenvalues (B, M) with the rank deficiency zeroed.
-std::pair<torch::Tensor, torch::Tensor> pseudo_inverse(const torch::Tensor& gram) {
-  // Minimum-norm least squares through the pseudo-inverse of the normal equations: eigenvalues
-  // below kRelativeCutoff of the largest are rank deficiency (one sample, fewer samples than
-  // G + k, no sample in a span) and are dropped rather than inverted.
-  constexpr double kRelativeCutoff = 1e-12;
-  // An input with no sample inside its grid (one sample's collapsed knots) has an all-zero Gram
-  // matrix, on which cuSOLVER's eigh may fail to converge. Its right-hand side is zero too, so
-  // the identity in its place gives the same answer, zero coefficients, on every device.
-  const auto empty = gram.abs().amax({1, 2}, /*keepdim=*/true) == 0;
-  auto [eigenvalues, eigenvectors] =
-      torch::linalg_eigh(torch::where(empty, torch::eye(gram.size(1), gram.options()), gram));
-  const auto cutoff = eigenvalues.narrow(1, -1, 1).clamp_min(0) * kRelativeCutoff;
-  const auto keep = eigenvalues > cutoff;
-  auto inverse = torch::where(keep, eigenvalues.reciprocal(), torch::zeros_like(eigenvalues));
-  return {std::move(eigenvectors), std::move(inverse)};
-}
+// Least squares on the basis matrix itself, never on its normal equations (whose condition
+// number is the square of the basis's: at k = 5, G = 9 they lost four digits against pykan's
+// lstsq). A batch of problems min |B c - y| with B (batch, n, M) is reduced to its triangular
+// factor by QR, piece by piece when the samples come in pieces: stacking the previous factor on
+// the next rows and factoring again gives the factor of all rows, and Q^T y accumulates alike.
+class TriangularLeastSquares {
+public:
+  // Adds the rows b (batch, rows, M) with their targets y (batch, rows, outputs).
+  void add(const torch::Tensor& b, const torch::Tensor& y) {
+    const auto rows = r_.defined() ? torch::cat({r_, b}, 1) : b;
+    const auto targets = z_.defined() ? torch::cat({z_, y}, 1) : y;
+    auto [q, r] = torch::linalg_qr(rows, "reduced");
+    z_ = torch::matmul(q.transpose(1, 2), targets);
+    r_ = std::move(r);
+  }
+
+  // The minimum-norm solution (batch, M, outputs) through the SVD of the triangular factor
+  // (the basis's own singular values): those below eps * max(rows, M) of the largest are rank
+  // deficiency (one sample, fewer samples than G + k, no sample in a span) and are dropped, as
+  // LAPACK's lstsq drivers do by default. No rows, or no sample inside the grid: zeros.
+  torch::Tensor solve(int64_t rows, int64_t M, const torch::TensorOptions& options) const {
+    const int64_t outputs = z_.defined() ? z_.size(2) : 0;
+    if (!r_.defined())
+      return torch::zeros({0, M, outputs}, options);
+    // cuSOLVER's SVD may not converge on an all-zero matrix; its answer is zero anyway.
+    const auto empty = r_.abs().amax({1, 2}, /*keepdim=*/true) == 0;
+    const auto safe = torch::where(empty, torch::ones_like(r_), r_);
+    auto [u, singular, vh] = torch::linalg_svd(safe, /*full_matrices=*/false);
+    const double rcond =
+        std::numeric_limits<double>::epsilon() * static_cast<double>(std::max(rows, M));
+    const auto keep = singular > singular.narrow(1, 0, 1) * rcond;
+    const auto inverse = torch::where(keep, singular.reciprocal(), torch::zeros_like(singular));
+    const auto coef = torch::matmul(vh.transpose(1, 2),
+                                    inverse.unsqueeze(2) * torch::matmul(u.transpose(1, 2), z_));
+    return torch::where(empty, torch::zeros_like(coef), coef);
+  }
+
+private:
+  torch::Tensor r_, z_;
+};
 
 } // namespace
 
@@ -199,48 +222,40 @@ void curve2coef_pieces(const torch::Tensor& x, const torch::Tensor& grid, int64_
                        int64_t out_dim, const Curve2coefChunks& chunks,
                        const Curve2coefTargets& targets, const Curve2coefSink& sink) {
   const auto f64 = torch::kFloat64;
-  const int64_t N = x.size(0);
+  const int64_t N = x.size(0), M = grid.size(1) - k - 1;
   const auto x64 = x.to(f64), grid64 = grid.to(f64);
   auto basis_of = [&](int64_t n0, int64_t nc) { // (inputs, nc, M)
     return bspline_basis(x64.narrow(0, n0, nc), grid64, k).permute({1, 0, 2});
   };
-  auto rhs_of = [&](const torch::Tensor& basis_t, int64_t o0, int64_t oc, int64_t n0,
-                    int64_t nc) { // (inputs, M, oc)
-    return torch::matmul(basis_t, targets(o0, oc, n0, nc).to(f64).permute({1, 0, 2}));
+  auto targets_of = [&](int64_t o0, int64_t oc, int64_t n0, int64_t nc) { // (inputs, nc, oc)
+    return targets(o0, oc, n0, nc).to(f64).permute({1, 0, 2});
   };
-  const bool all_samples = chunks.samples >= N;
+  const auto options = x64.options();
 
-  // Normal equations: in one product when every sample fits, else summed over sample pieces.
-  torch::Tensor basis, basis_t, gram;
-  if (all_samples) {
-    basis = basis_of(0, N);
-    basis_t = basis.transpose(1, 2);
-    gram = torch::matmul(basis_t, basis);
-  } else {
-    for (int64_t n0 = 0; n0 < N; n0 += chunks.samples) {
-      const auto b = basis_of(n0, std::min(chunks.samples, N - n0));
-      const auto g = torch::matmul(b.transpose(1, 2), b);
-      gram = gram.defined() ? gram.add_(g) : g;
+  // Every sample at once: one QR of the basis serves every output piece.
+  if (chunks.samples >= N && N > 0) {
+    const auto [q, r] = torch::linalg_qr(basis_of(0, N), "reduced");
+    for (int64_t o0 = 0; o0 < out_dim; o0 += chunks.outputs) {
+      const int64_t oc = std::min(chunks.outputs, out_dim - o0);
+      TriangularLeastSquares problem;
+      // Q^T y against R is the whole problem in M rows instead of N.
+      problem.add(r, torch::matmul(q.transpose(1, 2), targets_of(o0, oc, 0, N)));
+      sink(o0, problem.solve(N, M, options).permute({0, 2, 1})); // (inputs, oc, M)
     }
+    return;
   }
-  const auto [eigenvectors, inverse] = pseudo_inverse(gram);
-  gram = torch::Tensor();
-
+  // Samples in pieces: each output piece factors the basis again, piece by piece.
   for (int64_t o0 = 0; o0 < out_dim; o0 += chunks.outputs) {
     const int64_t oc = std::min(chunks.outputs, out_dim - o0);
-    torch::Tensor rhs;
-    if (all_samples) {
-      rhs = rhs_of(basis_t, o0, oc, 0, N);
-    } else {
-      for (int64_t n0 = 0; n0 < N; n0 += chunks.samples) {
-        const int64_t nc = std::min(chunks.samples, N - n0);
-        const auto r = rhs_of(basis_of(n0, nc).transpose(1, 2), o0, oc, n0, nc);
-        rhs = rhs.defined() ? rhs.add_(r) : r;
-      }
+    TriangularLeastSquares problem;
+    for (int64_t n0 = 0; n0 < N; n0 += chunks.samples) {
+      const int64_t nc = std::min(chunks.samples, N - n0);
+      problem.add(basis_of(n0, nc), targets_of(o0, oc, n0, nc));
     }
-    const auto coef = torch::matmul(
-        eigenvectors, inverse.unsqueeze(2) * torch::matmul(eigenvectors.transpose(1, 2), rhs));
-    sink(o0, coef.permute({0, 2, 1})); // (inputs, oc, M)
+    auto coef = problem.solve(N, M, options);
+    if (coef.size(0) == 0) // no samples at all: nothing to fit
+      coef = torch::zeros({x.size(1), M, oc}, options);
+    sink(o0, coef.permute({0, 2, 1}));
   }
 }
 

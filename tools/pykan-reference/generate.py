@@ -145,8 +145,45 @@ def layer_update_grid():
     }
 
 
+# (k, G) of layer_update_grid_orders: every spline order pykan users pick, grids up to 50.
+GRID_UPDATE_CASES = [(1, 5), (2, 12), (3, 20), (4, 30), (5, 9), (5, 50)]
+
+
+def layer_update_grid_orders():
+    """update_grid_from_samples at k = 1..5 and G up to 50: its least squares (curve2coef) is
+    where solving the normal equations would lose digits (their condition number is the
+    square of the basis matrix's)."""
+    cases = []
+    for case, (k, G) in enumerate(GRID_UPDATE_CASES):
+        torch.manual_seed(100 + case)
+        layer = KANLayer(in_dim=2, out_dim=2, num=G, k=k)
+        with torch.no_grad():
+            layer.coef.copy_(torch.randn(2, 2, G + k) * 0.3)
+            layer.scale_base.copy_(torch.randn(2, 2))
+            layer.scale_sp.copy_(1 + 0.5 * torch.randn(2, 2))
+            samples = torch.cat([torch.rand(300, 2) ** 3 * 1.5 - 0.5, torch.rand(100, 2) * 2 - 1])
+            state_before = layer_state(layer)
+            layer.update_grid_from_samples(samples)
+            cases.append({
+                "config": {"in_dim": 2, "out_dim": 2, "G": G, "k": k, "grid_eps": layer.grid_eps,
+                           "base_fun": "silu"},
+                "state_before": state_before,
+                "samples": samples.tolist(),
+                "grid_after": layer.grid.tolist(),
+                "coef_after": layer.coef.tolist(),
+                "y_after": layer(samples)[0].tolist(),
+            })
+    return {
+        "source": source(),
+        "what": "KANLayer(2, 2, num=G, k) with seeded state, then update_grid_from_samples(samples) "
+        "for each (k, G); pykan's lstsq fit is accurate to about 1e-13 here",
+        "cases": cases,
+    }
+
+
 # One function per file, named as the file (NAME.json). A new fixture is one more entry.
-FIXTURES = {f.__name__: f for f in (bspline_basis, layer_forward, layer_update_grid)}
+FIXTURES = {f.__name__: f for f in (bspline_basis, layer_forward, layer_update_grid,
+                                    layer_update_grid_orders)}
 
 
 def check_pykan():

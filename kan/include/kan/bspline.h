@@ -38,15 +38,15 @@ inline constexpr int64_t kDefaultGridUpdateMemoryBytes = int64_t{512} << 20;
 struct Curve2coefChunks {
   int64_t inputs = 1;  ///< inputs per piece
   int64_t outputs = 1; ///< outputs per piece (< O only when one input alone is too big)
-  /// Samples per piece of the normal equations (< N only when one input and `outputs` outputs
-  /// are too big; the sums over sample pieces then round differently, by about 1e-16).
+  /// Samples per piece of the QR factorisation (< N only when one input and `outputs` outputs
+  /// are too big; the stacked factorisations then round differently, by about 1e-16).
   int64_t samples = 1;
   int64_t bytes = 0; ///< estimated peak extra memory of one piece (saturates at INT64_MAX)
 };
 
 /// The pieces curve2coef uses for N samples, I inputs, O outputs, G intervals and order k within
-/// `memory_budget` bytes. The budget is a target with a floor: one input's (G + k)^2 normal
-/// equations and its eigendecomposition, one output and one sample are the smallest piece.
+/// `memory_budget` bytes. The budget is a target with a floor: one input's (G + k)^2 triangular
+/// factor and its SVD, one output and one sample are the smallest piece.
 Curve2coefChunks curve2coef_chunks(int64_t N, int64_t I, int64_t O, int64_t G, int64_t k,
                                    int64_t memory_budget = kDefaultGridUpdateMemoryBytes);
 
@@ -55,10 +55,10 @@ Curve2coefChunks curve2coef_chunks(int64_t N, int64_t I, int64_t O, int64_t G, i
 ///
 /// Never NaN, on every device, also when the system is rank-deficient (one sample, fewer
 /// samples than G + k, samples outside the grid): it returns the minimum-norm least-squares
-/// solution, from the eigendecomposition of the normal equations in float64 with eigenvalues
-/// below 1e-12 of the largest treated as zero.
+/// solution, in float64, from a QR factorisation of the basis and the SVD of its triangular factor
+/// (singular values below eps * max(N, G + k) of the largest treated as zero; docs/kan.md).
 ///
-/// Its extra memory (the float64 basis and normal equations) stays near `memory_budget` bytes:
+/// Its extra memory (the float64 basis and its factorisation) stays near `memory_budget` bytes:
 /// the fit runs in pieces of inputs (and where one input is too big, of outputs and samples), see
 /// curve2coef_chunks. Splitting inputs or outputs gives the same coefficients.
 ///
