@@ -23,8 +23,9 @@ TEST(AuditedFit, CorrectKanIsCleanAndTracesTheFirstSteps) {
     EXPECT_EQ(result.history.steps.size(), 5u);
     EXPECT_EQ(result.trace.summary.steps, 2);
     EXPECT_GT(result.trace.summary.operations, 100);
-    // Parameters, gradients, buffers, Adam's moments and the data, after the last step.
-    EXPECT_EQ(result.audit.summary.tensors_checked, 6 + 6 + 4 + 12 + 4);
+    // Parameters (6 spline, 8 frozen affine), gradients of the 6, buffers, Adam's moments of
+    // the 6 and the data, after the last step.
+    EXPECT_EQ(result.audit.summary.tensors_checked, 14 + 6 + 4 + 12 + 4);
     EXPECT_GT(result.traced_step_seconds, 0.0);
     EXPECT_TRUE(std::isfinite(result.untraced_step_seconds));
     const auto json = result.to_json();
@@ -47,7 +48,7 @@ TEST(AuditedFit, TraceCanBeOff) {
 TEST(AuditedFit, ZeroStepsStillAuditsTheModelAndData) {
   KAN model(KANOptions({2, 3, 1}));
   const auto result = audited_fit(model, test::toy_data(), FitOptions().steps(0));
-  EXPECT_EQ(result.audit.summary.tensors_checked, 6 + 4 + 4);
+  EXPECT_EQ(result.audit.summary.tensors_checked, 14 + 4 + 4);
   EXPECT_TRUE(std::isnan(result.untraced_step_seconds));
 }
 

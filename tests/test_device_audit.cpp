@@ -42,8 +42,9 @@ TEST(DeviceAudit, CorrectKanHasNoFinding) {
     const auto report =
         DeviceAudit(torch::kCPU).module(*model).optimizer(adam, *model).dataset(data).report();
     EXPECT_TRUE(report.clean()) << report.to_text();
-    // 6 parameters, their 6 gradients, 4 buffers, 2 x 6 Adam moments, 4 data tensors.
-    EXPECT_EQ(report.summary.tensors_checked, 6 + 6 + 4 + 12 + 4);
+    // 6 spline parameters, 8 affine ones, 6 + 8 gradients (the frozen affine parameters' are
+    // undefined, so Adam keeps no moments for them), 4 buffers, 2 x 6 Adam moments, 4 data.
+    EXPECT_EQ(report.summary.tensors_checked, 14 + 6 + 4 + 12 + 4);
     EXPECT_GT(report.summary.bytes_per_device.at("cpu"), 0);
     EXPECT_EQ(report.expected_dtype, dtype == torch::kFloat32 ? "float32" : "float64");
   }

@@ -37,7 +37,10 @@ TEST(KAN, BuildsLayersFromTheWidthList) {
   EXPECT_EQ(model->layer(0)->options().out_dim(), 5);
   EXPECT_EQ(model->layer(1)->options().in_dim(), 5);
   EXPECT_EQ(model->layer(1)->options().out_dim(), 1);
-  EXPECT_EQ(model->named_parameters().size(), 6u);
+  // coef, scale_base, scale_sp per layer, and pykan's four affine vectors per layer (frozen).
+  EXPECT_EQ(model->named_parameters().size(), 6u + 8u);
+  EXPECT_TRUE(model->named_parameters().contains("node_scale_1"));
+  EXPECT_FALSE(model->named_parameters()["subnode_bias_0"].requires_grad());
   EXPECT_EQ(model->named_buffers().size(), 4u);
   EXPECT_TRUE(model->named_buffers().contains("layers.1.grid"));
   EXPECT_EQ(model(torch::rand({7, 2})).sizes(), (std::vector<int64_t>{7, 1}));
@@ -189,6 +192,8 @@ TEST(KAN, RegularizationMatchesPykansFormula) {
               1e-10);
   reg.backward();
   for (const auto& p : model->parameters()) {
+    if (!p.requires_grad())
+      continue; // the frozen affine parameters
     ASSERT_TRUE(p.grad().defined());
     EXPECT_TRUE(torch::isfinite(p.grad()).all().item<bool>());
   }
@@ -199,7 +204,8 @@ TEST(KAN, RegularizationMatchesPykansFormula) {
   single.backward();
   EXPECT_TRUE(std::isfinite(single.item<double>()));
   for (const auto& p : model->parameters())
-    EXPECT_TRUE(torch::isfinite(p.grad()).all().item<bool>());
+    if (p.requires_grad())
+      EXPECT_TRUE(torch::isfinite(p.grad()).all().item<bool>());
 }
 
 TEST(KAN, ForwardOnCudaMatchesCpu_CUDA) {

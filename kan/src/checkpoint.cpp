@@ -191,6 +191,9 @@ KAN load_checkpoint(const std::string& path, torch::Device device) {
   TORCH_CHECK(archive.try_read(kModelKey, state), "checkpoint '", path, "' has no model state");
   torch::NoGradGuard no_grad;
   for (const auto& [name, tensor, is_buffer] : state_tensors(model)) {
+    // Before version 3 there were no affine parameters: the model's identity ones stay.
+    if (version.toInt() < 3 && name.rfind("layers.", 0) != 0)
+      continue;
     const auto stored = stored_tensor(state, name, is_buffer, path);
     TORCH_CHECK(stored.scalar_type() == options.dtype() && stored.sizes() == tensor.sizes(),
                 "checkpoint '", path, "': ", name, " is ", to_string(stored.scalar_type()),

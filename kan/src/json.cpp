@@ -69,7 +69,11 @@ json to_json(const KANOptions& o) {
           {"sp_trainable", o.sp_trainable()},
           {"sb_trainable", o.sb_trainable()},
           {"dtype", to_string(o.dtype())},
-          {"backend", to_string(o.backend())}};
+          {"backend", to_string(o.backend())},
+          {"mult", o.mult()},
+          {"mult_arity", o.mult_arity()},
+          {"node_arity", o.node_arity()},
+          {"affine_trainable", o.affine_trainable()}};
 }
 
 KANOptions kan_options_from_json(const json& j, const std::string& path) {
@@ -95,6 +99,18 @@ KANOptions kan_options_from_json(const json& j, const std::string& path) {
   // Written since the backend option exists; older checkpoints read as the default, "fused".
   if (r.optional("backend"))
     o.backend(enum_value(r, "backend", spline_backend_from_string));
+  // Written since multiplication nodes exist; older configurations have none.
+  if (r.optional("mult"))
+    o.mult(integers(r.required("mult"), r.path_of("mult"), Bound::kNonNegative));
+  if (const auto arity = r.optional_integer("mult_arity"))
+    o.mult_arity(*arity);
+  if (const auto* lists = r.optional("node_arity"))
+    o.node_arity(read_array<std::vector<int64_t>>(*lists, r.path_of("node_arity"),
+                                                  [](const json& value, const std::string& at) {
+                                                    return integers(value, at, Bound::kNonNegative);
+                                                  }));
+  if (const auto trainable = r.optional_bool("affine_trainable"))
+    o.affine_trainable(*trainable);
   r.finish();
   return o;
 }

@@ -29,15 +29,13 @@ struct LayerShape {
 };
 
 std::vector<LayerShape> layer_shapes(const KANOptions& o) {
-  TORCH_CHECK(o.width().size() >= 2, "width must have at least 2 entries, got ",
-              c10::IntArrayRef(o.width()));
+  check_structure(o);
   TORCH_CHECK(o.grid() >= 1 && o.k() >= 0, "grid must be >= 1 and k >= 0, got grid = ", o.grid(),
               ", k = ", o.k());
   std::vector<LayerShape> shapes;
   for (size_t l = 0; l + 1 < o.width().size(); ++l) {
-    const int64_t in = o.width()[l], out = o.width()[l + 1];
-    TORCH_CHECK(in >= 1 && out >= 1, "width entries must be >= 1, got ",
-                c10::IntArrayRef(o.width()));
+    // A layer's outputs are the next layer's subnodes (more than its nodes with multiplication).
+    const int64_t in = o.width()[l], out = subnodes(o, l + 1);
     const int64_t M = sat_add(o.grid(), o.k());
     shapes.push_back({in, out, sat_mul(in, out), M, sat_add(M, sat_add(o.k(), 1))});
   }

@@ -23,13 +23,11 @@ uint64_t mix_seed(uint64_t seed, uint64_t layer) {
   return z ^ (z >> 31);
 }
 
-void check_width(const std::vector<int64_t>& width) {
-  TORCH_CHECK(width.size() >= 2, "width must have at least 2 entries (inputs and outputs), got ",
-              c10::IntArrayRef(width));
-  for (size_t l = 0; l < width.size(); ++l) {
-    TORCH_CHECK(width[l] >= 1, "width entries must be >= 1, got width[", l, "] = ", width[l],
-                " in ", c10::IntArrayRef(width));
-  }
+std::string arities_text(const std::vector<std::vector<int64_t>>& arities) {
+  std::string text = "[";
+  for (size_t l = 0; l < arities.size(); ++l)
+    text += (l ? ", " : "") + c10::str(c10::IntArrayRef(arities[l]));
+  return text + "]";
 }
 
 // layer.forward(x) without gradients, in pieces of samples whose temporaries stay within
@@ -67,8 +65,63 @@ void check_hidden_finite(const torch::Tensor& h, size_t l, const char* what) {
 
 } // namespace
 
+void check_structure(const KANOptions& o) {
+  const auto& width = o.width();
+  TORCH_CHECK(width.size() >= 2, "width must have at least 2 entries (inputs and outputs), got ",
+              c10::IntArrayRef(width));
+  for (size_t l = 0; l < width.size(); ++l)
+    TORCH_CHECK(width[l] >= 1, "width entries must be >= 1, got width[", l, "] = ", width[l],
+                " in ", c10::IntArrayRef(width));
+  const auto& mult = o.mult();
+  TORCH_CHECK(mult.empty() || mult.size() == width.size(), "mult must be empty or have one entry ",
+              "per layer of width ", c10::IntArrayRef(width), ", got ", c10::IntArrayRef(mult));
+  for (size_t l = 0; l < mult.size(); ++l)
+    TORCH_CHECK(mult[l] >= 0 && mult[l] <= width[l], "mult[", l, "] = ", mult[l],
+                " must be from 0 to width[", l, "] = ", width[l], " (mult ", c10::IntArrayRef(mult),
+                ")");
+  TORCH_CHECK(mult.empty() || mult[0] == 0, "mult[0] = ", mult[0],
+              ": the inputs cannot be multiplication nodes");
+  TORCH_CHECK(o.mult_arity() >= 2,
+              "mult_arity must be >= 2 (a product of at least two "
+              "subnodes), got ",
+              o.mult_arity());
+  const auto& arities = o.node_arity();
+  if (arities.empty())
+    return;
+  TORCH_CHECK(arities.size() == width.size(), "node_arity must have one list per layer (",
+              width.size(), "), got ", arities.size(), ": ", arities_text(arities));
+  for (size_t l = 0; l < arities.size(); ++l) {
+    TORCH_CHECK(static_cast<int64_t>(arities[l].size()) == mult_nodes(o, l), "node_arity[", l,
+                "] must list one arity per multiplication node of layer ", l, " (",
+                mult_nodes(o, l), "), got ", c10::IntArrayRef(arities[l]));
+    for (const int64_t a : arities[l])
+      TORCH_CHECK(a >= 2, "node_arity[", l, "] has arity ", a,
+                  " < 2: ", c10::IntArrayRef(arities[l]));
+  }
+}
+
+int64_t mult_nodes(const KANOptions& o, size_t l) {
+  return o.mult().empty() ? 0 : o.mult().at(l);
+}
+
+int64_t node_arity(const KANOptions& o, size_t l, int64_t j) {
+  return o.node_arity().empty() ? o.mult_arity() : o.node_arity().at(l).at(j);
+}
+
+int64_t subnodes(const KANOptions& o, size_t l) {
+  const int64_t n_mult = mult_nodes(o, l);
+  int64_t count = o.width().at(l) - n_mult;
+  for (int64_t j = 0; j < n_mult; ++j)
+    count = detail::sat_add(count, node_arity(o, l, j));
+  return count;
+}
+
+bool has_mult_nodes(const KANOptions& o) {
+  return std::any_of(o.mult().begin(), o.mult().end(), [](int64_t m) { return m > 0; });
+}
+
 KANLayerOptions layer_options(const KANOptions& o, size_t l) {
-  return KANLayerOptions(o.width().at(l), o.width().at(l + 1))
+  return KANLayerOptions(o.width().at(l), subnodes(o, l + 1))
       .grid(o.grid())
       .k(o.k())
       .noise_scale(o.noise_scale())
@@ -91,7 +144,7 @@ KANImpl::KANImpl(KANOptions options) : options_(std::move(options)) {
 }
 
 void KANImpl::reset() {
-  check_width(options_.width());
+  check_structure(options_);
   layers_ = register_module("layers", torch::nn::ModuleList());
   for (size_t l = 0; l + 1 < options_.width().size(); ++l) {
     const auto layer_opts = layer_options(options_, l);
@@ -107,12 +160,63 @@ void KANImpl::reset() {
           e.cause());
     }
   }
+  // pykan's node and subnode affine maps, identity at first.
+  node_scale.clear();
+  node_bias.clear();
+  subnode_scale.clear();
+  subnode_bias.clear();
+  const auto tensor_options =
+      torch::TensorOptions().device(options_.device()).dtype(options_.dtype());
+  for (size_t l = 0; l + 1 < options_.width().size(); ++l) {
+    const auto suffix = "_" + std::to_string(l);
+    const int64_t nodes = options_.width()[l + 1], subs = subnodes(options_, l + 1);
+    const bool trainable = options_.affine_trainable();
+    node_scale.push_back(
+        register_parameter("node_scale" + suffix, torch::ones({nodes}, tensor_options), trainable));
+    node_bias.push_back(
+        register_parameter("node_bias" + suffix, torch::zeros({nodes}, tensor_options), trainable));
+    subnode_scale.push_back(register_parameter("subnode_scale" + suffix,
+                                               torch::ones({subs}, tensor_options), trainable));
+    subnode_bias.push_back(register_parameter("subnode_bias" + suffix,
+                                              torch::zeros({subs}, tensor_options), trainable));
+  }
   activations_.clear();
 }
 
+bool KANImpl::applies_affine() const {
+  return options_.affine_trainable() || has_mult_nodes(options_);
+}
+
+torch::Tensor KANImpl::nodes_from_subnodes(size_t l, const torch::Tensor& y) const {
+  if (!applies_affine())
+    return y;
+  const auto subs = torch::addcmul(subnode_bias[l], y, subnode_scale[l]);
+  const int64_t n_mult = mult_nodes(options_, l + 1);
+  auto nodes = subs;
+  if (n_mult > 0) {
+    // Multiplication node j multiplies the next arity_j subnodes after the addition nodes, left
+    // to right, as pykan does.
+    const int64_t n_sum = options_.width()[l + 1] - n_mult;
+    std::vector<torch::Tensor> columns{subs.narrow(1, 0, n_sum)};
+    for (int64_t j = 0, at = n_sum; j < n_mult; ++j) {
+      const int64_t arity = node_arity(options_, l + 1, j);
+      auto product = subs.narrow(1, at, 1) * subs.narrow(1, at + 1, 1);
+      for (int64_t i = 2; i < arity; ++i)
+        product = product * subs.narrow(1, at + i, 1);
+      columns.push_back(product);
+      at += arity;
+    }
+    nodes = torch::cat(columns, 1);
+  }
+  return torch::addcmul(node_bias[l], nodes, node_scale[l]);
+}
+
 void KANImpl::pretty_print(std::ostream& stream) const {
-  stream << "kan::KAN(width=" << c10::IntArrayRef(options_.width()) << ", grid=" << options_.grid()
-         << ", k=" << options_.k() << ", base_fun=" << to_string(options_.base_fun())
+  stream << "kan::KAN(width=" << c10::IntArrayRef(options_.width());
+  if (has_mult_nodes(options_))
+    stream << ", mult=" << c10::IntArrayRef(options_.mult());
+  stream << ", grid=" << options_.grid() << ", k=" << options_.k()
+         << ", base_fun=" << to_string(options_.base_fun())
          << ", backend=" << to_string(options_.backend()) << ")";
 }
 
@@ -140,6 +244,7 @@ torch::Tensor KANImpl::forward(const torch::Tensor& x) {
     } else {
       h = layer(l)->forward(h);
     }
+    h = nodes_from_subnodes(l, h);
   }
   return h;
 }
@@ -156,7 +261,7 @@ void KANImpl::update_grid_from_samples(const torch::Tensor& x, int64_t memory_bu
       check_hidden_finite(h, l, "grid-update");
     layer(l)->update_grid_from_samples(h, memory_budget);
     if (l + 1 < depth())
-      h = forward_in_pieces(*layer(l), h, memory_budget);
+      h = nodes_from_subnodes(l, forward_in_pieces(*layer(l), h, memory_budget));
   }
 }
 
@@ -176,8 +281,13 @@ KAN KANImpl::refine(int64_t new_grid, const torch::Tensor& x, int64_t memory_bud
     if (l > 0 && h.defined())
       check_hidden_finite(h, l, "refinement");
     refined->layer(l)->initialize_from_parent(*layer(l), h, memory_budget);
+    for (auto [to, from] : {std::pair(refined->node_scale[l], node_scale[l]),
+                            std::pair(refined->node_bias[l], node_bias[l]),
+                            std::pair(refined->subnode_scale[l], subnode_scale[l]),
+                            std::pair(refined->subnode_bias[l], subnode_bias[l])})
+      to.copy_(from);
     if (h.defined() && l + 1 < depth())
-      h = forward_in_pieces(*layer(l), h, memory_budget);
+      h = nodes_from_subnodes(l, forward_in_pieces(*layer(l), h, memory_budget));
   }
   return refined;
 }

@@ -181,9 +181,67 @@ def layer_update_grid_orders():
     }
 
 
+def multkan_state(model):
+    """Every tensor kanbench's KAN holds, under kanbench's names (layers.L.coef, node_scale_L)."""
+    state = {}
+    for l, layer in enumerate(model.act_fun):
+        for name in ("grid", "coef", "scale_base", "scale_sp", "mask"):
+            state[f"layers.{l}.{name}"] = getattr(layer, name).tolist()
+    for l in range(model.depth):
+        for name in ("node_scale", "node_bias", "subnode_scale", "subnode_bias"):
+            state[f"{name}_{l}"] = getattr(model, name)[l].tolist()
+    return state
+
+
+def multkan_forward():
+    """MultKAN forward with multiplication nodes: one network with per-node arities (2 and 3) in
+    two layers, one with mult_arity 3 everywhere; every parameter, the node and subnode affine
+    ones included, drawn away from its initial value so that each term matters."""
+    from kan.MultKAN import MultKAN
+
+    networks = []
+    for case, (width, mult_arity) in enumerate([
+            ([3, [2, 2], [1, 1], 1], [[], [2, 3], [2], []]),
+            ([2, [1, 2], 1], 3)]):
+        model = MultKAN(width=[list(w) if isinstance(w, list) else w for w in width], grid=4, k=3,
+                        mult_arity=mult_arity, seed=case, affine_trainable=True, auto_save=False)
+        torch.manual_seed(200 + case)
+        with torch.no_grad():
+            for layer in model.act_fun:
+                layer.coef.copy_(torch.randn_like(layer.coef) * 0.3)
+                layer.scale_base.copy_(torch.randn_like(layer.scale_base))
+                layer.scale_sp.copy_(1 + 0.5 * torch.randn_like(layer.scale_sp))
+            for name in ("node_scale", "subnode_scale"):
+                for p in getattr(model, name):
+                    p.copy_(1 + 0.3 * torch.randn_like(p))
+            for name in ("node_bias", "subnode_bias"):
+                for p in getattr(model, name):
+                    p.copy_(0.2 * torch.randn_like(p))
+            x = torch.rand(32, model.width_in[0]) * 2.4 - 1.2
+            y = model(x)
+        networks.append({
+            "config": {"width": [w if isinstance(w, int) else w[0] + w[1] for w in width],
+                       "mult": [0 if isinstance(w, int) else w[1] for w in width],
+                       "mult_arity": mult_arity if isinstance(mult_arity, int) else 2,
+                       "node_arity": [] if isinstance(mult_arity, int) else mult_arity,
+                       "G": 4, "k": 3},
+            "pykan_width": model.width,
+            "state": multkan_state(model),
+            "x": x.tolist(),
+            "y": y.tolist(),
+        })
+    return {
+        "source": source(),
+        "what": "MultKAN(width, mult_arity, grid=4, k=3, affine_trainable=True) with every "
+        "parameter drawn; y = model(x). config: kanbench's width (nodes per layer), mult "
+        "(multiplication nodes per layer), mult_arity / node_arity",
+        "networks": networks,
+    }
+
+
 # One function per file, named as the file (NAME.json). A new fixture is one more entry.
 FIXTURES = {f.__name__: f for f in (bspline_basis, layer_forward, layer_update_grid,
-                                    layer_update_grid_orders)}
+                                    layer_update_grid_orders, multkan_forward)}
 
 
 def check_pykan():

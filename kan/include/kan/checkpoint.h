@@ -12,9 +12,10 @@
 
 namespace kan {
 
-/// Version of the checkpoint layout; bumped whenever it changes. 2: a checksum per tensor.
+/// Version of the checkpoint layout; bumped whenever it changes. 2: a checksum per tensor;
+/// 3: the node and subnode affine parameters (files before hold none: they load as the identity).
 /// Files of every earlier version still load.
-constexpr int64_t kCheckpointFormatVersion = 2;
+constexpr int64_t kCheckpointFormatVersion = 3;
 
 /// Writes model's configuration and every parameter and buffer, each with a checksum, to `path`,
 /// atomically: through a temporary file in the same folder that is synced and renamed, so a full

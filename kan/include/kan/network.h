@@ -45,7 +45,31 @@ struct KANOptions {
   TORCH_ARG(torch::Dtype, dtype) = torch::kFloat32;
   /// Spline backend of every layer: kFused (default) or kReference.
   TORCH_ARG(SplineBackend, backend) = SplineBackend::kFused;
+  /// Multiplication nodes, as pykan's MultKAN (docs/kan.md, "Multiplication nodes"): mult[l] of
+  /// layer l's width[l] nodes are multiplication nodes, the last ones; empty = none. pykan's
+  /// width [2, [2, 1], 1] is width {2, 3, 1} with mult {0, 1, 0}. The inputs have none.
+  TORCH_ARG(std::vector<int64_t>, mult) = {};
+  /// How many subnodes every multiplication node multiplies (>= 2), unless node_arity says.
+  TORCH_ARG(int64_t, mult_arity) = 2;
+  /// pykan's per-node form: node_arity[l][j] is the arity of layer l's multiplication node j
+  /// (one list per layer, as long as mult[l]); empty = mult_arity everywhere.
+  TORCH_ARG(std::vector<std::vector<int64_t>>, node_arity) = {};
+  /// Whether the node and subnode affine parameters (node_scale, node_bias, subnode_scale,
+  /// subnode_bias) train.
+  TORCH_ARG(bool, affine_trainable) = false;
 };
+
+/// Checks width, mult and the arities together; an error names the entry and its value.
+void check_structure(const KANOptions& options);
+/// How many of layer l's nodes are multiplication nodes (0 without any).
+int64_t mult_nodes(const KANOptions& options, size_t l);
+/// The arity of layer l's multiplication node j.
+int64_t node_arity(const KANOptions& options, size_t l, int64_t j);
+/// The subnodes of layer l: its addition nodes plus, per multiplication node, its arity. Layer
+/// l - 1's KANLayer has this many outputs.
+int64_t subnodes(const KANOptions& options, size_t l);
+/// Whether the network has multiplication nodes.
+bool has_mult_nodes(const KANOptions& options);
 
 /// Every KANOptions field as JSON (the device is left out: a model is loaded where asked);
 /// docs/formats.md, "KAN configuration".
@@ -84,6 +108,14 @@ public:
   /// x (N, width[0]) -> (N, width.back()). An empty batch gives a (0, width.back()) tensor.
   torch::Tensor forward(const torch::Tensor& x);
 
+  /// Layer l+1's nodes from layer l's outputs (its subnodes y, (N, subnodes(l + 1))), as
+  /// pykan: subnode affine, products of the multiplication nodes' groups, node affine. The
+  /// identity (y itself) for a network without multiplication nodes or trainable affine
+  /// parameters, whose affine parameters stay 1 and 0.
+  torch::Tensor nodes_from_subnodes(size_t l, const torch::Tensor& y) const;
+  /// Whether forward applies the affine parameters (affine_trainable or multiplication nodes).
+  bool applies_affine() const;
+
   /// Keep every layer's activations from each forward (needed by regularization(); off by
   /// default, which is the fast path).
   void set_save_activations(bool save) { save_activations_ = save; }
@@ -117,6 +149,11 @@ public:
   torch::Dtype dtype() const;
   size_t depth() const { return layers_->size(); }
   KANLayer layer(size_t l) const { return KANLayer(layers_->ptr<KANLayerImpl>(l)); }
+
+  /// Per layer l: the affine maps of layer l+1's nodes (width[l + 1]) and of layer l's outputs,
+  /// its subnodes (subnodes(l + 1)). Registered as node_scale_0, node_bias_0, subnode_scale_0,
+  /// subnode_bias_0, ... (pykan's names); trainable when affine_trainable.
+  std::vector<torch::Tensor> node_scale, node_bias, subnode_scale, subnode_bias;
 
 private:
   KANOptions options_;

@@ -1,0 +1,202 @@
+// Multiplication nodes and the node/subnode affine parameters, as pykan's MultKAN: pykan's
+// numbers, every feature of the plain network on such networks, bad structures refused.
+#include "kan/checkpoint.h"
+#include "kan/dataset.h"
+#include "kan/fit.h"
+#include "kan/network.h"
+#include "test_util.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+namespace kan {
+namespace {
+
+using test::max_abs_diff;
+using test::to_tensor;
+
+const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+
+std::vector<std::vector<int64_t>> arity_lists(const nlohmann::json& j) {
+  std::vector<std::vector<int64_t>> lists;
+  for (const auto& l : j)
+    lists.push_back(l.get<std::vector<int64_t>>());
+  return lists;
+}
+
+// A network of the fixture's structure with the fixture's state, on `backend`.
+KAN network_from_reference(const nlohmann::json& net, SplineBackend backend) {
+  const auto& c = net["config"];
+  KAN model(KANOptions(c["width"].get<std::vector<int64_t>>())
+                .mult(c["mult"].get<std::vector<int64_t>>())
+                .mult_arity(c["mult_arity"])
+                .node_arity(arity_lists(c["node_arity"]))
+                .grid(c["G"])
+                .k(c["k"])
+                .affine_trainable(true)
+                .dtype(torch::kFloat64)
+                .backend(backend));
+  torch::NoGradGuard no_grad;
+  auto params = model->named_parameters();
+  auto buffers = model->named_buffers();
+  size_t copied = 0;
+  for (const auto& item : net["state"].items()) {
+    auto* target = params.find(item.key());
+    if (target == nullptr)
+      target = buffers.find(item.key());
+    EXPECT_NE(target, nullptr) << item.key();
+    if (target == nullptr)
+      continue;
+    target->copy_(to_tensor(item.value()));
+    ++copied;
+  }
+  EXPECT_EQ(copied, params.size() + buffers.size()) << "every tensor of the model is in the file";
+  return model;
+}
+
+// A [2, [2, 1], 1]-shaped network with arity 3, and data for it.
+KAN small_mult_network(SplineBackend backend = SplineBackend::kFused, bool affine = false) {
+  return KAN(KANOptions({2, 3, 1})
+                 .mult({0, 1, 0})
+                 .mult_arity(3)
+                 .affine_trainable(affine)
+                 .grid(5)
+                 .seed(4)
+                 .dtype(torch::kFloat64)
+                 .backend(backend));
+}
+
+TEST(MultNodes, ForwardMatchesPykansMultKAN) {
+  const auto ref = test::load_reference("multkan_forward.json");
+  for (const auto& net : ref["networks"]) {
+    for (const auto backend : {SplineBackend::kFused, SplineBackend::kReference}) {
+      auto model = network_from_reference(net, backend);
+      const auto x = to_tensor(net["x"]);
+      const auto y = to_tensor(net["y"]);
+      EXPECT_LT(max_abs_diff(model(x), y) / y.abs().max().item<double>(), 1e-12)
+          << net["pykan_width"] << " " << to_string(backend);
+      // The activations' path (regularised training) computes the same.
+      model->set_save_activations(true);
+      EXPECT_LT(max_abs_diff(model(x), y) / y.abs().max().item<double>(), 1e-12);
+    }
+  }
+}
+
+TEST(MultNodes, StructureSizesTheLayers) {
+  const auto options =
+      KANOptions({3, 4, 2, 1}).mult({0, 2, 1, 0}).node_arity({{}, {2, 3}, {2}, {}});
+  EXPECT_EQ(subnodes(options, 1), 2 + 2 + 3);
+  EXPECT_EQ(subnodes(options, 2), 1 + 2);
+  EXPECT_EQ(subnodes(options, 3), 1);
+  KAN model(options);
+  EXPECT_EQ(model->layer(0)->options().out_dim(), 7);
+  EXPECT_EQ(model->layer(1)->options().in_dim(), 4);
+  EXPECT_EQ(model->layer(1)->options().out_dim(), 3);
+  EXPECT_EQ(model->subnode_scale[0].size(0), 7);
+  EXPECT_EQ(model->node_scale[0].size(0), 4);
+  EXPECT_EQ(model(torch::rand({5, 3})).sizes(), (std::vector<int64_t>{5, 1}));
+  std::ostringstream printed;
+  model->pretty_print(printed);
+  EXPECT_NE(printed.str().find("mult=[0, 2, 1, 0]"), std::string::npos) << printed.str();
+}
+
+TEST(MultNodes, BadStructuresAreRefusedNamingTheEntry) {
+  KAN_EXPECT_ERROR(KAN(KANOptions({2, 3, 1}).mult({0, 1})), "mult must be empty or have one entry",
+                   "[0, 1]");
+  KAN_EXPECT_ERROR(KAN(KANOptions({2, 3, 1}).mult({0, 4, 0})), "mult[1] = 4", "width[1] = 3");
+  KAN_EXPECT_ERROR(KAN(KANOptions({2, 3, 1}).mult({0, -1, 0})), "mult[1] = -1");
+  KAN_EXPECT_ERROR(KAN(KANOptions({2, 3, 1}).mult({1, 0, 0})), "mult[0] = 1", "inputs");
+  KAN_EXPECT_ERROR(KAN(KANOptions({2, 3, 1}).mult({0, 1, 0}).mult_arity(1)), "mult_arity", "got 1");
+  KAN_EXPECT_ERROR(KAN(KANOptions({2, 3, 1}).mult({0, 2, 0}).node_arity({{}, {2}, {}})),
+                   "node_arity[1]", "(2)", "[2]");
+  KAN_EXPECT_ERROR(KAN(KANOptions({2, 3, 1}).mult({0, 1, 0}).node_arity({{}, {1}, {}})),
+                   "node_arity[1] has arity 1");
+  KAN_EXPECT_ERROR(KAN(KANOptions({2, 3, 1}).mult({0, 1, 0}).node_arity({{2}})),
+                   "one list per layer (3)");
+}
+
+TEST(MultNodes, GradientsMatchFiniteDifferences) {
+  auto model = small_mult_network(SplineBackend::kFused, /*affine=*/true);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->subnode_bias)
+      p.uniform_(-0.3, 0.3);
+  }
+  const auto x = torch::rand({16, 2}, f64) * 2 - 1;
+  model(x).square().sum().backward();
+  for (const auto& p : model->named_parameters()) {
+    ASSERT_TRUE(p.value().grad().defined()) << p.key();
+    // Central differences on the first element of every parameter.
+    auto flat = p.value().detach().view(-1);
+    const double h = 1e-6, saved = flat[0].item<double>();
+    double loss[2];
+    for (int side = 0; side < 2; ++side) {
+      torch::NoGradGuard no_grad;
+      flat[0] = saved + (side ? h : -h);
+      loss[side] = model(x).square().sum().item<double>();
+    }
+    {
+      torch::NoGradGuard no_grad;
+      flat[0] = saved;
+    }
+    const double numeric = (loss[1] - loss[0]) / (2 * h);
+    const double analytic = p.value().grad().view(-1)[0].item<double>();
+    EXPECT_NEAR(analytic, numeric, 1e-6 * std::max(1.0, std::abs(numeric))) << p.key();
+  }
+}
+
+using MultNodesFiles = test::ScratchDirTest;
+
+TEST_F(MultNodesFiles, TrainGridUpdateRefineAndCheckpointWork) {
+  const auto data = create_dataset(
+      [](const torch::Tensor& x) { return (x.select(1, 0) * x.select(1, 1)).unsqueeze(1); },
+      DatasetOptions(2).train_num(200).test_num(100).dtype(torch::kFloat64));
+  for (const auto backend : {SplineBackend::kFused, SplineBackend::kReference}) {
+    auto model = small_mult_network(backend, /*affine=*/true);
+    const auto before = evaluate(model, data).test_rmse;
+    const auto history = fit(model, data, FitOptions().steps(20).lamb(0.001));
+    EXPECT_LT(history.steps.back().test_rmse, before) << to_string(backend);
+    EXPECT_GT(history.grid_updates, 0);
+    // The affine parameters trained.
+    EXPECT_GT(max_abs_diff(model->node_scale[0], torch::ones_like(model->node_scale[0])), 0.0);
+
+    const auto y = model(data.train_input);
+    model->update_grid_from_samples(data.train_input);
+    EXPECT_LT(max_abs_diff(model(data.train_input), y), 0.05 * y.abs().max().item<double>());
+    const auto z = model(data.train_input);
+    auto refined = model->refine(10, data.train_input);
+    EXPECT_TRUE(torch::equal(refined->node_bias[0], model->node_bias[0]));
+    EXPECT_LT(max_abs_diff(refined(data.train_input), z), 1e-3 * z.abs().max().item<double>());
+
+    save_checkpoint(model, path("mult.pt"));
+    auto loaded = load_checkpoint(path("mult.pt"));
+    EXPECT_EQ(loaded->options().mult(), model->options().mult());
+    EXPECT_EQ(loaded->options().mult_arity(), 3);
+    EXPECT_TRUE(loaded->options().affine_trainable());
+    EXPECT_TRUE(torch::equal(loaded(data.test_input), model(data.test_input)));
+  }
+}
+
+TEST(MultNodes, PlainNetworksKeepTheIdentityAndSkipIt) {
+  KAN model(KANOptions({2, 3, 1}).seed(2).dtype(torch::kFloat64));
+  EXPECT_FALSE(model->applies_affine());
+  const auto x = torch::rand({8, 2}, f64);
+  EXPECT_TRUE(torch::equal(model->nodes_from_subnodes(0, x), x));
+  for (const auto& p : model->node_scale)
+    EXPECT_FALSE(p.requires_grad());
+  EXPECT_TRUE(small_mult_network()->applies_affine());
+}
+
+TEST(MultNodes, ForwardOnCudaMatchesCpu_CUDA) {
+  KAN_REQUIRE_CUDA();
+  auto cpu = small_mult_network(SplineBackend::kFused, true);
+  auto gpu = small_mult_network(SplineBackend::kFused, true);
+  gpu->to(torch::kCUDA);
+  const auto x = torch::rand({500, 2}, f64) * 2 - 1;
+  EXPECT_LT(max_abs_diff(cpu(x), gpu(x.cuda()).cpu()), 1e-12);
+  auto refined = gpu->refine(7, x.cuda());
+  EXPECT_TRUE(refined->node_scale[0].is_cuda());
+}
+
+} // namespace
+} // namespace kan
