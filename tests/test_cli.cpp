@@ -87,6 +87,36 @@ TEST_F(Cli, BadValuesFailWithOneLine) {
   }
 }
 
+// pykan's width syntax for multiplication nodes; each malformed width or arity one line naming it.
+TEST_F(Cli, FitTrainsMultiplicationNodes) {
+  const auto run = kanbench("fit --width '2,[2,1],1' --mult-arity 3 --affine-trainable --steps 3 "
+                            "--train-num 100 --test-num 50 --out " +
+                            dir_.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  std::ifstream in(dir_ / "fit.json");
+  const auto model = nlohmann::json::parse(in)["config"]["model"];
+  EXPECT_EQ(model["width"], (std::vector<int64_t>{2, 3, 1}));
+  EXPECT_EQ(model["mult"], (std::vector<int64_t>{0, 1, 0}));
+  EXPECT_EQ(model["mult_arity"], 3);
+  EXPECT_EQ(model["affine_trainable"], true);
+  const std::vector<std::pair<std::string, std::string>> bad{
+      {"--width '2,[2,x],1'", "(entry 'x')"},
+      {"--width '2,[2,1,1],1'", "[addition nodes,multiplication nodes]"},
+      {"--width '2,[0,0],1'", "has no node"},
+      {"--width '[1,1],3,1'", "inputs cannot be multiplication nodes"},
+      {"--width '2,[2,1,1'", "without its ']'"},
+      {"--width '2,[2,1],1' --mult-arity 1", "must be >= 2"},
+      {"--width '2,[2,1],1' --mult-arity 2,3", "gives 2 arities but the width has 1"},
+  };
+  for (const auto& [args, expected] : bad) {
+    const auto refused = kanbench("fit " + args + " --steps 1 --out " + dir_.string());
+    EXPECT_EQ(refused.exit_code, 2) << args << ": " << refused.output;
+    EXPECT_NE(refused.output.find(expected), std::string::npos) << args << ": " << refused.output;
+    EXPECT_EQ(std::count(refused.output.begin(), refused.output.end(), '\n'), 1)
+        << args << ": " << refused.output;
+  }
+}
+
 TEST_F(Cli, CudaWithoutGpuSaysSo) {
   if (torch::cuda::is_available())
     GTEST_SKIP() << "a GPU is present";

@@ -30,6 +30,7 @@ struct AuditArgs {
   std::string device = "cpu";
   std::string checkpoint;
   std::string width;
+  std::string mult_arity;
   int64_t grid = kModel.grid();
   int64_t k = kModel.k();
   std::string dtype = "float32";
@@ -115,13 +116,15 @@ int audit(const AuditArgs& a) {
   const torch::Device device = parse_device(a.device, "--device");
   const torch::Device data_device =
       a.data_device.empty() ? device : parse_device(a.data_device, "--data-device");
-  kan::KAN model = !a.checkpoint.empty() ? kan::load_checkpoint(a.checkpoint, device)
-                                         : kan::KAN(kan::KANOptions(parse_width(a.width))
-                                                        .grid(a.grid)
-                                                        .k(a.k)
-                                                        .seed(a.seed)
-                                                        .device(device)
-                                                        .dtype(kan::dtype_from_string(a.dtype)));
+  auto built = kan::KANOptions({1, 1}).grid(a.grid).k(a.k).seed(a.seed).device(device).dtype(
+      kan::dtype_from_string(a.dtype));
+  if (a.checkpoint.empty()) {
+    set_width(built, a.width);
+    if (!a.mult_arity.empty())
+      set_mult_arity(built, a.mult_arity);
+  }
+  kan::KAN model =
+      !a.checkpoint.empty() ? kan::load_checkpoint(a.checkpoint, device) : kan::KAN(built);
   const auto data_dtype =
       a.data_dtype.empty() ? model->dtype() : kan::dtype_from_string(a.data_dtype);
   const kan::Dataset data = audit_dataset(a, model, data_device, data_dtype);
@@ -191,7 +194,11 @@ void add_audit_command(CLI::App& app, int& exit_code) {
                "0 = clean, 1 = findings, 2 = could not run");
   cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
   auto* checkpoint = cmd->add_option("--checkpoint", args->checkpoint, "A model.pt to audit");
-  cmd->add_option("--width", args->width, "Or build a model of these widths, e.g. 2,5,1")
+  cmd->add_option("--mult-arity", args->mult_arity,
+                  "Arity of the multiplication nodes (with --width): one, or one per node");
+  cmd->add_option("--width", args->width,
+                  "Or build a model of these widths, e.g. 2,5,1 or 2,[2,1],1 (2 addition and 1 "
+                  "multiplication node)")
       ->excludes(checkpoint);
   cmd->add_option("--grid", args->grid, "Grid intervals G (with --width)")
       ->check(integer_at_least(1))

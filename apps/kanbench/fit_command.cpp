@@ -29,6 +29,7 @@ namespace {
 struct FitArgs {
   kan::diagnostics::FitRun run = defaults();
   std::string width = "2,5,1";
+  std::string mult_arity; // "": the library's default, 2
   std::string dtype = "float64";
   std::string out = "results/fit";
 
@@ -117,10 +118,10 @@ int run_fit(FitArgs& a) {
   auto& run = a.run;
   const auto device = parse_device(run.device);
   const auto& function = kan::reference_function(run.function);
-  run.model.width(parse_width(a.width))
-      .device(device)
-      .dtype(kan::dtype_from_string(a.dtype))
-      .seed(run.seed);
+  set_width(run.model, a.width);
+  if (!a.mult_arity.empty())
+    set_mult_arity(run.model, a.mult_arity);
+  run.model.device(device).dtype(kan::dtype_from_string(a.dtype)).seed(run.seed);
   run.fit.seed(run.seed);
   const auto& width = run.model.width();
   TORCH_CHECK(width.front() == function.n_var, "--width starts with ", width.front(),
@@ -198,7 +199,16 @@ void add_fit_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--function", run.function, "Target function")
       ->check(CLI::IsMember(functions))
       ->capture_default_str();
-  cmd->add_option("--width", args->width, "Layer widths, comma separated")->capture_default_str();
+  cmd->add_option("--width", args->width,
+                  "Nodes per layer, comma separated; a layer with multiplication nodes as "
+                  "[addition,multiplication], e.g. 2,[2,1],1 (quote it for the shell)")
+      ->capture_default_str();
+  cmd->add_option("--mult-arity", args->mult_arity,
+                  "Subnodes each multiplication node multiplies: one arity (3), or one per node "
+                  "(2,3); default 2");
+  cmd->add_flag_callback(
+      "--affine-trainable", [&model] { model.affine_trainable(true); },
+      "Train the node and subnode affine parameters (pykan's affine_trainable)");
   cmd->add_option("--grid", model.grid(), "Grid intervals G")
       ->check(integer_at_least(1))
       ->capture_default_str();

@@ -3,6 +3,8 @@
 // list well formed, each error one line naming the option and the value it got (CLI11 prefixes
 // the option's name), so that a typo can never switch a check off or train something else.
 
+#include "kan/network.h"
+
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
@@ -22,8 +24,16 @@ CLI::Validator integer_at_least(int64_t min);
 /// A decimal unsigned 64-bit integer: no sign, no wrap-around past 2^64 - 1.
 CLI::Validator unsigned_64();
 
-/// "2,5,1": layer widths, each a positive integer; empty entries are an error naming `option`.
-std::vector<int64_t> parse_width(const std::string& text, const std::string& option = "--width");
+/// "2,5,1": nodes per layer, each a positive integer; with multiplication nodes as pykan writes
+/// them, "2,[2,1],1" (layer 1: 2 addition and 1 multiplication node). Sets options.width (nodes
+/// per layer) and options.mult; a malformed entry is an error naming `option` and the entry.
+void set_width(kan::KANOptions& options, const std::string& text,
+               const std::string& option = "--width");
+
+/// "3": the arity of every multiplication node; "2,3": one per multiplication node of
+/// options.width, layer by layer (set_width first). Each >= 2.
+void set_mult_arity(kan::KANOptions& options, const std::string& text,
+                    const std::string& option = "--mult-arity");
 
 /// An option spelled as kan spells the enum (kan::to_string(value), found by argument-dependent
 /// lookup), bound straight onto `target`: "--opt lbfgs" sets an Optimizer. Other words are
