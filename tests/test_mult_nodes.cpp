@@ -82,6 +82,33 @@ TEST(MultNodes, ForwardMatchesPykansMultKAN) {
   }
 }
 
+// pykan's attribute() after the same forward: node, edge and subnode scores.
+TEST(MultNodes, AttributionMatchesPykan) {
+  const auto ref = test::load_reference("multkan_forward.json");
+  for (const auto& net : ref["networks"]) {
+    auto model = network_from_reference(net, SplineBackend::kFused);
+    const auto scores = model->attribute(to_tensor(net["x"]));
+    ASSERT_EQ(scores.node_scores.size(), net["node_scores"].size());
+    auto expect_close = [&](const torch::Tensor& ours, const torch::Tensor& pykan,
+                            const std::string& what) {
+      EXPECT_EQ(ours.sizes(), pykan.sizes()) << what;
+      EXPECT_LT(max_abs_diff(ours, pykan) / pykan.abs().max().item<double>(), 1e-12) << what;
+    };
+    for (size_t l = 0; l < scores.node_scores.size(); ++l)
+      expect_close(scores.node_scores[l], to_tensor(net["node_scores"][l]),
+                   "node_scores[" + std::to_string(l) + "]");
+    for (size_t l = 0; l < scores.edge_scores.size(); ++l) {
+      expect_close(scores.edge_scores[l], to_tensor(net["edge_scores"][l]).t(),
+                   "edge_scores[" + std::to_string(l) + "]");
+      expect_close(scores.subnode_scores[l], to_tensor(net["subnode_scores"][l]),
+                   "subnode_scores[" + std::to_string(l) + "]");
+    }
+    EXPECT_TRUE(torch::equal(scores.feature_score(), scores.node_scores[0]));
+  }
+  KAN model(KANOptions({2, 3, 1}));
+  KAN_EXPECT_ERROR(model->attribute(torch::rand({1, 2})), "at least 2 samples", "got 1");
+}
+
 TEST(MultNodes, StructureSizesTheLayers) {
   const auto options =
       KANOptions({3, 4, 2, 1}).mult({0, 2, 1, 0}).node_arity({{}, {2, 3}, {2}, {}});

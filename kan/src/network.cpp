@@ -265,6 +265,54 @@ void KANImpl::update_grid_from_samples(const torch::Tensor& x, int64_t memory_bu
   }
 }
 
+Attribution KANImpl::attribute(const torch::Tensor& x) {
+  check_input(x, "attribution samples");
+  TORCH_CHECK(x.size(0) >= 2,
+              "attribute needs at least 2 samples (the scores come from the "
+              "activations' spread over the samples), got ",
+              x.size(0));
+  PhaseScope phase(Phase::kEvaluation);
+  torch::NoGradGuard no_grad;
+  // The spread of every edge's activation (I, O) and of every subnode (O), per layer.
+  std::vector<torch::Tensor> edge_spread, subnode_spread;
+  auto h = x;
+  for (size_t l = 0; l < depth(); ++l) {
+    ModuleScope scope("layers", static_cast<int64_t>(l));
+    const auto acts = layer(l)->forward_with_activations(h);
+    edge_spread.push_back(acts.edges.std(0));
+    subnode_spread.push_back(acts.output.std(0));
+    h = nodes_from_subnodes(l, acts.output);
+  }
+  // Scores of every node for each output k (rows), from the outputs back to the inputs.
+  const int64_t outputs = options_.width().back();
+  std::vector<torch::Tensor> node_scores{torch::eye(outputs, x.options())};
+  std::vector<torch::Tensor> edge_scores, subnode_scores;
+  for (size_t l = depth(); l >= 1; --l) {
+    // A multiplication node's score goes to each of its subnodes, an addition node's to itself.
+    const auto& node_score = node_scores.back(); // (K, width[l])
+    const int64_t n_mult = mult_nodes(options_, l), n_sum = options_.width()[l] - n_mult;
+    std::vector<torch::Tensor> columns{node_score.narrow(1, 0, n_sum)};
+    for (int64_t j = 0; j < n_mult; ++j)
+      columns.push_back(
+          node_score.narrow(1, n_sum + j, 1).expand({outputs, node_arity(options_, l, j)}));
+    const auto subnode_score = torch::cat(columns, 1); // (K, subnodes(l))
+    // Edge (i, j) carries subnode j's score in proportion to its share of j's spread.
+    const auto edge_score = edge_spread[l - 1].unsqueeze(0) *
+                            (subnode_score / (subnode_spread[l - 1] + 1e-4)).unsqueeze(1);
+    subnode_scores.push_back(subnode_score);
+    edge_scores.push_back(edge_score); // (K, I, O)
+    node_scores.push_back(edge_score.sum(2));
+  }
+  Attribution a;
+  for (auto it = node_scores.rbegin(); it != node_scores.rend(); ++it)
+    a.node_scores.push_back(it->mean(0));
+  for (auto it = edge_scores.rbegin(); it != edge_scores.rend(); ++it)
+    a.edge_scores.push_back(it->mean(0));
+  for (auto it = subnode_scores.rbegin(); it != subnode_scores.rend(); ++it)
+    a.subnode_scores.push_back(it->mean(0));
+  return a;
+}
+
 KAN KANImpl::refine(int64_t new_grid, const torch::Tensor& x, int64_t memory_budget) const {
   TORCH_CHECK(new_grid >= 1, "refine: new grid (number of intervals G) must be >= 1, got ",
               new_grid);

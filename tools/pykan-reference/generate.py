@@ -219,6 +219,8 @@ def multkan_forward():
                     p.copy_(0.2 * torch.randn_like(p))
             x = torch.rand(32, model.width_in[0]) * 2.4 - 1.2
             y = model(x)
+        # Attribution of that forward's activations (pykan's layouts: edges (out, in)).
+        model.attribute(plot=False)
         networks.append({
             "config": {"width": [w if isinstance(w, int) else w[0] + w[1] for w in width],
                        "mult": [0 if isinstance(w, int) else w[1] for w in width],
@@ -229,12 +231,16 @@ def multkan_forward():
             "state": multkan_state(model),
             "x": x.tolist(),
             "y": y.tolist(),
+            "node_scores": [s.tolist() for s in model.node_scores],
+            "edge_scores": [s.tolist() for s in model.edge_scores],
+            "subnode_scores": [s.tolist() for s in model.subnode_scores],
         })
     return {
         "source": source(),
         "what": "MultKAN(width, mult_arity, grid=4, k=3, affine_trainable=True) with every "
-        "parameter drawn; y = model(x). config: kanbench's width (nodes per layer), mult "
-        "(multiplication nodes per layer), mult_arity / node_arity",
+        "parameter drawn; y = model(x), then attribute(): node_scores[l], edge_scores[l] (out, in), "
+        "subnode_scores[l]. config: kanbench's width (nodes per layer), mult (multiplication "
+        "nodes per layer), mult_arity / node_arity",
         "networks": networks,
     }
 

@@ -91,6 +91,22 @@ struct RegularizationOptions {
 
 class KAN;
 
+/// How much each node, edge and subnode contributes to the outputs: pykan's attribute(), from
+/// the spread (standard deviation over the samples) of every edge's and subnode's activation,
+/// back-propagated from the outputs (docs/kan.md, "Attribution"). Means over the outputs.
+struct Attribution {
+  /// Per layer l = 0..L: (width[l]). node_scores[0] is pykan's feature_score.
+  std::vector<torch::Tensor> node_scores;
+  /// Per layer l = 0..L-1: (width[l], subnodes(l + 1)), edge (i, j) as coef and mask index it
+  /// (pykan's edge_scores are the transpose, (out, in)).
+  std::vector<torch::Tensor> edge_scores;
+  /// Per layer l = 0..L-1: (subnodes(l + 1)), the outputs of layer l's KANLayer.
+  std::vector<torch::Tensor> subnode_scores;
+
+  /// The inputs' scores (pykan's feature_score).
+  const torch::Tensor& feature_score() const { return node_scores.front(); }
+};
+
 /// A KAN: y = layer_{L-1}( ... layer_0(x)).
 ///
 /// Example:
@@ -136,6 +152,10 @@ public:
   /// x; extra memory beyond the new model bounded like update_grid_from_samples.
   KAN refine(int64_t new_grid, const torch::Tensor& x = {},
              int64_t memory_budget = kDefaultGridUpdateMemoryBytes) const;
+
+  /// pykan's attribute() on the activations of the samples x (N, width[0]); N >= 2 (a spread
+  /// needs two samples). Without gradients; the model is unchanged.
+  Attribution attribute(const torch::Tensor& x);
 
   /// The regulariser of the last forward's activations (save_activations must be on).
   torch::Tensor regularization(const RegularizationOptions& weights = {}) const;
