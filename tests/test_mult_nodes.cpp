@@ -109,6 +109,56 @@ TEST(MultNodes, AttributionMatchesPykan) {
   KAN_EXPECT_ERROR(model->attribute(torch::rand({1, 2})), "at least 2 samples", "got 1");
 }
 
+// A pruned model computes what the original computes with the pruned nodes removed.
+TEST(MultNodes, PruningNodesGivesASmallerModelWithTheSameOutputs) {
+  const auto ref = test::load_reference("multkan_forward.json");
+  const auto& net = ref["networks"][0]; // width 3, [2, 2], [1, 1], 1
+  auto model = network_from_reference(net, SplineBackend::kFused);
+  const auto x = to_tensor(net["x"]);
+  // Keep addition node 1 and multiplication node 3 (arity 3) of layer 1, and layer 2 whole.
+  auto pruned = model->keep_nodes({{3, 1}, {0, 1}});
+  EXPECT_EQ(pruned->options().width(), (std::vector<int64_t>{3, 2, 2, 1}));
+  EXPECT_EQ(pruned->options().mult(), (std::vector<int64_t>{0, 1, 1, 0}));
+  EXPECT_EQ(pruned->options().node_arity()[1], (std::vector<int64_t>{3}));
+  EXPECT_EQ(pruned->layer(0)->options().out_dim(), 1 + 3);
+  auto removed = model->clone();
+  auto& masked = *std::dynamic_pointer_cast<KANImpl>(removed);
+  masked.remove_node(1, 0);
+  masked.remove_node(1, 2);
+  const auto expected = masked.forward(x);
+  EXPECT_LT(max_abs_diff(pruned(x), expected), 1e-12 * expected.abs().max().item<double>());
+  // The original is untouched.
+  EXPECT_LT(max_abs_diff(model(x), to_tensor(net["y"])), 1e-12);
+
+  // By score: nodes at or below the threshold go.
+  const auto scores = model->attribute(x).node_scores;
+  const double threshold = scores[1].median().item<double>();
+  auto by_score = model->prune_node(x, threshold);
+  EXPECT_EQ(by_score->options().width()[1], (scores[1] > threshold).sum().item<int64_t>());
+  EXPECT_EQ(by_score->options().width()[2], (scores[2] > threshold).sum().item<int64_t>());
+  KAN_EXPECT_ERROR(model->prune_node(x, 1e9), "every node of layer 1", "unchanged");
+  KAN_EXPECT_ERROR(model->keep_nodes({{0}}), "one list per hidden layer (2)");
+  KAN_EXPECT_ERROR(model->keep_nodes({{0, 7}, {0}}), "layer 1 has nodes 0..3, got 7");
+}
+
+TEST(MultNodes, PruningEdgesMasksTheWeakOnes) {
+  const auto ref = test::load_reference("multkan_forward.json");
+  const auto& net = ref["networks"][1];
+  auto model = network_from_reference(net, SplineBackend::kFused);
+  const auto x = to_tensor(net["x"]);
+  const auto edges = model->attribute(x).edge_scores;
+  const double threshold = edges[0].median().item<double>();
+  model->prune_edge(x, threshold);
+  EXPECT_TRUE(torch::equal(model->layer(0)->mask, (edges[0] > threshold).to(torch::kFloat64)));
+  model->remove_edge(1, 0, 0);
+  EXPECT_EQ(model->layer(1)->mask[0][0].item<double>(), 0.0);
+  KAN_EXPECT_ERROR(model->remove_edge(1, 5, 0), "layer 1 has edges 0..2 -> 0..0, got 5 -> 0");
+  KAN_EXPECT_ERROR(model->remove_node(0, 0), "not a hidden layer");
+  KAN_EXPECT_ERROR(model->prune_edge(x, -1), "threshold must be finite and >= 0");
+  const auto pruned = model->prune(x, 0.0, 0.0);
+  EXPECT_EQ(pruned->options().width().front(), 2);
+}
+
 TEST(MultNodes, StructureSizesTheLayers) {
   const auto options =
       KANOptions({3, 4, 2, 1}).mult({0, 2, 1, 0}).node_arity({{}, {2, 3}, {2}, {}});

@@ -10,6 +10,8 @@
 #include <torch/nn/module.h>
 
 #include <algorithm>
+#include <cmath>
+#include <numeric>
 #include <string>
 
 namespace kan {
@@ -311,6 +313,143 @@ Attribution KANImpl::attribute(const torch::Tensor& x) {
   for (auto it = subnode_scores.rbegin(); it != subnode_scores.rend(); ++it)
     a.subnode_scores.push_back(it->mean(0));
   return a;
+}
+
+namespace {
+
+// The subnodes (layer l - 1's outputs) of layer l's nodes `nodes`, in order.
+std::vector<int64_t> subnodes_of(const KANOptions& o, size_t l, const std::vector<int64_t>& nodes) {
+  const int64_t n_mult = mult_nodes(o, l), n_sum = o.width()[l] - n_mult;
+  std::vector<int64_t> first(static_cast<size_t>(o.width()[l]) + 1, 0); // first subnode of node i
+  for (int64_t i = 0; i < o.width()[l]; ++i)
+    first[i + 1] = first[i] + (i < n_sum ? 1 : node_arity(o, l, i - n_sum));
+  std::vector<int64_t> ids;
+  for (const int64_t i : nodes)
+    for (int64_t s = first[i]; s < first[i + 1]; ++s)
+      ids.push_back(s);
+  return ids;
+}
+
+torch::Tensor index_tensor(const std::vector<int64_t>& ids, torch::Device device) {
+  return torch::tensor(ids, torch::TensorOptions().dtype(torch::kLong)).to(device);
+}
+
+} // namespace
+
+void KANImpl::remove_edge(size_t l, int64_t i, int64_t j) {
+  TORCH_CHECK(l < depth(), "remove_edge: layer ", l, " does not exist (", depth(), " layers)");
+  const auto& o = layer(l)->options();
+  TORCH_CHECK(i >= 0 && i < o.in_dim() && j >= 0 && j < o.out_dim(), "remove_edge: layer ", l,
+              " has edges 0..", o.in_dim() - 1, " -> 0..", o.out_dim() - 1, ", got ", i, " -> ", j);
+  torch::NoGradGuard no_grad;
+  layer(l)->mask[i][j] = 0;
+}
+
+void KANImpl::remove_node(size_t l, int64_t i) {
+  TORCH_CHECK(l >= 1 && l < depth(), "remove_node: layer ", l, " is not a hidden layer (1..",
+              depth() - 1, ")");
+  TORCH_CHECK(i >= 0 && i < options_.width()[l], "remove_node: layer ", l, " has nodes 0..",
+              options_.width()[l] - 1, ", got ", i);
+  torch::NoGradGuard no_grad;
+  for (const int64_t s : subnodes_of(options_, l, {i}))
+    layer(l - 1)->mask.select(1, s).zero_();
+  layer(l)->mask.select(0, i).zero_();
+}
+
+KAN KANImpl::keep_nodes(const std::vector<std::vector<int64_t>>& active) const {
+  TORCH_CHECK(active.size() + 1 == depth(), "keep_nodes needs one list per hidden layer (",
+              depth() - 1, "), got ", active.size());
+  auto options = options_;
+  options.device(device()).dtype(dtype());
+  std::vector<int64_t> width{options_.width().front()}, mult{0};
+  std::vector<std::vector<int64_t>> arities{{}};
+  std::vector<std::vector<int64_t>> kept_nodes{{}}; // per layer; the inputs stay as they are
+  for (size_t l = 1; l < depth(); ++l) {
+    auto nodes = active[l - 1];
+    std::sort(nodes.begin(), nodes.end());
+    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+    TORCH_CHECK(!nodes.empty(), "pruning would remove every node of layer ", l, " (width ",
+                c10::IntArrayRef(options_.width()),
+                "): lower the threshold; the model is unchanged");
+    const int64_t n_mult = mult_nodes(options_, l), n_sum = options_.width()[l] - n_mult;
+    std::vector<int64_t> layer_arities;
+    for (const int64_t i : nodes) {
+      TORCH_CHECK(i >= 0 && i < options_.width()[l], "layer ", l, " has nodes 0..",
+                  options_.width()[l] - 1, ", got ", i);
+      if (i >= n_sum)
+        layer_arities.push_back(node_arity(options_, l, i - n_sum));
+    }
+    width.push_back(static_cast<int64_t>(nodes.size()));
+    mult.push_back(static_cast<int64_t>(layer_arities.size()));
+    arities.push_back(layer_arities);
+    kept_nodes.push_back(nodes);
+  }
+  width.push_back(options_.width().back());
+  mult.push_back(mult_nodes(options_, depth()));
+  std::vector<int64_t> last_arities;
+  for (int64_t j = 0; j < mult.back(); ++j)
+    last_arities.push_back(node_arity(options_, depth(), j));
+  arities.push_back(last_arities);
+  const bool any_mult = std::any_of(mult.begin(), mult.end(), [](int64_t m) { return m > 0; });
+  options.width(width)
+      .mult(any_mult ? mult : std::vector<int64_t>{})
+      .node_arity(any_mult ? arities : std::vector<std::vector<int64_t>>{});
+  KAN pruned(options);
+
+  torch::NoGradGuard no_grad;
+  const auto device = this->device();
+  for (size_t l = 0; l < depth(); ++l) {
+    // Layer l's inputs are layer l's kept nodes; its outputs the subnodes of layer l + 1's.
+    std::vector<int64_t> in(static_cast<size_t>(options_.width()[l]));
+    std::iota(in.begin(), in.end(), 0);
+    if (l >= 1)
+      in = kept_nodes[l];
+    std::vector<int64_t> out_nodes(static_cast<size_t>(options_.width()[l + 1]));
+    std::iota(out_nodes.begin(), out_nodes.end(), 0);
+    if (l + 1 < depth())
+      out_nodes = kept_nodes[l + 1];
+    const auto in_ids = index_tensor(in, device);
+    const auto out_ids = index_tensor(subnodes_of(options_, l + 1, out_nodes), device);
+    const auto node_ids = index_tensor(out_nodes, device);
+    auto from = layer(l), to = pruned->layer(l);
+    to->grid.copy_(from->grid.index_select(0, in_ids));
+    for (auto [target, source] :
+         {std::pair(to->coef, from->coef), std::pair(to->scale_base, from->scale_base),
+          std::pair(to->scale_sp, from->scale_sp), std::pair(to->mask, from->mask)})
+      target.copy_(source.index_select(0, in_ids).index_select(1, out_ids));
+    pruned->node_scale[l].copy_(node_scale[l].index_select(0, node_ids));
+    pruned->node_bias[l].copy_(node_bias[l].index_select(0, node_ids));
+    pruned->subnode_scale[l].copy_(subnode_scale[l].index_select(0, out_ids));
+    pruned->subnode_bias[l].copy_(subnode_bias[l].index_select(0, out_ids));
+  }
+  return pruned;
+}
+
+KAN KANImpl::prune_node(const torch::Tensor& x, double threshold) const {
+  TORCH_CHECK(std::isfinite(threshold) && threshold >= 0,
+              "prune_node: threshold must be finite and >= 0, got ", threshold);
+  const auto scores = const_cast<KANImpl*>(this)->attribute(x).node_scores;
+  std::vector<std::vector<int64_t>> active;
+  for (size_t l = 1; l < depth(); ++l) {
+    const auto keep = (scores[l] > threshold).nonzero().view(-1).to(torch::kCPU);
+    active.emplace_back(keep.data_ptr<int64_t>(), keep.data_ptr<int64_t>() + keep.numel());
+  }
+  return keep_nodes(active);
+}
+
+void KANImpl::prune_edge(const torch::Tensor& x, double threshold) {
+  TORCH_CHECK(std::isfinite(threshold) && threshold >= 0,
+              "prune_edge: threshold must be finite and >= 0, got ", threshold);
+  const auto scores = attribute(x).edge_scores;
+  torch::NoGradGuard no_grad;
+  for (size_t l = 0; l < depth(); ++l)
+    layer(l)->mask.mul_((scores[l] > threshold).to(layer(l)->mask.scalar_type()));
+}
+
+KAN KANImpl::prune(const torch::Tensor& x, double node_threshold, double edge_threshold) const {
+  auto pruned = prune_node(x, node_threshold);
+  pruned->prune_edge(x, edge_threshold);
+  return pruned;
 }
 
 KAN KANImpl::refine(int64_t new_grid, const torch::Tensor& x, int64_t memory_budget) const {

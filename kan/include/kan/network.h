@@ -157,6 +157,24 @@ public:
   /// needs two samples). Without gradients; the model is unchanged.
   Attribution attribute(const torch::Tensor& x);
 
+  /// Pruning, as pykan (docs/kan.md, "Pruning"). prune_node keeps the hidden nodes whose
+  /// attribution score on the samples x exceeds `threshold` and returns a smaller model (new
+  /// width, multiplication nodes and arities kept for the nodes that stay) whose outputs equal
+  /// this model's with the other nodes removed. A threshold that would remove every node of a
+  /// hidden layer is an error naming the layer; this model is never changed.
+  KAN prune_node(const torch::Tensor& x, double threshold = 1e-2) const;
+  /// The same with the nodes to keep given per hidden layer (active[l - 1] for layer l).
+  KAN keep_nodes(const std::vector<std::vector<int64_t>>& active) const;
+  /// Masks the edges whose attribution score on x is at most `threshold` (pykan's prune_edge).
+  void prune_edge(const torch::Tensor& x, double threshold = 3e-2);
+  /// prune_node, then prune_edge on the pruned model (pykan's prune).
+  KAN prune(const torch::Tensor& x, double node_threshold = 1e-2,
+            double edge_threshold = 3e-2) const;
+  /// Masks edge i -> j of layer l.
+  void remove_edge(size_t l, int64_t i, int64_t j);
+  /// Masks every edge into node i of layer l (its subnodes) and out of it.
+  void remove_node(size_t l, int64_t i);
+
   /// The regulariser of the last forward's activations (save_activations must be on).
   torch::Tensor regularization(const RegularizationOptions& weights = {}) const;
 
