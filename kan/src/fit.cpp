@@ -2,12 +2,12 @@
 
 #include "detail/checks.h"
 #include "kan/io/clock.h"
+#include "kan/lbfgs.h"
 #include "kan/trace_scope.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/optim/adam.h>
-#include <torch/optim/lbfgs.h>
 
 #include <chrono>
 #include <cmath>
@@ -130,12 +130,15 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const FitOptions& o,
   if (o.opt() == Optimizer::kAdam) {
     return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(o.lr()));
   }
-  // pykan's settings: history 10, strong Wolfe, tolerances off (20 iterations per step).
-  return std::make_unique<torch::optim::LBFGS>(params, torch::optim::LBFGSOptions(o.lr())
-                                                           .history_size(kLBFGSHistorySize)
-                                                           .line_search_fn("strong_wolfe")
-                                                           .tolerance_grad(1e-32)
-                                                           .tolerance_change(1e-32));
+  // pykan's LBFGS with MultKAN.fit's settings: history 10, strong Wolfe, tolerances off (20
+  // iterations per step). Its tolerance_ys keeps the curvature pairs that LibTorch's LBFGS
+  // drops late in a float64 fit (y·s <= 1e-10), where the refined model's accuracy is made.
+  return std::make_unique<LBFGS>(params, LBFGSOptions(o.lr())
+                                             .history_size(kLBFGSHistorySize)
+                                             .line_search_fn("strong_wolfe")
+                                             .tolerance_grad(1e-32)
+                                             .tolerance_change(1e-32)
+                                             .tolerance_ys(1e-32));
 }
 
 } // namespace

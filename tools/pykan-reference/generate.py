@@ -19,16 +19,18 @@ from pathlib import Path
 
 import torch
 from kan.KANLayer import KANLayer
+from kan.LBFGS import LBFGS
 from kan.spline import B_batch, extend_grid
 
 PYKAN_VERSION = "0.2.8"
 # The pykan commit the files name, that of the 0.2.8 release: its kan/spline.py and
 # kan/KANLayer.py are byte for byte the 0.2.8 wheel's (checked below, so the recorded commit
-# cannot silently misname the code that ran).
+# cannot silently misname the code that ran). kan/LBFGS.py's hash is the 0.2.8 wheel's.
 PYKAN_COMMIT = "ecde4ec3274d3bef1ad737479cf126aed38ab530"
 PYKAN_FILE_SHA256 = {
     "kan.spline": "16443d4b5e14b7096d585fbd2b32a6f26d142f3b0556428a0ac9845b8563a8a0",
     "kan.KANLayer": "fd1a408b0ee0a8b83eefcde193b30f7323c52172a72e21280e15430cc6742b8d",
+    "kan.LBFGS": "536e273fa037aed68050628744021f3baaf167fdeba94ba7904257b259576bae",
 }
 
 REFERENCE_DIR = Path(__file__).resolve().parents[2] / "tests" / "reference" / "pykan"
@@ -245,9 +247,86 @@ def multkan_forward():
     }
 
 
+def rosenbrock(x):
+    # tests/test_lbfgs.cpp builds the same operations in this order, so gradients round alike.
+    head, tail = x[:-1], x[1:]
+    return (100 * (tail - head**2) ** 2 + (1 - head) ** 2).sum()
+
+
+def lbfgs_run(objective, options, steps):
+    """pykan's LBFGS on the parameters a (2, 3) and b (4,), x = cat(a.flatten(), b), and c (2,),
+    which the objective does not use (no gradient: the optimiser sees zeros)."""
+    a = torch.tensor([[-1.2, 1.0, -0.9], [1.1, -1.3, 0.8]], requires_grad=True)
+    b = torch.tensor([-0.5, 1.4, 0.3, -1.0], requires_grad=True)
+    c = torch.tensor([0.25, -0.75], requires_grad=True)
+    initial = {"a": a.tolist(), "b": b.tolist(), "c": c.tolist()}
+    optimizer = LBFGS([a, b, c], **options)
+
+    def closure():
+        optimizer.zero_grad()
+        loss = objective(torch.cat([a.reshape(-1), b]))
+        loss.backward()
+        return loss
+
+    records = []
+    for _ in range(steps):
+        loss = optimizer.step(closure)
+        state = optimizer.state[a]
+        records.append({
+            "loss": loss.item(),
+            "a": a.tolist(),
+            "b": b.tolist(),
+            "c": c.tolist(),
+            "func_evals": state["func_evals"],
+            "n_iter": state["n_iter"],
+            "t": float(state["t"]),
+            "prev_loss": float(state["prev_loss"]),
+            "H_diag": float(state["H_diag"]),
+            # 1 / (y·s) of every curvature pair kept, oldest first
+            "ro": [float(r) for r in state["ro"]],
+        })
+    return {"options": options, "initial": initial, "steps": records}
+
+
+def lbfgs_rosenbrock():
+    # A quadratic for the fixed-step runs: LBFGS without a line search diverges on Rosenbrock.
+    generator = torch.Generator().manual_seed(11)
+    m = torch.randn(10, 10, generator=generator)
+    A = m @ m.T / 10 + torch.eye(10)
+    rhs = torch.randn(10, generator=generator)
+
+    def quadratic(x):
+        return 0.5 * x.dot(A @ x) - rhs.dot(x)
+
+    fit_settings = {"lr": 1, "history_size": 10, "line_search_fn": "strong_wolfe",
+                    "tolerance_grad": 1e-32, "tolerance_change": 1e-32, "tolerance_ys": 1e-32}
+    return {
+        "source": source(),
+        "what": "pykan's LBFGS (kan/LBFGS.py) from the same start, steps[i] after step() i + 1: "
+        "params a (2, 3), b (4,), c (2,), objective f(cat(a.flatten(), b)) (c unused); the "
+        "state: func_evals, n_iter, t, prev_loss, H_diag, ro = 1 / (y·s) of the pairs kept",
+        "objectives": {
+            "rosenbrock": "sum(100 * (x[1:] - x[:-1]**2)**2 + (1 - x[:-1])**2)",
+            "quadratic": "0.5 * x·(A x) - rhs·x",
+        },
+        "quadratic": {"A": A.tolist(), "rhs": rhs.tolist()},
+        "runs": {
+            # MultKAN.fit's settings, through convergence to rounding and past it
+            "rosenbrock_fit_settings": lbfgs_run(rosenbrock, fit_settings, 7),
+            # the same with a history of 3, so that pairs are dropped every few iterations
+            "rosenbrock_history_3": lbfgs_run(rosenbrock, {**fit_settings, "history_size": 3},
+                                              4),
+            # the class's defaults: fixed steps of lr, tolerances 1e-7 and 1e-9
+            "quadratic_defaults": lbfgs_run(quadratic, {"max_iter": 4}, 6),
+            "quadratic_lr_half": lbfgs_run(quadratic, {"lr": 0.5, "max_iter": 5, "max_eval": 3,
+                                                       "history_size": 5}, 4),
+        },
+    }
+
+
 # One function per file, named as the file (NAME.json). A new fixture is one more entry.
 FIXTURES = {f.__name__: f for f in (bspline_basis, layer_forward, layer_update_grid,
-                                    layer_update_grid_orders, multkan_forward)}
+                                    layer_update_grid_orders, multkan_forward, lbfgs_rosenbrock)}
 
 
 def check_pykan():

@@ -6,6 +6,7 @@
 #include "kan/dataset.h"
 #include "kan/fit.h"
 #include "kan/layer.h"
+#include "kan/lbfgs.h"
 #include "kan/memory.h"
 #include "kan/network.h"
 #include "kan/options.h"
