@@ -106,10 +106,14 @@ inline Results sample_results() {
   toy_cpu.activations = {{0, 0, 0, {-1, 0, 1}, {0.1, 0.0, -0.1}},
                          {0, 1, 0, {-1, 0, 1}, {1.0, 0.0, 1.0}},
                          {1, 0, 0, {-2, 0, 2}, {-0.5, 0.25, 3.0}}};
-  toy_cpu.audit_findings = {{"data.train_input", "data", "cpu", "cpu",
-                             "float32 data for a "
-                             "float64 model",
-                             "wrong_dtype", "Create the data in float64."}};
+  AuditFinding finding;
+  finding.tensor = "data.train_input";
+  finding.kind = "data";
+  finding.device = finding.expected_device = "cpu";
+  finding.message = "float32 data for a float64 model";
+  finding.problem = "wrong_dtype";
+  finding.fix = "Create the data in float64.";
+  toy_cpu.audit_findings = {finding};
 
   CaseResult toy_gpu = toy_cpu;
   toy_gpu.target = "cuda";

@@ -358,9 +358,11 @@ TEST(FusedBackend, NetworkTrainsLikeReference) {
   EXPECT_LE(std::abs(lr.item<double>() - lf.item<double>()), 1e-12);
   const auto pr = reference->parameters(), pf = fused->parameters();
   ASSERT_EQ(pr.size(), pf.size());
-  for (size_t i = 0; i < pr.size(); ++i)
-    if (pr[i].requires_grad())
+  for (size_t i = 0; i < pr.size(); ++i) {
+    if (pr[i].requires_grad()) {
       EXPECT_LE(max_abs_diff(pf[i].grad(), pr[i].grad()), 1e-12) << "parameter " << i;
+    }
+  }
 }
 
 TEST(FusedBackend, MemoryDoesNotGrowWithTheGrid) {

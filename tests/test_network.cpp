@@ -203,9 +203,11 @@ TEST(KAN, RegularizationMatchesPykansFormula) {
   const auto single = model->regularization(weights);
   single.backward();
   EXPECT_TRUE(std::isfinite(single.item<double>()));
-  for (const auto& p : model->parameters())
-    if (p.requires_grad())
+  for (const auto& p : model->parameters()) {
+    if (p.requires_grad()) {
       EXPECT_TRUE(torch::isfinite(p.grad()).all().item<bool>());
+    }
+  }
 }
 
 TEST(KAN, ForwardOnCudaMatchesCpu_CUDA) {

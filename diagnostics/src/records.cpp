@@ -32,12 +32,6 @@ void check_command(ObjectReader& r, const char* expected) {
              "expected \"" + std::string(expected) + "\", got " + io::quoted(command));
 }
 
-// A count that summarises a list must be the list's size.
-void check_count(int64_t count, size_t size, const std::string& path, const char* listed) {
-  if (count != static_cast<int64_t>(size))
-    io::fail(path, std::to_string(count) + " but " + listed + " lists " + std::to_string(size));
-}
-
 // A summary key that repeats another part of the document must repeat it exactly.
 void check_repeats(const json& value, const json& original, const std::string& path,
                    const std::string& original_path) {
