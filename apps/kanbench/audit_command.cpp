@@ -9,6 +9,7 @@
 #include "kan/diagnostics/records.h"
 #include "kan/io/atomic_file.h"
 #include "kan/kan.h"
+#include "kan/pykan.h"
 #include "kan/reports/results_io.h"
 
 #include <nlohmann/json.hpp>
@@ -29,6 +30,7 @@ struct AuditArgs {
 
   std::string device = "cpu";
   std::string checkpoint;
+  std::string pykan;
   std::string width;
   std::string mult_arity;
   int64_t grid = kModel.grid();
@@ -109,8 +111,8 @@ int run_audit(const AuditArgs& a) {
 int audit(const AuditArgs& a) {
   // Everything up to the training steps decides whether the audit can run at all; an error
   // here leaves through run_audit as exit 2.
-  TORCH_CHECK(a.checkpoint.empty() != a.width.empty(),
-              "give the model either as --checkpoint PATH or as --width 2,5,1 (not both)");
+  TORCH_CHECK(a.checkpoint.empty() + a.pykan.empty() + a.width.empty() == 2,
+              "give the model as one of --checkpoint PATH, --pykan PREFIX or --width 2,5,1");
   if (!a.json.empty())
     kan::io::check_output_file(a.json, "--json");
   const torch::Device device = parse_device(a.device, "--device");
@@ -118,13 +120,14 @@ int audit(const AuditArgs& a) {
       a.data_device.empty() ? device : parse_device(a.data_device, "--data-device");
   auto built = kan::KANOptions({1, 1}).grid(a.grid).k(a.k).seed(a.seed).device(device).dtype(
       kan::dtype_from_string(a.dtype));
-  if (a.checkpoint.empty()) {
+  if (!a.width.empty()) {
     set_width(built, a.width);
     if (!a.mult_arity.empty())
       set_mult_arity(built, a.mult_arity);
   }
-  kan::KAN model =
-      !a.checkpoint.empty() ? kan::load_checkpoint(a.checkpoint, device) : kan::KAN(built);
+  kan::KAN model = !a.checkpoint.empty() ? kan::load_checkpoint(a.checkpoint, device)
+                   : !a.pykan.empty()    ? kan::load_pykan(a.pykan, device)
+                                         : kan::KAN(built);
   const auto data_dtype =
       a.data_dtype.empty() ? model->dtype() : kan::dtype_from_string(a.data_dtype);
   const kan::Dataset data = audit_dataset(a, model, data_device, data_dtype);
@@ -194,12 +197,16 @@ void add_audit_command(CLI::App& app, int& exit_code) {
                "0 = clean, 1 = findings, 2 = could not run");
   cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
   auto* checkpoint = cmd->add_option("--checkpoint", args->checkpoint, "A model.pt to audit");
+  auto* pykan = cmd->add_option("--pykan", args->pykan,
+                                "Or a pykan checkpoint (the prefix given to pykan's saveckpt)")
+                    ->excludes(checkpoint);
   cmd->add_option("--mult-arity", args->mult_arity,
                   "Arity of the multiplication nodes (with --width): one, or one per node");
   cmd->add_option("--width", args->width,
                   "Or build a model of these widths, e.g. 2,5,1 or 2,[2,1],1 (2 addition and 1 "
                   "multiplication node)")
-      ->excludes(checkpoint);
+      ->excludes(checkpoint)
+      ->excludes(pykan);
   cmd->add_option("--grid", args->grid, "Grid intervals G (with --width)")
       ->check(integer_at_least(1))
       ->capture_default_str();

@@ -30,6 +30,12 @@ void add_compare_command(CLI::App& app, int& exit_code);
 /// `kanbench report RESULTS.json`: the self-contained HTML report.
 void add_report_command(CLI::App& app, int& exit_code);
 
+/// `kanbench import-pykan PREFIX --out DIR`: a pykan checkpoint -> DIR/model.pt.
+void add_import_pykan_command(CLI::App& app, int& exit_code);
+
+/// `kanbench export-pykan CHECKPOINT PREFIX`: a kanbench checkpoint -> a pykan checkpoint.
+void add_export_pykan_command(CLI::App& app, int& exit_code);
+
 using kan::io::first_line; // the first line of an exception's message (no backtrace)
 
 /// "cpu", "cuda" or "cuda:N" as a device; an unusable CUDA device is an error that says why

@@ -1,5 +1,6 @@
-// `kanbench fit`: train a KAN on a named reference function, optionally refine its grid and
-// train again; write DIR/fit.json (configuration, history, final RMSE) and DIR/model.pt.
+// `kanbench fit`: train a KAN (a new one, or a pykan checkpoint's) on a named reference function,
+// optionally refine its grid and train again; write DIR/fit.json (configuration, history, final
+// RMSE) and DIR/model.pt.
 #include "commands.h"
 #include "values.h"
 
@@ -8,6 +9,7 @@
 #include "kan/io/atomic_file.h"
 #include "kan/kan.h"
 #include "kan/memory.h"
+#include "kan/pykan.h"
 
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>
@@ -19,6 +21,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 namespace kanbench {
 namespace {
@@ -30,7 +33,7 @@ struct FitArgs {
   kan::diagnostics::FitRun run = defaults();
   std::string width = "2,5,1";
   std::string mult_arity; // "": the library's default, 2
-  std::string dtype = "float64";
+  std::string dtype;      // "": float64 for a new model, the checkpoint's with --pykan
   std::string out = "results/fit";
 
   // The library's defaults, except pykan's reference run: 50 steps, float64.
@@ -118,16 +121,28 @@ int run_fit(FitArgs& a) {
   auto& run = a.run;
   const auto device = parse_device(run.device);
   const auto& function = kan::reference_function(run.function);
-  set_width(run.model, a.width);
-  if (!a.mult_arity.empty())
-    set_mult_arity(run.model, a.mult_arity);
-  run.model.device(device).dtype(kan::dtype_from_string(a.dtype)).seed(run.seed);
+  // The starting model: pykan's (its options, in --dtype when given), or a new one.
+  std::optional<kan::KAN> initial;
+  if (!run.initial_model.empty()) {
+    initial = kan::load_pykan(run.initial_model, device);
+    if (!a.dtype.empty())
+      (*initial)->to(kan::dtype_from_string(a.dtype));
+    run.model = (*initial)->options();
+    run.model.dtype((*initial)->dtype());
+  } else {
+    set_width(run.model, a.width);
+    if (!a.mult_arity.empty())
+      set_mult_arity(run.model, a.mult_arity);
+    run.model.dtype(kan::dtype_from_string(a.dtype.empty() ? "float64" : a.dtype));
+  }
+  run.model.device(device).seed(run.seed);
   run.fit.seed(run.seed);
   const auto& width = run.model.width();
-  TORCH_CHECK(width.front() == function.n_var, "--width starts with ", width.front(),
+  const char* model_source = initial ? "the --pykan model" : "--width";
+  TORCH_CHECK(width.front() == function.n_var, model_source, " starts with ", width.front(),
               " inputs but function '", run.function, "' has ", function.n_var, " variables");
-  TORCH_CHECK(width.back() == 1, "--width must end in 1 output for a regression function, got ",
-              width.back());
+  TORCH_CHECK(width.back() == 1, model_source,
+              " must end in 1 output for a regression function, got ", width.back());
   kan::io::check_output_folder(a.out, "--out");
   for (const char* name : {"model.pt", "fit.json"})
     kan::io::check_output_file((std::filesystem::path(a.out) / name).string(), "--out");
@@ -146,7 +161,7 @@ int run_fit(FitArgs& a) {
                                                         .seed(run.seed)
                                                         .device(device)
                                                         .dtype(run.model.dtype()));
-  kan::KAN model(run.model);
+  kan::KAN model = initial ? *initial : kan::KAN(run.model);
 
   kan::diagnostics::FitRecord record;
   record.config = run;
@@ -180,8 +195,8 @@ int run_fit(FitArgs& a) {
   write_outputs(model, (std::filesystem::path(a.out) / record.checkpoint).string(), json_path,
                 kan::diagnostics::to_json(record).dump(2) + "\n");
   std::cout << summary << " (" << kan::to_string(run.fit.opt()) << ", " << run.fit.steps()
-            << " steps, " << a.dtype << ", " << device << ", " << scientific(record.seconds())
-            << " s) -> " << json_path << "\n";
+            << " steps, " << kan::to_string(model->dtype()) << ", " << device << ", "
+            << scientific(record.seconds()) << " s) -> " << json_path << "\n";
   return 0;
 }
 
@@ -199,20 +214,28 @@ void add_fit_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--function", run.function, "Target function")
       ->check(CLI::IsMember(functions))
       ->capture_default_str();
+  auto* pykan = cmd->add_option("--pykan", run.initial_model,
+                                "Start from this pykan checkpoint (the prefix given to pykan's "
+                                "saveckpt) instead of a new model");
   cmd->add_option("--width", args->width,
                   "Nodes per layer, comma separated; a layer with multiplication nodes as "
                   "[addition,multiplication], e.g. 2,[2,1],1 (quote it for the shell)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->excludes(pykan);
   cmd->add_option("--mult-arity", args->mult_arity,
                   "Subnodes each multiplication node multiplies: one arity (3), or one per node "
-                  "(2,3); default 2");
+                  "(2,3); default 2")
+      ->excludes(pykan);
   cmd->add_flag_callback(
-      "--affine-trainable", [&model] { model.affine_trainable(true); },
-      "Train the node and subnode affine parameters (pykan's affine_trainable)");
+         "--affine-trainable", [&model] { model.affine_trainable(true); },
+         "Train the node and subnode affine parameters (pykan's affine_trainable)")
+      ->excludes(pykan);
   cmd->add_option("--grid", model.grid(), "Grid intervals G")
       ->check(integer_at_least(1))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->excludes(pykan);
   cmd->add_option("--k", model.k(), "Spline order k")
+      ->excludes(pykan)
       ->check(integer_at_least(0))
       ->capture_default_str();
   add_enum_option(cmd, "--backend", model.backend(),
@@ -260,9 +283,9 @@ void add_fit_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--seed", run.seed, "Seed of data, model and minibatches")
       ->check(unsigned_64())
       ->capture_default_str();
-  cmd->add_option("--dtype", args->dtype, "Floating type")
-      ->check(CLI::IsMember({"float32", "float64"}))
-      ->capture_default_str();
+  cmd->add_option("--dtype", args->dtype,
+                  "Floating type (default float64; with --pykan, the checkpoint's)")
+      ->check(CLI::IsMember({"float32", "float64"}));
   cmd->add_option("--device", run.device, "cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--refine", run.refine,
                   "After training, refine to this G and train again (0: no refinement)")

@@ -88,6 +88,8 @@ json to_json(const FitRecord& f) {
            {"fit", to_json(c.fit)}}},
          {"environment", {{"libtorch", f.libtorch}, {"threads", f.threads}, {"device", c.device}}},
          {"device_audit", f.device_audit.to_json()}};
+  if (!c.initial_model.empty())
+    j["config"]["initial_model"] = c.initial_model;
   j.update(stage_json(f.trained));
   j["seconds"] = f.seconds();
   if (f.refined) {
@@ -117,6 +119,8 @@ FitRecord fit_record_from_json(const json& value, const std::string& source) {
     f.config.trace_steps = c.integer("trace_steps", Bound::kNonNegative);
     f.config.model = kan_options_from_json(c.required("model"), c.path_of("model"));
     f.config.fit = fit_options_from_json(c.required("fit"), c.path_of("fit"));
+    if (c.optional("initial_model"))
+      f.config.initial_model = c.string("initial_model");
     c.finish();
     ObjectReader e(r.required("environment"), "environment", lenient);
     f.libtorch = e.string("libtorch");

@@ -10,3 +10,5 @@
 #include "kan/memory.h"
 #include "kan/network.h"
 #include "kan/options.h"
+#include "kan/pykan.h"
+#include "kan/torch_file.h"

@@ -21,7 +21,7 @@ namespace kan::diagnostics {
 
 /// The version of fit.json this library writes (1.1: device_audit, config.trace_steps; 1.2:
 /// config.fit.batch_draw; 1.3: config.fit.grid_update_memory, test_accuracy in the history).
-inline constexpr const char* kFitSchemaVersion = "1.3.0";
+inline constexpr const char* kFitSchemaVersion = "1.4.0";
 /// The version of audit.json this library writes (1.1: one finding form with the optional
 /// detail keys of results.json 1.2's findings).
 inline constexpr const char* kAuditSchemaVersion = "1.1.0";
@@ -37,6 +37,9 @@ struct FitRun {
   int64_t trace_steps = 1;    ///< steps traced operation by operation
   KANOptions model{{2, 5, 1}};
   FitOptions fit;
+  /// The pykan checkpoint (saveckpt prefix) training started from; empty: a new model drawn from
+  /// `model` and `seed`. From fit.json 1.4.
+  std::string initial_model;
 };
 
 /// One training of a fit: the first one, or the one after refinement.
