@@ -5,6 +5,9 @@
     generate.py --out DIR        write into DIR instead
     generate.py --check          regenerate into a temporary folder and compare, number by
                                  number, with the committed files; exit 1 where they differ
+    generate.py --roundtrip KANBENCH
+                                 with a built kanbench executable: pykan loads what kanbench's
+                                 export-pykan writes and reproduces kanbench's outputs
 
 Run it with the Python of setup.sh's virtual environment (pykan 0.2.8 and torch, CPU).
 """
@@ -13,6 +16,7 @@ import argparse
 import hashlib
 import importlib.metadata
 import json
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -534,6 +538,73 @@ def check_files(new_dir, old_dir):
     return equal
 
 
+def roundtrip(kanbench):
+    """kanbench -> pykan: every committed checkpoint through import-pykan and export-pykan, and
+    models kanbench trained, loaded by pykan's KAN.loadckpt; pykan's outputs against kanbench's
+    (pykan's committed ones, and `kanbench predict`'s). Float64 to 1e-12, float32 to 1e-6."""
+    from kan.MultKAN import MultKAN
+
+    def run(*args):
+        done = subprocess.run([kanbench, *map(str, args)], capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"kanbench {' '.join(map(str, args))} failed:\n{done.stdout}{done.stderr}")
+
+    def pykan_outputs(prefix, dtype, x):
+        torch.set_default_dtype(dtype)
+        try:
+            with torch.no_grad():
+                return MultKAN.loadckpt(str(prefix))(x.to(dtype))
+        finally:
+            torch.set_default_dtype(torch.float64)
+
+    def difference(y, reference):
+        return ((y.double() - reference.double()).abs().max() /
+                reference.double().abs().max()).item()
+
+    all_within = True
+    def report(label, dtype, value):
+        nonlocal all_within
+        limit = 1e-12 if dtype == torch.float64 else 1e-6
+        all_within &= value <= limit
+        print(f"{label}: max relative difference {value:.3g} ({'ok' if value <= limit else 'OVER'} "
+              f"{limit:g})")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        cases = json.loads((REFERENCE_DIR / "pykan_checkpoints.json").read_text())["cases"]
+        for case in cases:
+            dtype = getattr(torch, case["dtype"])
+            run("import-pykan", REFERENCE_DIR / case["prefix"], "--out", tmp / case["name"])
+            run("export-pykan", tmp / case["name"] / "model.pt", tmp / f"{case['name']}_back")
+            y = pykan_outputs(tmp / f"{case['name']}_back", dtype, torch.tensor(case["x"]))
+            report(f"{case['name']} (pykan -> kanbench -> pykan)", dtype,
+                   difference(y, torch.tensor(case["y"])))
+        trained = [("mult", ["--width", "2,[2,1],1", "--mult-arity", "3", "--affine-trainable"],
+                    torch.float64),
+                   ("plain", ["--width", "2,5,1", "--dtype", "float32"], torch.float32)]
+        torch.manual_seed(7)
+        x = torch.rand(32, 2, dtype=torch.float64) * 2.4 - 1.2
+        (tmp / "x.csv").write_text("".join(",".join(map(repr, row)) + "\n" for row in x.tolist()))
+        for name, arguments, dtype in trained:
+            out = tmp / f"fit_{name}"
+            run("fit", *arguments, "--steps", 5, "--train-num", 200, "--test-num", 50,
+                "--trace-steps", 0, "--out", out)
+            run("export-pykan", out / "model.pt", out / "pykan")
+            run("predict", "--model", out / "model.pt", "--input", tmp / "x.csv", "--out",
+                out / "y.csv")
+            expected = torch.tensor([[float(v) for v in line.split(",")]
+                                     for line in (out / "y.csv").read_text().split()
+                                     if line and not line[0].isalpha()], dtype=torch.float64)
+            y = pykan_outputs(out / "pykan", dtype, x)
+            report(f"kanbench fit {name} ({case_dtype(dtype)}; kanbench -> pykan)", dtype,
+                   difference(y, expected))
+    return all_within
+
+
+def case_dtype(dtype):
+    return str(dtype).removeprefix("torch.")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -543,6 +614,9 @@ def main():
                         help="the folder to write into (default: tests/reference/pykan)")
     parser.add_argument("--check", action="store_true",
                         help="compare with the committed files instead of writing them")
+    parser.add_argument("--roundtrip", metavar="KANBENCH",
+                        help="check that pykan loads kanbench's export-pykan files (needs a "
+                        "built kanbench executable)")
     args = parser.parse_args()
 
     check_pykan()
@@ -550,6 +624,8 @@ def main():
     torch.set_default_dtype(torch.float64)
     torch.set_num_threads(1)
     names = args.only or list(FIXTURES)
+    if args.roundtrip:
+        sys.exit(0 if roundtrip(args.roundtrip) else 1)
     if args.check:
         sys.exit(0 if check(names) else 1)
     write(names, args.out)
