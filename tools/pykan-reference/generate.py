@@ -409,10 +409,58 @@ def pykan_checkpoints(out_dir):
     }
 
 
+# Points across every library function's interesting places: poles, domain edges, beyond.
+SYMBOLIC_X = [-4.0, -3.3, -1.2, -1.0, -0.999, -0.5, -0.01, -1e-4, 0.0, 1e-4, 0.003, 0.01, 0.2,
+              0.5, 0.999, 1.0, 1.0001, 1.5, 1.5707, 2.3, 3.0, 4.7]
+# (function, a, b, c, d, inputs' range) for fit_params on synthetic edges c f(a x + b) + d.
+SYMBOLIC_FITS = [("sin", 2.5, 0.7, 1.3, -0.4, (-1, 1)), ("exp", 1.2, -0.3, 0.8, 0.1, (-1, 1)),
+                 ("x^2", 1.5, 0.5, -2.0, 0.3, (-1, 1)), ("tanh", 3.0, -1.0, 0.5, 0.0, (-1, 1)),
+                 ("log", 2.0, 3.0, 1.0, 0.5, (-1, 1)), ("gaussian", 2.0, 0.5, 1.5, -0.2, (-1, 1)),
+                 ("1/x", 1.0, 2.5, 0.7, 0.0, (-1, 1)), ("x", -3.0, 1.0, 0.5, 2.0, (-1, 1))]
+
+
+def symbolic_library():
+    """pykan's SYMBOLIC_LIB: every function and its singularity-avoiding form (y_th = 10) at
+    SYMBOLIC_X, with its complexity; and fit_params on synthetic edges c f(a x + b) + d (with a
+    little noise, 100 samples), pykan's (a, b, c, d) and R^2."""
+    from kan.utils import SYMBOLIC_LIB, fit_params
+
+    x = torch.tensor(SYMBOLIC_X)
+    # JSON has no NaN or Inf: null and the strings "inf", "-inf" stand for them.
+    encode = lambda values: [None if v != v else str(v) if abs(v) == float("inf") else v
+                             for v in values.tolist()]
+    functions = {}
+    for name, (fun, _, complexity, avoiding) in SYMBOLIC_LIB.items():
+        with torch.no_grad():
+            safe = avoiding(x, torch.tensor(10.0))
+            # The value is the tuple's last entry. pykan's Symbolic_KANLayer takes entry [1],
+            # which is not the value for tan (3 entries: [1] is a constant) nor for x^1.5 (no
+            # tuple: [1] is the tensor's row 1): pykan bugs kanbench does not copy.
+            functions[name] = {"complexity": complexity, "f": encode(fun(x)),
+                               "f_avoiding": encode(safe[-1] if isinstance(safe, tuple) else safe)}
+    fits = []
+    for index, (name, a, b, c, d, (low, high)) in enumerate(SYMBOLIC_FITS):
+        torch.manual_seed(400 + index)
+        xs = low + (high - low) * torch.rand(100)
+        ys = c * SYMBOLIC_LIB[name][0](a * xs + b) + d + 1e-3 * torch.randn(100)
+        params, r2 = fit_params(xs, ys, SYMBOLIC_LIB[name][0], verbose=False)
+        fits.append({"function": name, "true": [a, b, c, d], "x": xs.tolist(), "y": ys.tolist(),
+                     "params": params.tolist(), "r2": r2.item()})
+    return {
+        "source": source(),
+        "what": "SYMBOLIC_LIB[name]: complexity, f(x) (null for NaN, 'inf' for Inf) and the singularity-"
+        "avoiding f(x, y_th=10) at x; fit_params(x, y, f) with its defaults (a, b in [-10, 10], "
+        "101 x 101 grid, 3 zoom-ins) on y = c f(a x + b) + d + 1e-3 noise",
+        "x": SYMBOLIC_X,
+        "functions": functions,
+        "fits": fits,
+    }
+
+
 # One function per file, named as the file (NAME.json). A new fixture is one more entry.
 FIXTURES = {f.__name__: f for f in (bspline_basis, layer_forward, layer_update_grid,
                                     layer_update_grid_orders, multkan_forward, lbfgs_rosenbrock,
-                                    pykan_checkpoints)}
+                                    pykan_checkpoints, symbolic_library)}
 # Fixtures that also write files of their own next to their JSON (given the folder).
 WRITES_FILES = {"pykan_checkpoints"}
 

@@ -11,4 +11,5 @@
 #include "kan/network.h"
 #include "kan/options.h"
 #include "kan/pykan.h"
+#include "kan/symbolic.h"
 #include "kan/torch_file.h"

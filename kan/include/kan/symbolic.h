@@ -1,0 +1,62 @@
+#pragma once
+/// pykan 0.2.8's symbolic library and its fit of c * f(a * x + b) + d to an edge's activation
+/// (docs/kan.md, "Symbolic functions"), on any device, for many edges at once.
+
+#include <torch/types.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kan {
+
+/// One library function f.
+struct SymbolicFunction {
+  std::string name;   ///< pykan's name: "sin", "x^2", "1/sqrt(x)", ...
+  int64_t complexity; ///< pykan's c: what suggest_symbolic weighs against R^2
+  /// f itself, elementwise (NaN where f is undefined, as pykan's torch function).
+  std::function<torch::Tensor(const torch::Tensor&)> f;
+  /// pykan's singularity-avoiding f: near a pole or outside the domain, a finite continuation
+  /// that reaches y_th (used in training with singularity avoidance).
+  std::function<torch::Tensor(const torch::Tensor&, double y_th)> f_avoiding;
+  /// f applied to the text of its argument, as SymPy reads it and as LaTeX: "sin({})".
+  std::string sympy;
+  std::string latex;
+};
+
+/// The library function `name`; an unknown name is an error listing the known ones.
+const SymbolicFunction& symbolic_function(const std::string& name);
+/// Every library name, pykan's order first, then added ones.
+std::vector<std::string> symbolic_function_names();
+/// Adds (or replaces) a function. An empty name, a negative complexity or a missing f is an
+/// error. f_avoiding defaults to f; sympy and latex default to "name({})".
+void add_symbolic_function(SymbolicFunction function);
+
+/// How fit_symbolic_params searches (pykan's fit_params arguments).
+struct SymbolicFitOptions {
+  std::array<double, 2> a_range{-10.0, 10.0};
+  std::array<double, 2> b_range{-10.0, 10.0};
+  int64_t grid_number = 101; ///< grid points along a and along b
+  int64_t iterations = 3;    ///< zoom-ins
+  /// Bound on the search's working memory: edges are searched in groups that fit.
+  int64_t memory_budget = int64_t{512} << 20;
+};
+
+/// The fit of c * f(a * x + b) + d to y, per edge.
+struct SymbolicFit {
+  torch::Tensor params; ///< (E, 4): a, b, c, d
+  torch::Tensor r2;     ///< (E): pykan's R^2 of f(a x + b) against y
+};
+
+/// pykan's fit_params for E edges at once: x and y (N, E), column e one edge's inputs and
+/// activations. (a, b) by a grid search over a_range x b_range, zoomed in `iterations` times
+/// around the best point (pykan's R^2 = cov^2 / (var * var + 1e-4), NaN counted as 0; at the
+/// border of the grid only that dimension zooms); (c, d) by least squares of y on f(a x + b)
+/// (c = 0 where f(a x + b) is constant). On x's device and dtype; N >= 1.
+SymbolicFit fit_symbolic_params(const torch::Tensor& x, const torch::Tensor& y,
+                                const SymbolicFunction& function,
+                                const SymbolicFitOptions& options = {});
+
+} // namespace kan
