@@ -2,6 +2,9 @@
 #include "cli_runner.h"
 #include "test_util.h"
 
+#include "kan/checkpoint.h"
+#include "kan/diagnostics/records.h"
+
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -137,6 +140,71 @@ nlohmann::json read_json(const fs::path& path) {
   std::ifstream in(path);
   EXPECT_TRUE(in.good()) << path;
   return nlohmann::json::parse(in);
+}
+
+// --prune: pykan's prune on the training inputs after training, then more steps; fit.json
+// records the widths and the scores, model.pt is the pruned model.
+TEST_F(Cli, FitPrunesAndTrainsAgain) {
+  const auto run =
+      kanbench("fit --width '2,[4,1],1' --steps 3 --prune 0.01,0.03 "
+               "--steps-after-prune 2 --refine 4 --train-num 100 --test-num 50 --out " +
+               dir_.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("pruned to 2,["), std::string::npos) << run.output;
+  const auto fit = kan::diagnostics::read_fit_record((dir_ / "fit.json").string());
+  ASSERT_TRUE(fit.config.prune.has_value());
+  EXPECT_EQ(fit.config.prune->node_th, 0.01);
+  EXPECT_EQ(fit.config.prune->edge_th, 0.03);
+  EXPECT_EQ(fit.config.prune->steps, 2);
+  ASSERT_TRUE(fit.pruned.has_value());
+  EXPECT_EQ(fit.pruned->retrained.history.steps.size(), 2u);
+  EXPECT_EQ(fit.pruned->node_scores.size(), 3u);
+  EXPECT_EQ(fit.pruned->node_scores[1].size(), 5u);
+  const auto j = read_json(dir_ / "fit.json");
+  EXPECT_EQ(j["pruned"]["width_before"], nlohmann::json::parse("[2, [4, 1], 1]"));
+  // The saved model is the pruned one, refined afterwards.
+  const auto model = kan::load_checkpoint((dir_ / "model.pt").string());
+  const auto after = fit.pruned->width_after;
+  EXPECT_EQ(model->options().width()[1], after[1].nodes());
+  EXPECT_EQ(model->options().grid(), 4);
+  EXPECT_EQ(fit.refined->history.steps.size(), 3u);
+
+  // Without --steps-after-prune, as many steps as --steps.
+  const auto again =
+      kanbench("fit --steps 2 --prune 0,0 --train-num 100 --test-num 50 --out " + dir_.string());
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(read_json(dir_ / "fit.json")["pruned"]["history"]["steps"].size(), 2u);
+}
+
+TEST_F(Cli, BadPruneOptionsFailWithOneLine) {
+  const std::vector<std::pair<std::string, std::string>> bad{
+      {"--prune 0.1", "--prune: expected NODE_TH,EDGE_TH, two finite numbers >= 0, got '0.1'"},
+      {"--prune 0.1,-1", "got '0.1,-1'"},
+      {"--prune nan,0.1", "got 'nan,0.1'"},
+      {"--prune 0.1,inf", "got '0.1,inf'"},
+      {"--prune 0.1,0.2,0.3", "got '0.1,0.2,0.3'"},
+      {"--prune ,0.1", "got ',0.1'"},
+      {"--steps-after-prune 5", "--steps-after-prune requires --prune"},
+      {"--prune 0.1,0.1 --steps-after-prune -1", "--steps-after-prune"},
+  };
+  for (const auto& [args, expected] : bad) {
+    const auto refused =
+        kanbench("fit " + args + " --steps 1 --train-num 50 --test-num 20 --out " + dir_.string());
+    EXPECT_EQ(refused.exit_code, 2) << args << ": " << refused.output;
+    EXPECT_NE(refused.output.find(expected), std::string::npos) << args << ": " << refused.output;
+    EXPECT_EQ(std::count(refused.output.begin(), refused.output.end(), '\n'), 1)
+        << args << ": " << refused.output;
+  }
+  // A threshold above every score is found after training: the last line says so.
+  const auto run =
+      kanbench("fit --prune 1e9,0 --steps 1 --train-num 50 --test-num 20 --out " + dir_.string());
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  const auto last = run.output.substr(run.output.rfind('\n', run.output.size() - 2) + 1);
+  EXPECT_EQ(last.rfind("kanbench: ", 0), 0u) << run.output;
+  EXPECT_NE(last.find("--prune 1e+09,0: pruning would remove every node of layer 1"),
+            std::string::npos)
+      << run.output;
+  EXPECT_FALSE(fs::exists(dir_ / "fit.json"));
 }
 
 TEST_F(Cli, EnvPrintsTheReportAndWritesJson) {

@@ -159,6 +159,68 @@ TEST(MultNodes, PruningEdgesMasksTheWeakOnes) {
   EXPECT_EQ(pruned->options().width().front(), 2);
 }
 
+// pykan's prune_node, prune_edge, prune and prune_input, each on a fresh copy of one model.
+TEST(MultNodes, PruningMatchesPykan) {
+  const auto ref = test::load_reference("multkan_prune.json");
+  const auto x = to_tensor(ref["x"]);
+  const auto& th = ref["thresholds"];
+  const auto& ops = ref["operations"];
+  for (const auto backend : {SplineBackend::kFused, SplineBackend::kReference}) {
+    auto fresh = [&] { return network_from_reference(ref, backend); };
+    auto expect_like_pykan = [&](const KAN& ours, const torch::Tensor& y, const std::string& op) {
+      const auto& expected = ops[op];
+      const auto& o = ours->options();
+      std::vector<std::vector<int64_t>> width;
+      for (size_t l = 0; l < o.width().size(); ++l)
+        width.push_back({o.width()[l] - mult_nodes(o, l), mult_nodes(o, l)});
+      EXPECT_EQ(width, expected["pykan_width"].get<std::vector<std::vector<int64_t>>>()) << op;
+      for (size_t l = 0; l < ours->depth(); ++l)
+        EXPECT_EQ(max_abs_diff(ours->layer(l)->mask, to_tensor(expected["mask"][l])), 0.0)
+            << op << " layer " << l;
+      const auto y_pykan = to_tensor(expected["y"]);
+      EXPECT_LT(max_abs_diff(y, y_pykan) / y_pykan.abs().max().item<double>(), 1e-12)
+          << op << " " << to_string(backend);
+    };
+    const auto scores = fresh()->attribute(x);
+    for (size_t l = 0; l < scores.node_scores.size(); ++l)
+      EXPECT_LT(max_abs_diff(scores.node_scores[l], to_tensor(ref["node_scores"][l])), 1e-12);
+
+    auto nodes = fresh()->prune_node(x, th["node"]);
+    expect_like_pykan(nodes, nodes(x), "prune_node");
+    auto edges = fresh();
+    edges->prune_edge(x, th["edge"]);
+    expect_like_pykan(edges, edges(x), "prune_edge");
+    auto both = fresh()->prune(x, th["node"], th["edge"]);
+    expect_like_pykan(both, both(x), "prune");
+    // pykan's pruned model selects input_id from the full x; ours takes the selected columns.
+    auto inputs = fresh()->prune_input(x, th["input"]);
+    EXPECT_EQ(inputs.input_id, ops["prune_input"]["input_id"].get<std::vector<int64_t>>());
+    expect_like_pykan(inputs.model, inputs.model(inputs.select_inputs(x)), "prune_input");
+  }
+}
+
+TEST(MultNodes, PruningInputsRefusesWhatCannotWork) {
+  const auto ref = test::load_reference("multkan_prune.json");
+  auto model = network_from_reference(ref, SplineBackend::kFused);
+  const auto x = to_tensor(ref["x"]);
+  const auto y = model(x);
+  KAN_EXPECT_ERROR(model->prune_input(x, 1e9), "every input's score is at most the threshold 1e+09",
+                   "unchanged");
+  KAN_EXPECT_ERROR(model->prune_input(x, -1), "prune_input: threshold must be finite and >= 0");
+  KAN_EXPECT_ERROR(model->keep_inputs({0, 5}), "layer 0 (the inputs) has nodes 0..2, got 5");
+  KAN_EXPECT_ERROR(model->keep_inputs({}), "every node of layer 0 (the inputs)");
+  EXPECT_EQ(max_abs_diff(model(x), y), 0.0) << "the model is unchanged";
+  // Kept inputs in any order and repeated are the same inputs, ascending.
+  EXPECT_EQ(model->keep_inputs({2, 0, 2})->options().width()[0], 2);
+  // Scores of another model (here: before pruning) would prune the wrong nodes.
+  const auto scores = model->attribute(x);
+  auto pruned = model->prune_node(scores, ref["thresholds"]["node"]);
+  KAN_EXPECT_ERROR(pruned->prune_node(scores, 0.01), "not this model's attribute()");
+  KAN_EXPECT_ERROR(pruned->prune_edge(scores, 0.01), "not this model's attribute()");
+  auto inputs = model->prune_input(x, ref["thresholds"]["input"]);
+  KAN_EXPECT_ERROR(inputs.select_inputs(x.narrow(1, 0, 1)), "select_inputs: x must be (N, 2");
+}
+
 TEST(MultNodes, StructureSizesTheLayers) {
   const auto options =
       KANOptions({3, 4, 2, 1}).mult({0, 2, 1, 0}).node_arity({{}, {2, 3}, {2}, {}});
@@ -254,6 +316,19 @@ TEST_F(MultNodesFiles, TrainGridUpdateRefineAndCheckpointWork) {
   }
 }
 
+// The model of the inputs that stay is an ordinary model: its checkpoint needs nothing new.
+TEST_F(MultNodesFiles, InputPrunedModelsSaveAndLoad) {
+  const auto ref = test::load_reference("multkan_prune.json");
+  auto model = network_from_reference(ref, SplineBackend::kFused);
+  const auto x = to_tensor(ref["x"]);
+  auto pruned = model->prune_input(x, ref["thresholds"]["input"]);
+  save_checkpoint(pruned.model, path("inputs.pt"));
+  auto loaded = load_checkpoint(path("inputs.pt"));
+  EXPECT_EQ(loaded->options().width(), pruned.model->options().width());
+  const auto selected = pruned.select_inputs(x);
+  EXPECT_TRUE(torch::equal(loaded(selected), pruned.model(selected)));
+}
+
 TEST(MultNodes, PlainNetworksKeepTheIdentityAndSkipIt) {
   KAN model(KANOptions({2, 3, 1}).seed(2).dtype(torch::kFloat64));
   EXPECT_FALSE(model->applies_affine());
@@ -273,6 +348,27 @@ TEST(MultNodes, ForwardOnCudaMatchesCpu_CUDA) {
   EXPECT_LT(max_abs_diff(cpu(x), gpu(x.cuda()).cpu()), 1e-12);
   auto refined = gpu->refine(7, x.cuda());
   EXPECT_TRUE(refined->node_scale[0].is_cuda());
+}
+
+TEST(MultNodes, PruningOnCudaMatchesCpu_CUDA) {
+  KAN_REQUIRE_CUDA();
+  const auto ref = test::load_reference("multkan_prune.json");
+  auto cpu = network_from_reference(ref, SplineBackend::kFused);
+  auto gpu = network_from_reference(ref, SplineBackend::kFused);
+  gpu->to(torch::kCUDA);
+  const auto x = to_tensor(ref["x"]);
+  const auto& th = ref["thresholds"];
+  auto on_cpu = cpu->prune_input(x, th["input"]);
+  auto on_gpu = gpu->prune_input(x.cuda(), th["input"]);
+  EXPECT_EQ(on_gpu.input_id, on_cpu.input_id);
+  EXPECT_TRUE(on_gpu.model->layer(0)->coef.is_cuda());
+  EXPECT_LT(max_abs_diff(on_gpu.model(on_gpu.select_inputs(x.cuda())).cpu(),
+                         on_cpu.model(on_cpu.select_inputs(x))),
+            1e-12);
+  auto pruned_gpu = gpu->prune(x.cuda(), th["node"], th["edge"]);
+  auto pruned_cpu = cpu->prune(x, th["node"], th["edge"]);
+  EXPECT_EQ(pruned_gpu->options().width(), pruned_cpu->options().width());
+  EXPECT_LT(max_abs_diff(pruned_gpu(x.cuda()).cpu(), pruned_cpu(x)), 1e-12);
 }
 
 } // namespace

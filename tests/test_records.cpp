@@ -34,7 +34,13 @@ template <typename Read> std::string json_error(Read read) {
       EXPECT_NE(message.find(fragment), std::string::npos) << message;                             \
   } while (0)
 
-// A small real fit: two stages of three steps, audited, as `kanbench fit` records it.
+std::vector<double> values_of(const torch::Tensor& t) {
+  const auto c = t.contiguous();
+  return {c.data_ptr<double>(), c.data_ptr<double>() + c.numel()};
+}
+
+// A small real fit: three stages of three steps (trained, pruned, refined), audited, as
+// `kanbench fit` records it.
 FitRecord small_fit_record() {
   FitRecord record;
   record.config.model = KANOptions({2, 3, 1}).grid(3).dtype(torch::kFloat64).seed(0);
@@ -53,6 +59,23 @@ FitRecord small_fit_record() {
   record.device_audit.history = {};
   record.trained.train_rmse = 0.25;
   record.trained.test_rmse = 0.5;
+  record.config.prune = FitPruneRun{0.01, 0.03, 3};
+  FitPruning pruning;
+  pruning.width_before = pykan_width(model->options());
+  const auto scores = model->attribute(data.train_input);
+  model = model->prune_node(scores, 0.01);
+  pruning.width_after = pykan_width(model->options());
+  for (const auto& s : scores.node_scores)
+    pruning.node_scores.push_back(values_of(s));
+  for (const auto& s : model->attribute(data.train_input).edge_scores) {
+    pruning.edge_scores.emplace_back();
+    for (int64_t i = 0; i < s.size(0); ++i)
+      pruning.edge_scores.back().push_back(values_of(s[i]));
+  }
+  pruning.retrained.history = fit(model, data, record.config.fit);
+  pruning.retrained.train_rmse = 0.2;
+  pruning.retrained.test_rmse = 0.4;
+  record.pruned = pruning;
   FitStage refined;
   model = model->refine(5, data.train_input);
   refined.history = fit(model, data, record.config.fit);
@@ -120,6 +143,11 @@ TEST(Records, FitRecordRoundTrips) {
   EXPECT_EQ(to_json(back), j);
   EXPECT_EQ(back.trained.history.steps.size(), 3u);
   EXPECT_EQ(back.refined->history.steps.size(), 3u);
+  EXPECT_EQ(j["config"]["prune"], json({{"node_th", 0.01}, {"edge_th", 0.03}, {"steps", 3}}));
+  EXPECT_EQ(j["pruned"]["width_before"], json({2, 3, 1}));
+  EXPECT_EQ(back.pruned->retrained.history.steps.size(), 3u);
+  EXPECT_EQ(back.pruned->node_scores.size(), 3u);
+  EXPECT_EQ(back.pruned->edge_scores.size(), 2u);
   EXPECT_EQ(back.config.fit.opt(), Optimizer::kAdam);
   EXPECT_EQ(back.device_audit.trace.summary.steps, 1);
   EXPECT_EQ(back.device_audit.trace.operations.size(), record.device_audit.trace.operations.size());
@@ -156,6 +184,60 @@ TEST(Records, FitRecordReaderRefusesContradictions) {
   EXPECT_REFUSED(fit_record_from_json(j), "energy_joules", "unknown key");
   j["schema_version"] = "1.99.0";
   EXPECT_NO_THROW(fit_record_from_json(j));
+}
+
+// The pruning's widths and scores must fit its model; older files, without pruning, still read.
+TEST(Records, FitRecordReaderChecksThePruning) {
+  const auto good = to_json(small_fit_record());
+  auto j = good;
+  j.erase("pruned");
+  EXPECT_REFUSED(fit_record_from_json(j), "pruned: missing, but config.prune is set");
+  j = good;
+  j["config"]["prune"] = nullptr;
+  EXPECT_REFUSED(fit_record_from_json(j), "pruned: present, but config.prune is null");
+  j = good;
+  j["config"]["prune"]["edge_th"] = -1;
+  EXPECT_REFUSED(fit_record_from_json(j), "config.prune.edge_th", ">= 0");
+  j = good;
+  j["pruned"]["width_before"] = json::array({2, json::array({2, 1}), 1});
+  EXPECT_REFUSED(fit_record_from_json(j), "pruned.width_before", "config.model's width");
+  j = good;
+  j["pruned"]["width_after"] = json::array({2, 4, 1});
+  EXPECT_REFUSED(fit_record_from_json(j), "pruned.width_after", "with hidden nodes removed");
+  j = good;
+  j["pruned"]["width_after"] = json::array({2, json::array({0, 0}), 1});
+  EXPECT_REFUSED(fit_record_from_json(j), "pruned.width_after[1]", "at least one node");
+  j = good;
+  j["pruned"]["node_scores"][1].push_back(0.5);
+  EXPECT_REFUSED(fit_record_from_json(j), "pruned.node_scores[1]", "one score per node (3)");
+  j = good;
+  j["pruned"]["node_scores"][0][0] = -0.5;
+  EXPECT_REFUSED(fit_record_from_json(j), "pruned.node_scores[0][0]", ">= 0");
+  j = good;
+  j["pruned"]["edge_scores"][0].erase(0);
+  EXPECT_REFUSED(fit_record_from_json(j), "pruned.edge_scores[0]", "one row per node of layer 0");
+  j = good;
+  j["pruned"]["seconds"] = 1e6;
+  EXPECT_REFUSED(fit_record_from_json(j), "pruned.seconds");
+
+  // A 1.3 file has no config.prune and no pruning.
+  auto record = small_fit_record();
+  record.config.prune.reset();
+  record.pruned.reset();
+  j = to_json(record);
+  j["schema_version"] = "1.3.0";
+  j["config"].erase("prune");
+  const auto old = fit_record_from_json(j);
+  EXPECT_FALSE(old.config.prune.has_value());
+  EXPECT_FALSE(old.pruned.has_value());
+}
+
+TEST(Records, PykanWidthWritesMultiplicationNodesAsPairs) {
+  const auto width = pykan_width(KANOptions({2, 3, 1}).mult({0, 1, 0}));
+  ASSERT_EQ(width.size(), 3u);
+  EXPECT_EQ(width[1].sum, 2);
+  EXPECT_EQ(width[1].mult, 1);
+  EXPECT_EQ(width[0].nodes(), 2);
 }
 
 TEST(Records, AuditRecordRoundTripsAndChecksItsSummary) {
@@ -227,6 +309,7 @@ TEST_F(RecordsCli, CommandLineDocumentsReadBack) {
   EXPECT_EQ(fit.trained.history.steps.size(), 4u);
   ASSERT_TRUE(fit.refined.has_value());
   EXPECT_EQ(fit.refined->history.steps.size(), 4u);
+  EXPECT_FALSE(fit.config.prune.has_value());
 
   const auto audit_run = kan::test::run_kanbench(
       "audit --device cpu --width 2,3,1 --dtype float32 --data-dtype float64 --samples 32 "

@@ -1,6 +1,6 @@
 // `kanbench fit`: train a KAN (a new one, or a pykan checkpoint's) on a named reference function,
-// optionally refine its grid and train again; write DIR/fit.json (configuration, history, final
-// RMSE) and DIR/model.pt.
+// optionally prune it and train again, refine its grid and train again; write DIR/fit.json
+// (configuration, history, final RMSE) and DIR/model.pt.
 #include "commands.h"
 #include "values.h"
 
@@ -35,6 +35,7 @@ struct FitArgs {
   std::string mult_arity; // "": the library's default, 2
   std::string dtype;      // "": float64 for a new model, the checkpoint's with --pykan
   std::string out = "results/fit";
+  std::optional<int64_t> steps_after_prune; // unset: --steps
 
   // The library's defaults, except pykan's reference run: 50 steps, float64.
   static kan::diagnostics::FitRun defaults() {
@@ -90,6 +91,53 @@ void report_audit(const kan::diagnostics::AuditedFit& audited) {
                t.overhead_seconds);
 }
 
+// "2,[2,1],1": a width as --width takes it (pykan's form).
+std::string width_text(const std::vector<kan::diagnostics::LayerWidth>& width) {
+  std::string text;
+  for (const auto& layer : width)
+    text += (text.empty() ? "" : ",") + (layer.mult == 0 ? std::to_string(layer.sum)
+                                                         : "[" + std::to_string(layer.sum) + "," +
+                                                               std::to_string(layer.mult) + "]");
+  return text;
+}
+
+std::vector<double> values_of(const torch::Tensor& t) {
+  const auto cpu = t.to(torch::kCPU, torch::kFloat64).contiguous();
+  return {cpu.data_ptr<double>(), cpu.data_ptr<double>() + cpu.numel()};
+}
+
+// pykan's prune(node_th, edge_th) on the training inputs, as KANImpl::prune does it but keeping
+// the scores each step used for fit.json; then the retraining.
+kan::diagnostics::FitPruning prune_and_retrain(kan::KAN& model, const kan::Dataset& data,
+                                               const kan::diagnostics::FitPruneRun& prune,
+                                               kan::FitOptions options, const std::string& label) {
+  kan::diagnostics::FitPruning pruning;
+  pruning.width_before = kan::diagnostics::pykan_width(model->options());
+  const auto node_scores = model->attribute(data.train_input);
+  try {
+    model = model->prune_node(node_scores, prune.node_th);
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false, "--prune ", prune.node_th, ",", prune.edge_th, ": ",
+                e.what_without_backtrace());
+  }
+  const auto edge_scores = model->attribute(data.train_input);
+  model->prune_edge(edge_scores, prune.edge_th);
+  pruning.width_after = kan::diagnostics::pykan_width(model->options());
+  for (const auto& scores : node_scores.node_scores)
+    pruning.node_scores.push_back(values_of(scores));
+  for (const auto& scores : edge_scores.edge_scores) {
+    pruning.edge_scores.emplace_back();
+    for (int64_t i = 0; i < scores.size(0); ++i)
+      pruning.edge_scores.back().push_back(values_of(scores[i]));
+  }
+  pruning.retrained.history =
+      kan::fit(model, data, options.steps(prune.steps).on_step(Progress(label)));
+  const auto metrics = kan::evaluate(model, data);
+  pruning.retrained.train_rmse = metrics.train_rmse;
+  pruning.retrained.test_rmse = metrics.test_rmse;
+  return pruning;
+}
+
 // model.pt and fit.json are one unit: both are written and synced as temporaries first, so a
 // full disk leaves both old files; only the two renames remain, and if the second one fails
 // the stale fit.json is removed and the error says so.
@@ -137,6 +185,8 @@ int run_fit(FitArgs& a) {
   }
   run.model.device(device).seed(run.seed);
   run.fit.seed(run.seed);
+  if (run.prune)
+    run.prune->steps = a.steps_after_prune.value_or(run.fit.steps());
   const auto& width = run.model.width();
   const char* model_source = initial ? "the --pykan model" : "--width";
   TORCH_CHECK(width.front() == function.n_var, model_source, " starts with ", width.front(),
@@ -178,6 +228,13 @@ int run_fit(FitArgs& a) {
   record.trained.train_rmse = trained.train_rmse;
   record.trained.test_rmse = trained.test_rmse;
   std::string summary = label + ": test RMSE " + scientific(trained.test_rmse);
+
+  if (run.prune) {
+    const auto& pruned = record.pruned =
+        prune_and_retrain(model, data, *run.prune, options, label + " pruned");
+    summary += ", pruned to " + width_text(pruned->width_after) + ": test RMSE " +
+               scientific(pruned->retrained.test_rmse);
+  }
 
   if (run.refine >= 1) {
     model = model->refine(run.refine, data.train_input);
@@ -287,10 +344,24 @@ void add_fit_command(CLI::App& app, int& exit_code) {
                   "Floating type (default float64; with --pykan, the checkpoint's)")
       ->check(CLI::IsMember({"float32", "float64"}));
   cmd->add_option("--device", run.device, "cpu, cuda or cuda:N")->capture_default_str();
-  cmd->add_option("--refine", run.refine,
-                  "After training, refine to this G and train again (0: no refinement)")
+  cmd->add_option(
+         "--refine", run.refine,
+         "After training (and pruning), refine to this G and train again (0: no refinement)")
       ->check(integer_at_least(0))
       ->capture_default_str();
+  auto* prune = add_number_pair_option(
+      cmd, "--prune",
+      [&run](double node_th, double edge_th) {
+        run.prune = kan::diagnostics::FitPruneRun{node_th, edge_th, 0};
+      },
+      "NODE_TH,EDGE_TH", 0,
+      "After training (before --refine), prune as pykan's prune(node_th, edge_th) on the "
+      "training inputs and train again");
+  cmd->add_option_function<int64_t>(
+         "--steps-after-prune", [args](int64_t steps) { args->steps_after_prune = steps; },
+         "Steps of the training after --prune (default: --steps)")
+      ->check(integer_at_least(0))
+      ->needs(prune);
   cmd->add_option("--train-num", run.train_num, "Training samples")
       ->check(integer_at_least(1))
       ->capture_default_str();

@@ -90,6 +90,34 @@ CLI::Validator unsigned_64() {
       "UINT64");
 }
 
+CLI::Option* add_number_pair_option(CLI::App* command, const std::string& name,
+                                    std::function<void(double, double)> set,
+                                    const std::string& names, double min, const std::string& help) {
+  // The whole text, both numbers, or nothing: "0.1" or "0.1,x" is refused, never half read.
+  auto parse = [min](const std::string& text, double& first, double& second) {
+    const auto comma = text.find(',');
+    return comma != std::string::npos && parse_double(text.substr(0, comma), first) &&
+           parse_double(text.substr(comma + 1), second) && std::isfinite(first) &&
+           std::isfinite(second) && first >= min && second >= min;
+  };
+  const std::string expected = "expected " + names + ", two finite numbers >= " + number(min);
+  auto* option = command->add_option_function<std::string>(
+      name,
+      [set, parse](const std::string& text) {
+        double first = 0, second = 0;
+        parse(text, first, second);
+        set(first, second);
+      },
+      help);
+  option->type_name(names)->check(CLI::Validator(
+      [parse, expected](std::string& text) -> std::string {
+        double first = 0, second = 0;
+        return parse(text, first, second) ? "" : expected + ", got " + shown(text);
+      },
+      ""));
+  return option;
+}
+
 namespace {
 
 // Splits "2,[2,1],1" at the commas outside brackets.

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -23,6 +24,12 @@ CLI::Validator integer_at_least(int64_t min);
 
 /// A decimal unsigned 64-bit integer: no sign, no wrap-around past 2^64 - 1.
 CLI::Validator unsigned_64();
+
+/// "A,B": two finite numbers >= min, such as --prune's NODE_TH,EDGE_TH (`names`, in errors),
+/// handed to `set` once checked.
+CLI::Option* add_number_pair_option(CLI::App* command, const std::string& name,
+                                    std::function<void(double, double)> set,
+                                    const std::string& names, double min, const std::string& help);
 
 /// "2,5,1": nodes per layer, each a positive integer; with multiplication nodes as pykan writes
 /// them, "2,[2,1],1" (layer 1: 2 addition and 1 multiplication node). Sets options.width (nodes

@@ -62,6 +62,109 @@ void check_seconds(ObjectReader& r, const std::string& key, double expected, con
              io::format_number(seconds) + " is not " + what + " " + io::format_number(expected));
 }
 
+json width_json(const std::vector<LayerWidth>& width) {
+  auto j = json::array();
+  for (const auto& layer : width)
+    j.push_back(layer.mult == 0 ? json(layer.sum) : json{layer.sum, layer.mult});
+  return j;
+}
+
+std::vector<LayerWidth> width_from(const json& value, const std::string& path) {
+  std::vector<LayerWidth> width;
+  const auto& entries = io::as_array(value, path);
+  for (size_t l = 0; l < entries.size(); ++l) {
+    const auto at = io::index_path(path, l);
+    LayerWidth layer;
+    if (entries[l].is_array()) {
+      const auto& pair = entries[l];
+      if (pair.size() != 2)
+        io::fail(at, "expected an integer or [addition, multiplication] nodes, got " +
+                         io::elide(pair.dump()));
+      layer = {io::as_integer(pair[0], io::index_path(at, 0), Bound::kNonNegative),
+               io::as_integer(pair[1], io::index_path(at, 1), Bound::kNonNegative)};
+    } else {
+      layer.sum = io::as_integer(entries[l], at, Bound::kNonNegative);
+    }
+    if (layer.nodes() < 1)
+      io::fail(at, "a layer needs at least one node, got " + io::elide(entries[l].dump()));
+    width.push_back(layer);
+  }
+  return width;
+}
+
+json pruning_json(const FitPruning& p) {
+  auto j = stage_json(p.retrained);
+  j["width_before"] = width_json(p.width_before);
+  j["width_after"] = width_json(p.width_after);
+  j["node_scores"] = p.node_scores;
+  j["edge_scores"] = p.edge_scores;
+  j["seconds"] = p.retrained.history.seconds;
+  return j;
+}
+
+// Scores per layer: one number per node, or (for edges) one row of numbers per node.
+std::vector<std::vector<double>> scores_from(const json& value, const std::string& path,
+                                             const std::vector<LayerWidth>& width) {
+  std::vector<std::vector<double>> scores;
+  const auto& layers = io::as_array(value, path);
+  if (layers.size() != width.size())
+    io::fail(path, "expected one list per layer (" + std::to_string(width.size()) + "), got " +
+                       std::to_string(layers.size()));
+  for (size_t l = 0; l < layers.size(); ++l) {
+    scores.push_back(io::as_numbers(layers[l], io::index_path(path, l), Bound::kNonNegative));
+    if (static_cast<int64_t>(scores.back().size()) != width[l].nodes())
+      io::fail(io::index_path(path, l), "expected one score per node (" +
+                                            std::to_string(width[l].nodes()) + "), got " +
+                                            std::to_string(scores.back().size()));
+  }
+  return scores;
+}
+
+FitPruning pruning_from(ObjectReader& r, const FitRun& config) {
+  FitPruning p;
+  p.retrained = stage_from(r);
+  check_repeats(r.required("width_before"), width_json(pykan_width(config.model)),
+                r.path_of("width_before"), "config.model's width");
+  p.width_before = pykan_width(config.model);
+  p.width_after = width_from(r.required("width_after"), r.path_of("width_after"));
+  const auto& before = p.width_before;
+  const auto& after = p.width_after;
+  bool fewer = after.size() == before.size() && after.size() >= 2 &&
+               after.front() == before.front() && after.back() == before.back();
+  for (size_t l = 0; fewer && l < after.size(); ++l)
+    fewer = after[l].sum <= before[l].sum && after[l].mult <= before[l].mult;
+  if (!fewer)
+    io::fail(r.path_of("width_after"),
+             io::elide(width_json(after).dump()) + " is not width_before " +
+                 io::elide(width_json(before).dump()) + " with hidden nodes removed");
+  p.node_scores = scores_from(r.required("node_scores"), r.path_of("node_scores"), before);
+  // prune_edge's scores: per layer of the pruned model, one row per node of its layer.
+  const auto edges_path = r.path_of("edge_scores");
+  const auto& edges = io::as_array(r.required("edge_scores"), edges_path);
+  if (edges.size() + 1 != after.size())
+    io::fail(edges_path, "expected one list per layer of width_after (" +
+                             std::to_string(after.size() - 1) + "), got " +
+                             std::to_string(edges.size()));
+  for (size_t l = 0; l < edges.size(); ++l) {
+    const auto at = io::index_path(edges_path, l);
+    const auto& rows = io::as_array(edges[l], at);
+    if (static_cast<int64_t>(rows.size()) != after[l].nodes())
+      io::fail(at, "expected one row per node of layer " + std::to_string(l) + " (" +
+                       std::to_string(after[l].nodes()) + "), got " + std::to_string(rows.size()));
+    p.edge_scores.emplace_back();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      p.edge_scores.back().push_back(
+          io::as_numbers(rows[i], io::index_path(at, i), Bound::kNonNegative));
+      if (p.edge_scores.back()[i].size() != p.edge_scores.back()[0].size())
+        io::fail(io::index_path(at, i), "has " + std::to_string(rows[i].size()) +
+                                            " scores but row 0 has " +
+                                            std::to_string(rows[0].size()));
+    }
+  }
+  check_seconds(r, "seconds", p.retrained.history.seconds, "pruned.history.seconds");
+  return p;
+}
+
 template <typename Read> auto in_file(const std::string& source, Read read) {
   try {
     return read();
@@ -72,8 +175,21 @@ template <typename Read> auto in_file(const std::string& source, Read read) {
 
 } // namespace
 
+std::vector<LayerWidth> pykan_width(const KANOptions& options) {
+  std::vector<LayerWidth> width;
+  for (size_t l = 0; l < options.width().size(); ++l) {
+    const int64_t mult = mult_nodes(options, l);
+    width.push_back({options.width()[l] - mult, mult});
+  }
+  return width;
+}
+
 json to_json(const FitRecord& f) {
   const auto& c = f.config;
+  json prune = nullptr;
+  if (c.prune)
+    prune = {
+        {"node_th", c.prune->node_th}, {"edge_th", c.prune->edge_th}, {"steps", c.prune->steps}};
   json j{{"schema_version", f.schema_version},
          {"command", "fit"},
          {"config",
@@ -83,6 +199,7 @@ json to_json(const FitRecord& f) {
            {"seed", c.seed},
            {"device", c.device},
            {"refine", c.refine},
+           {"prune", prune},
            {"trace_steps", c.trace_steps},
            {"model", to_json(c.model)},
            {"fit", to_json(c.fit)}}},
@@ -92,6 +209,8 @@ json to_json(const FitRecord& f) {
     j["config"]["initial_model"] = c.initial_model;
   j.update(stage_json(f.trained));
   j["seconds"] = f.seconds();
+  if (f.pruned)
+    j["pruned"] = pruning_json(*f.pruned);
   if (f.refined) {
     j["refined"] = stage_json(*f.refined);
     j["refined"]["grid"] = c.refine;
@@ -116,6 +235,14 @@ FitRecord fit_record_from_json(const json& value, const std::string& source) {
     f.config.seed = io::as_unsigned(c.required("seed"), c.path_of("seed"));
     f.config.device = c.string("device");
     f.config.refine = c.integer("refine", Bound::kNonNegative);
+    // From fit.json 1.5 on, null without pruning; older files have no key.
+    if (const auto* prune = c.optional("prune")) {
+      ObjectReader p(*prune, c.path_of("prune"), lenient);
+      f.config.prune = FitPruneRun{p.number("node_th", Bound::kNonNegative),
+                                   p.number("edge_th", Bound::kNonNegative),
+                                   p.integer("steps", Bound::kNonNegative)};
+      p.finish();
+    }
     f.config.trace_steps = c.integer("trace_steps", Bound::kNonNegative);
     f.config.model = kan_options_from_json(c.required("model"), c.path_of("model"));
     f.config.fit = fit_options_from_json(c.required("fit"), c.path_of("fit"));
@@ -129,6 +256,15 @@ FitRecord fit_record_from_json(const json& value, const std::string& source) {
     e.finish();
     f.device_audit = audited_fit_from_json(r.required("device_audit"), "device_audit");
     f.trained = stage_from(r);
+    if (r.optional("pruned")) {
+      if (!f.config.prune)
+        io::fail("pruned", "present, but config.prune is null");
+      ObjectReader pruned(r.required("pruned"), "pruned", lenient);
+      f.pruned = pruning_from(pruned, f.config);
+      pruned.finish();
+    } else if (f.config.prune) {
+      io::fail("pruned", "missing, but config.prune is set");
+    }
     if (r.optional("refined")) {
       ObjectReader refined(r.required("refined"), "refined", lenient);
       f.refined = stage_from(refined);

@@ -356,100 +356,162 @@ void KANImpl::remove_node(size_t l, int64_t i) {
   layer(l)->mask.select(0, i).zero_();
 }
 
-KAN KANImpl::keep_nodes(const std::vector<std::vector<int64_t>>& active) const {
-  TORCH_CHECK(active.size() + 1 == depth(), "keep_nodes needs one list per hidden layer (",
-              depth() - 1, "), got ", active.size());
-  auto options = options_;
-  options.device(device()).dtype(dtype());
-  std::vector<int64_t> width{options_.width().front()}, mult{0};
-  std::vector<std::vector<int64_t>> arities{{}};
-  std::vector<std::vector<int64_t>> kept_nodes{{}}; // per layer; the inputs stay as they are
-  for (size_t l = 1; l < depth(); ++l) {
-    auto nodes = active[l - 1];
-    std::sort(nodes.begin(), nodes.end());
-    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
-    TORCH_CHECK(!nodes.empty(), "pruning would remove every node of layer ", l, " (width ",
-                c10::IntArrayRef(options_.width()),
-                "): lower the threshold; the model is unchanged");
-    const int64_t n_mult = mult_nodes(options_, l), n_sum = options_.width()[l] - n_mult;
+namespace {
+
+std::vector<int64_t> all_nodes(int64_t count) {
+  std::vector<int64_t> nodes(static_cast<size_t>(count));
+  std::iota(nodes.begin(), nodes.end(), 0);
+  return nodes;
+}
+
+// The indices where `keep` (a bool tensor on any device) is true, ascending.
+std::vector<int64_t> true_indices(const torch::Tensor& keep) {
+  const auto ids = keep.nonzero().view(-1).to(torch::kCPU);
+  return std::vector<int64_t>(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel());
+}
+
+// `nodes` sorted without repeats, each checked to be one of the `count` nodes of `what`, and at
+// least one of them.
+std::vector<int64_t> kept_nodes(std::vector<int64_t> nodes, int64_t count, const std::string& what,
+                                const std::vector<int64_t>& width) {
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  TORCH_CHECK(!nodes.empty(), "pruning would remove every node of ", what, " (width ",
+              c10::IntArrayRef(width), "): lower the threshold; the model is unchanged");
+  TORCH_CHECK(nodes.front() >= 0 && nodes.back() < count, what, " has nodes 0..", count - 1,
+              ", got ", nodes.front() < 0 ? nodes.front() : nodes.back());
+  return nodes;
+}
+
+// A copy of `model` with only layer l's nodes nodes[l] (l = 0..L, sorted): multiplication nodes
+// keep their arities, every edge between two kept nodes its grid, coefficients, scales and mask.
+KAN with_nodes(const KANImpl& model, const std::vector<std::vector<int64_t>>& nodes) {
+  const auto& from = model.options();
+  std::vector<int64_t> width, mult;
+  std::vector<std::vector<int64_t>> arities;
+  for (size_t l = 0; l < nodes.size(); ++l) {
+    const int64_t n_sum = from.width()[l] - mult_nodes(from, l);
     std::vector<int64_t> layer_arities;
-    for (const int64_t i : nodes) {
-      TORCH_CHECK(i >= 0 && i < options_.width()[l], "layer ", l, " has nodes 0..",
-                  options_.width()[l] - 1, ", got ", i);
+    for (const int64_t i : nodes[l])
       if (i >= n_sum)
-        layer_arities.push_back(node_arity(options_, l, i - n_sum));
-    }
-    width.push_back(static_cast<int64_t>(nodes.size()));
+        layer_arities.push_back(node_arity(from, l, i - n_sum));
+    width.push_back(static_cast<int64_t>(nodes[l].size()));
     mult.push_back(static_cast<int64_t>(layer_arities.size()));
     arities.push_back(layer_arities);
-    kept_nodes.push_back(nodes);
   }
-  width.push_back(options_.width().back());
-  mult.push_back(mult_nodes(options_, depth()));
-  std::vector<int64_t> last_arities;
-  for (int64_t j = 0; j < mult.back(); ++j)
-    last_arities.push_back(node_arity(options_, depth(), j));
-  arities.push_back(last_arities);
   const bool any_mult = std::any_of(mult.begin(), mult.end(), [](int64_t m) { return m > 0; });
+  auto options = from;
   options.width(width)
       .mult(any_mult ? mult : std::vector<int64_t>{})
-      .node_arity(any_mult ? arities : std::vector<std::vector<int64_t>>{});
+      .node_arity(any_mult ? arities : std::vector<std::vector<int64_t>>{})
+      .device(model.device())
+      .dtype(model.dtype());
   KAN pruned(options);
 
   torch::NoGradGuard no_grad;
-  const auto device = this->device();
-  for (size_t l = 0; l < depth(); ++l) {
+  const auto device = model.device();
+  for (size_t l = 0; l < model.depth(); ++l) {
     // Layer l's inputs are layer l's kept nodes; its outputs the subnodes of layer l + 1's.
-    std::vector<int64_t> in(static_cast<size_t>(options_.width()[l]));
-    std::iota(in.begin(), in.end(), 0);
-    if (l >= 1)
-      in = kept_nodes[l];
-    std::vector<int64_t> out_nodes(static_cast<size_t>(options_.width()[l + 1]));
-    std::iota(out_nodes.begin(), out_nodes.end(), 0);
-    if (l + 1 < depth())
-      out_nodes = kept_nodes[l + 1];
-    const auto in_ids = index_tensor(in, device);
-    const auto out_ids = index_tensor(subnodes_of(options_, l + 1, out_nodes), device);
-    const auto node_ids = index_tensor(out_nodes, device);
-    auto from = layer(l), to = pruned->layer(l);
-    to->grid.copy_(from->grid.index_select(0, in_ids));
-    for (auto [target, source] :
-         {std::pair(to->coef, from->coef), std::pair(to->scale_base, from->scale_base),
-          std::pair(to->scale_sp, from->scale_sp), std::pair(to->mask, from->mask)})
-      target.copy_(source.index_select(0, in_ids).index_select(1, out_ids));
-    pruned->node_scale[l].copy_(node_scale[l].index_select(0, node_ids));
-    pruned->node_bias[l].copy_(node_bias[l].index_select(0, node_ids));
-    pruned->subnode_scale[l].copy_(subnode_scale[l].index_select(0, out_ids));
-    pruned->subnode_bias[l].copy_(subnode_bias[l].index_select(0, out_ids));
+    const auto in_ids = index_tensor(nodes[l], device);
+    const auto out_ids = index_tensor(subnodes_of(from, l + 1, nodes[l + 1]), device);
+    const auto node_ids = index_tensor(nodes[l + 1], device);
+    auto source = model.layer(l), target = pruned->layer(l);
+    target->grid.copy_(source->grid.index_select(0, in_ids));
+    for (auto [to, of] :
+         {std::pair(target->coef, source->coef), std::pair(target->scale_base, source->scale_base),
+          std::pair(target->scale_sp, source->scale_sp), std::pair(target->mask, source->mask)})
+      to.copy_(of.index_select(0, in_ids).index_select(1, out_ids));
+    pruned->node_scale[l].copy_(model.node_scale[l].index_select(0, node_ids));
+    pruned->node_bias[l].copy_(model.node_bias[l].index_select(0, node_ids));
+    pruned->subnode_scale[l].copy_(model.subnode_scale[l].index_select(0, out_ids));
+    pruned->subnode_bias[l].copy_(model.subnode_bias[l].index_select(0, out_ids));
   }
   return pruned;
 }
 
+// Scores computed on another model (or before it was pruned) would prune the wrong nodes.
+void check_scores(const KANImpl& model, const Attribution& scores, const char* what) {
+  const auto& width = model.options().width();
+  bool fits =
+      scores.node_scores.size() == width.size() && scores.edge_scores.size() == model.depth();
+  for (size_t l = 0; fits && l < model.depth(); ++l)
+    fits = scores.node_scores[l].sizes() == c10::IntArrayRef{width[l]} &&
+           scores.edge_scores[l].sizes() == model.layer(l)->mask.sizes();
+  TORCH_CHECK(fits, what, ": the scores are not this model's attribute() (width ",
+              c10::IntArrayRef(width), "): compute them on this model");
+}
+
+} // namespace
+
+KAN KANImpl::keep_nodes(const std::vector<std::vector<int64_t>>& active) const {
+  TORCH_CHECK(active.size() + 1 == depth(), "keep_nodes needs one list per hidden layer (",
+              depth() - 1, "), got ", active.size());
+  const auto& width = options_.width();
+  std::vector<std::vector<int64_t>> nodes{all_nodes(width.front())};
+  for (size_t l = 1; l < depth(); ++l)
+    nodes.push_back(kept_nodes(active[l - 1], width[l], "layer " + std::to_string(l), width));
+  nodes.push_back(all_nodes(width.back()));
+  return with_nodes(*this, nodes);
+}
+
+KAN KANImpl::keep_inputs(const std::vector<int64_t>& inputs) const {
+  const auto& width = options_.width();
+  std::vector<std::vector<int64_t>> nodes{
+      kept_nodes(inputs, width.front(), "layer 0 (the inputs)", width)};
+  for (size_t l = 1; l < width.size(); ++l)
+    nodes.push_back(all_nodes(width[l]));
+  return with_nodes(*this, nodes);
+}
+
 KAN KANImpl::prune_node(const torch::Tensor& x, double threshold) const {
+  return prune_node(const_cast<KANImpl*>(this)->attribute(x), threshold);
+}
+
+KAN KANImpl::prune_node(const Attribution& scores, double threshold) const {
   TORCH_CHECK(std::isfinite(threshold) && threshold >= 0,
               "prune_node: threshold must be finite and >= 0, got ", threshold);
-  const auto scores = const_cast<KANImpl*>(this)->attribute(x).node_scores;
+  check_scores(*this, scores, "prune_node");
   std::vector<std::vector<int64_t>> active;
-  for (size_t l = 1; l < depth(); ++l) {
-    const auto keep = (scores[l] > threshold).nonzero().view(-1).to(torch::kCPU);
-    active.emplace_back(keep.data_ptr<int64_t>(), keep.data_ptr<int64_t>() + keep.numel());
-  }
+  for (size_t l = 1; l < depth(); ++l)
+    active.push_back(true_indices(scores.node_scores[l] > threshold));
   return keep_nodes(active);
 }
 
 void KANImpl::prune_edge(const torch::Tensor& x, double threshold) {
+  prune_edge(attribute(x), threshold);
+}
+
+void KANImpl::prune_edge(const Attribution& scores, double threshold) {
   TORCH_CHECK(std::isfinite(threshold) && threshold >= 0,
               "prune_edge: threshold must be finite and >= 0, got ", threshold);
-  const auto scores = attribute(x).edge_scores;
+  check_scores(*this, scores, "prune_edge");
   torch::NoGradGuard no_grad;
   for (size_t l = 0; l < depth(); ++l)
-    layer(l)->mask.mul_((scores[l] > threshold).to(layer(l)->mask.scalar_type()));
+    layer(l)->mask.mul_((scores.edge_scores[l] > threshold).to(layer(l)->mask.scalar_type()));
 }
 
 KAN KANImpl::prune(const torch::Tensor& x, double node_threshold, double edge_threshold) const {
   auto pruned = prune_node(x, node_threshold);
   pruned->prune_edge(x, edge_threshold);
   return pruned;
+}
+
+InputPruning KANImpl::prune_input(const torch::Tensor& x, double threshold) const {
+  TORCH_CHECK(std::isfinite(threshold) && threshold >= 0,
+              "prune_input: threshold must be finite and >= 0, got ", threshold);
+  const auto score = const_cast<KANImpl*>(this)->attribute(x).feature_score();
+  auto input_id = true_indices(score > threshold);
+  TORCH_CHECK(!input_id.empty(), "prune_input: every input's score is at most the threshold ",
+              threshold, " (the largest is ", score.max().item<double>(),
+              "): lower the threshold; the model is unchanged");
+  return {keep_inputs(input_id), std::move(input_id)};
+}
+
+torch::Tensor InputPruning::select_inputs(const torch::Tensor& x) const {
+  TORCH_CHECK(!input_id.empty(), "select_inputs: input_id is empty");
+  TORCH_CHECK(x.dim() == 2 && x.size(1) > input_id.back(), "select_inputs: x must be (N, ",
+              input_id.back() + 1, " or more inputs), got ", x.sizes());
+  return x.index_select(1, index_tensor(input_id, x.device()));
 }
 
 KAN KANImpl::refine(int64_t new_grid, const torch::Tensor& x, int64_t memory_budget) const {

@@ -254,6 +254,92 @@ def multkan_forward():
     }
 
 
+# multkan_prune's thresholds: pykan's defaults.
+PRUNE_THRESHOLDS = {"node": 1e-2, "edge": 3e-2, "input": 1e-2}
+
+
+def multkan_prune():
+    """pykan's prune_node, prune_edge, prune and prune_input on one MultKAN [3, [3, 1], 1]
+    (mult_arity 2) whose input 2 and hidden node 1 barely contribute, each on a fresh copy (pykan
+    masks the model it prunes) after a forward on the samples x."""
+    import contextlib
+    import copy
+    import io
+
+    from kan.MultKAN import MultKAN
+
+    width, mult_arity = [3, [3, 1], 1], 2
+    with tempfile.TemporaryDirectory() as ckpt_path, contextlib.redirect_stdout(io.StringIO()):
+        # pykan's prune logs its history into ckpt_path and prints; both are kept out of sight.
+        model = MultKAN(width=copy.deepcopy(width), grid=3, k=3, mult_arity=mult_arity, seed=3,
+                        affine_trainable=True, auto_save=False, ckpt_path=ckpt_path)
+        torch.manual_seed(300)
+        with torch.no_grad():
+            for layer in model.act_fun:
+                layer.coef.copy_(torch.randn_like(layer.coef) * 0.3)
+                layer.scale_base.copy_(torch.randn_like(layer.scale_base))
+                layer.scale_sp.copy_(1 + 0.5 * torch.randn_like(layer.scale_sp))
+            for name in ("node_scale", "subnode_scale"):
+                for p in getattr(model, name):
+                    p.copy_(1 + 0.3 * torch.randn_like(p))
+            for name in ("node_bias", "subnode_bias"):
+                for p in getattr(model, name):
+                    p.copy_(0.2 * torch.randn_like(p))
+            # Input 2's edges and hidden node 1's one edge out nearly vanish.
+            for layer, rows in ((model.act_fun[0], 2), (model.act_fun[1], 1)):
+                for name in ("coef", "scale_base"):
+                    getattr(layer, name)[rows] *= 1e-3
+        state = multkan_state(model)
+        x = torch.rand(24, 3) * 2.4 - 1.2
+
+        def pruned(operation):
+            fresh = copy.deepcopy(model)
+            fresh(x)
+            fresh.attribute(plot=False)  # prune_edge reads the scores of the last attribute()
+            result = operation(fresh) or fresh
+            with torch.no_grad():
+                y = result(x)
+            return {"pykan_width": result.width,
+                    "mask": [layer.mask.tolist() for layer in result.act_fun],
+                    "y": y.tolist()}
+
+        th = PRUNE_THRESHOLDS
+        operations = {
+            "prune_node": pruned(lambda m: m.prune_node(th["node"], log_history=False)),
+            "prune_edge": pruned(lambda m: m.prune_edge(th["edge"], log_history=False)),
+            "prune": pruned(lambda m: m.prune(th["node"], th["edge"])),
+            "prune_input": pruned(lambda m: m.prune_input(th["input"], log_history=False)),
+        }
+        reference = copy.deepcopy(model)
+        with torch.no_grad():
+            y = reference(x)
+        reference.attribute(plot=False)
+        input_id = reference.prune_input(th["input"], log_history=False).input_id
+    operations["prune_input"]["input_id"] = input_id.tolist()
+    # Every score far from its threshold, so that rounding cannot flip a decision.
+    for scores, threshold in ((reference.node_scores, th["node"]),
+                              (reference.edge_scores, th["edge"])):
+        for s in scores:
+            assert ((s - threshold).abs() > 0.1 * threshold).all(), (s, threshold)
+    return {
+        "source": source(),
+        "what": "MultKAN(width, mult_arity, grid=3, k=3, affine_trainable=True) with every "
+        "parameter drawn, input 2 and node (1, 1) nearly dead; y = model(x), attribute(), then "
+        "each operation on a fresh copy: the pruned model's width (pykan's form), masks "
+        "(in, out) and outputs on x (prune_input's model selects input_id from the full x)",
+        "config": {"width": [3, 4, 1], "mult": [0, 1, 0], "mult_arity": mult_arity,
+                   "node_arity": [], "G": 3, "k": 3},
+        "pykan_width": model.width,
+        "state": state,
+        "x": x.tolist(),
+        "y": y.tolist(),
+        "thresholds": th,
+        "node_scores": [s.tolist() for s in reference.node_scores],
+        "edge_scores": [s.tolist() for s in reference.edge_scores],
+        "operations": operations,
+    }
+
+
 def rosenbrock(x):
     # tests/test_lbfgs.cpp builds the same operations in this order, so gradients round alike.
     head, tail = x[:-1], x[1:]
@@ -459,8 +545,8 @@ def symbolic_library():
 
 # One function per file, named as the file (NAME.json). A new fixture is one more entry.
 FIXTURES = {f.__name__: f for f in (bspline_basis, layer_forward, layer_update_grid,
-                                    layer_update_grid_orders, multkan_forward, lbfgs_rosenbrock,
-                                    pykan_checkpoints, symbolic_library)}
+                                    layer_update_grid_orders, multkan_forward, multkan_prune,
+                                    lbfgs_rosenbrock, pykan_checkpoints, symbolic_library)}
 # Fixtures that also write files of their own next to their JSON (given the folder).
 WRITES_FILES = {"pykan_checkpoints"}
 

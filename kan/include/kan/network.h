@@ -90,6 +90,7 @@ struct RegularizationOptions {
 };
 
 class KAN;
+struct InputPruning;
 
 /// How much each node, edge and subnode contributes to the outputs: pykan's attribute(), from
 /// the spread (standard deviation over the samples) of every edge's and subnode's activation,
@@ -163,13 +164,23 @@ public:
   /// this model's with the other nodes removed. A threshold that would remove every node of a
   /// hidden layer is an error naming the layer; this model is never changed.
   KAN prune_node(const torch::Tensor& x, double threshold = 1e-2) const;
+  /// The same from scores already computed (this model's attribute(x)).
+  KAN prune_node(const Attribution& scores, double threshold = 1e-2) const;
   /// The same with the nodes to keep given per hidden layer (active[l - 1] for layer l).
   KAN keep_nodes(const std::vector<std::vector<int64_t>>& active) const;
   /// Masks the edges whose attribution score on x is at most `threshold` (pykan's prune_edge).
   void prune_edge(const torch::Tensor& x, double threshold = 3e-2);
+  /// The same from scores already computed (this model's attribute(x)).
+  void prune_edge(const Attribution& scores, double threshold = 3e-2);
   /// prune_node, then prune_edge on the pruned model (pykan's prune).
   KAN prune(const torch::Tensor& x, double node_threshold = 1e-2,
             double edge_threshold = 3e-2) const;
+  /// pykan's prune_input: keeps the inputs whose attribution score (feature_score) on x exceeds
+  /// `threshold`, in a smaller model that takes just them (InputPruning says how to feed it). A
+  /// threshold that would remove every input is an error; this model is never changed.
+  InputPruning prune_input(const torch::Tensor& x, double threshold = 1e-2) const;
+  /// The same with the inputs to keep given (pykan's active_inputs), as columns of x.
+  KAN keep_inputs(const std::vector<int64_t>& inputs) const;
   /// Masks edge i -> j of layer l.
   void remove_edge(size_t l, int64_t i, int64_t j);
   /// Masks every edge into node i of layer l (its subnodes) and out of it.
@@ -202,5 +213,18 @@ private:
 };
 
 TORCH_MODULE(KAN);
+
+/// What prune_input returns: a model of the inputs that stay, and which inputs those are.
+struct InputPruning {
+  /// The pruned model; its width[0] is input_id.size().
+  KAN model;
+  /// The inputs that stay, ascending, as columns of the original model's x (pykan's input_id).
+  /// pykan's pruned model selects them from the full x itself; this one takes them selected,
+  /// model(select_inputs(x)), so its checkpoint and every x-taking method stay as they are.
+  std::vector<int64_t> input_id;
+
+  /// x (N, original width[0]) -> its columns input_id, (N, input_id.size()), on x's device.
+  torch::Tensor select_inputs(const torch::Tensor& x) const;
+};
 
 } // namespace kan

@@ -20,21 +20,31 @@
 namespace kan::diagnostics {
 
 /// The version of fit.json this library writes (1.1: device_audit, config.trace_steps; 1.2:
-/// config.fit.batch_draw; 1.3: config.fit.grid_update_memory, test_accuracy in the history).
-inline constexpr const char* kFitSchemaVersion = "1.4.0";
+/// config.fit.batch_draw; 1.3: config.fit.grid_update_memory, test_accuracy in the history; 1.4:
+/// config.initial_model; 1.5: config.prune, pruned).
+inline constexpr const char* kFitSchemaVersion = "1.5.0";
 /// The version of audit.json this library writes (1.1: one finding form with the optional
 /// detail keys of results.json 1.2's findings).
 inline constexpr const char* kAuditSchemaVersion = "1.1.0";
+
+/// `kanbench fit --prune`: pykan's prune(node_th, edge_th) on the training inputs after the
+/// first stage, then `steps` more steps with the same fit options.
+struct FitPruneRun {
+  double node_th = 1e-2;
+  double edge_th = 3e-2;
+  int64_t steps = 0;
+};
 
 /// What `kanbench fit` trained: the reference function, the data and the options.
 struct FitRun {
   std::string function = "toy"; ///< a kan::reference_functions() name
   int64_t train_num = 1000;
   int64_t test_num = 1000;
-  uint64_t seed = 0;          ///< of data, model and minibatches
-  std::string device = "cpu"; ///< as given on the command line, "cuda:0"
-  int64_t refine = 0;         ///< the grid refined to after training; 0: none
-  int64_t trace_steps = 1;    ///< steps traced operation by operation
+  uint64_t seed = 0;                ///< of data, model and minibatches
+  std::string device = "cpu";       ///< as given on the command line, "cuda:0"
+  int64_t refine = 0;               ///< the grid refined to after training (and pruning); 0: none
+  std::optional<FitPruneRun> prune; ///< pruning after the first stage; none: no pruning
+  int64_t trace_steps = 1;          ///< steps traced operation by operation
   KANOptions model{{2, 5, 1}};
   FitOptions fit;
   /// The pykan checkpoint (saveckpt prefix) training started from; empty: a new model drawn from
@@ -49,6 +59,27 @@ struct FitStage {
   double test_rmse = 0;
 };
 
+/// One layer of a width as pykan writes it: `sum` addition and `mult` multiplication nodes.
+struct LayerWidth {
+  int64_t sum = 0;
+  int64_t mult = 0;
+  int64_t nodes() const { return sum + mult; }
+  bool operator==(const LayerWidth& other) const { return sum == other.sum && mult == other.mult; }
+};
+/// A network's width in pykan's form; JSON [2, [2, 1], 1] (a plain integer where a layer has no
+/// multiplication node), as --width takes it.
+std::vector<LayerWidth> pykan_width(const KANOptions& options);
+
+/// The pruning of a fit (FitRun::prune) and the training after it.
+struct FitPruning {
+  std::vector<LayerWidth> width_before, width_after;
+  /// The scores it pruned by: prune_node's, of the trained model's nodes (per layer), and
+  /// prune_edge's, of the node-pruned model's edges (per layer, (in, out) as its masks).
+  std::vector<std::vector<double>> node_scores;
+  std::vector<std::vector<std::vector<double>>> edge_scores;
+  FitStage retrained; ///< the steps after pruning
+};
+
 /// A whole fit.json.
 struct FitRecord {
   std::string schema_version = kFitSchemaVersion;
@@ -57,12 +88,14 @@ struct FitRecord {
   int64_t threads = 0;     ///< intra-op threads
   AuditedFit device_audit; ///< of the first stage (its history is `trained.history`)
   FitStage trained;
-  std::optional<FitStage> refined;     ///< when config.refine >= 1, at grid config.refine
+  std::optional<FitPruning> pruned;    ///< when config.prune, after `trained`
+  std::optional<FitStage> refined;     ///< when config.refine >= 1, at grid config.refine, last
   std::string checkpoint = "model.pt"; ///< the model file beside fit.json
 
   /// Training time of all stages.
   double seconds() const {
-    return trained.history.seconds + (refined ? refined->history.seconds : 0);
+    return trained.history.seconds + (pruned ? pruned->retrained.history.seconds : 0) +
+           (refined ? refined->history.seconds : 0);
   }
 };
 
