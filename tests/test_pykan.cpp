@@ -94,7 +94,7 @@ TEST(Pykan, LoadedCheckpointsReproducePykansOutputs) {
     for (const auto backend : {SplineBackend::kFused, SplineBackend::kReference}) {
       const double diff = relative_difference(with_backend(model, backend)(x), y);
       EXPECT_LE(diff, tolerance(dtype)) << "backend " << to_string(backend);
-      RecordProperty(c["name"].get<std::string>() + "_" + to_string(backend), std::to_string(diff));
+      RecordProperty(c["name"].get<std::string>() + "_" + to_string(backend), c10::str(diff));
     }
     // pykan's cache_data is the inputs of the model's last forward before saveckpt.
     const auto cache = load_pykan_cache_data(prefix);
