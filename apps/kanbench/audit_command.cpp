@@ -123,8 +123,7 @@ int audit(const AuditArgs& a) {
     if (!a.mult_arity.empty())
       set_mult_arity(built, a.mult_arity);
   }
-  kan::KAN model =
-      !a.checkpoint.empty() ? kan::load_checkpoint(a.checkpoint, device) : kan::KAN(built);
+  kan::KAN model = !a.checkpoint.empty() ? kan::load_model(a.checkpoint, device) : kan::KAN(built);
   const auto data_dtype =
       a.data_dtype.empty() ? model->dtype() : kan::dtype_from_string(a.data_dtype);
   const kan::Dataset data = audit_dataset(a, model, data_device, data_dtype);
@@ -193,7 +192,8 @@ void add_audit_command(CLI::App& app, int& exit_code) {
       "audit", "Audit where a KAN's tensors live and where its operations run on a device; exit "
                "0 = clean, 1 = findings, 2 = could not run");
   cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
-  auto* checkpoint = cmd->add_option("--checkpoint", args->checkpoint, "A model.pt to audit");
+  auto* checkpoint = cmd->add_option("--checkpoint", args->checkpoint,
+                                     "A model.pt to audit, or a pykan saveckpt prefix");
   cmd->add_option("--mult-arity", args->mult_arity,
                   "Arity of the multiplication nodes (with --width): one, or one per node");
   cmd->add_option("--width", args->width,
