@@ -324,9 +324,90 @@ def lbfgs_rosenbrock():
     }
 
 
+# pykan checkpoints as saveckpt writes them (checkpoints/NAME_config.yml, NAME_state,
+# NAME_cache_data), one per kind of model kanbench must load: (name, MultKAN arguments, dtype).
+CHECKPOINT_CASES = [
+    ("plain", dict(width=[2, 5, 1], grid=5, k=3, seed=0), torch.float64),
+    ("plain_float32", dict(width=[2, 5, 1], grid=5, k=3, seed=0), torch.float32),
+    ("mult", dict(width=[3, [2, 2], [1, 1], 1], mult_arity=[[], [2, 3], [3], []], grid=4, k=3,
+                  seed=1, affine_trainable=True), torch.float64),
+    ("mult_arity3", dict(width=[2, [1, 2], 1], mult_arity=3, grid=3, k=3, seed=2),
+     torch.float32),
+    ("pruned", dict(width=[3, 6, 1], grid=5, k=3, seed=3), torch.float64),
+    ("options", dict(width=[2, 4, 2], grid=7, k=2, seed=4, base_fun="identity",
+                     grid_range=[-2.0, 3.0], grid_eps=0.5, sp_trainable=False,
+                     sb_trainable=False), torch.float64),
+    ("zero_base", dict(width=[2, 3, 1], grid=4, k=5, seed=5, base_fun="zero",
+                       grid_range=[0.0, 4.0]), torch.float64),
+]
+
+
+def pykan_checkpoints(out_dir):
+    """Every CHECKPOINT_CASES model, its spline state moved off its initial values (a grid
+    update from samples, drawn coefficients), saved with saveckpt, and pykan's outputs y on
+    inputs x, some beyond the grid. The pruned case is pykan's prune() of a model two of whose
+    hidden nodes barely contribute."""
+    from kan.MultKAN import MultKAN
+
+    (out_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+    cases = []
+    for index, (name, arguments, dtype) in enumerate(CHECKPOINT_CASES):
+        torch.set_default_dtype(dtype)
+        model = MultKAN(auto_save=False, **{k: (list(v) if isinstance(v, list) else v)
+                                            for k, v in arguments.items()})
+        low, high = arguments.get("grid_range", [-1.0, 1.0])
+        torch.manual_seed(300 + index)
+        samples = low + (high - low) * torch.rand(64, model.width_in[0])
+        model.update_grid_from_samples(samples)
+        with torch.no_grad():
+            for layer in model.act_fun:
+                layer.coef.add_(0.2 * torch.randn_like(layer.coef))
+            if arguments.get("affine_trainable"):
+                for p in list(model.node_scale) + list(model.subnode_scale):
+                    p.copy_(1 + 0.3 * torch.randn_like(p))
+                for p in list(model.node_bias) + list(model.subnode_bias):
+                    p.copy_(0.2 * torch.randn_like(p))
+            if name == "pruned":
+                for node in (1, 4):  # hidden nodes 1 and 4 all but vanish
+                    model.act_fun[0].coef[:, node, :] *= 1e-4
+                    model.act_fun[0].scale_base[:, node] *= 1e-4
+                    model.act_fun[1].coef[node, :, :] *= 1e-4
+                    model.act_fun[1].scale_base[node, :] *= 1e-4
+        if name == "pruned":
+            # pykan's prune(1e-2, 3e-2) without its log_history, which writes into ckpt_path.
+            model(samples)
+            model = model.prune_node(1e-2, log_history=False)
+            model(model.cache_data)
+            model.attribute()
+            model.prune_edge(3e-2, log_history=False)
+        margin = 0.2 * (high - low)
+        x = (low - margin) + (high - low + 2 * margin) * torch.rand(16, model.width_in[0])
+        with torch.no_grad():
+            y = model(x)
+        model.saveckpt(str(out_dir / "checkpoints" / name))
+        cases.append({"name": name, "prefix": f"checkpoints/{name}",
+                      "dtype": str(dtype).removeprefix("torch."), "width": model.width,
+                      "x": x.tolist(), "y": y.tolist()})
+    torch.set_default_dtype(torch.float64)
+    # A model kanbench must refuse: edge 1 -> 2 of layer 0 in symbolic mode.
+    model = MultKAN(width=[2, 3, 1], grid=3, k=3, seed=6, auto_save=False)
+    model.fix_symbolic(0, 1, 2, "sin", fit_params_bool=False, verbose=False, log_history=False)
+    model.saveckpt(str(out_dir / "checkpoints" / "symbolic"))
+    return {
+        "source": source(),
+        "what": "pykan checkpoints written by MultKAN.saveckpt(prefix) (prefix_config.yml, "
+        "prefix_state, prefix_cache_data) and pykan's outputs y = model(x); width after pruning. "
+        "checkpoints/symbolic has edge 1 -> 2 of layer 0 fixed to sin (symbolic mode)",
+        "cases": cases,
+    }
+
+
 # One function per file, named as the file (NAME.json). A new fixture is one more entry.
 FIXTURES = {f.__name__: f for f in (bspline_basis, layer_forward, layer_update_grid,
-                                    layer_update_grid_orders, multkan_forward, lbfgs_rosenbrock)}
+                                    layer_update_grid_orders, multkan_forward, lbfgs_rosenbrock,
+                                    pykan_checkpoints)}
+# Fixtures that also write files of their own next to their JSON (given the folder).
+WRITES_FILES = {"pykan_checkpoints"}
 
 
 def check_pykan():
@@ -345,7 +426,8 @@ def write(names, out_dir):
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in names:
         # Compact, no trailing newline, NaN refused: the committed files' format.
-        text = json.dumps(FIXTURES[name](), separators=(",", ":"), allow_nan=False)
+        data = FIXTURES[name](out_dir) if name in WRITES_FILES else FIXTURES[name]()
+        text = json.dumps(data, separators=(",", ":"), allow_nan=False)
         (out_dir / f"{name}.json").write_text(text)
 
 
