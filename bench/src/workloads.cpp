@@ -186,9 +186,11 @@ Dataset synthetic_model_data(const Workload& w) {
 Dataset read_data_file(const std::string& path, const KAN& model) {
   const auto tensors = read_named_tensors(path);
   auto get = [&](const std::string& key) {
-    std::string held;
-    for (const auto& [name, tensor] : tensors)
-      held += (held.empty() ? "" : ", ") + name;
+    std::string held; // what the file holds instead, the first few names
+    for (size_t i = 0; i < std::min<size_t>(tensors.size(), 6); ++i)
+      held += (i ? ", " : "") + tensors[i].first;
+    if (tensors.size() > 6)
+      held += ", ... (" + std::to_string(tensors.size()) + " in all)";
     const auto found = std::find_if(tensors.begin(), tensors.end(),
                                     [&](const auto& named) { return named.first == key; });
     TORCH_CHECK(found != tensors.end(), path, ": no tensor '", key, "' (the file holds ",
