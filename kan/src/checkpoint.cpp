@@ -218,8 +218,8 @@ KAN load_model(const std::string& path, torch::Device device) {
   if (!std::filesystem::exists(path, ec) && is_pykan_checkpoint(path))
     return load_pykan(path, device);
   TORCH_CHECK(std::filesystem::exists(path, ec), "no model at '", path,
-              "': neither a kanbench checkpoint file nor a pykan checkpoint (no '", path,
-              "_config.yml')");
+              "': no such file (a kanbench checkpoint), and no '", path,
+              "_config.yml' (a pykan checkpoint prefix)");
   return load_checkpoint(path, device);
 }
 
