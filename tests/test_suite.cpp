@@ -1,6 +1,7 @@
 // The benchmark suite's building blocks: targets, one case, parity, edge cases.
 #include "kan/bench/suite.h"
 
+#include "kan/checkpoint.h"
 #include "test_util.h"
 
 #include <algorithm>
@@ -32,6 +33,54 @@ TEST(Suite, TargetsForTheDevicesAskedFor) {
   }
   KAN_EXPECT_ERROR(resolve_targets("cpu,tpu"), "--devices must be auto or a list of cpu and cuda");
   KAN_EXPECT_ERROR(suite_workloads("huge"), "--suite must be quick, default or full, got 'huge'");
+}
+
+TEST(Suite, TargetsInAFloat64ModelsDtype) {
+  const auto targets = resolve_targets("cpu", torch::kFloat64);
+  EXPECT_EQ(targets[0].name, "cpu");
+  EXPECT_EQ(targets[0].dtype, torch::kFloat64);
+  if (!torch::cuda::is_available()) {
+    // The parity partner is the other precision.
+    ASSERT_EQ(targets.size(), 2u);
+    EXPECT_EQ(targets[1].name, "cpu-float32");
+    EXPECT_EQ(targets[1].dtype, torch::kFloat32);
+  }
+}
+
+using UserModel = kan::test::ScratchDirTest;
+
+TEST_F(UserModel, EveryTargetTrainsACopyOnDataFromTheModel) {
+  KAN saved(KANOptions({2, 3, 1}).grid(4).seed(2).dtype(torch::kFloat64));
+  {
+    // Updated from skewed samples: each input's grid spans its own range.
+    torch::NoGradGuard no_grad;
+    saved->update_grid_from_samples(torch::rand({100, 2}, torch::kFloat64) * 3 + 1);
+  }
+  save_checkpoint(saved, path("my.pt"));
+  const auto w = model_workload(path("my.pt"), "", "quick");
+  EXPECT_EQ(w.name, "my.pt");
+  EXPECT_EQ(w.width, (std::vector<int64_t>{2, 3, 1}));
+  EXPECT_EQ(w.train_num, 200);
+  EXPECT_EQ(w.to_json()["data"], "synthetic");
+
+  const auto data = w.dataset(torch::kCPU, torch::kFloat64);
+  ASSERT_EQ(data.train_input.sizes(), (std::vector<int64_t>{200, 2}));
+  const auto knots = saved->layer(0)->grid.slice(1, 3, saved->layer(0)->grid.size(1) - 3);
+  for (int64_t i = 0; i < 2; ++i) {
+    EXPECT_GE(data.train_input.select(1, i).min().item<double>(), knots[i][0].item<double>());
+    EXPECT_LE(data.train_input.select(1, i).max().item<double>(), knots[i][-1].item<double>());
+  }
+  // Labels: the model's outputs plus noise of a tenth of their spread.
+  const auto outputs = saved->forward(data.train_input).detach();
+  const double noise = (data.train_label - outputs).std().item<double>();
+  EXPECT_NEAR(noise / outputs.std().item<double>(), 0.1, 0.03);
+
+  // Each target's model is an independent copy of the saved one, in the target's dtype.
+  auto a = w.make_model(torch::kCPU, torch::kFloat64),
+       b = w.make_model(torch::kCPU, torch::kFloat32);
+  EXPECT_TRUE(torch::equal(a->forward(data.test_input), saved->forward(data.test_input)));
+  EXPECT_EQ(b->dtype(), torch::kFloat32);
+  EXPECT_NE(a->layer(0)->coef.data_ptr(), w.model->layer(0)->coef.data_ptr());
 }
 
 TEST(Suite, OneCaseIsTimedPerEpoch) {

@@ -125,7 +125,7 @@ int audit(const AuditArgs& a) {
     if (!a.mult_arity.empty())
       set_mult_arity(built, a.mult_arity);
   }
-  kan::KAN model = !a.checkpoint.empty() ? kan::load_checkpoint(a.checkpoint, device)
+  kan::KAN model = !a.checkpoint.empty() ? kan::load_model(a.checkpoint, device)
                    : !a.pykan.empty()    ? kan::load_pykan(a.pykan, device)
                                          : kan::KAN(built);
   const auto data_dtype =
@@ -196,7 +196,8 @@ void add_audit_command(CLI::App& app, int& exit_code) {
       "audit", "Audit where a KAN's tensors live and where its operations run on a device; exit "
                "0 = clean, 1 = findings, 2 = could not run");
   cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
-  auto* checkpoint = cmd->add_option("--checkpoint", args->checkpoint, "A model.pt to audit");
+  auto* checkpoint = cmd->add_option("--checkpoint", args->checkpoint,
+                                     "A model.pt to audit, or a pykan saveckpt prefix");
   auto* pykan = cmd->add_option("--pykan", args->pykan,
                                 "Or a pykan checkpoint (the prefix given to pykan's saveckpt)")
                     ->excludes(checkpoint);

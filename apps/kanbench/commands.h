@@ -21,8 +21,12 @@ void add_env_command(CLI::App& app, int& exit_code);
 /// clean, 1 findings, 2 could not run.
 void add_audit_command(CLI::App& app, int& exit_code);
 
-/// `kanbench run`: the benchmark suite (per-epoch timing, parity, edge cases) -> results.json.
+/// `kanbench run`: the benchmark suite (per-epoch timing, parity, edge cases), or the same on a
+/// user's model (--model) -> results.json.
 void add_run_command(CLI::App& app, int& exit_code);
+
+/// `kanbench predict`: a model's outputs for the samples of a CSV file, written as CSV.
+void add_predict_command(CLI::App& app, int& exit_code);
 
 /// `kanbench compare OLD.json NEW.json`: baseline comparison, a CI gate with --fail-on-regression.
 void add_compare_command(CLI::App& app, int& exit_code);

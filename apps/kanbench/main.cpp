@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   kanbench::add_fit_command(app, exit_code);
   kanbench::add_env_command(app, exit_code);
   kanbench::add_audit_command(app, exit_code);
+  kanbench::add_predict_command(app, exit_code);
   kanbench::add_compare_command(app, exit_code);
   kanbench::add_report_command(app, exit_code);
   kanbench::add_import_pykan_command(app, exit_code);

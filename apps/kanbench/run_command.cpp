@@ -22,6 +22,8 @@ struct RunArgs {
   std::string devices = "auto";
   int64_t repeat = 0;
   std::vector<std::string> cases;
+  std::string model;
+  std::string data;
   double time_limit = 0;
   bool no_edge_cases = false;
   bool no_cupti = false;
@@ -59,6 +61,8 @@ int run(const RunArgs& a) {
   options.devices = a.devices;
   options.repeat = a.repeat;
   options.cases = a.cases;
+  options.model = a.model;
+  options.data = a.data;
   options.time_limit_seconds = a.time_limit;
   options.edge_cases = !a.no_edge_cases;
   options.cupti = !a.no_cupti;
@@ -129,8 +133,9 @@ int run(const RunArgs& a) {
 void add_run_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<RunArgs>();
   auto* cmd = app.add_subcommand(
-      "run", "Run the benchmark suite on every device: per-epoch time, parity, edge cases; writes "
-             "DIR/results.json and report.html. Exit 0 when every case, parity check and edge "
+      "run", "Run the benchmark suite on every device, or the same on your model (--model): "
+             "per-epoch time, parity, edge cases; writes DIR/results.json and report.html. Exit 0 "
+             "when every case, parity check and edge "
              "case passed with no audit finding, 1 otherwise (the results are written either "
              "way), 2 when it could not run or write its outputs");
   cmd->add_option("--suite", args->suite, "quick (seconds), default (minutes), full (GPU sizes)")
@@ -141,6 +146,12 @@ void add_run_command(CLI::App& app, int& exit_code) {
       ->check(integer_at_least(0))
       ->capture_default_str();
   cmd->add_option("--case", args->cases, "Only these workloads (toy, deep, wide, million)");
+  cmd->add_option("--model", args->model,
+                  "Instead of the workloads: time, compare and audit this model (a kanbench "
+                  "checkpoint or a pykan saveckpt prefix), trained with LBFGS at full batch");
+  cmd->add_option("--data", args->data,
+                  "The model's data: pykan's create_dataset dict saved with torch.save (default: "
+                  "synthetic, from the model itself)");
   cmd->add_option("--time-limit", args->time_limit,
                   "Seconds per case before it is recorded as timeout (0: the suite's default)")
       ->check(finite_number(0))

@@ -80,7 +80,7 @@ double default_time_limit(const std::string& suite) {
 
 } // namespace
 
-std::vector<Target> resolve_targets(const std::string& devices) {
+std::vector<Target> resolve_targets(const std::string& devices, torch::Dtype dtype) {
   std::vector<std::string> names;
   if (devices == "auto") {
     names = {"cpu"};
@@ -103,15 +103,17 @@ std::vector<Target> resolve_targets(const std::string& devices) {
   bool gpu_runs = false;
   for (const auto& name : names) {
     Target t{name, name == "cuda" ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU),
-             torch::kFloat32, ""};
+             dtype, ""};
     if (name == "cuda" && !torch::cuda::is_available())
       t.unavailable =
           "cuda requested but no CUDA device: " + diagnostics::cuda_unavailable_reason();
     gpu_runs = gpu_runs || (name == "cuda" && t.unavailable.empty());
     targets.push_back(t);
   }
-  if (!gpu_runs && names.front() == "cpu")
-    targets.push_back({"cpu-float64", torch::kCPU, torch::kFloat64, ""});
+  if (!gpu_runs && names.front() == "cpu") {
+    const auto other = dtype == torch::kFloat64 ? torch::kFloat32 : torch::kFloat64;
+    targets.push_back({"cpu-" + kan::to_string(other), torch::kCPU, other, ""});
+  }
   return targets;
 }
 
@@ -286,7 +288,7 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
   const auto start = Clock::now();
   try {
     const auto data = w.dataset(target.device, target.dtype);
-    KAN model(w.model_options(target.device, target.dtype));
+    KAN model = w.make_model(target.device, target.dtype);
     r.backend = to_string(model->options().backend());
     auto audit = [&] {
       return diagnostics::DeviceAudit(target.device).module(*model).dataset(data).report();
@@ -353,7 +355,7 @@ reports::Comparison compare_targets(const Workload& w, const Target& a, const Ta
   const auto data = w.dataset(torch::kCPU, torch::kFloat64);
   const auto x = data.train_input.narrow(0, 0, std::min<int64_t>(256, data.train_input.size(0)));
   const auto y = data.train_label.narrow(0, 0, x.size(0));
-  KAN ma(w.model_options(a.device, a.dtype)), mb(w.model_options(b.device, b.dtype));
+  KAN ma = w.make_model(a.device, a.dtype), mb = w.make_model(b.device, b.dtype);
   auto loss_of = [&](KAN& m, const Target& t) {
     const auto out = m->forward(x.to(t.device, t.dtype));
     const auto labels = w.loss == Loss::kMSE ? y.to(t.device, t.dtype) : y.to(t.device);
@@ -407,9 +409,14 @@ reports::Comparison compare_targets(const Workload& w, const Target& a, const Ta
 
 namespace {
 
-// The suite's workloads, narrowed to --case and with --repeat's epoch count.
+// The suite's workloads narrowed to --case, or the user's model; with --repeat's epoch count.
 std::vector<Workload> selected_workloads(const SuiteOptions& o) {
-  auto workloads = suite_workloads(o.suite);
+  TORCH_CHECK(o.model.empty() || o.cases.empty(),
+              "--model and --case are alternatives: run your model or the suite's workloads");
+  TORCH_CHECK(o.data.empty() || !o.model.empty(), "--data needs --model (the data's model)");
+  auto workloads = o.model.empty()
+                       ? suite_workloads(o.suite)
+                       : std::vector<Workload>{model_workload(o.model, o.data, o.suite)};
   for (const auto& name : o.cases)
     TORCH_CHECK(std::any_of(workloads.begin(), workloads.end(),
                             [&](const Workload& w) { return w.name == name; }),
@@ -442,6 +449,8 @@ reports::RunConfig run_config(const SuiteOptions& o, const std::vector<Target>& 
   config.cupti = o.cupti;
   if (!o.trace_file.empty())
     config.trace = o.trace_file;
+  if (!o.model.empty())
+    config.extra = {{"model", o.model}, {"data", o.data.empty() ? "synthetic" : o.data}};
   return config;
 }
 
@@ -511,13 +520,17 @@ std::vector<reports::Comparison> compare_to_first(const Workload& w,
   return comparisons;
 }
 
-// One set of edge cases per device (on its float32 target); skipped where the device is not.
+// One set of edge cases per device, in float32 (whatever the dtype of a user's model); skipped
+// where the device is not.
 std::vector<reports::EdgeCaseResult> edge_cases_on(const std::vector<Target>& targets,
                                                    const std::string& suite) {
   std::vector<reports::EdgeCaseResult> results;
-  for (const auto& t : targets) {
-    if (t.dtype != torch::kFloat32)
+  std::vector<torch::Device> done;
+  for (auto t : targets) {
+    if (std::find(done.begin(), done.end(), t.device) != done.end())
       continue;
+    done.push_back(t.device);
+    t.dtype = torch::kFloat32;
     if (!t.unavailable.empty()) {
       for (const auto& name : edge_case_names())
         results.push_back(skipped_edge_case(name, t.device.str(), t.unavailable));
@@ -544,7 +557,8 @@ void write_trace(const SuiteOptions& o, const Instrumentation& instrumentation) 
 
 reports::Results run_suite(const SuiteOptions& o) {
   const auto workloads = selected_workloads(o);
-  const auto targets = resolve_targets(o.devices);
+  const auto targets = resolve_targets(
+      o.devices, o.model.empty() ? torch::kFloat32 : workloads.front().model->dtype());
   const double limit =
       o.time_limit_seconds > 0 ? o.time_limit_seconds : default_time_limit(o.suite);
   // Every kan phase (forward, backward, optimizer step, ...) is an NVTX range during the run.

@@ -1,7 +1,15 @@
 #include "kan/bench/workloads.h"
 
+#include "kan/checkpoint.h"
+#include "kan/torch_file.h"
+
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/module.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
 
 namespace kan::bench {
 
@@ -10,6 +18,8 @@ int64_t Workload::steps_per_epoch() const {
 }
 
 Dataset Workload::dataset(torch::Device device, torch::Dtype dtype) const {
+  if (data)
+    return data->to(dtype).to(device);
   if (loss == Loss::kCrossEntropy)
     return synthetic_classification(width.front(), width.back(), train_num, test_num, seed, device,
                                     dtype);
@@ -31,6 +41,14 @@ KANOptions Workload::model_options(torch::Device device, torch::Dtype dtype) con
   return KANOptions(width).grid(grid).k(k).seed(seed).device(device).dtype(dtype);
 }
 
+KAN Workload::make_model(torch::Device device, torch::Dtype dtype) const {
+  if (!model)
+    return KAN(model_options(device, dtype));
+  KAN copy(std::dynamic_pointer_cast<KANImpl>(model->clone()));
+  copy->to(device, dtype);
+  return copy;
+}
+
 FitOptions Workload::fit_options() const {
   return FitOptions()
       .opt(opt)
@@ -44,22 +62,29 @@ FitOptions Workload::fit_options() const {
 }
 
 nlohmann::json Workload::to_json() const {
-  return {{"description", description},
-          {"width", width},
-          {"grid", grid},
-          {"k", k},
-          {"opt", to_string(opt)},
-          {"lr", lr},
-          {"batch", batch},
-          {"batch_draw", to_string(fit_options().batch_draw())},
-          {"loss", to_string(loss)},
-          {"train_num", train_num},
-          {"test_num", test_num},
-          {"warmup_epochs", warmup_epochs},
-          {"epochs", epochs},
-          {"steps_per_epoch", steps_per_epoch()},
-          {"update_grid", false},
-          {"seed", seed}};
+  nlohmann::json json = {{"description", description},
+                         {"width", width},
+                         {"grid", grid},
+                         {"k", k},
+                         {"opt", to_string(opt)},
+                         {"lr", lr},
+                         {"batch", batch},
+                         {"batch_draw", to_string(fit_options().batch_draw())},
+                         {"loss", to_string(loss)},
+                         {"train_num", train_num},
+                         {"test_num", test_num},
+                         {"warmup_epochs", warmup_epochs},
+                         {"epochs", epochs},
+                         {"steps_per_epoch", steps_per_epoch()},
+                         {"update_grid", false},
+                         {"seed", seed}};
+  if (model) {
+    json["model"] = model_path;
+    json["model_options"] = kan::to_json(model->options());
+    json["model_dtype"] = kan::to_string(model->dtype());
+    json["data"] = data_source;
+  }
+  return json;
 }
 
 const std::vector<std::string>& suite_names() {
@@ -128,6 +153,123 @@ std::vector<Workload> suite_workloads(const std::string& suite) {
   for (const auto& workload : w)
     TORCH_INTERNAL_ASSERT(workload.batch <= 0 || workload.train_num % workload.batch == 0,
                           workload.name, ": batch must divide train_num");
+  return w;
+}
+
+namespace {
+
+// Inputs uniform over each input's span of the model's first grid (where its splines live);
+// labels the model's own outputs plus N(0, (0.1 s_j)^2) noise, s_j the spread of output j (1 where
+// it is 0), so that training has something to fit (exact outputs would leave a zero gradient).
+Dataset synthetic_model_data(const Workload& w) {
+  torch::NoGradGuard no_grad;
+  auto model = w.make_model(torch::kCPU, torch::kFloat64);
+  const auto layer = model->layer(0);
+  const int64_t k = layer->options().k();
+  const auto span = layer->grid.slice(1, k, layer->grid.size(1) - k); // (I, G + 1)
+  const auto lo = span.select(1, 0), hi = span.select(1, span.size(1) - 1);
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(w.seed);
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+  Dataset d;
+  d.train_input = lo + torch::rand({w.train_num, lo.size(0)}, generator, f64) * (hi - lo);
+  d.test_input = lo + torch::rand({w.test_num, lo.size(0)}, generator, f64) * (hi - lo);
+  d.train_label = model->forward(d.train_input);
+  d.test_label = model->forward(d.test_input);
+  auto spread = d.train_label.std(0);
+  spread = torch::where(spread > 0, spread, torch::ones_like(spread));
+  d.train_label += 0.1 * spread * torch::randn(d.train_label.sizes(), generator, f64);
+  d.test_label += 0.1 * spread * torch::randn(d.test_label.sizes(), generator, f64);
+  return d;
+}
+
+// --data FILE: pykan's create_dataset dict, checked against the model, as CPU float64.
+Dataset read_data_file(const std::string& path, const KAN& model) {
+  const auto tensors = read_named_tensors(path);
+  auto get = [&](const std::string& key) {
+    std::string held; // what the file holds instead, the first few names
+    for (size_t i = 0; i < std::min<size_t>(tensors.size(), 6); ++i)
+      held += (i ? ", " : "") + tensors[i].first;
+    if (tensors.size() > 6)
+      held += ", ... (" + std::to_string(tensors.size()) + " in all)";
+    const auto found = std::find_if(tensors.begin(), tensors.end(),
+                                    [&](const auto& named) { return named.first == key; });
+    TORCH_CHECK(found != tensors.end(), path, ": no tensor '", key, "' (the file holds ",
+                held.empty() ? "none" : held,
+                "); --data takes pykan's create_dataset dict (train_input, train_label, "
+                "test_input, test_label) saved with torch.save(dataset, FILE)");
+    return found->second;
+  };
+  const int64_t inputs = model->options().width().front();
+  const int64_t outputs = model->options().width().back();
+  // Each tensor: floating point, 2-D, `columns` wide, `rows` long (-1: any, at least one), finite.
+  auto checked = [&](const std::string& key, int64_t rows, int64_t columns,
+                     const std::string& why) {
+    const auto t = get(key);
+    TORCH_CHECK(t.defined() && t.is_floating_point(), path, ": ", key,
+                " must be a floating-point tensor, got ",
+                t.defined() ? kan::to_string(t.scalar_type()) : "None");
+    std::ostringstream expected;
+    expected << "[" << (rows < 0 ? std::string("N") : std::to_string(rows)) << ", " << columns
+             << "]";
+    TORCH_CHECK(t.dim() == 2 && t.size(1) == columns && (rows < 0 || t.size(0) == rows), path, ": ",
+                key, " has shape ", t.sizes(), ", expected ", expected.str(), " (", why, ")");
+    TORCH_CHECK(t.size(0) > 0, path, ": ", key, " has no samples (shape ", t.sizes(), ")");
+    const auto bad = (~torch::isfinite(t)).sum().item<int64_t>();
+    TORCH_CHECK(bad == 0, path, ": ", key, " holds ", bad, " NaN or Inf value(s)");
+    return t.to(torch::kFloat64).contiguous();
+  };
+  const auto in_why = "the model takes " + std::to_string(inputs) + " inputs";
+  auto label_why = [&](const std::string& input_key, int64_t n) {
+    return "one row per sample of " + input_key + " (" + std::to_string(n) +
+           "), one column per model output (" + std::to_string(outputs) + ")";
+  };
+  Dataset d;
+  d.train_input = checked("train_input", -1, inputs, in_why);
+  d.train_label = checked("train_label", d.train_input.size(0), outputs,
+                          label_why("train_input", d.train_input.size(0)));
+  d.test_input = checked("test_input", -1, inputs, in_why);
+  d.test_label = checked("test_label", d.test_input.size(0), outputs,
+                         label_why("test_input", d.test_input.size(0)));
+  return d;
+}
+
+} // namespace
+
+Workload model_workload(const std::string& model_path, const std::string& data_path,
+                        const std::string& suite) {
+  // The toy case is pykan's standard fit (LBFGS, full batch, MSE); its epochs and sizes per suite.
+  Workload w = suite_workloads(suite).front();
+  TORCH_INTERNAL_ASSERT(w.name == "toy");
+  w.name = std::filesystem::path(model_path).filename().string();
+  if (w.name.empty())
+    w.name = model_path;
+  w.model = load_model(model_path, torch::kCPU);
+  w.model_path = model_path;
+  const auto& o = w.model->options();
+  w.width = o.width();
+  w.grid = o.grid();
+  w.k = o.k();
+  w.opt = Optimizer::kLBFGS;
+  w.lr = 1.0;
+  w.batch = -1;
+  w.loss = Loss::kMSE;
+  if (data_path.empty()) {
+    w.data = synthetic_model_data(w);
+    w.data_source = "synthetic";
+  } else {
+    w.data = read_data_file(data_path, w.model);
+    w.data_source = data_path;
+    w.train_num = w.data->train_input.size(0);
+    w.test_num = w.data->test_input.size(0);
+  }
+  // One curve per edge in the report: only for models small enough to look at.
+  int64_t edges = 0;
+  for (size_t l = 0; l + 1 < w.width.size(); ++l)
+    edges += w.width[l] * w.width[l + 1];
+  w.plot_activations = edges <= 100;
+  w.description = "your model " + model_path + " (" + kan::to_string(w.model->dtype()) +
+                  "), LBFGS full batch, " +
+                  (data_path.empty() ? "synthetic data from the model itself" : data_path);
   return w;
 }
 

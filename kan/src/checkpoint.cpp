@@ -7,6 +7,7 @@
 
 #include "kan/io/atomic_file.h"
 #include "kan/io/text.h"
+#include "kan/pykan.h"
 
 #include <torch/cuda.h>
 
@@ -210,6 +211,16 @@ KAN load_checkpoint(const std::string& path, torch::Device device) {
     tensor.copy_(stored);
   }
   return model;
+}
+
+KAN load_model(const std::string& path, torch::Device device) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec) && is_pykan_checkpoint(path))
+    return load_pykan(path, device);
+  TORCH_CHECK(std::filesystem::exists(path, ec), "no model at '", path,
+              "': no such file (a kanbench checkpoint), and no '", path,
+              "_config.yml' (a pykan checkpoint prefix)");
+  return load_checkpoint(path, device);
 }
 
 } // namespace kan

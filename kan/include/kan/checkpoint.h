@@ -38,4 +38,13 @@ void save_checkpoint(const KAN& model, const std::function<void(const void*, siz
 ///   kan::KAN copy = kan::load_checkpoint("model.pt", torch::kCUDA);
 KAN load_checkpoint(const std::string& path, torch::Device device = torch::kCPU);
 
+/// A model as a user names it: a kanbench checkpoint file (load_checkpoint), or the prefix that
+/// pykan's saveckpt(prefix) was called with (load_pykan, kan/pykan.h; prefix_config.yml exists).
+/// A file at `path` wins over a pykan checkpoint of that prefix. Neither is an error naming both.
+///
+/// Example:
+///   kan::KAN a = kan::load_model("results/reference-fit/model.pt");
+///   kan::KAN b = kan::load_model("./mark", torch::kCUDA); // pykan: model.saveckpt('./mark')
+KAN load_model(const std::string& path, torch::Device device = torch::kCPU);
+
 } // namespace kan

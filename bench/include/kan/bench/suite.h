@@ -25,11 +25,13 @@ struct Target {
   std::string unavailable; ///< why it cannot run here; "" when it can
 };
 
-/// The targets for the devices asked for ("auto", "cpu", "cuda", "cpu,cuda"). A CUDA device
-/// that is not there stays in the list, `unavailable` saying why, so its cases are reported as
-/// skipped. With one CPU target and no GPU, a float64 CPU target is added so that parity is
-/// still measured (labelled as what it is).
-std::vector<Target> resolve_targets(const std::string& devices);
+/// The targets for the devices asked for ("auto", "cpu", "cuda", "cpu,cuda"), in `dtype` (the
+/// suite's float32, or a user's model's own). A CUDA device that is not there stays in the list,
+/// `unavailable` saying why, so its cases are reported as skipped. With one CPU target and no GPU,
+/// a CPU target in the other precision is added so that parity is still measured, labelled as
+/// what it is ("cpu-float64", or "cpu-float32" beside a float64 "cpu").
+std::vector<Target> resolve_targets(const std::string& devices,
+                                    torch::Dtype dtype = torch::kFloat32);
 
 /// Parity tolerances per dtype (the less precise side of a comparison decides) and optimiser;
 /// documented in the README and written into every comparison.
@@ -67,6 +69,11 @@ struct SuiteOptions {
   int64_t repeat = 0;
   /// Workload names to run; empty = all.
   std::vector<std::string> cases;
+  /// A user's model to run instead of the suite's workloads (model_workload); "" = none. Its
+  /// dtype is the targets' (resolve_targets). Excludes `cases`.
+  std::string model;
+  /// The user's model's data, a torch.save'd create_dataset dict; "" = synthetic (needs `model`).
+  std::string data;
   /// Per-case limit; 0 = the suite's default (quick 60 s, default 120 s, full 900 s).
   double time_limit_seconds = 0;
   bool edge_cases = true;
@@ -107,8 +114,9 @@ const std::vector<std::string>& edge_case_names();
 reports::EdgeCaseResult skipped_edge_case(const std::string& name, const std::string& device,
                                           const std::string& reason);
 
-/// The edge cases on one device: empty input, one sample, 2^20 samples through a 100-input
-/// model in bounded memory, out of memory (GPU), a case past its time limit.
+/// The edge cases on one device, in float32 whatever the target's dtype: empty input, one sample,
+/// 2^20 samples through a 100-input model in bounded memory, out of memory (GPU), a case past its
+/// time limit.
 std::vector<reports::EdgeCaseResult> run_edge_cases(const Target& target, const std::string& suite);
 
 } // namespace kan::bench

@@ -1,5 +1,6 @@
 #pragma once
-/// The named workloads of `kanbench run` and their sizes per suite (quick, default, full).
+/// The named workloads of `kanbench run` and their sizes per suite (quick, default, full), and
+/// the workload of a user's own model (`kanbench run --model`).
 
 #include "kan/dataset.h"
 #include "kan/fit.h"
@@ -8,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,11 +35,23 @@ struct Workload {
   /// one curve per edge). Not part of to_json(): it changes what is recorded, not what is run.
   bool plot_activations = false;
 
+  /// A user's model (on the CPU, in its own dtype): every target trains a copy of it instead of
+  /// a new model from width, grid, k and seed, which then only describe it. Empty: a new model.
+  KAN model{nullptr};
+  /// The data of a user's model (CPU, float64): every target gets a copy. Empty: the reference
+  /// function's or the classification set's data.
+  std::optional<Dataset> data;
+  /// Where the user's model and data came from ("synthetic": made from the model), for the
+  /// results; empty for the suite's own workloads.
+  std::string model_path, data_source;
+
   /// Steps per epoch: 1 at full batch, else ceil(train_num / batch).
   int64_t steps_per_epoch() const;
   /// The dataset, made on the CPU from the seed (identical for every target), then moved.
   Dataset dataset(torch::Device device, torch::Dtype dtype) const;
   KANOptions model_options(torch::Device device, torch::Dtype dtype) const;
+  /// The model to train on a target: a new one from model_options, or a copy of the user's.
+  KAN make_model(torch::Device device, torch::Dtype dtype) const;
   /// Fit options for warm-up plus timed epochs; no grid update (a timing of steady state).
   FitOptions fit_options() const;
   /// Everything above as JSON, written into the results.
@@ -50,6 +64,17 @@ const std::vector<std::string>& suite_names();
 /// The workloads of a suite: quick (seconds, used by the tests), default (the README's main
 /// job: all cases within 5 minutes on a 2-core CPU-only machine), full (the real sizes).
 std::vector<Workload> suite_workloads(const std::string& suite);
+
+/// The workload of `kanbench run --model PATH [--data FILE]`, named after the model file: the
+/// model (kan::load_model), trained as pykan's fit() trains by default (LBFGS, full batch, MSE)
+/// for as many epochs as the suite's toy case, without grid updates (like every workload). The
+/// data: FILE's train_input, train_label, test_input and test_label (pykan's create_dataset,
+/// saved with torch.save), or without FILE, inputs drawn uniformly from each input's range in the
+/// model's first grid and labels = the model's own outputs plus noise (README, `kanbench run`),
+/// sized like the toy case. A missing key, or a shape that does not fit the model, is an error
+/// naming the file, the key and both shapes.
+Workload model_workload(const std::string& model_path, const std::string& data_path,
+                        const std::string& suite);
 
 /// A seeded, synthetic classification set of MNIST's shape: `classes` prototypes that differ in
 /// the first quarter of the inputs, each sample one prototype plus N(0, 1) noise, clamped to
