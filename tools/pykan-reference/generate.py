@@ -202,6 +202,21 @@ def multkan_state(model):
     return state
 
 
+def draw_parameters(model):
+    """Draws every spline and affine parameter of a MultKAN away from its initial value (from
+    torch's global generator), so that each term of the forward matters."""
+    for layer in model.act_fun:
+        layer.coef.copy_(torch.randn_like(layer.coef) * 0.3)
+        layer.scale_base.copy_(torch.randn_like(layer.scale_base))
+        layer.scale_sp.copy_(1 + 0.5 * torch.randn_like(layer.scale_sp))
+    for name in ("node_scale", "subnode_scale"):
+        for p in getattr(model, name):
+            p.copy_(1 + 0.3 * torch.randn_like(p))
+    for name in ("node_bias", "subnode_bias"):
+        for p in getattr(model, name):
+            p.copy_(0.2 * torch.randn_like(p))
+
+
 def multkan_forward():
     """MultKAN forward with multiplication nodes: one network with per-node arities (2 and 3) in
     two layers, one with mult_arity 3 everywhere; every parameter, the node and subnode affine
@@ -216,16 +231,7 @@ def multkan_forward():
                         mult_arity=mult_arity, seed=case, affine_trainable=True, auto_save=False)
         torch.manual_seed(200 + case)
         with torch.no_grad():
-            for layer in model.act_fun:
-                layer.coef.copy_(torch.randn_like(layer.coef) * 0.3)
-                layer.scale_base.copy_(torch.randn_like(layer.scale_base))
-                layer.scale_sp.copy_(1 + 0.5 * torch.randn_like(layer.scale_sp))
-            for name in ("node_scale", "subnode_scale"):
-                for p in getattr(model, name):
-                    p.copy_(1 + 0.3 * torch.randn_like(p))
-            for name in ("node_bias", "subnode_bias"):
-                for p in getattr(model, name):
-                    p.copy_(0.2 * torch.randn_like(p))
+            draw_parameters(model)
             x = torch.rand(32, model.width_in[0]) * 2.4 - 1.2
             y = model(x)
         # Attribution of that forward's activations (pykan's layouts: edges (out, in)).
@@ -275,16 +281,7 @@ def multkan_prune():
                         affine_trainable=True, auto_save=False, ckpt_path=ckpt_path)
         torch.manual_seed(300)
         with torch.no_grad():
-            for layer in model.act_fun:
-                layer.coef.copy_(torch.randn_like(layer.coef) * 0.3)
-                layer.scale_base.copy_(torch.randn_like(layer.scale_base))
-                layer.scale_sp.copy_(1 + 0.5 * torch.randn_like(layer.scale_sp))
-            for name in ("node_scale", "subnode_scale"):
-                for p in getattr(model, name):
-                    p.copy_(1 + 0.3 * torch.randn_like(p))
-            for name in ("node_bias", "subnode_bias"):
-                for p in getattr(model, name):
-                    p.copy_(0.2 * torch.randn_like(p))
+            draw_parameters(model)
             # Input 2's edges and hidden node 1's one edge out nearly vanish.
             for layer, rows in ((model.act_fun[0], 2), (model.act_fun[1], 1)):
                 for name in ("coef", "scale_base"):
