@@ -482,7 +482,7 @@ def pykan_checkpoints(out_dir):
                       "dtype": str(dtype).removeprefix("torch."), "width": model.width,
                       "x": x.tolist(), "y": y.tolist()})
     torch.set_default_dtype(torch.float64)
-    # A model kanbench must refuse: edge 1 -> 2 of layer 0 in symbolic mode.
+    # Edge 1 -> 2 of layer 0 in symbolic mode (multkan_symbolic records its outputs).
     model = MultKAN(width=[2, 3, 1], grid=3, k=3, seed=6, auto_save=False)
     model.fix_symbolic(0, 1, 2, "sin", fit_params_bool=False, verbose=False, log_history=False)
     model.saveckpt(str(out_dir / "checkpoints" / "symbolic"))
