@@ -10,8 +10,12 @@
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <iostream>
+#include <sstream>
 #include <unistd.h>
 
 namespace kan {
@@ -263,15 +267,16 @@ TEST(SymbolicEdges, ModelFeaturesCarryThem) {
   EXPECT_LT(relative(kept(x), removed->forward(x)), 1e-14);
   EXPECT_EQ(kept->layer(0)->symbolic_name(0, 0), "sin"); // was edge 0 -> 1
   EXPECT_EQ(kept->layer(1)->symbolic_name(1, 0), "tanh");
-  // refine keeps the symbolic branch; the numeric one is reproduced inside the grid.
+  // refine keeps the symbolic branch as it is and refits the numeric one.
   auto refined = model->refine(10, x);
-  EXPECT_LT(relative(refined(x), y), 1e-10);
+  EXPECT_LT(relative(refined(x), y), 1e-2);
   EXPECT_EQ(refined->layer(0)->symbolic_edge_count(), 2);
+  EXPECT_TRUE(torch::equal(refined->layer(0)->symbolic_affine, model->layer(0)->symbolic_affine));
   // update_grid changes only the numeric part: the outputs stay (the splines are refitted).
   auto updated = std::dynamic_pointer_cast<KANImpl>(model->clone());
   updated->update_grid_from_samples(x);
   EXPECT_TRUE(torch::equal(updated->layer(1)->symbolic_affine, model->layer(1)->symbolic_affine));
-  EXPECT_LT(relative(updated->forward(x), y), 1e-2);
+  EXPECT_LT(relative(updated->forward(x), y), 1e-1);
   // attribute sees the whole activation: a symbolic edge scores.
   const auto scores = model->attribute(x);
   EXPECT_GT(scores.edge_scores[0][0][1].item<double>(), 0.0);
@@ -331,6 +336,34 @@ TEST(SymbolicEdges, ForwardOnTheGpuMatches_CUDA) {
   EXPECT_LT(relative(model(x.cuda()).cpu(), y), 1e-12);
   const auto choices = model->auto_symbolic(x.cuda(), {"x", "sin", "x^2", "exp"});
   EXPECT_FALSE(choices.empty());
+}
+
+// Not a check: the time auto_symbolic takes on a [4, 100, 100, 100, 1] model, N = 100
+// (--gtest_also_run_disabled_tests; KAN_SYMBOLIC_LIB=x,sin,... picks the library,
+// KAN_SYMBOLIC_WIDTH=4,100,1 the width).
+TEST(SymbolicEdges, DISABLED_AutoSymbolicTime) {
+  std::vector<std::string> lib{"x", "sin"};
+  if (const char* names = std::getenv("KAN_SYMBOLIC_LIB")) {
+    lib.clear();
+    std::stringstream list(names);
+    for (std::string name; std::getline(list, name, ',');)
+      lib.push_back(name);
+  }
+  std::vector<int64_t> width{4, 100, 100, 100, 1};
+  if (const char* text = std::getenv("KAN_SYMBOLIC_WIDTH")) { // e.g. 4,100,1
+    width.clear();
+    std::stringstream list(text);
+    for (std::string entry; std::getline(list, entry, ',');)
+      width.push_back(std::stoll(entry));
+  }
+  KAN model(KANOptions(width).seed(0));
+  const auto x = torch::rand({100, width.front()}) * 2 - 1;
+  const auto start = std::chrono::steady_clock::now();
+  const auto choices = model->auto_symbolic(x, lib);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << "auto_symbolic " << c10::IntArrayRef(width) << " N=100, " << lib.size()
+            << " functions, " << choices.size() << " edges: " << seconds << " s\n";
 }
 
 } // namespace
