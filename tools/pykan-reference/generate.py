@@ -616,6 +616,7 @@ def multkan_symbolic(out_dir):
             suggestions.append({"name": name, "r2": r2, "complexity": content[2], "loss": loss})
         best = model.suggest_symbolic(0, 1, 1, verbose=False)
         (out_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+        model.ckpt_path = "./model"  # pykan's default, not the temporary folder: reproducible
         model.saveckpt(str(out_dir / "checkpoints" / "symbolic_fitted"))
 
         # auto_symbolic on [2, 3, 1]: edge (0, 1, 2) pruned, edge (1, 1, 0) already sin.
