@@ -147,10 +147,16 @@ TEST(Pykan, SavedCheckpointLoadsBackIdentical) {
   EXPECT_FALSE(load_pykan_cache_data(dir / "nocache").defined());
 }
 
-TEST(Pykan, SymbolicEdgeIsRefusedNamingIt) {
-  const auto error = test::error_of([] { load_pykan(reference_prefix("symbolic")); });
+TEST(Pykan, SymbolicEdgeLoadsAndAnUnknownFunctionIsRefusedNamingIt) {
+  // Its outputs against pykan's: test_symbolic_edges.cpp.
+  EXPECT_EQ(load_pykan(reference_prefix("symbolic"))->layer(0)->symbolic_name(1, 2), "sin");
+  TempDir dir;
+  copy_checkpoint("symbolic", dir / "unknown");
+  const auto config = dir / "unknown_config.yml";
+  write_text(config, std::regex_replace(read_text(config), std::regex("sin"), "sine"));
+  const auto error = test::error_of([&] { load_pykan(dir / "unknown"); });
   EXPECT_NE(error.find("edge 1 -> 2 of layer 0"), std::string::npos) << error;
-  EXPECT_NE(error.find("'sin'"), std::string::npos) << error;
+  EXPECT_NE(error.find("'sine'"), std::string::npos) << error;
 }
 
 TEST(Pykan, BadCheckpointsGiveOneLineErrors) {

@@ -26,6 +26,7 @@ constexpr const char* kVersionKey = "kanbench_format_version";
 constexpr const char* kConfigKey = "kanbench_config";
 constexpr const char* kModelKey = "model";
 constexpr const char* kChecksumsKey = "kanbench_checksums"; // from format version 2
+constexpr const char* kSymbolicKey = "kanbench_symbolic";   // from format version 4
 
 // FNV-1a over a tensor's bytes: LibTorch's archive reader does not verify its zip records'
 // CRC-32, so a flipped bit in a tensor would load silently without a checksum of our own.
@@ -89,6 +90,65 @@ torch::Tensor stored_tensor(torch::serialize::InputArchive& state, const std::st
   return tensor;
 }
 
+// Per layer: null without symbolic state, else its function names as (out, in) lists (pykan's
+// funs_name layout, the symbolic_mask's).
+nlohmann::json symbolic_record(const KAN& model) {
+  auto record = nlohmann::json::array();
+  for (size_t l = 0; l < model->depth(); ++l) {
+    const auto layer = model->layer(l);
+    if (!layer->has_symbolic_state()) {
+      record.push_back(nullptr);
+      continue;
+    }
+    auto rows = nlohmann::json::array();
+    for (int64_t j = 0; j < layer->options().out_dim(); ++j) {
+      auto row = nlohmann::json::array();
+      for (int64_t i = 0; i < layer->options().in_dim(); ++i)
+        row.push_back(layer->symbolic_name(i, j));
+      rows.push_back(row);
+    }
+    record.push_back(rows);
+  }
+  return record;
+}
+
+// Gives the layers the symbolic state the record names (masks 0 until the tensors are read).
+void apply_symbolic_record(KAN& model, const std::string& text, const std::string& path) {
+  const auto record = nlohmann::json::parse(text, nullptr, false);
+  TORCH_CHECK(record.is_array() && record.size() == model->depth(), "checkpoint '", path,
+              "' has a malformed symbolic record (expected one entry per layer, ", model->depth(),
+              ")");
+  for (size_t l = 0; l < model->depth(); ++l) {
+    if (record[l].is_null())
+      continue;
+    auto layer = model->layer(l);
+    const int64_t I = layer->options().in_dim(), O = layer->options().out_dim();
+    TORCH_CHECK(record[l].is_array() && static_cast<int64_t>(record[l].size()) == O, "checkpoint '",
+                path, "': the symbolic record of layer ", l, " is not ", O, " lists of ", I,
+                " names");
+    std::vector<int64_t> in, out;
+    std::vector<std::string> names;
+    for (int64_t j = 0; j < O; ++j) {
+      const auto& row = record[l][j];
+      TORCH_CHECK(row.is_array() && static_cast<int64_t>(row.size()) == I, "checkpoint '", path,
+                  "': the symbolic record of layer ", l, " is not ", O, " lists of ", I, " names");
+      for (int64_t i = 0; i < I; ++i) {
+        TORCH_CHECK(row[i].is_string(), "checkpoint '", path, "': symbolic function of edge ", i,
+                    " -> ", j, " of layer ", l, " is not a name");
+        in.push_back(i);
+        out.push_back(j);
+        names.push_back(row[i].get<std::string>());
+      }
+    }
+    try {
+      layer->set_symbolic_edges(in, out, names, std::vector<double>(in.size(), 0.0));
+    } catch (const c10::Error& e) {
+      TORCH_CHECK(false, "checkpoint '", path, "', layer ", l, ": ",
+                  io::first_line(e.what_without_backtrace()));
+    }
+  }
+}
+
 } // namespace
 
 void save_checkpoint(const KAN& model, const std::function<void(const void*, size_t)>& write) {
@@ -105,6 +165,7 @@ void save_checkpoint(const KAN& model, const std::function<void(const void*, siz
   archive.write(kVersionKey, c10::IValue(kCheckpointFormatVersion));
   archive.write(kConfigKey, c10::IValue(to_json(options).dump()));
   archive.write(kChecksumsKey, c10::IValue(checksums.dump()));
+  archive.write(kSymbolicKey, c10::IValue(symbolic_record(model).dump()));
   torch::serialize::OutputArchive state;
   model->save(state);
   archive.write(kModelKey, state);
@@ -188,6 +249,13 @@ KAN load_checkpoint(const std::string& path, torch::Device device) {
   }
 
   KAN model(options.device(device));
+  // Version 4 names each layer's symbolic functions; before, no edge was symbolic.
+  if (version.toInt() >= 4) {
+    c10::IValue symbolic;
+    TORCH_CHECK(archive.try_read(kSymbolicKey, symbolic) && symbolic.isString(), "checkpoint '",
+                path, "' has no symbolic record");
+    apply_symbolic_record(model, symbolic.toStringRef(), path);
+  }
   torch::serialize::InputArchive state;
   TORCH_CHECK(archive.try_read(kModelKey, state), "checkpoint '", path, "' has no model state");
   torch::NoGradGuard no_grad;
@@ -210,6 +278,8 @@ KAN load_checkpoint(const std::string& path, torch::Device device) {
     }
     tensor.copy_(stored);
   }
+  for (size_t l = 0; l < model->depth(); ++l)
+    model->layer(l)->sync_symbolic_mask();
   return model;
 }
 

@@ -6,15 +6,20 @@
 #include "detail/saturate.h"
 #include "kan/bspline.h"
 #include "kan/io/text.h"
+#include "kan/symbolic.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/module.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <map>
 #include <new>
+#include <numeric>
 #include <string>
+#include <tuple>
 
 namespace kan {
 namespace {
@@ -73,6 +78,9 @@ void KANLayerImpl::reset() {
   } catch (const std::bad_alloc& e) {
     detail::throw_out_of_memory(building, std::string("std::bad_alloc: ") + e.what());
   }
+  // A copy being cloned carries the host record: its tensors must exist for clone to fill.
+  if (has_symbolic_state())
+    register_symbolic();
 }
 
 void KANLayerImpl::reset_parameters() {
@@ -139,6 +147,8 @@ torch::Tensor KANLayerImpl::forward(const torch::Tensor& x) {
   if (options_.base_fun() != BaseFunction::kZero) {
     y = y + torch::matmul(base(x), scale_base * mask);
   }
+  if (symbolic_count_ > 0)
+    y = add_symbolic(x, y, {}).first;
   return y;
 }
 
@@ -152,9 +162,152 @@ LayerActivations KANLayerImpl::forward_with_activations(const torch::Tensor& x) 
   LayerActivations acts;
   acts.input = x;
   acts.spline = edge_splines(x);
-  acts.edges = mask * (scale_base * base(x).unsqueeze(2) + scale_sp * acts.spline);
-  acts.output = acts.edges.sum(1);
+  acts.numeric = mask * (scale_base * base(x).unsqueeze(2) + scale_sp * acts.spline);
+  acts.edges = acts.numeric;
+  acts.output = acts.numeric.sum(1);
+  if (symbolic_count_ > 0)
+    std::tie(acts.output, acts.edges) = add_symbolic(x, acts.output, acts.numeric);
   return acts;
+}
+
+void KANLayerImpl::register_symbolic() {
+  const auto target = coef.options().requires_grad(false);
+  const int64_t I = options_.in_dim(), O = options_.out_dim();
+  symbolic_mask = register_buffer("symbolic_mask", torch::zeros({O, I}, target));
+  // pykan trains the affine parameters of symbolic edges.
+  symbolic_affine = register_parameter("symbolic_affine", torch::zeros({O, I, 4}, target));
+}
+
+void KANLayerImpl::enable_symbolic() {
+  if (has_symbolic_state())
+    return;
+  const int64_t edges = options_.in_dim() * options_.out_dim();
+  symbolic_names_.assign(static_cast<size_t>(edges), "0");
+  symbolic_on_.assign(static_cast<size_t>(edges), 0);
+  symbolic_count_ = 0;
+  symbolic_groups_valid_ = false;
+  register_symbolic();
+}
+
+const std::string& KANLayerImpl::symbolic_name(int64_t i, int64_t j) const {
+  static const std::string kNone = "0";
+  const int64_t I = options_.in_dim(), O = options_.out_dim();
+  TORCH_CHECK(i >= 0 && i < I && j >= 0 && j < O, "symbolic_name: the layer has edges 0..", I - 1,
+              " -> 0..", O - 1, ", got ", i, " -> ", j);
+  return has_symbolic_state() ? symbolic_names_[static_cast<size_t>(j * I + i)] : kNone;
+}
+
+void KANLayerImpl::set_symbolic_edges(const std::vector<int64_t>& in,
+                                      const std::vector<int64_t>& out,
+                                      const std::vector<std::string>& names,
+                                      const std::vector<double>& masks,
+                                      const torch::Tensor& affine) {
+  const int64_t I = options_.in_dim(), O = options_.out_dim();
+  const auto count = in.size();
+  TORCH_CHECK(out.size() == count && names.size() == count && masks.size() == count,
+              "set_symbolic_edges: in, out, names and masks must have one entry per edge, got ",
+              in.size(), ", ", out.size(), ", ", names.size(), " and ", masks.size());
+  const std::vector<int64_t> affine_shape{static_cast<int64_t>(count), 4};
+  TORCH_CHECK(!affine.defined() || affine.sizes() == c10::IntArrayRef(affine_shape),
+              "set_symbolic_edges: affine must be (", count, ", 4), got ", affine.sizes());
+  std::vector<int64_t> flat(count);
+  for (size_t e = 0; e < count; ++e) {
+    TORCH_CHECK(in[e] >= 0 && in[e] < I && out[e] >= 0 && out[e] < O,
+                "set_symbolic_edges: the layer has edges 0..", I - 1, " -> 0..", O - 1, ", got ",
+                in[e], " -> ", out[e]);
+    symbolic_function(names[e]); // an unknown name is an error listing the library
+    flat[e] = out[e] * I + in[e];
+  }
+  enable_symbolic();
+  for (size_t e = 0; e < count; ++e) {
+    const auto f = static_cast<size_t>(flat[e]);
+    symbolic_names_[f] = names[e];
+    symbolic_count_ += (masks[e] != 0) - symbolic_on_[f];
+    symbolic_on_[f] = masks[e] != 0;
+  }
+  symbolic_groups_valid_ = false;
+  if (count == 0)
+    return;
+  torch::NoGradGuard no_grad;
+  const auto index = torch::tensor(flat, torch::kLong).to(device());
+  symbolic_mask.view({-1}).index_put_(
+      {index}, torch::tensor(masks, torch::kFloat64).to(symbolic_mask.options()));
+  if (affine.defined())
+    symbolic_affine.view({-1, 4}).index_put_({index}, affine.to(symbolic_affine.options()));
+}
+
+void KANLayerImpl::sync_symbolic_mask() {
+  if (!has_symbolic_state())
+    return;
+  const auto on = (symbolic_mask != 0).to(torch::kCPU, torch::kUInt8).contiguous();
+  std::copy_n(on.data_ptr<uint8_t>(), on.numel(), symbolic_on_.begin());
+  symbolic_count_ = std::count(symbolic_on_.begin(), symbolic_on_.end(), uint8_t{1});
+  symbolic_groups_valid_ = false;
+}
+
+void KANLayerImpl::copy_symbolic_from(const KANLayerImpl& other, const std::vector<int64_t>& in_ids,
+                                      const std::vector<int64_t>& out_ids) {
+  if (!other.has_symbolic_state())
+    return;
+  const int64_t I = options_.in_dim(), other_I = other.options().in_dim();
+  TORCH_INTERNAL_ASSERT(static_cast<int64_t>(in_ids.size()) == I &&
+                        static_cast<int64_t>(out_ids.size()) == options_.out_dim());
+  enable_symbolic();
+  for (size_t j = 0; j < out_ids.size(); ++j)
+    for (size_t i = 0; i < in_ids.size(); ++i) {
+      const auto from = static_cast<size_t>(out_ids[j] * other_I + in_ids[i]);
+      symbolic_names_[j * I + i] = other.symbolic_names_[from];
+      symbolic_on_[j * I + i] = other.symbolic_on_[from];
+    }
+  symbolic_count_ = std::count(symbolic_on_.begin(), symbolic_on_.end(), uint8_t{1});
+  symbolic_groups_valid_ = false;
+  torch::NoGradGuard no_grad;
+  const auto ins = torch::tensor(in_ids, torch::kLong).to(other.device());
+  const auto outs = torch::tensor(out_ids, torch::kLong).to(other.device());
+  symbolic_mask.copy_(other.symbolic_mask.index_select(0, outs).index_select(1, ins));
+  symbolic_affine.copy_(other.symbolic_affine.index_select(0, outs).index_select(1, ins));
+}
+
+std::pair<torch::Tensor, torch::Tensor>
+KANLayerImpl::add_symbolic(const torch::Tensor& x, torch::Tensor y, torch::Tensor edges) const {
+  const int64_t I = options_.in_dim(), O = options_.out_dim(), N = x.size(0);
+  if (!symbolic_groups_valid_ || symbolic_groups_device_ != device()) {
+    // Active edges grouped by function, in a fixed (name) order.
+    std::map<std::string, std::array<std::vector<int64_t>, 4>> by_name;
+    for (int64_t j = 0; j < O; ++j)
+      for (int64_t i = 0; i < I; ++i)
+        if (symbolic_on_[static_cast<size_t>(j * I + i)]) {
+          auto& ids = by_name[symbolic_names_[static_cast<size_t>(j * I + i)]];
+          for (auto [k, v] :
+               {std::pair(0, i), std::pair(1, j), std::pair(2, j * I + i), std::pair(3, i * O + j)})
+            ids[k].push_back(v);
+        }
+    symbolic_groups_.clear();
+    const auto on_device = [&](const std::vector<int64_t>& v) {
+      return torch::tensor(v, torch::kLong).to(device());
+    };
+    for (const auto& [name, ids] : by_name)
+      symbolic_groups_.push_back(
+          {name, on_device(ids[0]), on_device(ids[1]), on_device(ids[2]), on_device(ids[3])});
+    symbolic_groups_valid_ = true;
+    symbolic_groups_device_ = device();
+  }
+  // pykan sums the symbolic branch over the inputs first, then adds it to the numeric one.
+  auto sum = torch::zeros_like(y);
+  auto flat_edges = edges.defined() ? edges.reshape({N, I * O}) : edges;
+  const auto affine = symbolic_affine.view({O * I, 4});
+  const auto masks = symbolic_mask.view({O * I});
+  for (const auto& group : symbolic_groups_) {
+    const auto& f = symbolic_function(group.name).f;
+    const auto p = affine.index_select(0, group.flat); // (E, 4)
+    const auto inner = p.select(1, 0) * x.index_select(1, group.in) + p.select(1, 1);
+    const auto value =
+        masks.index_select(0, group.flat) * (p.select(1, 2) * f(inner) + p.select(1, 3)); // (N, E)
+    sum = sum.index_add(1, group.out, value);
+    if (edges.defined())
+      flat_edges = flat_edges.index_add(1, group.edge, value);
+  }
+  return {y + sum, edges.defined() ? flat_edges.view({N, I, O}) : edges};
 }
 
 void KANLayerImpl::update_grid_from_samples(const torch::Tensor& x, int64_t memory_budget) {
@@ -273,6 +426,10 @@ void KANLayerImpl::initialize_from_parent(const KANLayerImpl& parent, const torc
   scale_base.copy_(parent.scale_base);
   scale_sp.copy_(parent.scale_sp);
   mask.copy_(parent.mask);
+  std::vector<int64_t> ins(static_cast<size_t>(I)), outs(static_cast<size_t>(O));
+  std::iota(ins.begin(), ins.end(), 0);
+  std::iota(outs.begin(), outs.end(), 0);
+  copy_symbolic_from(parent, ins, outs);
 }
 
 } // namespace kan

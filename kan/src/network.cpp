@@ -334,6 +334,12 @@ torch::Tensor index_tensor(const std::vector<int64_t>& ids, torch::Device device
   return torch::tensor(ids, torch::TensorOptions().dtype(torch::kLong)).to(device);
 }
 
+std::vector<int64_t> all_nodes(int64_t count) {
+  std::vector<int64_t> nodes(static_cast<size_t>(count));
+  std::iota(nodes.begin(), nodes.end(), 0);
+  return nodes;
+}
+
 } // namespace
 
 void KANImpl::remove_edge(size_t l, int64_t i, int64_t j) {
@@ -351,18 +357,30 @@ void KANImpl::remove_node(size_t l, int64_t i) {
   TORCH_CHECK(i >= 0 && i < options_.width()[l], "remove_node: layer ", l, " has nodes 0..",
               options_.width()[l] - 1, ", got ", i);
   torch::NoGradGuard no_grad;
-  for (const int64_t s : subnodes_of(options_, l, {i}))
+  const auto into = subnodes_of(options_, l, {i});
+  for (const int64_t s : into)
     layer(l - 1)->mask.select(1, s).zero_();
   layer(l)->mask.select(0, i).zero_();
+  // pykan zeroes the symbolic masks of the same edges; names stay.
+  const auto unmask = [](KANLayerImpl& layer, const std::vector<int64_t>& ins,
+                         const std::vector<int64_t>& outs) {
+    if (!layer.has_symbolic_state())
+      return;
+    std::vector<int64_t> in, out;
+    std::vector<std::string> names;
+    for (const int64_t j : outs)
+      for (const int64_t from : ins) {
+        in.push_back(from);
+        out.push_back(j);
+        names.push_back(layer.symbolic_name(from, j));
+      }
+    layer.set_symbolic_edges(in, out, names, std::vector<double>(in.size(), 0.0));
+  };
+  unmask(*layer(l - 1), all_nodes(layer(l - 1)->options().in_dim()), into);
+  unmask(*layer(l), {i}, all_nodes(layer(l)->options().out_dim()));
 }
 
 namespace {
-
-std::vector<int64_t> all_nodes(int64_t count) {
-  std::vector<int64_t> nodes(static_cast<size_t>(count));
-  std::iota(nodes.begin(), nodes.end(), 0);
-  return nodes;
-}
 
 // The indices where `keep` (a bool tensor on any device) is true, ascending.
 std::vector<int64_t> true_indices(const torch::Tensor& keep) {
@@ -421,6 +439,7 @@ KAN with_nodes(const KANImpl& model, const std::vector<std::vector<int64_t>>& no
          {std::pair(target->coef, source->coef), std::pair(target->scale_base, source->scale_base),
           std::pair(target->scale_sp, source->scale_sp), std::pair(target->mask, source->mask)})
       to.copy_(of.index_select(0, in_ids).index_select(1, out_ids));
+    target->copy_symbolic_from(*source, nodes[l], subnodes_of(from, l + 1, nodes[l + 1]));
     pruned->node_scale[l].copy_(model.node_scale[l].index_select(0, node_ids));
     pruned->node_bias[l].copy_(model.node_bias[l].index_select(0, node_ids));
     pruned->subnode_scale[l].copy_(model.subnode_scale[l].index_select(0, out_ids));

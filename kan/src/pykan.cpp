@@ -2,6 +2,7 @@
 
 #include "kan/io/atomic_file.h"
 #include "kan/io/text.h"
+#include "kan/symbolic.h"
 #include "kan/torch_file.h"
 
 #include <ATen/ATen.h>
@@ -16,15 +17,22 @@
 namespace kan {
 namespace {
 
-// pykan's state_dict names of kanbench's tensors: its KANLayers are act_fun.l, kanbench's
-// layers.l; the affine parameters have the same names (node_scale_l, ...).
-std::string pykan_name(const std::string& kanbench_name) {
-  return kanbench_name.rfind("layers.", 0) == 0 ? "act_fun." + kanbench_name.substr(7)
-                                                : kanbench_name;
-}
-
 bool ends_with(const std::string& text, const std::string& end) {
   return text.size() >= end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
+}
+
+// pykan's state_dict names of kanbench's tensors: its KANLayers are act_fun.l, kanbench's
+// layers.l, and its Symbolic_KANLayers symbolic_fun.l, whose mask and affine kanbench's layers
+// hold as symbolic_mask and symbolic_affine; the affine parameters have the same names
+// (node_scale_l, ...).
+std::string pykan_name(const std::string& kanbench_name) {
+  if (kanbench_name.rfind("layers.", 0) != 0)
+    return kanbench_name;
+  const auto rest = kanbench_name.substr(7); // "l.name"
+  for (const char* name : {"mask", "affine"})
+    if (ends_with(rest, std::string(".symbolic_") + name))
+      return "symbolic_fun." + rest.substr(0, rest.find('.')) + "." + name;
+  return "act_fun." + rest;
 }
 
 // Every parameter and buffer of model by its kanbench name.
@@ -177,16 +185,65 @@ KANOptions read_config(const Config& config) {
   return options;
 }
 
-// The name pykan gave the symbolic function of edge i -> j of layer l, for the error message.
-std::string symbolic_function(const Config& config, size_t l, int64_t i, int64_t j) {
+// pykan's symbolic function names of layer l, (out, in) lists ("0" everywhere when absent).
+std::vector<std::vector<std::string>> symbolic_names(const Config& config, size_t l, int64_t in,
+                                                     int64_t out) {
+  std::vector<std::vector<std::string>> names(static_cast<size_t>(out),
+                                              std::vector<std::string>(in, "0"));
   const auto key = "symbolic.funs_name." + std::to_string(l);
   if (!config.has(key))
-    return "?";
-  const auto names = config.field(key);
-  if (!names.IsSequence() || static_cast<int64_t>(names.size()) <= j || !names[j].IsSequence() ||
-      static_cast<int64_t>(names[j].size()) <= i || !names[j][i].IsScalar())
-    return "?";
-  return names[j][i].Scalar();
+    return names;
+  const auto rows = config.field(key);
+  TORCH_CHECK(rows.IsSequence() && static_cast<int64_t>(rows.size()) == out, "'", config.path(),
+              "': field '", key, "' must be ", out, " lists of ", in, " names (out, in)");
+  for (int64_t j = 0; j < out; ++j) {
+    TORCH_CHECK(rows[j].IsSequence() && static_cast<int64_t>(rows[j].size()) == in, "'",
+                config.path(), "': field '", key, "' must be ", out, " lists of ", in,
+                " names (out, in)");
+    for (int64_t i = 0; i < in; ++i)
+      names[j][i] = config.get<std::string>(rows[j][i], key + "[" + std::to_string(j) + "][" +
+                                                            std::to_string(i) + "]");
+  }
+  return names;
+}
+
+// Gives layer l of model the symbolic state of the checkpoint where it has any (a non-zero mask
+// or a function other than "0"); the tensors themselves are read with the others.
+void read_symbolic(const Config& config, const std::map<std::string, torch::Tensor>& by_name,
+                   const std::string& prefix, bool enabled, size_t l, KANLayerImpl& layer) {
+  const int64_t in = layer.options().in_dim(), out = layer.options().out_dim();
+  const auto names = symbolic_names(config, l, in, out);
+  const auto mask_key = "symbolic_fun." + std::to_string(l) + ".mask";
+  const auto found = by_name.find(mask_key);
+  int64_t active = 0;
+  if (found != by_name.end() && found->second.sizes() == c10::IntArrayRef{out, in})
+    active = torch::count_nonzero(found->second).item<int64_t>();
+  // pykan's symbolic_enabled false ignores the symbolic branch; kanbench always computes it.
+  TORCH_CHECK(enabled || active == 0, "pykan checkpoint '", prefix, "': layer ", l, " has ", active,
+              " symbolic edge(s) but symbolic_enabled is false; kanbench always evaluates "
+              "symbolic edges: set model.symbolic_enabled = True or unfix them before saving");
+  bool named = false;
+  for (const auto& row : names)
+    named = named || std::any_of(row.begin(), row.end(), [](const auto& n) { return n != "0"; });
+  if (active == 0 && !named)
+    return;
+  std::vector<int64_t> ins, outs;
+  std::vector<std::string> flat;
+  for (int64_t j = 0; j < out; ++j)
+    for (int64_t i = 0; i < in; ++i) {
+      const auto& name = names[j][i];
+      try {
+        symbolic_function(name);
+      } catch (const c10::Error& e) {
+        TORCH_CHECK(false, "pykan checkpoint '", prefix, "': edge ", i, " -> ", j, " of layer ", l,
+                    " has symbolic function '", name,
+                    "': ", io::first_line(e.what_without_backtrace()));
+      }
+      ins.push_back(i);
+      outs.push_back(j);
+      flat.push_back(name);
+    }
+  layer.set_symbolic_edges(ins, outs, flat, std::vector<double>(flat.size(), 0.0));
 }
 
 } // namespace
@@ -214,28 +271,16 @@ KAN load_pykan(const std::string& prefix, torch::Device device) {
               state_path, "': act_fun.0.coef is ", to_string(options.dtype()),
               "; kanbench's KAN is float32 or float64");
 
-  // Edges in symbolic mode: pykan adds their symbolic function, which kanbench cannot compute.
+  // pykan's symbolic branch: the layers that have symbolic edges (or names) get kanbench's
+  // symbolic state; the others none, and their all-zero symbolic_fun tensors are not kept.
   const bool symbolic = !config.has("symbolic_enabled") || config.get<bool>("symbolic_enabled");
   std::set<std::string> known;
-  for (size_t l = 0; l + 1 < options.width().size(); ++l) {
-    for (const char* name : {"mask", "affine"}) {
-      const auto key = "symbolic_fun." + std::to_string(l) + "." + name;
-      known.insert(key);
-      if (!symbolic || std::string(name) != "mask" || !by_name.count(key))
-        continue;
-      const auto nonzero = torch::nonzero(by_name[key]);
-      if (nonzero.size(0) == 0)
-        continue;
-      const int64_t j = nonzero[0][0].item<int64_t>(), i = nonzero[0][1].item<int64_t>();
-      TORCH_CHECK(false, "pykan checkpoint '", prefix, "': edge ", i, " -> ", j, " of layer ", l,
-                  " is in symbolic mode (function '", symbolic_function(config, l, i, j), "'; ",
-                  nonzero.size(0),
-                  " symbolic edge(s) in all); kanbench cannot represent symbolic "
-                  "edges yet: unfix them in pykan (model.unfix_symbolic) before saving");
-    }
-  }
-
   KAN model(options);
+  for (size_t l = 0; l < model->depth(); ++l) {
+    for (const char* name : {"mask", "affine"})
+      known.insert("symbolic_fun." + std::to_string(l) + "." + name);
+    read_symbolic(config, by_name, prefix, symbolic, l, *model->layer(l));
+  }
   torch::NoGradGuard no_grad;
   for (auto& [name, tensor] : model_tensors(model)) {
     const auto key = pykan_name(name);
@@ -257,6 +302,8 @@ KAN load_pykan(const std::string& prefix, torch::Device device) {
                 " contains NaN or Inf");
     tensor.copy_(stored);
   }
+  for (size_t l = 0; l < model->depth(); ++l)
+    model->layer(l)->sync_symbolic_mask();
   for (const auto& [key, tensor] : state)
     TORCH_CHECK(known.count(key), "'", state_path, "' holds ", key,
                 ", which pykan 0.2.8's MultKAN does not have (a newer pykan, or another model?)");
@@ -296,22 +343,25 @@ void save_pykan(const KAN& model, const std::string& prefix, const torch::Tensor
                 "' not written: ", name, " contains NaN or Inf");
     state.emplace_back(pykan_name(name), tensor);
   }
-  // pykan's symbolic branch: every edge numerical (mask 0), function '0'.
+  // pykan's symbolic branch: a layer's own where it has symbolic state (its tensors are among
+  // model_tensors), else every edge numerical (mask 0), function '0'.
   YAML::Emitter out;
   out.SetDoublePrecision(17);
   out << YAML::BeginMap;
   for (size_t l = 0; l < model->depth(); ++l) {
     const auto layer = model->layer(l);
     const int64_t in = layer->coef.size(0), outs = layer->coef.size(1);
-    const auto zeros = torch::zeros({outs, in}, layer->coef.options().device(torch::kCPU));
-    state.emplace_back("symbolic_fun." + std::to_string(l) + ".mask", zeros);
-    state.emplace_back("symbolic_fun." + std::to_string(l) + ".affine",
-                       torch::zeros({outs, in, 4}, zeros.options()));
+    if (!layer->has_symbolic_state()) {
+      const auto zeros = torch::zeros({outs, in}, layer->coef.options().device(torch::kCPU));
+      state.emplace_back("symbolic_fun." + std::to_string(l) + ".mask", zeros);
+      state.emplace_back("symbolic_fun." + std::to_string(l) + ".affine",
+                         torch::zeros({outs, in, 4}, zeros.options()));
+    }
     out << YAML::Key << "symbolic.funs_name." + std::to_string(l) << YAML::Value << YAML::BeginSeq;
     for (int64_t j = 0; j < outs; ++j) {
       out << YAML::Flow << YAML::BeginSeq;
-      for (int64_t i = 0; i < in; ++i)
-        out << YAML::SingleQuoted << "0"; // quoted: pykan compares names with the string '0'
+      for (int64_t i = 0; i < in; ++i) // quoted: pykan compares names with the string '0'
+        out << YAML::SingleQuoted << layer->symbolic_name(i, j);
       out << YAML::EndSeq;
     }
     out << YAML::EndSeq;

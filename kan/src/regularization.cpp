@@ -37,9 +37,10 @@ torch::Tensor KANImpl::regularization(const RegularizationOptions& w) const {
     const auto& a = activations_[l];
     TORCH_CHECK(a.input.size(0) >= 1, "regularization needs at least one sample, the last "
                                       "forward had an empty batch");
-    // Edge score s_ij = std_n(phi_ij) / (std_n(x_i) + 0.1), (I, O). pykan's rows are output
+    // Edge score s_ij = std_n(phi_ij) / (std_n(x_i) + 0.1), (I, O), of the numeric part only (as
+    // pykan: the symbolic branch is not penalised). pykan's rows are output
     // nodes: dim 0 (inputs) normalises per output, dim 1 per input.
-    const auto score = sample_std(a.edges) / (sample_std(a.input) + 0.1).unsqueeze(1);
+    const auto score = sample_std(a.numeric) / (sample_std(a.input) + 0.1).unsqueeze(1);
     reg = reg + w.lamb_l1() * score.sum() +
           w.lamb_entropy() * (entropy_along(score, 0) + entropy_along(score, 1));
   }

@@ -13,9 +13,11 @@
 namespace kan {
 
 /// Version of the checkpoint layout; bumped whenever it changes. 2: a checksum per tensor;
-/// 3: the node and subnode affine parameters (files before hold none: they load as the identity).
+/// 3: the node and subnode affine parameters (files before hold none: they load as the identity);
+/// 4: symbolic edges (a record of each layer's function names, and its symbolic_mask and
+/// symbolic_affine where it has them; files before have no symbolic edge).
 /// Files of every earlier version still load.
-constexpr int64_t kCheckpointFormatVersion = 3;
+constexpr int64_t kCheckpointFormatVersion = 4;
 
 /// Writes model's configuration and every parameter and buffer, each with a checksum, to `path`,
 /// atomically: through a temporary file in the same folder that is synced and renamed, so a full

@@ -11,6 +11,9 @@
 
 #include <cstdint>
 #include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace kan {
 
@@ -54,16 +57,22 @@ struct KANLayerOptions {
 
 /// Everything one forward computes, for regularisation, pruning and plots.
 struct LayerActivations {
-  torch::Tensor input;  ///< x, (N, I)
-  torch::Tensor edges;  ///< phi_ij(x_ni), (N, I, O)
+  torch::Tensor input; ///< x, (N, I)
+  torch::Tensor edges; ///< phi_ij(x_ni), numeric plus symbolic part, (N, I, O)
+  /// The numeric part of edges (base + spline, masked): what the regulariser scores. The same
+  /// tensor as edges when no edge of the layer is symbolic.
+  torch::Tensor numeric;
   torch::Tensor spline; ///< sum_m coef_ijm B_m(x_ni), unscaled, (N, I, O)
   torch::Tensor output; ///< y = sum_i phi_ij, (N, O)
 };
 
-/// A KAN layer: y_j = sum_i mask_ij (scale_base_ij b(x_i) + scale_sp_ij spline_ij(x_i)).
+/// A KAN layer: y_j = sum_i mask_ij (scale_base_ij b(x_i) + scale_sp_ij spline_ij(x_i)), plus
+/// pykan's symbolic branch sum_i symbolic_mask_ji (c f(a x_i + b) + d) once an edge is symbolic
+/// (docs/kan.md, "Symbolic edges").
 ///
-/// Parameters: `coef` (I, O, G + k), `scale_base` (I, O), `scale_sp` (I, O).
-/// Buffers: `grid` (I, G + 2k + 1), `mask` (I, O).
+/// Parameters: `coef` (I, O, G + k), `scale_base` (I, O), `scale_sp` (I, O), and
+/// `symbolic_affine` (O, I, 4) once the layer has symbolic state.
+/// Buffers: `grid` (I, G + 2k + 1), `mask` (I, O), and `symbolic_mask` (O, I) likewise.
 ///
 /// Example:
 ///   kan::KANLayer layer(kan::KANLayerOptions(2, 3).grid(5).k(3).dtype(torch::kFloat64));
@@ -80,7 +89,7 @@ public:
 
   /// x (N, I) -> y (N, O). An empty batch gives a (0, O) tensor.
   torch::Tensor forward(const torch::Tensor& x);
-  /// Like forward, and also returns every edge's value and spline part.
+  /// Like forward, and also returns every edge's value, numeric and spline part.
   LayerActivations forward_with_activations(const torch::Tensor& x);
   /// Every edge's spline, sum_m coef_ijm B_m(x_ni), unscaled and unmasked: (N, I, O).
   torch::Tensor edge_splines(const torch::Tensor& x) const;
@@ -114,12 +123,63 @@ public:
   torch::Tensor scale_base; ///< parameter (I, O)
   torch::Tensor scale_sp;   ///< parameter (I, O)
 
+  // The symbolic branch (pykan's Symbolic_KANLayer). Registered by the first symbolic edge
+  // (enable_symbolic) and kept from then on; undefined before, so a layer that never had one
+  // costs nothing (docs/kan.md, "Symbolic edges", says why).
+  torch::Tensor symbolic_mask;   ///< buffer (O, I): 1 = edge j <- i is symbolic (pykan's layout)
+  torch::Tensor symbolic_affine; ///< parameter (O, I, 4): a, b, c, d of c f(a x + b) + d
+
+  /// Whether symbolic_mask and symbolic_affine are registered.
+  bool has_symbolic_state() const noexcept { return !symbolic_names_.empty(); }
+  /// Registers symbolic_mask (zeros) and symbolic_affine (zeros), every function "0"; a no-op
+  /// when they are registered already. Parameters lists taken before do not hold the new one.
+  void enable_symbolic();
+  /// How many edges have a non-zero symbolic mask (a host-side record: no device sync).
+  int64_t symbolic_edge_count() const noexcept { return symbolic_count_; }
+  /// The symbolic function of edge i -> j ("0" when none was set).
+  const std::string& symbolic_name(int64_t i, int64_t j) const;
+  /// Sets edges in[e] -> out[e]'s symbolic function names[e] (names must be in the library),
+  /// symbolic mask symbolic_mask[e], and, where `affine` (E, 4) is defined, their a, b, c, d.
+  /// Registers the symbolic state first if needed. Whole-tensor writes, one per tensor.
+  void set_symbolic_edges(const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+                          const std::vector<std::string>& names,
+                          const std::vector<double>& symbolic_mask,
+                          const torch::Tensor& affine = {});
+  /// Re-reads the host-side record of symbolic edges from symbolic_mask (one device sync), after
+  /// symbolic_mask was written directly (e.g. loaded).
+  void sync_symbolic_mask();
+  /// Copies every symbolic name, mask and affine value of `other` at inputs `in_ids` and outputs
+  /// `out_ids` (of `other`) into this layer, which must be in_ids.size() x out_ids.size().
+  void copy_symbolic_from(const KANLayerImpl& other, const std::vector<int64_t>& in_ids,
+                          const std::vector<int64_t>& out_ids);
+
 private:
+  /// The symbolic branch's value of every active edge added into y (N, O) and, when given,
+  /// edges (N, I, O); both returned.
+  std::pair<torch::Tensor, torch::Tensor> add_symbolic(const torch::Tensor& x, torch::Tensor y,
+                                                       torch::Tensor edges) const;
+  /// Registers the symbolic tensors (zero) under their names.
+  void register_symbolic();
+
   torch::Tensor base(const torch::Tensor& x) const;
   /// The spline weight as one (I * (G + k), O) matrix: mask * scale_sp * coef.
   torch::Tensor spline_weight() const;
 
   KANLayerOptions options_;
+  // Host-side record of the symbolic branch, so that forward knows without a device sync
+  // whether and where to compute it: names (O * I, row j * I + i) and which masks are non-zero.
+  std::vector<std::string> symbolic_names_;
+  std::vector<uint8_t> symbolic_on_;
+  int64_t symbolic_count_ = 0;
+  // Per distinct function: the device indices of its active edges, rebuilt when the record or
+  // the device changes (a cache, not state: .to() needs nothing of it).
+  struct SymbolicGroup {
+    std::string name;
+    torch::Tensor in, out, flat, edge; // input i, output j, j * I + i, i * O + j
+  };
+  mutable std::vector<SymbolicGroup> symbolic_groups_;
+  mutable bool symbolic_groups_valid_ = false;
+  mutable torch::Device symbolic_groups_device_ = torch::kCPU;
 };
 
 TORCH_MODULE(KANLayer);

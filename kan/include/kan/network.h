@@ -3,6 +3,7 @@
 
 #include "kan/layer.h"
 #include "kan/options.h"
+#include "kan/symbolic.h"
 
 #include <nlohmann/json_fwd.hpp>
 #include <torch/arg.h>
@@ -12,6 +13,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -91,6 +93,24 @@ struct RegularizationOptions {
 
 class KAN;
 struct InputPruning;
+
+/// One library function fitted to one edge (suggest_symbolic's ranking, best first).
+struct SymbolicSuggestion {
+  std::string name;
+  double r2;          ///< pykan's R^2 of the fit (-1e8 for an edge with no numeric part)
+  int64_t complexity; ///< the function's complexity
+  /// pykan's loss: weight_simple * complexity + (1 - weight_simple) * log2(1 + 1e-5 - r2).
+  double loss;
+};
+
+/// What auto_symbolic chose for one edge i -> j of layer `layer`.
+struct SymbolicChoice {
+  size_t layer;
+  int64_t i, j;
+  std::string name; ///< the best function ("0" for a pruned edge)
+  double r2;        ///< its R^2 (-1e8 for a pruned edge, as pykan)
+  bool fixed;       ///< false when r2 was below the threshold: the edge stays numeric
+};
 
 /// How much each node, edge and subnode contributes to the outputs: pykan's attribute(), from
 /// the spread (standard deviation over the samples) of every edge's and subnode's activation,
@@ -183,8 +203,49 @@ public:
   KAN keep_inputs(const std::vector<int64_t>& inputs) const;
   /// Masks edge i -> j of layer l.
   void remove_edge(size_t l, int64_t i, int64_t j);
-  /// Masks every edge into node i of layer l (its subnodes) and out of it.
+  /// Masks every edge into node i of layer l (its subnodes) and out of it, numeric and symbolic
+  /// (as pykan's remove_node).
   void remove_node(size_t l, int64_t i);
+
+  // Symbolic edges (pykan's symbolic branch; docs/kan.md, "Symbolic edges"). Edges are (l, i, j):
+  // layer l's input i -> output (subnode) j. Samples x are the network's inputs (N, width[0]):
+  // a fit uses edge i -> j's input and its whole activation (numeric + symbolic) on them, as
+  // pykan's uses the last forward's.
+
+  /// pykan's set_mode: "n" numeric (numeric mask 1, symbolic 0), "s" symbolic (0, 1), "sn" or
+  /// "ns" both (numeric mask `numeric_mask`, default 1; symbolic 1). Another mode is an error.
+  void set_mode(size_t l, int64_t i, int64_t j, const std::string& mode,
+                std::optional<double> numeric_mask = std::nullopt);
+  /// Makes edge (l, i, j) symbolic with library function `name` (set_mode "s"). With samples x,
+  /// its a, b, c, d are fitted (fit_symbolic_params) and pykan's R^2 is returned (-1e8 for an
+  /// edge that was symbolic only, as pykan); without, they are 1, 0, 1, 0 and nothing is
+  /// returned. A pruned edge (both masks 0) cannot be fitted: an error.
+  std::optional<double> fix_symbolic(size_t l, int64_t i, int64_t j, const std::string& name,
+                                     const torch::Tensor& x = {},
+                                     const SymbolicFitOptions& options = {});
+  /// Makes edge (l, i, j) numeric again (set_mode "n", function "0"), as pykan.
+  void unfix_symbolic(size_t l, int64_t i, int64_t j);
+  /// Fits every function of `lib` to edge (l, i, j) on samples x and ranks them by pykan's loss
+  /// (ties keep lib's order); the best `topk`. The model is not changed.
+  ///
+  /// Example:
+  ///   auto ranked = model->suggest_symbolic(0, 1, 0, x);   // ranked[0].name == "sin", ...
+  std::vector<SymbolicSuggestion>
+  suggest_symbolic(size_t l, int64_t i, int64_t j, const torch::Tensor& x,
+                   const std::vector<std::string>& lib = symbolic_function_names(),
+                   int64_t topk = 5, double weight_simple = 0.8,
+                   const SymbolicFitOptions& options = {});
+  /// pykan's auto_symbolic: every edge with a numeric part gets the best function of `lib` (as
+  /// suggest_symbolic) when its R^2 >= r2_threshold; pruned edges get "0"; symbolic-only edges
+  /// stay. One fit_symbolic_params call per function and layer for all of its edges. Returns the
+  /// choice for every edge it considered.
+  std::vector<SymbolicChoice>
+  auto_symbolic(const torch::Tensor& x,
+                const std::vector<std::string>& lib = symbolic_function_names(),
+                double weight_simple = 0.8, double r2_threshold = 0.0,
+                const SymbolicFitOptions& options = {});
+  /// Whether any edge is symbolic (host-side record; no device sync).
+  bool has_symbolic_edges() const;
 
   /// The regulariser of the last forward's activations (save_activations must be on).
   torch::Tensor regularization(const RegularizationOptions& weights = {}) const;
