@@ -21,10 +21,6 @@ kan::test::CliRun kanbench(const std::string& args) {
   return kan::test::run_kanbench(args);
 }
 
-std::string reference_prefix(const std::string& name) {
-  return std::string(KAN_REFERENCE_DIR) + "/checkpoints/" + name;
-}
-
 nlohmann::json reference_case(const std::string& name) {
   const auto reference = kan::test::load_reference("pykan_checkpoints.json");
   for (const auto& c : reference["cases"])
@@ -39,7 +35,8 @@ bool one_line_error(const kan::test::CliRun& run) {
 }
 
 TEST_F(CliPykan, ImportWritesACheckpointWithPykansOutputs) {
-  const auto run = kanbench("import-pykan " + reference_prefix("mult") + " --out " + path("imp"));
+  const auto run =
+      kanbench("import-pykan " + kan::test::reference_checkpoint("mult") + " --out " + path("imp"));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("width 3,[2,2],[1,1],1, grid 4, k 3"), std::string::npos) << run.output;
   auto model = kan::load_checkpoint(path("imp/model.pt"));
@@ -70,7 +67,7 @@ TEST_F(CliPykan, ExportedCheckpointLoadsAsTheSameModel) {
 }
 
 TEST_F(CliPykan, FitStartsFromAPykanCheckpoint) {
-  const auto run = kanbench("fit --pykan " + reference_prefix("plain") +
+  const auto run = kanbench("fit --pykan " + kan::test::reference_checkpoint("plain") +
                             " --steps 2 --no-update-grid --train-num 50 --test-num 10 "
                             "--trace-steps 0 --out " +
                             dir_.string());
@@ -78,16 +75,16 @@ TEST_F(CliPykan, FitStartsFromAPykanCheckpoint) {
   EXPECT_NE(run.output.find("float64"), std::string::npos) << run.output;
   std::ifstream in(path("fit.json"));
   const auto fit = nlohmann::json::parse(in);
-  EXPECT_EQ(fit["config"]["initial_model"], reference_prefix("plain"));
+  EXPECT_EQ(fit["config"]["initial_model"], kan::test::reference_checkpoint("plain"));
   EXPECT_EQ(fit["config"]["model"]["grid"], 5);
   EXPECT_EQ(fit["config"]["model"]["dtype"], "float64");
   // Without grid updates the grid stays pykan's (updated from samples there), not a new one.
-  auto pykan = kan::load_pykan(reference_prefix("plain"));
+  auto pykan = kan::load_pykan(kan::test::reference_checkpoint("plain"));
   auto trained = kan::load_checkpoint(path("model.pt"));
   EXPECT_TRUE(torch::equal(trained->layer(0)->grid, pykan->layer(0)->grid));
   EXPECT_FALSE(torch::equal(trained->layer(0)->coef, pykan->layer(0)->coef));
 
-  const auto as_float32 = kanbench("fit --pykan " + reference_prefix("plain") +
+  const auto as_float32 = kanbench("fit --pykan " + kan::test::reference_checkpoint("plain") +
                                    " --dtype float32 --steps 1 --train-num 20 --test-num 10 "
                                    "--trace-steps 0 --out " +
                                    path("f32"));
@@ -96,7 +93,7 @@ TEST_F(CliPykan, FitStartsFromAPykanCheckpoint) {
 }
 
 TEST_F(CliPykan, AuditOfAPykanCheckpoint) {
-  const auto run = kanbench("audit --pykan " + reference_prefix("mult") +
+  const auto run = kanbench("audit --pykan " + kan::test::reference_checkpoint("mult") +
                             " --trace-steps 1 --samples 32 --opt adam");
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("audit: clean on cpu"), std::string::npos) << run.output;
@@ -108,7 +105,8 @@ TEST_F(CliPykan, BadInputFailsWithOneLine) {
   EXPECT_NE(run.output.find("absent_config.yml"), std::string::npos) << run.output;
 
   // A symbolic edge imports (its function kept); an unknown function name: test_pykan.cpp.
-  run = kanbench("import-pykan " + reference_prefix("symbolic") + " --out " + path("s"));
+  run = kanbench("import-pykan " + kan::test::reference_checkpoint("symbolic") + " --out " +
+                 path("s"));
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(kan::load_checkpoint(path("s/model.pt"))->layer(0)->symbolic_name(1, 2), "sin");
 
@@ -116,16 +114,19 @@ TEST_F(CliPykan, BadInputFailsWithOneLine) {
   EXPECT_TRUE(one_line_error(run)) << run.output;
   EXPECT_NE(run.output.find("absent.pt"), std::string::npos) << run.output;
 
-  run = kanbench("fit --pykan " + reference_prefix("mult") + " --steps 1 --out " + path("o"));
+  run = kanbench("fit --pykan " + kan::test::reference_checkpoint("mult") + " --steps 1 --out " +
+                 path("o"));
   EXPECT_TRUE(one_line_error(run)) << run.output;
   EXPECT_NE(run.output.find("the --pykan model starts with 3 inputs"), std::string::npos)
       << run.output;
 
-  run = kanbench("fit --pykan " + reference_prefix("plain") + " --width 2,3,1 --out " + path("o"));
+  run = kanbench("fit --pykan " + kan::test::reference_checkpoint("plain") +
+                 " --width 2,3,1 --out " + path("o"));
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_NE(run.output.find("excludes --width"), std::string::npos) << run.output;
 
-  run = kanbench("audit --pykan " + reference_prefix("plain") + " --checkpoint x.pt");
+  run =
+      kanbench("audit --pykan " + kan::test::reference_checkpoint("plain") + " --checkpoint x.pt");
   EXPECT_EQ(run.exit_code, 2) << run.output;
 }
 

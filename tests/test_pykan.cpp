@@ -19,17 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string reference_prefix(const std::string& name) {
-  return std::string(KAN_REFERENCE_DIR) + "/checkpoints/" + name;
-}
-
-// max |a - b| / max |b|: relative to the outputs' scale.
-double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
-  const auto ref = b.to(torch::kFloat64);
-  return (a.to(torch::kFloat64) - ref).abs().max().item<double>() /
-         std::max(ref.abs().max().item<double>(), 1e-300);
-}
-
 // The same model with every layer on `backend`.
 KAN with_backend(const KAN& model, SplineBackend backend) {
   auto options = model->options();
@@ -48,19 +37,6 @@ double tolerance(torch::Dtype dtype) {
   return dtype == torch::kFloat64 ? 1e-12 : 1e-6;
 }
 
-class TempDir {
-public:
-  TempDir() : path_(fs::temp_directory_path() / ("kan_pykan_" + std::to_string(::getpid()))) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
-private:
-  fs::path path_;
-};
-
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -71,7 +47,7 @@ void write_text(const std::string& path, const std::string& text) {
 // A copy of the reference checkpoint `name` at `prefix`, for tests that damage one file.
 void copy_checkpoint(const std::string& name, const std::string& prefix) {
   for (const char* suffix : {"_config.yml", "_state", "_cache_data"})
-    fs::copy_file(reference_prefix(name) + suffix, prefix + suffix,
+    fs::copy_file(test::reference_checkpoint(name) + suffix, prefix + suffix,
                   fs::copy_options::overwrite_existing);
 }
 
@@ -80,7 +56,7 @@ TEST(Pykan, LoadedCheckpointsReproducePykansOutputs) {
   ASSERT_GE(ref["cases"].size(), 7u);
   for (const auto& c : ref["cases"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
-    const auto prefix = reference_prefix(c["name"]);
+    const auto prefix = test::reference_checkpoint(c["name"]);
     ASSERT_TRUE(is_pykan_checkpoint(prefix));
     auto model = load_pykan(prefix);
     const auto dtype = dtype_from_string(c["dtype"]);
@@ -92,7 +68,7 @@ TEST(Pykan, LoadedCheckpointsReproducePykansOutputs) {
     const auto x = test::to_tensor(c["x"]).to(dtype);
     const auto y = test::to_tensor(c["y"]);
     for (const auto backend : {SplineBackend::kFused, SplineBackend::kReference}) {
-      const double diff = relative_difference(with_backend(model, backend)(x), y);
+      const double diff = test::max_relative_diff(with_backend(model, backend)(x), y);
       EXPECT_LE(diff, tolerance(dtype)) << "backend " << to_string(backend);
       RecordProperty(c["name"].get<std::string>() + "_" + to_string(backend), c10::str(diff));
     }
@@ -104,7 +80,7 @@ TEST(Pykan, LoadedCheckpointsReproducePykansOutputs) {
 }
 
 TEST(Pykan, ConfigurationFieldsReachTheModel) {
-  const auto options = load_pykan(reference_prefix("options"))->options();
+  const auto options = load_pykan(test::reference_checkpoint("options"))->options();
   EXPECT_EQ(options.grid(), 7);
   EXPECT_EQ(options.k(), 2);
   EXPECT_EQ(options.base_fun(), BaseFunction::kIdentity);
@@ -114,21 +90,22 @@ TEST(Pykan, ConfigurationFieldsReachTheModel) {
   EXPECT_FALSE(options.sp_trainable());
   EXPECT_FALSE(options.sb_trainable());
 
-  const auto mult = load_pykan(reference_prefix("mult"))->options();
+  const auto mult = load_pykan(test::reference_checkpoint("mult"))->options();
   EXPECT_EQ(mult.width(), (std::vector<int64_t>{3, 4, 2, 1}));
   EXPECT_EQ(mult.mult(), (std::vector<int64_t>{0, 2, 1, 0}));
   EXPECT_EQ(mult.node_arity(), (std::vector<std::vector<int64_t>>{{}, {2, 3}, {3}, {}}));
   EXPECT_TRUE(mult.affine_trainable());
-  EXPECT_EQ(load_pykan(reference_prefix("mult_arity3"))->options().mult_arity(), 3);
-  EXPECT_EQ(load_pykan(reference_prefix("zero_base"))->options().base_fun(), BaseFunction::kZero);
+  EXPECT_EQ(load_pykan(test::reference_checkpoint("mult_arity3"))->options().mult_arity(), 3);
+  EXPECT_EQ(load_pykan(test::reference_checkpoint("zero_base"))->options().base_fun(),
+            BaseFunction::kZero);
 }
 
 TEST(Pykan, SavedCheckpointLoadsBackIdentical) {
-  TempDir dir;
+  test::TempDir dir("kan_pykan");
   for (const char* name : {"mult", "plain_float32", "options"}) {
     SCOPED_TRACE(name);
-    auto model = load_pykan(reference_prefix(name));
-    const auto cache = load_pykan_cache_data(reference_prefix(name));
+    auto model = load_pykan(test::reference_checkpoint(name));
+    const auto cache = load_pykan_cache_data(test::reference_checkpoint(name));
     save_pykan(model, dir / name, cache);
     auto copy = load_pykan(dir / name);
     const auto original = model->named_parameters(), copied = copy->named_parameters();
@@ -143,14 +120,15 @@ TEST(Pykan, SavedCheckpointLoadsBackIdentical) {
     EXPECT_TRUE(torch::equal(load_pykan_cache_data(dir / name), cache));
   }
   // A model without cache data writes None.
-  save_pykan(load_pykan(reference_prefix("plain")), dir / "nocache");
+  save_pykan(load_pykan(test::reference_checkpoint("plain")), dir / "nocache");
   EXPECT_FALSE(load_pykan_cache_data(dir / "nocache").defined());
 }
 
 TEST(Pykan, SymbolicEdgeLoadsAndAnUnknownFunctionIsRefusedNamingIt) {
   // Its outputs against pykan's: test_symbolic_edges.cpp.
-  EXPECT_EQ(load_pykan(reference_prefix("symbolic"))->layer(0)->symbolic_name(1, 2), "sin");
-  TempDir dir;
+  EXPECT_EQ(load_pykan(test::reference_checkpoint("symbolic"))->layer(0)->symbolic_name(1, 2),
+            "sin");
+  test::TempDir dir("kan_pykan");
   copy_checkpoint("symbolic", dir / "unknown");
   const auto config = dir / "unknown_config.yml";
   write_text(config, std::regex_replace(read_text(config), std::regex("sin"), "sine"));
@@ -160,7 +138,7 @@ TEST(Pykan, SymbolicEdgeLoadsAndAnUnknownFunctionIsRefusedNamingIt) {
 }
 
 TEST(Pykan, BadCheckpointsGiveOneLineErrors) {
-  TempDir dir;
+  test::TempDir dir("kan_pykan");
   const auto damaged = [&](const std::string& what, const auto& damage) {
     const auto prefix = dir / what;
     copy_checkpoint("plain", prefix);
@@ -189,7 +167,7 @@ TEST(Pykan, BadCheckpointsGiveOneLineErrors) {
   EXPECT_NE(error.find("not a torch.save file"), std::string::npos) << error;
 
   error = damaged("foreign", [&](const std::string& p) {
-    save_checkpoint(load_pykan(reference_prefix("plain")), p + "_state");
+    save_checkpoint(load_pykan(test::reference_checkpoint("plain")), p + "_state");
   });
   EXPECT_NE(error.find("foreign_state"), std::string::npos) << error;
 
@@ -221,7 +199,7 @@ TEST(Pykan, BadCheckpointsGiveOneLineErrors) {
 }
 
 TEST(TorchFile, NamedTensorsRoundTripAndRefuseCode) {
-  TempDir dir;
+  test::TempDir dir("kan_pykan");
   const NamedTensors tensors = {{"b", torch::arange(6, torch::kFloat64).reshape({2, 3})},
                                 {"a", torch::ones({0, 4}, torch::kFloat32)},
                                 {"t", torch::arange(6, torch::kInt64).reshape({3, 2}).t()}};
@@ -240,7 +218,7 @@ TEST(TorchFile, NamedTensorsRoundTripAndRefuseCode) {
   EXPECT_NE(test::error_of([&] { read_named_tensors(dir / "none"); }).find("holds None"),
             std::string::npos);
   // pykan's state: an OrderedDict with _metadata, every tensor in its file order.
-  const auto state = read_named_tensors(reference_prefix("plain") + "_state");
+  const auto state = read_named_tensors(test::reference_checkpoint("plain") + "_state");
   ASSERT_FALSE(state.empty());
   EXPECT_EQ(state.front().first, "node_bias_0");
 }

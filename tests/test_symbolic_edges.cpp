@@ -25,27 +25,6 @@ namespace fs = std::filesystem;
 using test::max_abs_diff;
 using test::to_tensor;
 
-std::string reference_prefix(const std::string& name) {
-  return std::string(KAN_REFERENCE_DIR) + "/checkpoints/" + name;
-}
-
-double relative(const torch::Tensor& a, const torch::Tensor& b) {
-  return max_abs_diff(a, b) / std::max(b.abs().max().item<double>(), 1e-300);
-}
-
-class TempDir {
-public:
-  TempDir() : path_(fs::temp_directory_path() / ("kan_symbolic_" + std::to_string(::getpid()))) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
-private:
-  fs::path path_;
-};
-
 // A float64 model of the fixture's config with its state copied in.
 KAN model_from(const nlohmann::json& config, const nlohmann::json& state, SplineBackend backend) {
   KAN model(KANOptions(config["width"].get<std::vector<int64_t>>())
@@ -78,7 +57,7 @@ void expect_same_fit(const std::string& name, const torch::Tensor& affine,
                      const torch::Tensor& expected, const torch::Tensor& x, bool parameters) {
   const auto& f = symbolic_function(name).f;
   const auto curve = [&](const torch::Tensor& p) { return p[2] * f(p[0] * x + p[1]) + p[3]; };
-  EXPECT_LT(relative(curve(affine), curve(expected)), 1e-9) << name;
+  EXPECT_LT(test::max_relative_diff(curve(affine), curve(expected)), 1e-9) << name;
   if (parameters && name != "exp" && name != "log") {
     EXPECT_LT(max_abs_diff(affine, expected), 1e-9) << name << ": " << affine << " vs " << expected;
   }
@@ -90,7 +69,7 @@ TEST(SymbolicEdges, FixSymbolicMatchesPykan) {
   for (const auto backend : {SplineBackend::kFused, SplineBackend::kReference}) {
     SCOPED_TRACE(to_string(backend));
     auto model = model_from(ref["config"], ref["state"], backend);
-    EXPECT_LT(relative(model(x), to_tensor(ref["y_before"])), 1e-12);
+    EXPECT_LT(test::max_relative_diff(model(x), to_tensor(ref["y_before"])), 1e-12);
     EXPECT_FALSE(model->has_symbolic_edges());
     for (const auto& fix : ref["fixes"]) {
       const size_t l = fix["l"];
@@ -119,10 +98,10 @@ TEST(SymbolicEdges, FixSymbolicMatchesPykan) {
     }
     EXPECT_TRUE(model->has_symbolic_edges());
     EXPECT_EQ(model->layer(0)->symbolic_edge_count(), 4);
-    EXPECT_LT(relative(model(x), to_tensor(ref["y_fixed"])), 1e-12);
+    EXPECT_LT(test::max_relative_diff(model(x), to_tensor(ref["y_fixed"])), 1e-12);
     // The activations' path (regularised training, attribution) computes the same.
     model->set_save_activations(true);
-    EXPECT_LT(relative(model(x), to_tensor(ref["y_fixed"])), 1e-12);
+    EXPECT_LT(test::max_relative_diff(model(x), to_tensor(ref["y_fixed"])), 1e-12);
   }
 }
 
@@ -209,23 +188,23 @@ TEST(SymbolicEdges, AutoSymbolicMatchesPykan) {
                             inputs[l].select(1, i), false);
         }
     }
-    EXPECT_LT(relative(model(x), to_tensor(a["y"])), 1e-12);
+    EXPECT_LT(test::max_relative_diff(model(x), to_tensor(a["y"])), 1e-12);
   }
 }
 
 TEST(SymbolicEdges, PykanCheckpointsLoadAndRoundTrip) {
   const auto ref = test::load_reference("multkan_symbolic.json");
   const auto x = to_tensor(ref["x"]);
-  auto symbolic = load_pykan(reference_prefix("symbolic"));
+  auto symbolic = load_pykan(test::reference_checkpoint("symbolic"));
   EXPECT_EQ(symbolic->layer(0)->symbolic_name(1, 2), "sin");
   EXPECT_EQ(symbolic->layer(0)->symbolic_edge_count(), 1);
   EXPECT_FALSE(symbolic->layer(1)->has_symbolic_state());
-  EXPECT_LT(relative(symbolic(x), to_tensor(ref["y_symbolic_checkpoint"])), 1e-12);
-  auto fitted = load_pykan(reference_prefix("symbolic_fitted"));
+  EXPECT_LT(test::max_relative_diff(symbolic(x), to_tensor(ref["y_symbolic_checkpoint"])), 1e-12);
+  auto fitted = load_pykan(test::reference_checkpoint("symbolic_fitted"));
   EXPECT_EQ(fitted->layer(0)->symbolic_edge_count(), 4);
-  EXPECT_LT(relative(fitted(x), to_tensor(ref["y_fixed"])), 1e-12);
+  EXPECT_LT(test::max_relative_diff(fitted(x), to_tensor(ref["y_fixed"])), 1e-12);
   // kanbench -> pykan -> kanbench keeps every symbolic name, mask and affine value.
-  TempDir dir;
+  test::TempDir dir("kan_symbolic");
   save_pykan(fitted, dir / "again");
   auto again = load_pykan(dir / "again");
   for (const auto& p : fitted->named_parameters())
@@ -251,7 +230,7 @@ KAN small_symbolic_model(SplineBackend backend = SplineBackend::kFused) {
 }
 
 TEST(SymbolicEdges, KanbenchCheckpointsKeepThem) {
-  TempDir dir;
+  test::TempDir dir("kan_symbolic");
   auto model = small_symbolic_model();
   const auto x = torch::rand({32, 2}, torch::kFloat64) * 2 - 1;
   save_checkpoint(model, dir / "model.pt");
@@ -274,23 +253,23 @@ TEST(SymbolicEdges, ModelFeaturesCarryThem) {
   auto copy = std::dynamic_pointer_cast<KANImpl>(model->clone());
   EXPECT_TRUE(torch::equal(copy->forward(x), y));
   // keep_nodes with every node: the same model; without hidden node 0: its edges removed.
-  EXPECT_LT(relative(model->keep_nodes({{0, 1, 2, 3}})(x), y), 1e-14);
+  EXPECT_LT(test::max_relative_diff(model->keep_nodes({{0, 1, 2, 3}})(x), y), 1e-14);
   auto removed = std::dynamic_pointer_cast<KANImpl>(model->clone());
   removed->remove_node(1, 0);
   auto kept = model->keep_nodes({{1, 2, 3}});
-  EXPECT_LT(relative(kept(x), removed->forward(x)), 1e-14);
+  EXPECT_LT(test::max_relative_diff(kept(x), removed->forward(x)), 1e-14);
   EXPECT_EQ(kept->layer(0)->symbolic_name(0, 0), "sin"); // was edge 0 -> 1
   EXPECT_EQ(kept->layer(1)->symbolic_name(1, 0), "tanh");
   // refine keeps the symbolic branch as it is and refits the numeric one.
   auto refined = model->refine(10, x);
-  EXPECT_LT(relative(refined(x), y), 1e-2);
+  EXPECT_LT(test::max_relative_diff(refined(x), y), 1e-2);
   EXPECT_EQ(refined->layer(0)->symbolic_edge_count(), 2);
   EXPECT_TRUE(torch::equal(refined->layer(0)->symbolic_affine, model->layer(0)->symbolic_affine));
   // update_grid changes only the numeric part: the outputs stay (the splines are refitted).
   auto updated = std::dynamic_pointer_cast<KANImpl>(model->clone());
   updated->update_grid_from_samples(x);
   EXPECT_TRUE(torch::equal(updated->layer(1)->symbolic_affine, model->layer(1)->symbolic_affine));
-  EXPECT_LT(relative(updated->forward(x), y), 1e-1);
+  EXPECT_LT(test::max_relative_diff(updated->forward(x), y), 1e-1);
   // attribute sees the whole activation: a symbolic edge scores.
   const auto scores = model->attribute(x);
   EXPECT_GT(scores.edge_scores[0][0][1].item<double>(), 0.0);
@@ -347,7 +326,7 @@ TEST(SymbolicEdges, ForwardOnTheGpuMatches_CUDA) {
   auto model = small_symbolic_model();
   const auto y = model(x);
   model->to(torch::kCUDA);
-  EXPECT_LT(relative(model(x.cuda()).cpu(), y), 1e-12);
+  EXPECT_LT(test::max_relative_diff(model(x.cuda()).cpu(), y), 1e-12);
   const auto choices = model->auto_symbolic(x.cuda(), {"x", "sin", "x^2", "exp"});
   EXPECT_FALSE(choices.empty());
 }

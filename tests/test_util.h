@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -24,6 +25,12 @@ inline nlohmann::json load_reference(const std::string& name) {
   if (!in)
     throw std::runtime_error("cannot open reference file " + path);
   return nlohmann::json::parse(in);
+}
+
+/// The prefix of one of the pykan checkpoints in tests/reference/pykan/checkpoints
+/// (pykan_checkpoints.json lists them), as pykan's saveckpt was given it.
+inline std::string reference_checkpoint(const std::string& name) {
+  return std::string(KAN_REFERENCE_DIR) + "/checkpoints/" + name;
 }
 
 /// A nested JSON array of numbers (or booleans) as a float64 tensor.
@@ -44,6 +51,27 @@ inline double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
       .max()
       .item<double>();
 }
+
+/// max |a - b| / max |b|: a difference relative to b's scale.
+inline double max_relative_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return max_abs_diff(a, b) / std::max(b.to(torch::kFloat64).abs().max().item<double>(), 1e-300);
+}
+
+/// A scratch folder under the temporary directory, named `name` and the process id, emptied
+/// when made and removed when done.
+class TempDir {
+public:
+  explicit TempDir(const std::string& name)
+      : path_(std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string operator/(const std::string& file) const { return (path_ / file).string(); }
+
+private:
+  std::filesystem::path path_;
+};
 
 /// 64 training and 16 test points of pykan's toy function.
 inline Dataset toy_data(torch::Dtype dtype = torch::kFloat32, torch::Device device = torch::kCPU) {
