@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 
@@ -27,6 +28,15 @@ std::string fill(const std::string& pattern, const std::string& argument) {
   const auto at = pattern.find("{}");
   return at == std::string::npos ? pattern
                                  : pattern.substr(0, at) + argument + pattern.substr(at + 2);
+}
+
+// Whether the parenthesis at `at` groups (as in "({})**2" or "exp(-({})**2)") rather than
+// opens a call ("sin({})") or a LaTeX argument ("\\sin{\\left({}\\right)}").
+bool is_grouping(const std::string& pattern, size_t at) {
+  if (at == 0)
+    return true;
+  const char before = pattern[at - 1];
+  return !std::isalnum(static_cast<unsigned char>(before)) && before != '_' && before != '{';
 }
 
 double round_to(double value, int digits) {
@@ -208,7 +218,15 @@ std::string Expression::print(bool latex, int digits) const {
   }
   case Kind::kFunction: {
     const auto& f = symbolic_function(n.name);
-    return fill(latex ? f.latex : f.sympy, n.terms.front().print(latex, digits));
+    auto pattern = latex ? f.latex : f.sympy;
+    // A template's grouping parentheses are dropped around an input, and in SymPy's text around
+    // a call: "x1**2", "sin(x1)**2", not "(x1)**2".
+    const auto argument = n.terms.front().node_->kind;
+    const std::string group = latex ? "\\left({}\\right)" : "({})";
+    if (argument == Kind::kInput || (!latex && argument == Kind::kFunction))
+      if (const auto at = pattern.find(group); at != std::string::npos && is_grouping(pattern, at))
+        pattern.replace(at, group.size(), "{}");
+    return fill(pattern, n.terms.front().print(latex, digits));
   }
   }
   return {};

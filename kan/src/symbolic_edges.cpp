@@ -67,6 +67,40 @@ void check_not_pruned(const char* what, size_t l, int64_t i, int64_t j, double n
               "without samples to set a function");
 }
 
+// A tensor's values on the host, in float64 (a formula's constants are text).
+std::vector<double> host_values(const torch::Tensor& t) {
+  const auto cpu = t.detach().to(torch::kCPU, torch::kFloat64).contiguous();
+  return {cpu.data_ptr<double>(), cpu.data_ptr<double>() + cpu.numel()};
+}
+
+// nodes_from_subnodes on expressions: subnode affine, the multiplication nodes' products, node
+// affine.
+std::vector<Expression> formula_nodes(const KANImpl& model, size_t l,
+                                      const std::vector<Expression>& subnodes) {
+  const auto sub_scale = host_values(model.subnode_scale[l]);
+  const auto sub_bias = host_values(model.subnode_bias[l]);
+  const auto node_scale = host_values(model.node_scale[l]);
+  const auto node_bias = host_values(model.node_bias[l]);
+  std::vector<Expression> subs;
+  for (size_t s = 0; s < subnodes.size(); ++s)
+    subs.push_back(Expression::constant(sub_scale[s]) * subnodes[s] +
+                   Expression::constant(sub_bias[s]));
+  const auto& options = model.options();
+  const int64_t n_mult = mult_nodes(options, l + 1);
+  const int64_t n_sum = options.width()[l + 1] - n_mult;
+  std::vector<Expression> nodes(subs.begin(), subs.begin() + n_sum);
+  for (int64_t j = 0, at = n_sum; j < n_mult; ++j) {
+    auto product = subs[static_cast<size_t>(at)];
+    for (int64_t i = 1; i < node_arity(options, l + 1, j); ++i)
+      product = product * subs[static_cast<size_t>(at + i)];
+    nodes.push_back(product);
+    at += node_arity(options, l + 1, j);
+  }
+  for (size_t n = 0; n < nodes.size(); ++n)
+    nodes[n] = Expression::constant(node_scale[n]) * nodes[n] + Expression::constant(node_bias[n]);
+  return nodes;
+}
+
 } // namespace
 
 bool KANImpl::has_symbolic_edges() const {
@@ -270,6 +304,44 @@ std::vector<SymbolicChoice> KANImpl::auto_symbolic(const torch::Tensor& x,
     target->mask.view({-1}).index_fill_(0, torch::tensor(flat, torch::kLong).to(x.device()), 0.0);
   }
   return choices;
+}
+
+std::vector<Expression> KANImpl::symbolic_formula() const {
+  const auto constant = [](double value) { return Expression::constant(value); };
+  std::vector<Expression> nodes;
+  for (int64_t i = 0; i < options_.width().front(); ++i)
+    nodes.push_back(Expression::input(i));
+  for (size_t l = 0; l < depth(); ++l) {
+    const auto& target = *layer(l);
+    const int64_t I = target.options().in_dim(), O = target.options().out_dim();
+    const auto numeric = host_values(target.mask); // (I, O)
+    for (int64_t e = 0; e < I * O; ++e)
+      TORCH_CHECK(numeric[static_cast<size_t>(e)] == 0, "symbolic_formula: edge (", l, ", ", e / O,
+                  ", ", e % O, ") has a numeric part (numeric mask ",
+                  numeric[static_cast<size_t>(e)],
+                  "): make it symbolic first (fix_symbolic or auto_symbolic)");
+    std::vector<Expression> subnodes(static_cast<size_t>(O), constant(0));
+    if (target.has_symbolic_state()) {
+      const auto mask = host_values(target.symbolic_mask);     // (O, I)
+      const auto affine = host_values(target.symbolic_affine); // (O, I, 4)
+      for (int64_t j = 0; j < O; ++j)
+        for (int64_t i = 0; i < I; ++i) {
+          const auto edge = static_cast<size_t>(j * I + i);
+          const double m = mask[edge];
+          if (m == 0)
+            continue;
+          const double* p = affine.data() + edge * 4; // a, b, c, d
+          const auto inner = constant(p[0]) * nodes[static_cast<size_t>(i)] + constant(p[1]);
+          subnodes[static_cast<size_t>(j)] =
+              subnodes[static_cast<size_t>(j)] +
+              constant(m) *
+                  (constant(p[2]) * Expression::function(target.symbolic_name(i, j), inner) +
+                   constant(p[3]));
+        }
+    }
+    nodes = applies_affine() ? formula_nodes(*this, l, subnodes) : subnodes;
+  }
+  return nodes;
 }
 
 } // namespace kan

@@ -676,13 +676,71 @@ def multkan_symbolic(out_dir):
     }
 
 
+def symbolic_formula(out_dir):
+    """pykan's symbolic_formula of a whole-symbolic MultKAN (width [2, [3, 1], 1], parameters
+    drawn by draw_parameters, then layer 0 set to smooth curves): auto_symbolic(r2_threshold 0) fixes every
+    edge to the best of a library with no singularity; checkpoints/formula_mult is its saveckpt.
+    formula: str(symbolic_formula()[0][0]), rounded: ex_round(formula, 4); formula_values: the
+    formula evaluated by sympy.lambdify at x; y: the model's outputs at x."""
+    import contextlib
+    import io
+
+    import sympy
+    from kan.MultKAN import MultKAN
+    from kan.spline import curve2coef
+    from kan.utils import ex_round
+
+    torch.set_default_dtype(torch.float64)
+    lib = ["x", "x^2", "x^3", "exp", "sin", "tanh", "gaussian"]
+    with tempfile.TemporaryDirectory() as ckpt_path, contextlib.redirect_stdout(io.StringIO()):
+        model = MultKAN(width=[2, [3, 1], 1], mult_arity=2, grid=5, k=3, seed=9,
+                        affine_trainable=True, auto_save=False, ckpt_path=ckpt_path)
+        torch.manual_seed(900)
+        layer = model.act_fun[0]
+        t = torch.linspace(-1, 1, 200)[:, None].expand(200, layer.in_dim)
+        curves = [lambda v: torch.sin(2 * v + 0.5), lambda v: v ** 2, lambda v: torch.tanh(1.5 * v),
+                  lambda v: torch.exp(0.8 * v), lambda v: 0.5 * v]
+        targets = torch.stack([torch.stack([curves[(i * layer.out_dim + j) % len(curves)](t[:, i])
+                                            for j in range(layer.out_dim)], 1)
+                               for i in range(layer.in_dim)], 1)
+        with torch.no_grad():
+            draw_parameters(model)
+            layer.coef.copy_(curve2coef(t, targets, layer.grid, layer.k))
+            layer.scale_base.zero_()
+            layer.scale_sp.fill_(1.0)
+        x = torch.rand(64, 2) * 2 - 1
+        with torch.no_grad():
+            model(x)
+        model.auto_symbolic(lib=lib, verbose=0, r2_threshold=0.0)
+        with torch.no_grad():
+            y = model(x)
+        formula = model.symbolic_formula()[0][0]
+        (out_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+        model.ckpt_path = "./model"  # pykan's default, not the temporary folder: reproducible
+        model.saveckpt(str(out_dir / "checkpoints" / "formula_mult"))
+    variables = [sympy.Symbol("x_1"), sympy.Symbol("x_2")]
+    values = sympy.lambdify(variables, formula, "numpy")(x[:, 0].numpy(), x[:, 1].numpy())
+    return {
+        "source": source(),
+        "what": symbolic_formula.__doc__.replace("\n   ", "").replace("\n", " "),
+        "lib": lib,
+        "checkpoint": "checkpoints/formula_mult",
+        "functions": [s.funs_name for s in model.symbolic_fun],
+        "formula": str(formula),
+        "rounded": str(ex_round(formula, 4)),
+        "x": x.tolist(),
+        "formula_values": [float(v) for v in values],
+        "y": y[:, 0].tolist(),
+    }
+
+
 # One function per file, named as the file (NAME.json). A new fixture is one more entry.
 FIXTURES = {f.__name__: f for f in (bspline_basis, layer_forward, layer_update_grid,
                                     layer_update_grid_orders, multkan_forward, multkan_prune,
                                     lbfgs_rosenbrock, pykan_checkpoints, symbolic_library,
-                                    multkan_symbolic)}
+                                    multkan_symbolic, symbolic_formula)}
 # Fixtures that also write files of their own next to their JSON (given the folder).
-WRITES_FILES = {"pykan_checkpoints", "multkan_symbolic"}
+WRITES_FILES = {"pykan_checkpoints", "multkan_symbolic", "symbolic_formula"}
 
 
 def check_pykan():

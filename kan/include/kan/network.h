@@ -1,6 +1,7 @@
 #pragma once
 /// A KAN network: a stack of KANLayers built from a width list (docs/kan.md, "Network").
 
+#include "kan/expression.h"
 #include "kan/layer.h"
 #include "kan/options.h"
 #include "kan/symbolic.h"
@@ -246,6 +247,17 @@ public:
                 const SymbolicFitOptions& options = {});
   /// Whether any edge is symbolic (host-side record; no device sync).
   bool has_symbolic_edges() const;
+  /// pykan's symbolic_formula: the network as one expression per output in the inputs x1, x2,
+  /// ... (docs/kan.md, "Formulas"). Each edge with a symbolic mask contributes mask *
+  /// (c f(a x + b) + d); then the subnode affine maps, the multiplication nodes and the node
+  /// affine maps. An edge with a numeric part (numeric mask != 0) is an error naming it: no
+  /// formula could reproduce it. Evaluating the result (Expression::evaluate, or its sympy text
+  /// with digits < 0) reproduces forward() up to rounding. Reads the symbolic state on the host.
+  ///
+  /// Example:
+  ///   model->auto_symbolic(x, {"x", "x^2", "sin", "exp"});
+  ///   model->symbolic_formula()[0].sympy(4);   // "1.0*exp(1.0*x2^2 + 1.0*sin(3.1416*x1))"
+  std::vector<Expression> symbolic_formula() const;
 
   /// The regulariser of the last forward's activations (save_activations must be on).
   torch::Tensor regularization(const RegularizationOptions& weights = {}) const;
