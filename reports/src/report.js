@@ -81,8 +81,10 @@
       borderColor: palette[0], backgroundColor: palette[0], data: points(spec.y)
     }];
     if (spec.fit) {
-      datasets.push({ label: 'symbolic fit', showLine: true, pointRadius: 0, borderWidth: 2,
-                      borderColor: palette[1], backgroundColor: palette[1],
+      // Drawn over the points (a lower order is drawn later).
+      datasets[0].order = 1;
+      datasets.push({ label: 'symbolic fit', showLine: true, pointRadius: 0, borderWidth: 1.5,
+                      borderColor: palette[1], backgroundColor: palette[1], order: 0,
                       data: points(spec.fit) });
     }
     return { type: 'scatter', options: options, data: { datasets: datasets } };
