@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -261,6 +262,17 @@ inline std::string scripts(const std::string& html) {
     at = end;
   }
   return text;
+}
+
+/// Checks that a page (without the inlined Chart.js, whose licence names its web site) names no
+/// URL, loads nothing and forbids every request.
+inline void expect_fetches_nothing(const std::string& html) {
+  EXPECT_EQ(html.find("http://"), std::string::npos);
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+  const std::regex fetching(R"((src|href|action|srcset)\s*=|url\(|@import|<link|<iframe|<img)",
+                            std::regex::icase);
+  EXPECT_FALSE(std::regex_search(html, fetching));
+  EXPECT_NE(html.find("default-src 'none'"), std::string::npos);
 }
 
 } // namespace kan::reports::test

@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <functional>
 #include <optional>
-#include <regex>
 
 namespace {
 
@@ -182,15 +181,10 @@ TEST(HtmlReportTest, NumbersMatchTheJson) {
 
 TEST(HtmlReportTest, NoExternalUrls) {
   const auto html = without_chartjs(render_html_report(test::sample_results(), full_options()));
-  EXPECT_EQ(html.find("http://"), std::string::npos);
-  EXPECT_EQ(html.find("https://"), std::string::npos);
-  const std::regex fetching(R"((src|href|action|srcset)\s*=|url\(|@import|<link|<iframe|<img)",
-                            std::regex::icase);
-  EXPECT_FALSE(std::regex_search(html, fetching));
+  test::expect_fetches_nothing(html);
   // Chart.js is inlined, not referenced.
   EXPECT_NE(html.find("<script>\n"), std::string::npos);
   EXPECT_NE(render_html_report(test::sample_results()).find("Chart.js v3"), std::string::npos);
-  EXPECT_NE(html.find("default-src 'none'"), std::string::npos);
 }
 
 TEST(HtmlReportTest, HostileStringsAreInert) {

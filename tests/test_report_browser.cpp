@@ -105,15 +105,23 @@ std::string open_offline(const std::string& chromium, const fs::path& artifacts,
   return dom;
 }
 
-TEST(ReportBrowser, OpensOfflineDrawsEveryChartAndShowsTheVerdict) {
-  const auto chromium = find_chromium();
-  if (chromium.empty())
-    GTEST_SKIP() << "Chromium not found: install the Debian package chromium (tools/setup.sh "
-                    "does) or set KANBENCH_CHROMIUM";
+// Skips a test without Chromium; the artifacts folder exists.
+class ReportBrowser : public ::testing::Test {
+protected:
+  void SetUp() override {
+    chromium_ = find_chromium();
+    if (chromium_.empty())
+      GTEST_SKIP() << "Chromium not found: install the Debian package chromium (tools/setup.sh "
+                      "does) or set KANBENCH_CHROMIUM";
+    fs::create_directories(artifacts_);
+  }
 
-  const fs::path artifacts = KAN_TEST_ARTIFACT_DIR;
-  fs::create_directories(artifacts);
-  const auto report = artifacts / "report.html";
+  std::string chromium_;
+  const fs::path artifacts_ = KAN_TEST_ARTIFACT_DIR;
+};
+
+TEST_F(ReportBrowser, OpensOfflineDrawsEveryChartAndShowsTheVerdict) {
+  const auto report = artifacts_ / "report.html";
   // KANBENCH_BROWSER_TEST_RESULTS=run/results.json shows a real run instead (e.g. to make the
   // README's screenshot); the synthetic sample otherwise.
   const char* real = std::getenv("KANBENCH_BROWSER_TEST_RESULTS");
@@ -134,7 +142,7 @@ TEST(ReportBrowser, OpensOfflineDrawsEveryChartAndShowsTheVerdict) {
   const size_t expected = embedded_charts(read_file(report));
   ASSERT_GT(expected, synthetic ? 5u : 0u);
 
-  const auto dom = open_offline(chromium, artifacts, "", expected);
+  const auto dom = open_offline(chromium_, artifacts_, "", expected);
   EXPECT_NE(dom.find("<h2>Verdict</h2>"), std::string::npos);
   EXPECT_NE(dom.find("<b>Devices:</b>"), std::string::npos);
   if (synthetic) {
@@ -144,22 +152,15 @@ TEST(ReportBrowser, OpensOfflineDrawsEveryChartAndShowsTheVerdict) {
 }
 
 // The report of a fit: loss curves and the learned activations beside their symbolic fits.
-TEST(ReportBrowser, FitReportOpensOfflineAndDrawsEveryChart) {
-  const auto chromium = find_chromium();
-  if (chromium.empty())
-    GTEST_SKIP() << "Chromium not found: install the Debian package chromium (tools/setup.sh "
-                    "does) or set KANBENCH_CHROMIUM";
-
-  const fs::path artifacts = KAN_TEST_ARTIFACT_DIR;
-  fs::create_directories(artifacts);
-  const auto report = artifacts / "fit-report.html";
+TEST_F(ReportBrowser, FitReportOpensOfflineAndDrawsEveryChart) {
+  const auto report = artifacts_ / "fit-report.html";
   FitReportOptions options;
   options.fit_source = std::string(KAN_FIT_REFERENCE_DIR) + "/fit_symbolic.json";
   write_fit_report(report.string(), read_fit_summary(options.fit_source), options);
   const size_t expected = embedded_charts(read_file(report));
   ASSERT_EQ(expected, 5u); // two stages, three edges with curves
 
-  const auto dom = open_offline(chromium, artifacts, "fit-", expected);
+  const auto dom = open_offline(chromium_, artifacts_, "fit-", expected);
   EXPECT_NE(dom.find("<h2>Symbolic regression</h2>"), std::string::npos);
 }
 
