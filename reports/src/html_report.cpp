@@ -9,7 +9,6 @@
 #include "kan/reports/statistics.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
