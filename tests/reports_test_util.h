@@ -1,17 +1,21 @@
 #pragma once
-// Helpers of the reports tests (no LibTorch): scratch folders and a fully populated run.
+// Helpers of the reports tests (no LibTorch): scratch folders, a fully populated run, and
+// reading a report's HTML back.
 
 #include "kan/reports/results.h"
 #include "kan/reports/statistics.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <regex>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 namespace kan::reports::test {
@@ -217,6 +221,58 @@ inline Results synthetic_run(uint32_t seed, double toy_seconds, double deep_seco
     fill_epoch_statistics(*c); // the reader refuses statistics that are not the epochs'
   }
   return r;
+}
+
+/// A string that would run script if a report let it through unescaped.
+inline const std::string kHostile = "</script><img src=x onerror=alert(1)>";
+
+/// How often `part` occurs in `text` (overlapping occurrences count).
+inline size_t count(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1))
+    ++n;
+  return n;
+}
+
+/// The JSON embedded in <script type="application/json" id=ID>.
+inline nlohmann::json embedded(const std::string& html, const std::string& id) {
+  const std::string open = "<script type=\"application/json\" id=\"" + id + "\">";
+  const auto start = html.find(open);
+  if (start == std::string::npos)
+    throw std::runtime_error("no embedded " + id);
+  const auto end = html.find("</script>", start);
+  return nlohmann::json::parse(html.substr(start + open.size(), end - start - open.size()));
+}
+
+/// The chart spec `id` of the embedded chart list.
+inline const nlohmann::json& chart(const nlohmann::json& charts, const std::string& id) {
+  for (const auto& c : charts["charts"])
+    if (c["id"] == id)
+      return c;
+  throw std::runtime_error("no chart " + id);
+}
+
+/// The contents of every <script> element, joined.
+inline std::string scripts(const std::string& html) {
+  std::string text;
+  for (size_t at = html.find("<script"); at != std::string::npos; at = html.find("<script", at)) {
+    const auto start = html.find('>', at) + 1;
+    const auto end = html.find("</script>", start);
+    text += html.substr(start, end - start) + "\n";
+    at = end;
+  }
+  return text;
+}
+
+/// Checks that a page (without the inlined Chart.js, whose licence names its web site) names no
+/// URL, loads nothing and forbids every request.
+inline void expect_fetches_nothing(const std::string& html) {
+  EXPECT_EQ(html.find("http://"), std::string::npos);
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+  const std::regex fetching(R"((src|href|action|srcset)\s*=|url\(|@import|<link|<iframe|<img)",
+                            std::regex::icase);
+  EXPECT_FALSE(std::regex_search(html, fetching));
+  EXPECT_NE(html.find("default-src 'none'"), std::string::npos);
 }
 
 } // namespace kan::reports::test

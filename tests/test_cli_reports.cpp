@@ -221,4 +221,45 @@ TEST_F(ReportCli, ErrorsAreOneLine) {
   }
 }
 
+// A fit.json: its own report; the options that belong to a results.json are refused.
+TEST_F(ReportCli, WritesTheReportOfAFit) {
+  std::filesystem::copy_file(std::string(KAN_FIT_REFERENCE_DIR) + "/fit_symbolic.json",
+                             path("fit.json"));
+  auto run = kanbench("report " + path("fit.json") + " -o " + path("out.html"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output, "report -> " + path("out.html") + "\n");
+  const auto html = read("out.html");
+  EXPECT_NE(html.find("<section id=\"symbolic\""), std::string::npos);
+  EXPECT_NE(html.find("<canvas id=\"chart-loss-trained\">"), std::string::npos);
+  // Without -o: report.html beside the fit.json.
+  run = kanbench("report " + path("fit.json"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(read("report.html"), html);
+
+  write_results_file(path("old.json"), test::synthetic_run(1, 1.0, 2.0, 5));
+  const std::string gbench = std::string(KAN_GBENCH_REFERENCE_DIR) + "/benchmark_out.json";
+  for (const auto& [option, value] :
+       {std::pair<std::string, std::string>{"--baseline", path("old.json")},
+        {"--gbench", gbench}}) {
+    run = kanbench("report " + path("fit.json") + " " + option + " " + value + " -o " +
+                   path("refused.html"));
+    EXPECT_EQ(run.exit_code, 2) << run.output;
+    EXPECT_EQ(run.output, "kanbench: error: " + option + " applies to a results.json, but " +
+                              path("fit.json") + " is a fit.json: leave " + option + " out\n");
+  }
+  EXPECT_FALSE(std::filesystem::exists(path("refused.html")));
+  // The fit.json is an input like a results.json.
+  run = kanbench("report " + path("fit.json") + " -o " + path("fit.json"));
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("would replace the results " + path("fit.json")), std::string::npos)
+      << run.output;
+  // Another kanbench document (audit.json) is neither.
+  write("audit.json", "{\"schema_version\": \"1.1.0\", \"command\": \"audit\"}");
+  run = kanbench("report " + path("audit.json"));
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_EQ(run.output, "kanbench: error: " + path("audit.json") +
+                            ": command: expected \"fit\" (a fit.json) or no command (a "
+                            "results.json), got \"audit\"\n");
+}
+
 } // namespace

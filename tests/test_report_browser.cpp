@@ -1,9 +1,11 @@
 // The HTML report in a real browser: headless Chromium opens report.html from disk, offline.
 // The page's own script reads every chart canvas back (getImageData) and records on <body> how
 // many drew pixels and which errors it saw; Chromium's log carries every console message.
-// Artifacts (report.html, dom.html, chromium.log, report.png) stay in build/test-artifacts/.
+// Artifacts (report.html, dom.html, chromium.log, report.png; fit-* of the fit report) stay in
+// build/test-artifacts/.
 #include "reports_test_util.h"
 
+#include "kan/reports/fit_report.h"
 #include "kan/reports/html_report.h"
 #include "kan/reports/results_io.h"
 
@@ -50,15 +52,76 @@ std::string body_attribute(const std::string& dom, const std::string& name) {
   return std::regex_search(dom, match, attribute) ? match[1].str() : "<missing>";
 }
 
-TEST(ReportBrowser, OpensOfflineDrawsEveryChartAndShowsTheVerdict) {
-  const auto chromium = find_chromium();
-  if (chromium.empty())
-    GTEST_SKIP() << "Chromium not found: install the Debian package chromium (tools/setup.sh "
-                    "does) or set KANBENCH_CHROMIUM";
+// The number of charts a report's embedded chart list holds.
+size_t embedded_charts(const std::string& html) {
+  const auto start = html.find("id=\"kanbench-charts\">") + 21;
+  const auto charts =
+      nlohmann::json::parse(html.substr(start, html.find("</script>", start) - start));
+  return charts["charts"].size();
+}
 
-  const fs::path artifacts = KAN_TEST_ARTIFACT_DIR;
-  fs::create_directories(artifacts);
-  const auto report = artifacts / "report.html";
+// Opens `report` (in `artifacts`) in headless Chromium, offline, and checks that it drew every
+// one of its `expected` charts without a console message; returns the DOM after the scripts ran.
+// A screenshot PREFIXreport.png of it stays in `artifacts`.
+std::string open_offline(const std::string& chromium, const fs::path& artifacts,
+                         const std::string& prefix, size_t expected) {
+  const auto report = artifacts / (prefix + "report.html");
+  const auto profile =
+      fs::temp_directory_path() / ("kanbench_chromium_" + std::to_string(::getpid()));
+  // Every host name resolves to nothing: a request to the network would fail and be logged.
+  const std::string flags = " --headless --disable-gpu --no-sandbox --no-first-run "
+                            "--disable-extensions --disable-background-networking "
+                            "--host-resolver-rules='MAP * ~NOTFOUND' --hide-scrollbars "
+                            "--user-data-dir=" +
+                            profile.string() +
+                            " --virtual-time-budget=10000 --window-size=1280,2600 ";
+  const auto dom_file = artifacts / (prefix + "dom.html");
+  const auto log_file = artifacts / (prefix + "chromium.log");
+  EXPECT_EQ(run_shell("timeout 120 " + chromium + flags + "--enable-logging=stderr --v=0 " +
+                      "--dump-dom file://" + report.string() + " > " + dom_file.string() + " 2> " +
+                      log_file.string()),
+            0)
+      << read_file(log_file);
+  const auto dom = read_file(dom_file);
+  const auto log = read_file(log_file);
+
+  // No console message at all: no error, no exception, no blocked request.
+  std::smatch console;
+  EXPECT_FALSE(std::regex_search(log, console, std::regex(".*:CONSOLE.*"))) << console.str();
+  EXPECT_EQ(body_attribute(dom, "data-report-errors"), "");
+  EXPECT_EQ(body_attribute(dom, "data-charts-total"), std::to_string(expected));
+  EXPECT_EQ(body_attribute(dom, "data-charts-drawn"), std::to_string(expected));
+
+  const auto screenshot = artifacts / (prefix + "report.png");
+  fs::remove(screenshot);
+  EXPECT_EQ(run_shell("timeout 120 " + chromium + flags + "--screenshot=" + screenshot.string() +
+                      " file://" + report.string() + " > /dev/null 2>&1"),
+            0);
+  EXPECT_TRUE(fs::exists(screenshot));
+  const auto png = read_file(screenshot);
+  EXPECT_EQ(png.substr(1, 3), "PNG");
+  EXPECT_GT(png.size(), 20000u); // charts and tables, not a blank page
+  fs::remove_all(profile);
+  return dom;
+}
+
+// Skips a test without Chromium; the artifacts folder exists.
+class ReportBrowser : public ::testing::Test {
+protected:
+  void SetUp() override {
+    chromium_ = find_chromium();
+    if (chromium_.empty())
+      GTEST_SKIP() << "Chromium not found: install the Debian package chromium (tools/setup.sh "
+                      "does) or set KANBENCH_CHROMIUM";
+    fs::create_directories(artifacts_);
+  }
+
+  std::string chromium_;
+  const fs::path artifacts_ = KAN_TEST_ARTIFACT_DIR;
+};
+
+TEST_F(ReportBrowser, OpensOfflineDrawsEveryChartAndShowsTheVerdict) {
+  const auto report = artifacts_ / "report.html";
   // KANBENCH_BROWSER_TEST_RESULTS=run/results.json shows a real run instead (e.g. to make the
   // README's screenshot); the synthetic sample otherwise.
   const char* real = std::getenv("KANBENCH_BROWSER_TEST_RESULTS");
@@ -76,55 +139,29 @@ TEST(ReportBrowser, OpensOfflineDrawsEveryChartAndShowsTheVerdict) {
     options.results_source = real;
     write_html_report(report.string(), read_results_file(real), options);
   }
-  const auto html = read_file(report);
-  const auto start = html.find("id=\"kanbench-charts\">") + 21;
-  const auto charts =
-      nlohmann::json::parse(html.substr(start, html.find("</script>", start) - start));
-  const size_t expected = charts["charts"].size();
+  const size_t expected = embedded_charts(read_file(report));
   ASSERT_GT(expected, synthetic ? 5u : 0u);
 
-  const auto profile =
-      fs::temp_directory_path() / ("kanbench_chromium_" + std::to_string(::getpid()));
-  // Every host name resolves to nothing: a request to the network would fail and be logged.
-  const std::string flags = " --headless --disable-gpu --no-sandbox --no-first-run "
-                            "--disable-extensions --disable-background-networking "
-                            "--host-resolver-rules='MAP * ~NOTFOUND' --hide-scrollbars "
-                            "--user-data-dir=" +
-                            profile.string() +
-                            " --virtual-time-budget=10000 --window-size=1280,2600 ";
-  const auto dom_file = artifacts / "dom.html";
-  const auto log_file = artifacts / "chromium.log";
-  ASSERT_EQ(run_shell("timeout 120 " + chromium + flags + "--enable-logging=stderr --v=0 " +
-                      "--dump-dom file://" + report.string() + " > " + dom_file.string() + " 2> " +
-                      log_file.string()),
-            0)
-      << read_file(log_file);
-  const auto dom = read_file(dom_file);
-  const auto log = read_file(log_file);
-
-  // No console message at all: no error, no exception, no blocked request.
-  std::smatch console;
-  EXPECT_FALSE(std::regex_search(log, console, std::regex(".*:CONSOLE.*"))) << console.str();
-  EXPECT_EQ(body_attribute(dom, "data-report-errors"), "");
-  EXPECT_EQ(body_attribute(dom, "data-charts-total"), std::to_string(expected));
-  EXPECT_EQ(body_attribute(dom, "data-charts-drawn"), std::to_string(expected));
+  const auto dom = open_offline(chromium_, artifacts_, "", expected);
   EXPECT_NE(dom.find("<h2>Verdict</h2>"), std::string::npos);
   EXPECT_NE(dom.find("<b>Devices:</b>"), std::string::npos);
   if (synthetic) {
     EXPECT_NE(dom.find("<b>Parity:</b> 1 of 1 comparisons pass"), std::string::npos);
     EXPECT_NE(dom.find("faster than cpu"), std::string::npos);
   }
+}
 
-  const auto screenshot = artifacts / "report.png";
-  fs::remove(screenshot);
-  EXPECT_EQ(run_shell("timeout 120 " + chromium + flags + "--screenshot=" + screenshot.string() +
-                      " file://" + report.string() + " > /dev/null 2>&1"),
-            0);
-  ASSERT_TRUE(fs::exists(screenshot));
-  const auto png = read_file(screenshot);
-  EXPECT_EQ(png.substr(1, 3), "PNG");
-  EXPECT_GT(png.size(), 20000u); // charts and tables, not a blank page
-  fs::remove_all(profile);
+// The report of a fit: loss curves and the learned activations beside their symbolic fits.
+TEST_F(ReportBrowser, FitReportOpensOfflineAndDrawsEveryChart) {
+  const auto report = artifacts_ / "fit-report.html";
+  FitReportOptions options;
+  options.fit_source = std::string(KAN_FIT_REFERENCE_DIR) + "/fit_symbolic.json";
+  write_fit_report(report.string(), read_fit_summary(options.fit_source), options);
+  const size_t expected = embedded_charts(read_file(report));
+  ASSERT_EQ(expected, 5u); // two stages, three edges with curves
+
+  const auto dom = open_offline(chromium_, artifacts_, "fit-", expected);
+  EXPECT_NE(dom.find("<h2>Symbolic regression</h2>"), std::string::npos);
 }
 
 } // namespace

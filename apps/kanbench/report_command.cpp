@@ -1,7 +1,8 @@
 // `kanbench report RESULTS.json [--baseline OLD.json] [--gbench FILE ...] -o report.html`: the
-// self-contained HTML report of a run.
+// self-contained HTML report of a run; `kanbench report fit.json -o report.html`: that of a fit.
 #include "commands.h"
 
+#include "kan/reports/fit_report.h"
 #include "kan/reports/gbench.h"
 #include "kan/reports/html_report.h"
 #include "kan/reports/results_io.h"
@@ -52,12 +53,37 @@ void warn_if_stale(const std::string& results_path, const kan::reports::Results&
     std::cerr << "kanbench: warning: " << *problem << "\n";
 }
 
+// The report of a fit.json: it has no baseline and no Google Benchmark sections.
+int run_fit_report(const ReportArgs& a, const nlohmann::json& document, const std::string& out) {
+  for (const auto& [option, given] :
+       {std::pair{"--baseline", !a.baseline.empty()}, {"--gbench", !a.gbench.empty()}})
+    if (given)
+      throw std::runtime_error(std::string(option) + " applies to a results.json, but " +
+                               a.results + " is a fit.json: leave " + option + " out");
+  kan::reports::FitReportOptions options;
+  options.title = a.title;
+  options.fit_source = a.results;
+  options.chartjs_path = a.chartjs;
+  kan::reports::write_fit_report(out, kan::reports::fit_summary_from_json(document, a.results),
+                                 options);
+  std::cout << "report -> " << out << std::endl;
+  return 0;
+}
+
 int run_report(const ReportArgs& a) {
   const std::string out =
       a.out.empty() ? (std::filesystem::path(a.results).parent_path() / "report.html").string()
                     : a.out;
   refuse_overwriting_an_input(a, out);
-  const auto results = kan::reports::read_results_file(a.results);
+  const auto document = kan::reports::read_json_file(a.results, "a results.json or fit.json file");
+  if (kan::reports::is_fit_document(document))
+    return run_fit_report(a, document, out);
+  if (document.is_object() && document.contains("command"))
+    throw kan::reports::ResultsError(
+        a.results, "command",
+        "expected \"fit\" (a fit.json) or no command (a results.json), got " +
+            kan::io::elide(document["command"].dump()));
+  const auto results = kan::reports::results_from_json(document, a.results);
   kan::reports::HtmlReportOptions options;
   options.title = a.title;
   options.results_source = a.results;
@@ -83,14 +109,17 @@ void add_report_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<ReportArgs>();
   auto* cmd = app.add_subcommand(
       "report", "Write the self-contained HTML report of a results.json (charts, verdict, "
-                "tables; opens offline)");
-  cmd->add_option("results", args->results, "results.json of `kanbench run`")->required();
+                "tables) or of a fit.json (loss curves, symbolic formula); opens offline");
+  cmd->add_option("results", args->results,
+                  "results.json of `kanbench run` or fit.json of `kanbench fit`")
+      ->required();
   cmd->add_option("--baseline", args->baseline,
                   "An older results.json to compare against (adds a regression section)");
   cmd->add_option("--gbench", args->gbench,
                   "Google Benchmark --benchmark_out JSON files to add as sections")
       ->expected(1, -1);
-  cmd->add_option("-o,--out", args->out, "The HTML file (default: report.html beside RESULTS)");
+  cmd->add_option("-o,--out", args->out,
+                  "The HTML file (default: report.html beside RESULTS or fit.json)");
   cmd->add_option("--chartjs", args->chartjs,
                   "Chart.js to inline (default: $KANBENCH_CHARTJS, else " +
                       std::string(kan::reports::kDefaultChartJsPath) + ")");

@@ -1,6 +1,6 @@
 #include "kan/reports/html_report.h"
 
-#include "report_assets.h" // kReportScript, kReportStyle: generated from report.js, report.css
+#include "detail/html_page.h"
 
 #include "kan/io/atomic_file.h"
 #include "kan/io/text.h"
@@ -9,7 +9,6 @@
 #include "kan/reports/statistics.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -102,17 +101,8 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Formatting.
 
-std::string dump(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-std::string number(double value, int digits = 4) {
-  if (std::isnan(value))
-    return "NaN";
-  char text[48];
-  std::snprintf(text, sizeof text, "%.*g", digits, value);
-  return text;
-}
+using detail::number;
+using detail::status_cell;
 
 std::string fixed2(double value) {
   char text[48];
@@ -146,48 +136,6 @@ std::string e(const std::string& text) {
 
 std::string target_label(const CaseResult& c) {
   return c.name + "/" + c.target;
-}
-
-// A table from a header and rows of already-escaped cells.
-std::string table(const std::string& id, const std::vector<std::string>& header,
-                  const std::vector<std::vector<std::string>>& rows) {
-  std::string html = "<table id=\"" + id + "\"><thead><tr>";
-  for (const auto& h : header)
-    html += "<th>" + e(h) + "</th>";
-  html += "</tr></thead><tbody>";
-  for (const auto& row : rows) {
-    html += "<tr>";
-    for (const auto& cell : row)
-      html += "<td>" + cell + "</td>";
-    html += "</tr>";
-  }
-  return html + "</tbody></table>\n";
-}
-
-std::string status_cell(const std::string& status) {
-  const bool good = status == "ok" || status == "pass";
-  const bool neutral = status == "skipped" || status == "same" || status == "n/a";
-  return "<span class=\"status " +
-         std::string(good      ? "good"
-                     : neutral ? "neutral"
-                               : "bad") +
-         "\">" + e(status) + "</span>";
-}
-
-// A JSON value as rows of (dotted key, value text).
-void flatten(const json& value, const std::string& prefix,
-             std::vector<std::pair<std::string, std::string>>& rows) {
-  if (value.is_object() && !value.empty()) {
-    for (const auto& item : value.items())
-      flatten(item.value(), prefix.empty() ? item.key() : prefix + "." + item.key(), rows);
-  } else if (value.is_array() && std::any_of(value.begin(), value.end(), [](const json& v) {
-               return v.is_object() || v.is_array();
-             })) {
-    for (size_t i = 0; i < value.size(); ++i)
-      flatten(value[i], prefix + "[" + std::to_string(i) + "]", rows);
-  } else {
-    rows.emplace_back(prefix, value.is_string() ? value.get<std::string>() : dump(value));
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -522,14 +470,14 @@ std::string charts_section(const json& charts, const Results& r) {
                 " (layer, input -> output).</p><div class=\"small-multiples\">";
         activations_heading = true;
       }
-      html += "<div class=\"chart small\"><canvas id=\"" + e(id) + "\"></canvas></div>";
+      html += detail::chart_canvas(id, true);
       continue;
     }
     if (activations_heading) {
       html += "</div>\n";
       activations_heading = false;
     }
-    html += "<div class=\"chart\"><canvas id=\"" + e(id) + "\"></canvas></div>\n";
+    html += detail::chart_canvas(id, false);
   }
   if (activations_heading)
     html += "</div>\n";
@@ -566,11 +514,11 @@ std::string cases_section(const Results& r) {
          f.busy ? number(*f.busy * 100, 3) + "%" : "-"});
   }
   return "<section id=\"cases\"><h2>Cases</h2>\n" +
-         table("cases-table",
-               {"case", "target", "device", "dtype", "backend", "status", "reason", "median epoch",
-                "IQR", "min", "max", "repetitions", "steps/s", "samples/s", "peak memory",
-                "final metric", "threads", "GPU busy"},
-               rows) +
+         detail::html_table("cases-table",
+                            {"case", "target", "device", "dtype", "backend", "status", "reason",
+                             "median epoch", "IQR", "min", "max", "repetitions", "steps/s",
+                             "samples/s", "peak memory", "final metric", "threads", "GPU busy"},
+                            rows) +
          "</section>\n";
 }
 
@@ -595,12 +543,13 @@ std::string comparisons_section(const Results& r) {
   }
   return "<section id=\"comparisons\"><h2>Parity and speedup</h2>\n" +
          (rows.empty() ? std::string("<p>No comparisons in this run.</p>\n")
-                       : table("comparisons-table",
-                               {"case", "a", "b", "what", "speedup (spread)", "max abs output diff",
-                                "max rel output diff", "max abs grad diff", "max rel loss diff",
-                                "final metric rel diff", "accuracy diff (points)", "tolerances",
-                                "parity", "message"},
-                               rows)) +
+                       : detail::html_table("comparisons-table",
+                                            {"case", "a", "b", "what", "speedup (spread)",
+                                             "max abs output diff", "max rel output diff",
+                                             "max abs grad diff", "max rel loss diff",
+                                             "final metric rel diff", "accuracy diff (points)",
+                                             "tolerances", "parity", "message"},
+                                            rows)) +
          "</section>\n";
 }
 
@@ -618,10 +567,10 @@ std::string edge_cases_section(const Results& r) {
   }
   return "<section id=\"edge-cases\"><h2>Edge cases</h2>\n" +
          (rows.empty() ? std::string("<p>No edge cases in this run.</p>\n")
-                       : table("edge-cases-table",
-                               {"edge case", "device", "status", "message", "samples",
-                                "peak memory", "time", "measurements"},
-                               rows)) +
+                       : detail::html_table("edge-cases-table",
+                                            {"edge case", "device", "status", "message", "samples",
+                                             "peak memory", "time", "measurements"},
+                                            rows)) +
          "</section>\n";
 }
 
@@ -634,10 +583,10 @@ std::string audit_section(const Results& r) {
   return "<section id=\"audit\"><h2>Device audit</h2>\n" +
          (rows.empty() ? std::string("<p>No findings: every audited tensor was where it "
                                      "belonged.</p>\n")
-                       : table("audit-table",
-                               {"case", "target", "tensor", "kind", "problem", "device",
-                                "expected device", "message", "fix"},
-                               rows)) +
+                       : detail::html_table("audit-table",
+                                            {"case", "target", "tensor", "kind", "problem",
+                                             "device", "expected device", "message", "fix"},
+                                            rows)) +
          "</section>\n";
 }
 
@@ -662,10 +611,10 @@ std::string baseline_section(const BaselineComparison& b, const std::string& sou
                     or_dash(c.p_value, [](double v) { return number(v, 3); }),
                     status_cell(to_string(c.verdict)), e(c.note)});
   return html +
-         table("baseline-table",
-               {"case", "target", "dtype", "old median", "new median", "new/old", "p", "verdict",
-                "note"},
-               rows) +
+         detail::html_table("baseline-table",
+                            {"case", "target", "dtype", "old median", "new median", "new/old", "p",
+                             "verdict", "note"},
+                            rows) +
          "</section>\n";
 }
 
@@ -694,10 +643,10 @@ std::string gbench_section(const GBenchReport& g, size_t index) {
                     b.error_occurred ? status_cell("error") + " " + e(b.error_message) : ""});
   }
   return html +
-         table("gbench-table-" + std::to_string(index),
-               {"benchmark", "run", "iterations", "real time", "CPU time", "counters", "label",
-                "error"},
-               rows) +
+         detail::html_table("gbench-table-" + std::to_string(index),
+                            {"benchmark", "run", "iterations", "real time", "CPU time", "counters",
+                             "label", "error"},
+                            rows) +
          "</section>\n";
 }
 
@@ -730,80 +679,56 @@ std::string environment_section(const Environment& env) {
   for (const auto& p : env.problems)
     rows.push_back({"problem", e(p.what) + " &rarr; " + e(p.fix)});
   return "<section id=\"environment\"><h2>Environment</h2>\n" +
-         table("environment-table", {"what", "value"}, rows) + "</section>\n";
+         detail::html_table("environment-table", {"what", "value"}, rows) + "</section>\n";
 }
 
 std::string configuration_section(const Results& r) {
   std::vector<std::pair<std::string, std::string>> flat;
-  flatten(to_json(r)["config"], "", flat);
+  detail::flatten_json(to_json(r)["config"], "", flat);
   std::vector<std::vector<std::string>> rows;
   for (const auto& [key, value] : flat)
     rows.push_back({e(key), e(value)});
   std::string html = "<section id=\"configuration\"><h2>Configuration</h2>\n" +
-                     table("configuration-table", {"setting", "value"}, rows);
+                     detail::html_table("configuration-table", {"setting", "value"}, rows);
   std::vector<std::vector<std::string>> case_rows;
   for (const auto& c : r.cases) {
     if (c.config.is_null())
       continue;
     std::vector<std::pair<std::string, std::string>> settings;
-    flatten(c.config, "", settings);
+    detail::flatten_json(c.config, "", settings);
     std::string text;
     for (const auto& [key, value] : settings)
       text += (text.empty() ? "" : ", ") + e(key) + " = " + e(value);
     case_rows.push_back({e(c.name), e(c.target), text});
   }
   if (!case_rows.empty())
-    html += "<h3>Per case</h3>\n" +
-            table("case-configuration-table", {"case", "target", "configuration"}, case_rows);
+    html +=
+        "<h3>Per case</h3>\n" + detail::html_table("case-configuration-table",
+                                                   {"case", "target", "configuration"}, case_rows);
   return html + "</section>\n";
-}
-
-// Chart.js, safe to inline in a <script> element.
-std::string inline_script(std::string script, const std::string& origin) {
-  if (script.find("<!--") != std::string::npos)
-    throw std::runtime_error(origin + " contains \"<!--\" and cannot be inlined safely");
-  for (size_t at = 0; (at = script.find("</", at)) != std::string::npos; at += 3) {
-    std::string next = script.substr(at + 2, 6);
-    std::transform(next.begin(), next.end(), next.begin(),
-                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-    if (next == "script")
-      script.replace(at, 2, "<\\/");
-  }
-  return script;
 }
 
 } // namespace
 
 std::string render_html_report(const Results& results, const HtmlReportOptions& options) {
-  const std::string chartjs =
-      inline_script(options.chartjs_source.empty()
-                        ? load_chartjs(options.chartjs_path.empty() ? default_chartjs_path()
-                                                                    : options.chartjs_path)
-                        : options.chartjs_source,
-                    "Chart.js");
+  const std::string chartjs = detail::inline_chartjs(options.chartjs_source, options.chartjs_path);
   std::optional<BaselineComparison> baseline;
   if (options.baseline)
     baseline = compare_with_baseline(*options.baseline, results, options.baseline_options);
   const json charts = chart_data(results);
 
   const auto& env = results.environment;
-  std::string html;
-  html += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   // Which run this shows, first in the file: report_pair_problem() reads only the beginning.
+  std::string first_meta;
   if (!results.run_id.empty())
-    html +=
+    first_meta +=
         "<meta name=\"" + std::string(kRunIdMeta) + "\" content=\"" + e(results.run_id) + "\">\n";
   if (!options.results_source.empty())
-    html += "<meta name=\"kanbench-results\" content=\"" +
-            e(std::filesystem::path(options.results_source).filename().string()) + "\">\n";
-  html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-          // No network request of any kind: everything is inline.
-          "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-          "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">\n"
-          "<meta name=\"generator\" content=\"kanbench " +
-          e(env.kanbench_version) + ", results schema " + e(results.schema_version) + "\">\n" +
-          "<title>" + e(options.title) + "</title>\n<style>" + kReportStyle +
-          "</style>\n</head>\n<body>\n";
+    first_meta += "<meta name=\"kanbench-results\" content=\"" +
+                  e(std::filesystem::path(options.results_source).filename().string()) + "\">\n";
+  std::string html = detail::page_start(options.title, first_meta,
+                                        "kanbench " + env.kanbench_version + ", results schema " +
+                                            results.schema_version);
   html += "<header><h1>" + e(options.title) + "</h1><p>" +
           (options.results_source.empty() ? "" : e(options.results_source) + " &middot; ") +
           "suite " + e(results.config.suite) + " &middot; " + e(env.date) + " &middot; " +
@@ -824,13 +749,8 @@ std::string render_html_report(const Results& results, const HtmlReportOptions& 
     html += gbench_section(options.gbench[i], i);
   html += environment_section(env);
   html += configuration_section(results);
-  html += "<script type=\"application/json\" id=\"kanbench-results\">" +
-          escape_script_json(dump(to_json(results))) + "</script>\n";
-  html += "<script type=\"application/json\" id=\"kanbench-charts\">" +
-          escape_script_json(dump(charts)) + "</script>\n";
-  html += "<script>\n" + chartjs + "\n</script>\n";
-  html += "<script>" + std::string(kReportScript) + "</script>\n</body>\n</html>\n";
-  return html;
+  return html + detail::page_end(
+                    {{"kanbench-results", to_json(results)}, {"kanbench-charts", charts}}, chartjs);
 }
 
 std::optional<std::string> html_report_run_id(const std::string& html) {

@@ -70,19 +70,24 @@
         }
       };
     }
+    // A curve phi(x); with `fit`, phi as points and the fit as a line (a symbolic edge).
     options.plugins.title.font = { size: 11 };
     options.scales = { x: { type: 'linear', ticks: { maxTicksLimit: 5 } },
                        y: { ticks: { maxTicksLimit: 5 } } };
-    return {
-      type: 'scatter', options: options,
-      data: {
-        datasets: [{
-          label: spec.title, showLine: true, pointRadius: 0, borderWidth: 2,
-          borderColor: palette[0], backgroundColor: palette[0],
-          data: spec.x.map(function (x, k) { return { x: x, y: spec.y[k] }; })
-        }]
-      }
-    };
+    function points(ys) { return spec.x.map(function (x, k) { return { x: x, y: ys[k] }; }); }
+    var datasets = [{
+      label: spec.fit ? 'learned activation' : spec.title, showLine: !spec.fit,
+      pointRadius: spec.fit ? 2 : 0, borderWidth: 2,
+      borderColor: palette[0], backgroundColor: palette[0], data: points(spec.y)
+    }];
+    if (spec.fit) {
+      // Drawn over the points (a lower order is drawn later).
+      datasets[0].order = 1;
+      datasets.push({ label: 'symbolic fit', showLine: true, pointRadius: 0, borderWidth: 1.5,
+                      borderColor: palette[1], backgroundColor: palette[1], order: 0,
+                      data: points(spec.fit) });
+    }
+    return { type: 'scatter', options: options, data: { datasets: datasets } };
   }
   function drawn(canvas) {
     try {

@@ -16,6 +16,7 @@ namespace kan::reports {
 using json = nlohmann::json;
 using io::Bound;
 using io::ObjectReader;
+using io::read_array;
 namespace detail = io; // the strict reader's helpers: detail::as_array, ...
 
 namespace {
@@ -172,15 +173,6 @@ constexpr std::pair<const char*, Parity> kParities[] = {{"pass", Parity::kPass},
                                                         {"fail", Parity::kFail}};
 constexpr std::pair<const char*, EdgeStatus> kEdgeStatuses[] = {
     {"pass", EdgeStatus::kPass}, {"fail", EdgeStatus::kFail}, {"skipped", EdgeStatus::kSkipped}};
-
-template <typename T, typename F>
-std::vector<T> read_array(const json& value, const std::string& path, F&& read_one) {
-  std::vector<T> items;
-  const auto& array = detail::as_array(value, path);
-  for (size_t i = 0; i < array.size(); ++i)
-    items.push_back(read_one(array[i], detail::index_path(path, i)));
-  return items;
-}
 
 template <typename T, typename F>
 std::vector<T> read_optional_array(ObjectReader& r, const std::string& key, F&& read_one) {
@@ -648,20 +640,23 @@ std::string read_text_file(const std::string& path) {
   return text.str();
 }
 
-Results read_results_file(const std::string& path) {
+nlohmann::json read_json_file(const std::string& path, const std::string& what) {
   if (std::filesystem::is_directory(path))
-    throw ResultsError(path, "", "is a folder, expected a results.json file");
+    throw ResultsError(path, "", "is a folder, expected " + what);
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw ResultsError(path, "", std::string("cannot open: ") + std::strerror(errno));
   std::ostringstream buffer;
   buffer << in.rdbuf();
-  const std::string text = buffer.str();
   try {
-    return results_from_json(detail::parse_json(text), path);
+    return detail::parse_json(buffer.str());
   } catch (const ResultsError& e) {
     throw e.in_file(path);
   }
+}
+
+Results read_results_file(const std::string& path) {
+  return results_from_json(read_json_file(path, "a results.json file"), path);
 }
 
 void write_results_file(const std::string& path, const Results& results) {

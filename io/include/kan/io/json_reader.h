@@ -126,6 +126,16 @@ private:
   std::set<std::string> known_;
 };
 
+/// Each element of the array `value` read by `read_one(element, its key path)`.
+template <typename T, typename ReadOne>
+std::vector<T> read_array(const json& value, const std::string& path, ReadOne&& read_one) {
+  std::vector<T> items;
+  const auto& array = as_array(value, path);
+  for (size_t i = 0; i < array.size(); ++i)
+    items.push_back(read_one(array[i], index_path(path, i)));
+  return items;
+}
+
 /// The value of `values` whose to_string() (found by argument-dependent lookup) is `text`; a
 /// JsonError at `path` that lists the spellings otherwise.
 template <typename Enum, size_t N>

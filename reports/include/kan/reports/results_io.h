@@ -50,6 +50,10 @@ Environment environment_from_json(const nlohmann::json& json, const std::string&
 ///   }
 Results read_results_file(const std::string& path);
 
+/// Reads and parses a JSON file. Throws ResultsError naming the file when it is a folder
+/// ("is a folder, expected " + `what`), cannot be opened or is not JSON.
+nlohmann::json read_json_file(const std::string& path, const std::string& what = "a JSON file");
+
 /// Checks `results` by reading its JSON back, then writes it to `path` atomically (2-space
 /// indent, final newline). Throws ResultsError when the results would not read back (e.g. an
 /// `ok` case without a median, a NaN in epoch_seconds, an empty run_id), std::runtime_error

@@ -1,0 +1,434 @@
+#include "kan/reports/fit_report.h"
+
+#include "detail/html_page.h"
+
+#include "kan/io/atomic_file.h"
+#include "kan/io/json_reader.h"
+#include "kan/io/text.h"
+
+#include "kan/reports/html_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+namespace kan::reports {
+
+using json = nlohmann::json;
+using io::Bound;
+using io::ObjectReader;
+using io::read_array;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Reading. The page shows a part of fit.json: every object is read with its other keys allowed.
+
+constexpr bool kOtherKeys = true;
+
+double nan_if_null(ObjectReader& r, const std::string& key) {
+  return r.nullable_number(key, Bound::kNonNegative)
+      .value_or(std::numeric_limits<double>::quiet_NaN());
+}
+
+int64_t node_count(const json& value, const std::string& path) {
+  return io::as_integer(value, path, Bound::kNonNegative);
+}
+
+// config.model's width and mult: nodes per layer, the last `mult[l]` of them multiplication nodes.
+std::vector<FitLayerWidth> model_width(ObjectReader& model) {
+  const auto nodes =
+      read_array<int64_t>(model.required("width"), model.path_of("width"), node_count);
+  std::vector<int64_t> mult;
+  if (const auto* value = model.optional("mult"))
+    mult = read_array<int64_t>(*value, model.path_of("mult"), node_count);
+  if (!mult.empty() && mult.size() != nodes.size())
+    io::fail(model.path_of("mult"), "expected one entry per layer of width (" +
+                                        std::to_string(nodes.size()) + "), got " +
+                                        std::to_string(mult.size()));
+  std::vector<FitLayerWidth> width;
+  for (size_t l = 0; l < nodes.size(); ++l) {
+    const int64_t m = mult.empty() ? 0 : mult[l];
+    if (m > nodes[l])
+      io::fail(io::index_path(model.path_of("mult"), l),
+               std::to_string(m) + " multiplication nodes in a layer of " +
+                   std::to_string(nodes[l]));
+    width.push_back({nodes[l] - m, m});
+  }
+  return width;
+}
+
+// A width in pykan's form: [2, [2, 1], 1].
+std::vector<FitLayerWidth> pykan_width(const json& value, const std::string& path) {
+  return read_array<FitLayerWidth>(value, path, [](const json& layer, const std::string& at) {
+    if (!layer.is_array())
+      return FitLayerWidth{node_count(layer, at), 0};
+    if (layer.size() != 2)
+      io::fail(at, "expected an integer or [addition, multiplication] nodes, got " +
+                       io::describe(layer));
+    return FitLayerWidth{node_count(layer[0], io::index_path(at, 0)),
+                         node_count(layer[1], io::index_path(at, 1))};
+  });
+}
+
+// A stage's `history`, `train_rmse` and `test_rmse` in the object `r` reads.
+FitStageSummary stage_from(ObjectReader& r, const std::string& key, const std::string& title) {
+  FitStageSummary stage;
+  stage.key = key;
+  stage.title = title;
+  ObjectReader history(r.required("history"), r.path_of("history"), kOtherKeys);
+  stage.steps = read_array<FitStep>(history.required("steps"), history.path_of("steps"),
+                                    [](const json& value, const std::string& at) {
+                                      ObjectReader step(value, at, kOtherKeys);
+                                      return FitStep{step.integer("step", Bound::kNonNegative),
+                                                     nan_if_null(step, "train_rmse"),
+                                                     nan_if_null(step, "test_rmse")};
+                                    });
+  stage.seconds = history.number("seconds", Bound::kNonNegative);
+  stage.train_rmse = r.number("train_rmse", Bound::kNonNegative);
+  stage.test_rmse = r.number("test_rmse", Bound::kNonNegative);
+  return stage;
+}
+
+SymbolicCurve curve_from(const json& value, const std::string& path) {
+  ObjectReader r(value, path, kOtherKeys);
+  SymbolicCurve curve{r.numbers("x"), r.numbers("activation"), r.numbers("fit")};
+  for (const auto& [key, values] :
+       {std::pair{"activation", &curve.activation}, {"fit", &curve.fit}})
+    if (values->size() != curve.x.size())
+      io::fail(r.path_of(key), "expected " + std::to_string(curve.x.size()) +
+                                   " numbers, one per x, got " + std::to_string(values->size()));
+  return curve;
+}
+
+SymbolicEdge edge_from(const json& value, const std::string& path) {
+  ObjectReader r(value, path, kOtherKeys);
+  SymbolicEdge edge;
+  edge.layer = r.integer("layer", Bound::kNonNegative);
+  edge.i = r.integer("i", Bound::kNonNegative);
+  edge.j = r.integer("j", Bound::kNonNegative);
+  edge.function = r.string("function");
+  edge.r2 = r.number("r2");
+  edge.fixed = r.boolean("fixed");
+  // Written only for a fixed edge.
+  if (edge.fixed || r.optional("params")) {
+    const auto params = r.numbers("params");
+    if (params.size() != 4)
+      io::fail(r.path_of("params"),
+               "expected 4 numbers (a, b, c, d), got " + std::to_string(params.size()));
+    edge.params = std::array<double, 4>{params[0], params[1], params[2], params[3]};
+  }
+  if (const auto* curve = r.optional("curve"))
+    edge.curve = curve_from(*curve, r.path_of("curve"));
+  return edge;
+}
+
+// `config.symbolic` (read by `config`) and the top-level `symbolic` (read by `s`).
+FitSymbolic symbolic_from(ObjectReader& config, ObjectReader& s, int64_t outputs) {
+  FitSymbolic symbolic;
+  ObjectReader options(config.required("symbolic"), config.path_of("symbolic"), kOtherKeys);
+  symbolic.lib = io::as_strings(options.required("lib"), options.path_of("lib"));
+  symbolic.r2_threshold = options.number("r2_threshold");
+  symbolic.auto_symbolic_seconds = s.number("auto_symbolic_seconds", Bound::kNonNegative);
+  symbolic.edges = read_array<SymbolicEdge>(s.required("edges"), s.path_of("edges"), edge_from);
+  symbolic.digits = s.integer("digits", Bound::kNonNegative);
+  const auto& formula = s.required("formula");
+  if (formula.is_null()) {
+    symbolic.formula_error = s.string("formula_error");
+    return symbolic;
+  }
+  symbolic.formula = read_array<SymbolicFormula>(
+      formula, s.path_of("formula"), [](const json& value, const std::string& at) {
+        ObjectReader f(value, at, kOtherKeys);
+        return SymbolicFormula{f.string("sympy"), f.string("latex"), f.string("sympy_exact")};
+      });
+  if (static_cast<int64_t>(symbolic.formula->size()) != outputs)
+    io::fail(s.path_of("formula"), "expected one formula per output (" + std::to_string(outputs) +
+                                       "), got " + std::to_string(symbolic.formula->size()));
+  return symbolic;
+}
+
+} // namespace
+
+std::string to_string(const std::vector<FitLayerWidth>& width) {
+  std::string text = "[";
+  for (size_t l = 0; l < width.size(); ++l) {
+    text += l ? ", " : "";
+    text += width[l].mult == 0
+                ? std::to_string(width[l].sum)
+                : "[" + std::to_string(width[l].sum) + ", " + std::to_string(width[l].mult) + "]";
+  }
+  return text + "]";
+}
+
+bool is_fit_document(const json& document) {
+  if (!document.is_object())
+    return false;
+  const auto command = document.find("command");
+  return command != document.end() && *command == "fit";
+}
+
+FitSummary fit_summary_from_json(const json& document, const std::string& source) {
+  try {
+    if (!document.is_object())
+      io::fail("", "expected a JSON object at the top level, got " + io::describe(document));
+    const auto version = document.find("schema_version");
+    if (version == document.end())
+      io::fail("schema_version", "missing (a required key; is this a kanbench fit.json?)");
+    io::check_schema_version(*version, "schema_version", kFitReportSchemaVersion);
+
+    ObjectReader r(document, "", kOtherKeys);
+    FitSummary fit;
+    fit.schema_version = r.string("schema_version");
+    if (const auto command = r.string("command"); command != "fit")
+      io::fail("command", "expected \"fit\", got " + io::quoted(command));
+    fit.config = r.required("config");
+    ObjectReader config(fit.config, "config", kOtherKeys);
+    fit.function = config.string("function");
+    fit.device = config.string("device");
+    ObjectReader model(config.required("model"), config.path_of("model"), kOtherKeys);
+    fit.width = model_width(model);
+    fit.grid = model.integer("grid", Bound::kNonNegative);
+    fit.k = model.integer("k", Bound::kNonNegative);
+    fit.dtype = model.string("dtype");
+    ObjectReader environment(r.required("environment"), "environment", kOtherKeys);
+    fit.libtorch = environment.string("libtorch");
+
+    fit.stages.push_back(stage_from(r, "trained", "first training"));
+    if (r.optional("pruned")) {
+      ObjectReader pruned(r.required("pruned"), "pruned", kOtherKeys);
+      fit.pruned_width = pykan_width(pruned.required("width_after"), "pruned.width_after");
+      fit.stages.push_back(stage_from(pruned, "pruned", "after pruning"));
+    }
+    if (r.optional("refined")) {
+      ObjectReader refined(r.required("refined"), "refined", kOtherKeys);
+      fit.stages.push_back(
+          stage_from(refined, "refined",
+                     "after refinement to grid " +
+                         std::to_string(refined.integer("grid", Bound::kNonNegative))));
+    }
+    // config.symbolic and symbolic came with 1.6; null (or, in older files, missing) together.
+    const bool configured = config.optional("symbolic") != nullptr;
+    if (r.optional("symbolic")) {
+      if (!configured)
+        io::fail("symbolic", "present, but config.symbolic is null or missing");
+      ObjectReader symbolic(r.required("symbolic"), "symbolic", kOtherKeys);
+      const FitLayerWidth outputs = fit.width.empty() ? FitLayerWidth{} : fit.width.back();
+      fit.symbolic = symbolic_from(config, symbolic, outputs.sum + outputs.mult);
+      fit.stages.push_back(stage_from(symbolic, "symbolic", "after auto_symbolic"));
+    } else if (configured) {
+      io::fail("symbolic", "missing, but config.symbolic is set");
+    }
+    fit.seconds = r.number("seconds", Bound::kNonNegative);
+    return fit;
+  } catch (const ResultsError& e) {
+    throw e.in_file(source);
+  }
+}
+
+FitSummary read_fit_summary(const std::string& path) {
+  return fit_summary_from_json(read_json_file(path, "a fit.json file"), path);
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// The page.
+
+using detail::number;
+
+std::string e(const std::string& text) {
+  return html_escape(text);
+}
+
+json nan_as_null(double value) {
+  return std::isnan(value) ? json(nullptr) : json(value);
+}
+
+// "layer 0: x1 -> 0: sin, R^2 0.9999": the inputs of layer 0 by their names in the formula.
+std::string edge_title(const SymbolicEdge& edge) {
+  const std::string input =
+      edge.layer == 0 ? "x" + std::to_string(edge.i + 1) : std::to_string(edge.i);
+  return "layer " + std::to_string(edge.layer) + ": " + input + " -> " + std::to_string(edge.j) +
+         ": " + edge.function + ", R^2 " + number(edge.r2);
+}
+
+std::string edge_chart_id(const SymbolicEdge& edge) {
+  return "chart-symbolic-" + std::to_string(edge.layer) + "-" + std::to_string(edge.i) + "-" +
+         std::to_string(edge.j);
+}
+
+json loss_chart(const FitStageSummary& stage) {
+  json steps = json::array(), train = json::array(), test = json::array();
+  bool positive = true, tested = false;
+  for (const auto& s : stage.steps) {
+    steps.push_back(s.step);
+    train.push_back(nan_as_null(s.train_rmse));
+    test.push_back(nan_as_null(s.test_rmse));
+    for (const double v : {s.train_rmse, s.test_rmse})
+      positive = positive && (std::isnan(v) || v > 0);
+    tested = tested || !std::isnan(s.test_rmse);
+  }
+  json datasets = json::array({{{"label", "train RMSE"}, {"data", train}}});
+  if (tested)
+    datasets.push_back({{"label", "test RMSE"}, {"data", test}});
+  return {{"id", "chart-loss-" + stage.key},
+          {"kind", "line"},
+          {"title", "RMSE per step, " + stage.title},
+          {"x_label", "step"},
+          {"y_label", "RMSE"},
+          {"log_y", positive},
+          {"labels", steps},
+          {"datasets", datasets}};
+}
+
+json chart_data(const FitSummary& fit) {
+  json charts = json::array();
+  for (const auto& stage : fit.stages)
+    if (!stage.steps.empty())
+      charts.push_back(loss_chart(stage));
+  if (fit.symbolic)
+    for (const auto& edge : fit.symbolic->edges)
+      if (edge.curve)
+        charts.push_back({{"id", edge_chart_id(edge)},
+                          {"kind", "curve"},
+                          {"small", true},
+                          {"title", edge_title(edge)},
+                          {"x", edge.curve->x},
+                          {"y", edge.curve->activation},
+                          {"fit", edge.curve->fit}});
+  return {{"charts", charts}};
+}
+
+std::string header(const FitSummary& fit, const FitReportOptions& options) {
+  std::string stages;
+  for (const auto& stage : fit.stages)
+    stages += (stages.empty() ? "" : ", ") + e(stage.title);
+  return "<header><h1>" + e(options.title) + "</h1><p>" +
+         (options.fit_source.empty() ? "" : e(options.fit_source) + " &middot; ") + "function " +
+         e(fit.function) + " &middot; width " + e(to_string(fit.width)) +
+         (fit.pruned_width ? " (pruned to " + e(to_string(*fit.pruned_width)) + ")" : "") +
+         " &middot; G " + std::to_string(fit.grid) + ", k " + std::to_string(fit.k) + " &middot; " +
+         e(fit.device) + ", " + e(fit.dtype) + " &middot; stages: " + stages +
+         " &middot; trained in " + io::format_seconds(fit.seconds) + " &middot; LibTorch " +
+         e(fit.libtorch) + " &middot; fit.json " + e(fit.schema_version) + "</p></header>\n";
+}
+
+std::string stages_section(const FitSummary& fit) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& stage : fit.stages)
+    rows.push_back({e(stage.title), std::to_string(stage.steps.size()), number(stage.train_rmse),
+                    number(stage.test_rmse), io::format_seconds(stage.seconds)});
+  return "<section id=\"stages\"><h2>Stages</h2>\n" +
+         detail::html_table("stages-table",
+                            {"stage", "steps", "train RMSE", "test RMSE", "training time"}, rows) +
+         "</section>\n";
+}
+
+std::string loss_section(const FitSummary& fit) {
+  std::string html = "<section id=\"loss\"><h2>Loss curves</h2>\n"
+                     "<p id=\"chart-status\">The charts need JavaScript; the tables hold the "
+                     "final numbers.</p>\n";
+  for (const auto& stage : fit.stages)
+    html += stage.steps.empty() ? "<p>No training steps " + e(stage.title) + ".</p>\n"
+                                : detail::chart_canvas("chart-loss-" + stage.key, false);
+  return html + "</section>\n";
+}
+
+std::string formula_html(const FitSymbolic& s) {
+  if (!s.formula)
+    return "<p class=\"formula-error\"><span class=\"status bad\">no formula</span> " +
+           e(s.formula_error) + "</p>\n";
+  std::string html;
+  for (size_t k = 0; k < s.formula->size(); ++k) {
+    const auto& f = (*s.formula)[k];
+    html += "<div class=\"formula\" id=\"formula-" + std::to_string(k) + "\"><h3>Output " +
+            std::to_string(k) + "</h3><p><code class=\"sympy\">" + e(f.sympy) +
+            "</code></p><p>LaTeX:</p><pre><code class=\"latex\">" + e(f.latex) +
+            "</code></pre><details><summary>Every constant to 17 digits</summary><pre><code "
+            "class=\"sympy-exact\">" +
+            e(f.sympy_exact) + "</code></pre></details></div>\n";
+  }
+  return html;
+}
+
+std::string edges_table(const FitSymbolic& s) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& edge : s.edges) {
+    std::vector<std::string> row{
+        std::to_string(edge.layer), std::to_string(edge.i), std::to_string(edge.j),
+        e(edge.function),           number(edge.r2),        edge.fixed ? "yes" : "no"};
+    for (size_t p = 0; p < 4; ++p)
+      row.push_back(edge.params ? number((*edge.params)[p]) : "-");
+    rows.push_back(row);
+  }
+  return detail::html_table("symbolic-edges-table",
+                            {"layer", "i", "j", "function", "R^2", "fixed", "a", "b", "c", "d"},
+                            rows);
+}
+
+std::string symbolic_section(const FitSymbolic& s) {
+  const auto fixed =
+      std::count_if(s.edges.begin(), s.edges.end(), [](const SymbolicEdge& x) { return x.fixed; });
+  std::string lib;
+  for (const auto& name : s.lib)
+    lib += (lib.empty() ? "" : ", ") + e(name);
+  std::string html =
+      "<section id=\"symbolic\"><h2>Symbolic regression</h2>\n<p>auto_symbolic chose from " + lib +
+      " at R^2 threshold " + number(s.r2_threshold) + " in " +
+      io::format_seconds(s.auto_symbolic_seconds) + ": " + std::to_string(fixed) + " of " +
+      std::to_string(s.edges.size()) +
+      " edges fixed to c f(a x + b) + d. Constants of the formula rounded to " +
+      std::to_string(s.digits) + " decimals.</p>\n<div id=\"formula\">" + formula_html(s) +
+      "</div>\n<h3>Edges</h3>\n" + edges_table(s);
+  std::string charts;
+  for (const auto& edge : s.edges)
+    if (edge.curve)
+      charts += detail::chart_canvas(edge_chart_id(edge), true);
+  if (charts.empty())
+    return html + "<p>No edge has a curve of its fit.</p>\n</section>\n";
+  return html +
+         "<h3>Learned activations and their symbolic fits</h3><p>Points: the learned activation "
+         "before auto_symbolic; line: the fit c f(a x + b) + d. Edges are layer l: input -> "
+         "output from 0, the inputs of layer 0 named as in the formula (x1 is input 0).</p>"
+         "<div class=\"small-multiples\">" +
+         charts + "</div>\n</section>\n";
+}
+
+std::string configuration_section(const FitSummary& fit) {
+  std::vector<std::pair<std::string, std::string>> flat;
+  detail::flatten_json(fit.config, "", flat);
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& [key, value] : flat)
+    rows.push_back({e(key), e(value)});
+  return "<section id=\"configuration\"><h2>Configuration</h2>\n" +
+         detail::html_table("configuration-table", {"setting", "value"}, rows) + "</section>\n";
+}
+
+} // namespace
+
+std::string render_fit_report(const FitSummary& fit, const FitReportOptions& options) {
+  const std::string chartjs = detail::inline_chartjs(options.chartjs_source, options.chartjs_path);
+  const std::string first_meta =
+      options.fit_source.empty()
+          ? ""
+          : "<meta name=\"kanbench-fit\" content=\"" +
+                e(std::filesystem::path(options.fit_source).filename().string()) + "\">\n";
+  std::string html = detail::page_start(options.title, first_meta,
+                                        "kanbench, fit.json schema " + fit.schema_version);
+  html += header(fit, options);
+  html += stages_section(fit);
+  html += loss_section(fit);
+  if (fit.symbolic)
+    html += symbolic_section(*fit.symbolic);
+  html += configuration_section(fit);
+  return html + detail::page_end({{"kanbench-charts", chart_data(fit)}}, chartjs);
+}
+
+void write_fit_report(const std::string& path, const FitSummary& fit,
+                      const FitReportOptions& options) {
+  io::write_file_atomically(path, render_fit_report(fit, options));
+}
+
+} // namespace kan::reports
