@@ -67,7 +67,15 @@ TEST(Dataset, ReferenceFunctions) {
   std::vector<std::string> names;
   for (const auto& f : reference_functions())
     names.push_back(f.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"toy", "xy", "exp_sin4", "highdim100"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"toy", "xy", "exp_sin4", "highdim100", "feynman_I.6.20a"}));
+  // The standard normal density at 0, on pykan's range [-3, 3].
+  const auto& feynman = reference_function("feynman_I.6.20a");
+  EXPECT_NEAR(feynman.f(torch::zeros({1, 1}, torch::kFloat64)).item<double>(),
+              1 / std::sqrt(2 * M_PI), 1e-15);
+  const auto data = create_dataset(feynman.f, DatasetOptions(1).ranges(feynman.ranges));
+  EXPECT_LT(data.train_input.min().item<double>(), -2.9);
+  EXPECT_GT(data.train_input.max().item<double>(), 2.9);
   const auto& high = reference_function("highdim100");
   EXPECT_EQ(high.n_var, 100);
   const auto y = high.f(torch::ones({3, 100}, torch::kFloat64)); // sin^2(pi/2) = 1

@@ -2,6 +2,7 @@
 // (tests/reference/pykan/multkan_symbolic.json and checkpoints/symbolic*), and every feature
 // of the model with symbolic edges.
 #include "kan/checkpoint.h"
+#include "kan/diagnostics/operation_trace.h"
 #include "kan/fit.h"
 #include "kan/network.h"
 #include "kan/pykan.h"
@@ -10,6 +11,8 @@
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -319,6 +322,59 @@ TEST(SymbolicEdges, ErrorsAreOneClearLine) {
   EXPECT_FALSE(model->layer(0)->has_symbolic_state()); // nothing was half done
 }
 
+// fix_symbolic on an edge whose activation is exactly c f(a x + b) + d. Where (a, b) is
+// identifiable (R^2 peaks at one point, up to f's own symmetry) and on the search's first grid
+// (multiples of 0.2), a, b, c, d come back to 1e-6. Where f(s u) = g(s) f(u) (the powers, sqrt,
+// abs, exp, log), every (s a, s b) fits equally up to pykan's 1e-4 regulariser: the curve comes
+// back instead. sgn (a step) and "0" are left out.
+TEST(SymbolicEdges, FixSymbolicRecoversSyntheticEdges) {
+  struct Case {
+    std::string name;
+    std::array<double, 4> truth;
+    bool identifiable;
+  };
+  std::vector<Case> cases{
+      {"sin", {2.0, 0.4, 1.5, -0.3}, true},     {"cos", {2.0, 0.4, -0.7, 0.2}, true},
+      {"tan", {1.0, 0.2, 0.8, 0.1}, true},      {"tanh", {1.6, 0.4, 1.2, 0.5}, true},
+      {"arctan", {1.6, 0.4, -1.1, 0.0}, true},  {"arcsin", {0.6, 0.2, 0.9, 0.3}, true},
+      {"arccos", {0.6, 0.2, 0.9, 0.3}, true},   {"arctanh", {0.6, 0.2, 0.9, 0.3}, true},
+      {"gaussian", {1.4, 0.4, 2.0, -0.5}, true}};
+  for (const auto& name : symbolic_function_names()) {
+    const bool listed =
+        std::any_of(cases.begin(), cases.end(), [&](const Case& c) { return c.name == name; });
+    if (!listed && name != "sgn" && name != "0")
+      cases.push_back({name, {0.4, 1.6, 1.3, -0.2}, false}); // a x + b in [1.2, 2]
+  }
+  const auto x = torch::linspace(-1, 1, 101, torch::kFloat64).unsqueeze(1);
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    KAN model(KANOptions({1, 1}).dtype(torch::kFloat64));
+    const auto truth =
+        torch::tensor(std::vector<double>(c.truth.begin(), c.truth.end()), torch::kFloat64);
+    // The edge carries the truth as its symbolic part, with no numeric part: its activation.
+    model->layer(0)->set_symbolic_edges({0}, {0}, {c.name}, {1.0}, truth.view({1, 4}));
+    {
+      torch::NoGradGuard no_grad;
+      model->layer(0)->mask.zero_();
+    }
+    model->fix_symbolic(0, 0, 0, c.name, x);
+    const auto fitted = model->layer(0)->symbolic_affine[0][0].detach();
+    const auto& f = symbolic_function(c.name).f;
+    const auto curve = [&](const torch::Tensor& p) { return p[2] * f(p[0] * x + p[1]) + p[3]; };
+    EXPECT_LT(max_abs_diff(curve(fitted), curve(truth)), 1e-6) << fitted;
+    if (!c.identifiable)
+      continue;
+    // Odd f: (-a, -b, -c, d) is the same edge; even f: (-a, -b, c, d).
+    const auto parity = symbolic_function(c.name).parity;
+    auto mirrored = truth.clone();
+    mirrored.slice(0, 0, 2).neg_();
+    if (parity == SymbolicFunction::Parity::kOdd)
+      mirrored[2].neg_();
+    EXPECT_LT(std::min(max_abs_diff(fitted, truth), max_abs_diff(fitted, mirrored)), 1e-6)
+        << fitted << " vs " << truth;
+  }
+}
+
 TEST(SymbolicEdges, ForwardOnTheGpuMatches_CUDA) {
   if (!torch::cuda::is_available())
     GTEST_SKIP() << "no CUDA device";
@@ -329,6 +385,27 @@ TEST(SymbolicEdges, ForwardOnTheGpuMatches_CUDA) {
   EXPECT_LT(test::max_relative_diff(model(x.cuda()).cpu(), y), 1e-12);
   const auto choices = model->auto_symbolic(x.cuda(), {"x", "sin", "x^2", "exp"});
   EXPECT_FALSE(choices.empty());
+}
+
+// auto_symbolic, the training after it and the formula's evaluation run on the GPU: the device
+// audit's operation trace finds no operation on the CPU and no tensor made there.
+TEST(SymbolicEdges, AutoSymbolicFitAndFormulaStayOnTheGpu_CUDA) {
+  if (!torch::cuda::is_available())
+    GTEST_SKIP() << "no CUDA device";
+  KAN model(KANOptions({2, 3, 1}).dtype(torch::kFloat64).device(torch::kCUDA));
+  const auto data = test::toy_data(torch::kFloat64, torch::kCUDA);
+  fit(model, data, FitOptions().steps(3));
+  torch::Tensor values;
+  const auto report = diagnostics::trace_operations(torch::kCUDA, [&] {
+    model->auto_symbolic(data.train_input, {"x", "sin", "x^2", "exp"});
+    fit(model, data, FitOptions().steps(2));
+    values = model->symbolic_formula().front().evaluate(data.test_input);
+  });
+  EXPECT_TRUE(report.clean()) << report.to_text();
+  EXPECT_EQ(report.summary.cpu_operations, 0) << report.to_text();
+  EXPECT_TRUE(values.is_cuda());
+  torch::NoGradGuard no_grad;
+  EXPECT_LT(test::max_relative_diff(values, model(data.test_input).select(1, 0)), 1e-12);
 }
 
 // Not a check: the time auto_symbolic takes on a [4, 100, 100, 100, 1] model, N = 100

@@ -17,11 +17,13 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <sstream>
 
 namespace kanbench {
 namespace {
@@ -35,7 +37,12 @@ struct FitArgs {
   std::string mult_arity; // "": the library's default, 2
   std::string dtype;      // "": float64 for a new model, the checkpoint's with --pykan
   std::string out = "results/fit";
-  std::optional<int64_t> steps_after_prune; // unset: --steps
+  std::optional<int64_t> steps_after_prune;    // unset: --steps
+  std::optional<int64_t> steps_after_symbolic; // unset: --steps
+  bool symbolic = false;
+  std::optional<std::string> lib; // unset: the whole library
+  double r2_threshold = 0.0;      // pykan's auto_symbolic defaults
+  double weight_simple = 0.8;
 
   // The library's defaults, except pykan's reference run: 50 steps, float64.
   static kan::diagnostics::FitRun defaults() {
@@ -138,6 +145,125 @@ kan::diagnostics::FitPruning prune_and_retrain(kan::KAN& model, const kan::Datas
   return pruning;
 }
 
+// --lib's names, each checked against the library.
+std::vector<std::string> symbolic_library(const std::string& text) {
+  std::vector<std::string> names;
+  std::stringstream list(text);
+  for (std::string name; std::getline(list, name, ',');) {
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
+    try {
+      kan::symbolic_function(name);
+    } catch (const c10::Error& e) {
+      TORCH_CHECK(false, "--lib ", text, ": ", e.what_without_backtrace());
+    }
+    names.push_back(name);
+  }
+  TORCH_CHECK(!names.empty(), "--lib: the library is empty; name at least one function");
+  return names;
+}
+
+// The learned activation of `edges` (layer, i, j) beside c f(a x + b) + d, at kCurvePoints of
+// their training inputs evenly spaced in rank. `acts` are the layer's activations before
+// auto_symbolic; the model holds the fits' a, b, c, d.
+constexpr int64_t kCurvePoints = 48;
+constexpr size_t kMaxCurves = 100;
+
+void add_curves(std::vector<kan::diagnostics::FitSymbolicEdge*>& edges, const kan::KAN& model,
+                const kan::LayerActivations& acts) {
+  if (edges.empty())
+    return;
+  const int64_t N = acts.input.size(0), O = acts.edges.size(2);
+  std::vector<int64_t> in, flat;
+  for (const auto* e : edges) {
+    in.push_back(e->i);
+    flat.push_back(e->i * O + e->j);
+  }
+  const auto device = acts.input.device();
+  const auto x = acts.input.index_select(1, torch::tensor(in).to(device)); // (N, E)
+  const auto y = acts.edges.reshape({N, -1}).index_select(1, torch::tensor(flat).to(device));
+  const auto order = x.argsort(int64_t{0});
+  const auto ranks =
+      torch::linspace(0, static_cast<double>(N - 1), std::min(kCurvePoints, N), torch::kFloat64)
+          .round()
+          .to(torch::kLong)
+          .to(device);
+  const auto picked = order.index_select(0, ranks);
+  const auto xs = x.gather(0, picked).to(torch::kCPU, torch::kFloat64).t().contiguous();
+  const auto ys = y.gather(0, picked).to(torch::kCPU, torch::kFloat64).t().contiguous();
+  const auto& layer = *model->layer(static_cast<size_t>(edges.front()->layer));
+  const auto affine = layer.symbolic_affine.detach().to(torch::kCPU, torch::kFloat64);
+  for (size_t e = 0; e < edges.size(); ++e) {
+    auto& edge = *edges[e];
+    const auto p = affine[edge.j][edge.i];
+    const auto& f = kan::symbolic_function(edge.function).f;
+    const auto fit = p[2] * f(p[0] * xs[e] + p[1]) + p[3];
+    edge.curve =
+        kan::diagnostics::SymbolicCurve{values_of(xs[e]), values_of(ys[e]), values_of(fit)};
+  }
+}
+
+// pykan's auto_symbolic on the training inputs, the curves of the edges it fixed, the training
+// after it, and the formula.
+kan::diagnostics::FitSymbolic symbolic_and_retrain(kan::KAN& model, const kan::Dataset& data,
+                                                   const kan::diagnostics::FitSymbolicRun& run,
+                                                   kan::FitOptions options,
+                                                   const std::string& label) {
+  kan::diagnostics::FitSymbolic symbolic;
+  // The learned activations, before auto_symbolic replaces them.
+  std::vector<kan::LayerActivations> acts;
+  {
+    torch::NoGradGuard no_grad;
+    const bool saved = model->save_activations();
+    model->set_save_activations(true);
+    model->forward(data.train_input);
+    acts = model->activations();
+    model->set_save_activations(saved);
+  }
+  std::fprintf(stderr, "%s: auto_symbolic over %zu functions...\n", label.c_str(), run.lib.size());
+  const auto start = std::chrono::steady_clock::now();
+  const auto choices =
+      model->auto_symbolic(data.train_input, run.lib, run.weight_simple, run.r2_threshold);
+  symbolic.auto_symbolic_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr, "%s: auto_symbolic: %zu edges in %.1f s\n", label.c_str(), choices.size(),
+               symbolic.auto_symbolic_seconds);
+  for (const auto& c : choices)
+    symbolic.edges.push_back(
+        {static_cast<int64_t>(c.layer), c.i, c.j, c.name, c.r2, c.fixed, {}, std::nullopt});
+  // Curves of the first kMaxCurves fitted edges, a layer at a time.
+  std::vector<std::vector<kan::diagnostics::FitSymbolicEdge*>> curved(model->depth());
+  size_t curves = 0;
+  for (auto& edge : symbolic.edges)
+    if (edge.fixed && edge.function != "0" && curves < kMaxCurves) {
+      curved[static_cast<size_t>(edge.layer)].push_back(&edge);
+      ++curves;
+    }
+  for (size_t l = 0; l < curved.size(); ++l)
+    add_curves(curved[l], model, acts[l]);
+  acts.clear();
+
+  symbolic.retrained.history =
+      kan::fit(model, data, options.steps(run.steps).on_step(Progress(label)));
+  const auto metrics = kan::evaluate(model, data);
+  symbolic.retrained.train_rmse = metrics.train_rmse;
+  symbolic.retrained.test_rmse = metrics.test_rmse;
+  for (auto& edge : symbolic.edges)
+    if (edge.fixed)
+      edge.params =
+          values_of(model->layer(static_cast<size_t>(edge.layer))->symbolic_affine[edge.j][edge.i]);
+  try {
+    std::vector<kan::diagnostics::FitFormula> formula;
+    for (const auto& output : model->symbolic_formula())
+      formula.push_back(
+          {output.sympy(symbolic.digits), output.latex(symbolic.digits), output.sympy()});
+    symbolic.formula = std::move(formula);
+  } catch (const c10::Error& e) {
+    symbolic.formula_error = e.what_without_backtrace();
+  }
+  return symbolic;
+}
+
 // model.pt and fit.json are one unit: both are written and synced as temporaries first, so a
 // full disk leaves both old files; only the two renames remain, and if the second one fails
 // the stale fit.json is removed and the error says so.
@@ -187,6 +313,10 @@ int run_fit(FitArgs& a) {
   run.fit.seed(run.seed);
   if (run.prune)
     run.prune->steps = a.steps_after_prune.value_or(run.fit.steps());
+  if (a.symbolic)
+    run.symbolic = kan::diagnostics::FitSymbolicRun{
+        a.lib ? symbolic_library(*a.lib) : kan::symbolic_function_names(), a.r2_threshold,
+        a.weight_simple, a.steps_after_symbolic.value_or(run.fit.steps())};
   const auto& width = run.model.width();
   const char* model_source = initial ? "the --pykan model" : "--width";
   TORCH_CHECK(width.front() == function.n_var, model_source, " starts with ", width.front(),
@@ -206,6 +336,7 @@ int run_fit(FitArgs& a) {
                 " does not fit: ", e.what_without_backtrace());
   }
   const auto data = kan::create_dataset(function.f, kan::DatasetOptions(function.n_var)
+                                                        .ranges(function.ranges)
                                                         .train_num(run.train_num)
                                                         .test_num(run.test_num)
                                                         .seed(run.seed)
@@ -228,6 +359,7 @@ int run_fit(FitArgs& a) {
   record.trained.train_rmse = trained.train_rmse;
   record.trained.test_rmse = trained.test_rmse;
   std::string summary = label + ": test RMSE " + scientific(trained.test_rmse);
+  std::string formulas; // with --symbolic
 
   if (run.prune) {
     const auto& pruned = record.pruned =
@@ -248,12 +380,28 @@ int run_fit(FitArgs& a) {
     summary += ", refined " + refined_label + ": test RMSE " + scientific(refined.test_rmse);
   }
 
+  if (run.symbolic) {
+    const auto& symbolic = record.symbolic = symbolic_and_retrain(
+        model, data, *run.symbolic, options,
+        run.function + " G=" + std::to_string(model->options().grid()) + " symbolic");
+    summary += ", symbolic: test RMSE " + scientific(symbolic->retrained.test_rmse);
+    if (symbolic->formula) {
+      for (size_t out = 0; out < symbolic->formula->size(); ++out)
+        formulas += "formula" +
+                    (symbolic->formula->size() > 1 ? " y" + std::to_string(out + 1) : "") + ": " +
+                    (*symbolic->formula)[out].sympy + "\n";
+    } else {
+      formulas = "no formula: " + symbolic->formula_error + "\n";
+    }
+  }
+
   const auto json_path = (std::filesystem::path(a.out) / "fit.json").string();
   write_outputs(model, (std::filesystem::path(a.out) / record.checkpoint).string(), json_path,
                 kan::diagnostics::to_json(record).dump(2) + "\n");
   std::cout << summary << " (" << kan::to_string(run.fit.opt()) << ", " << run.fit.steps()
             << " steps, " << kan::to_string(model->dtype()) << ", " << device << ", "
-            << scientific(record.seconds()) << " s) -> " << json_path << "\n";
+            << scientific(record.seconds()) << " s) -> " << json_path << "\n"
+            << formulas;
   return 0;
 }
 
@@ -362,6 +510,30 @@ void add_fit_command(CLI::App& app, int& exit_code) {
          "Steps of the training after --prune (default: --steps)")
       ->check(integer_at_least(0))
       ->needs(prune);
+  auto* symbolic = cmd->add_flag("--symbolic", args->symbolic,
+                                 "After the other stages, pykan's auto_symbolic on the training "
+                                 "inputs (every edge to its best library function), train "
+                                 "again, and write the formula");
+  cmd->add_option_function<std::string>(
+         "--lib", [args](const std::string& names) { args->lib = names; },
+         "--symbolic's library, comma separated (default: all of pykan's), e.g. "
+         "x,x^2,x^3,x^4,exp,log,sqrt,tanh,sin,abs")
+      ->needs(symbolic);
+  cmd->add_option("--r2-threshold", args->r2_threshold,
+                  "--symbolic: an edge whose best R^2 is below this stays numeric (pykan's "
+                  "default 0)")
+      ->check(finite_number(-1e300))
+      ->needs(symbolic);
+  cmd->add_option("--weight-simple", args->weight_simple,
+                  "--symbolic: weight of simplicity against R^2 in the choice, in [0, 1] "
+                  "(pykan's default 0.8)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->needs(symbolic);
+  cmd->add_option_function<int64_t>(
+         "--steps-after-symbolic", [args](int64_t steps) { args->steps_after_symbolic = steps; },
+         "Steps of the training after --symbolic (default: --steps)")
+      ->check(integer_at_least(0))
+      ->needs(symbolic);
   cmd->add_option("--train-num", run.train_num, "Training samples")
       ->check(integer_at_least(1))
       ->capture_default_str();

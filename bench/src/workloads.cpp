@@ -30,6 +30,7 @@ Dataset Workload::dataset(torch::Device device, torch::Dtype dtype) const {
   TORCH_CHECK(f.n_var == width.front(), "workload ", name, ": no reference function with ",
               width.front(), " inputs");
   return create_dataset(f.f, DatasetOptions(f.n_var)
+                                 .ranges(f.ranges)
                                  .train_num(train_num)
                                  .test_num(test_num)
                                  .seed(seed)

@@ -1,12 +1,18 @@
 #include "kan/diagnostics/records.h"
 
 #include "kan/io/json_reader.h"
+#include "kan/reports/fit_report.h"
 #include "kan/reports/results_io.h"
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 namespace kan::diagnostics {
+
+// The report reads what this writes.
+static_assert(std::string_view(kFitSchemaVersion) == reports::kFitReportSchemaVersion);
+
 namespace {
 
 using io::Bound;
@@ -165,6 +171,92 @@ FitPruning pruning_from(ObjectReader& r, const FitRun& config) {
   return p;
 }
 
+json symbolic_json(const FitSymbolic& s) {
+  auto j = stage_json(s.retrained);
+  j["auto_symbolic_seconds"] = s.auto_symbolic_seconds;
+  j["edges"] = json::array();
+  for (const auto& e : s.edges) {
+    json edge{{"layer", e.layer},       {"i", e.i},   {"j", e.j},
+              {"function", e.function}, {"r2", e.r2}, {"fixed", e.fixed}};
+    if (e.fixed)
+      edge["params"] = e.params;
+    if (e.curve)
+      edge["curve"] = {
+          {"x", e.curve->x}, {"activation", e.curve->activation}, {"fit", e.curve->fit}};
+    j["edges"].push_back(edge);
+  }
+  if (s.formula) {
+    j["formula"] = json::array();
+    for (const auto& f : *s.formula)
+      j["formula"].push_back(
+          {{"sympy", f.sympy}, {"latex", f.latex}, {"sympy_exact", f.sympy_exact}});
+  } else {
+    j["formula"] = nullptr;
+    j["formula_error"] = s.formula_error;
+  }
+  j["digits"] = s.digits;
+  j["seconds"] = s.retrained.history.seconds;
+  return j;
+}
+
+FitSymbolicEdge symbolic_edge_from(const json& value, const std::string& path, bool lenient) {
+  ObjectReader r(value, path, lenient);
+  FitSymbolicEdge e;
+  e.layer = r.integer("layer", Bound::kNonNegative);
+  e.i = r.integer("i", Bound::kNonNegative);
+  e.j = r.integer("j", Bound::kNonNegative);
+  e.function = r.string("function");
+  e.r2 = r.number("r2");
+  e.fixed = r.boolean("fixed");
+  if (e.fixed) {
+    e.params = r.numbers("params");
+    if (e.params.size() != 4)
+      io::fail(r.path_of("params"),
+               "expected a, b, c, d (4 numbers), got " + std::to_string(e.params.size()));
+  }
+  if (const auto* curve = r.optional("curve")) {
+    ObjectReader c(*curve, r.path_of("curve"), lenient);
+    e.curve = SymbolicCurve{c.numbers("x"), c.numbers("activation"), c.numbers("fit")};
+    if (e.curve->activation.size() != e.curve->x.size() || e.curve->fit.size() != e.curve->x.size())
+      io::fail(r.path_of("curve"), "x, activation and fit must have one value per point, got " +
+                                       std::to_string(e.curve->x.size()) + ", " +
+                                       std::to_string(e.curve->activation.size()) + " and " +
+                                       std::to_string(e.curve->fit.size()));
+    c.finish();
+  }
+  r.finish();
+  return e;
+}
+
+FitSymbolic symbolic_from(ObjectReader& r, const FitRun& config, bool lenient) {
+  FitSymbolic s;
+  s.retrained = stage_from(r);
+  s.auto_symbolic_seconds = r.number("auto_symbolic_seconds", Bound::kNonNegative);
+  s.edges = io::read_array<FitSymbolicEdge>(r.required("edges"), r.path_of("edges"),
+                                            [&](const json& edge, const std::string& at) {
+                                              return symbolic_edge_from(edge, at, lenient);
+                                            });
+  const auto& formula = r.required("formula");
+  if (formula.is_null()) {
+    s.formula_error = r.string("formula_error");
+  } else {
+    s.formula = io::read_array<FitFormula>(
+        formula, r.path_of("formula"), [&](const json& f, const std::string& at) {
+          ObjectReader o(f, at, lenient);
+          FitFormula out{o.string("sympy"), o.string("latex"), o.string("sympy_exact")};
+          o.finish();
+          return out;
+        });
+    const auto outputs = static_cast<size_t>(config.model.width().back());
+    if (s.formula->size() != outputs)
+      io::fail(r.path_of("formula"), "expected one formula per output (" + std::to_string(outputs) +
+                                         "), got " + std::to_string(s.formula->size()));
+  }
+  s.digits = r.integer("digits", Bound::kNonNegative);
+  check_seconds(r, "seconds", s.retrained.history.seconds, "symbolic.history.seconds");
+  return s;
+}
+
 template <typename Read> auto in_file(const std::string& source, Read read) {
   try {
     return read();
@@ -190,6 +282,12 @@ json to_json(const FitRecord& f) {
   if (c.prune)
     prune = {
         {"node_th", c.prune->node_th}, {"edge_th", c.prune->edge_th}, {"steps", c.prune->steps}};
+  json symbolic = nullptr;
+  if (c.symbolic)
+    symbolic = {{"lib", c.symbolic->lib},
+                {"r2_threshold", c.symbolic->r2_threshold},
+                {"weight_simple", c.symbolic->weight_simple},
+                {"steps", c.symbolic->steps}};
   json j{{"schema_version", f.schema_version},
          {"command", "fit"},
          {"config",
@@ -200,6 +298,7 @@ json to_json(const FitRecord& f) {
            {"device", c.device},
            {"refine", c.refine},
            {"prune", prune},
+           {"symbolic", symbolic},
            {"trace_steps", c.trace_steps},
            {"model", to_json(c.model)},
            {"fit", to_json(c.fit)}}},
@@ -217,6 +316,8 @@ json to_json(const FitRecord& f) {
     j["refined"]["seconds"] = f.refined->history.seconds;
     j["refined_test_rmse"] = f.refined->test_rmse;
   }
+  if (f.symbolic)
+    j["symbolic"] = symbolic_json(*f.symbolic);
   j["checkpoint"] = f.checkpoint;
   return j;
 }
@@ -241,6 +342,16 @@ FitRecord fit_record_from_json(const json& value, const std::string& source) {
       f.config.prune = FitPruneRun{p.number("node_th", Bound::kNonNegative),
                                    p.number("edge_th", Bound::kNonNegative),
                                    p.integer("steps", Bound::kNonNegative)};
+      p.finish();
+    }
+    // From fit.json 1.6 on, null without --symbolic; older files have no key.
+    if (const auto* symbolic = c.optional("symbolic")) {
+      ObjectReader p(*symbolic, c.path_of("symbolic"), lenient);
+      f.config.symbolic = FitSymbolicRun{io::as_strings(p.required("lib"), p.path_of("lib")),
+                                         p.number("r2_threshold"), p.number("weight_simple"),
+                                         p.integer("steps", Bound::kNonNegative)};
+      if (f.config.symbolic->lib.empty())
+        io::fail(p.path_of("lib"), "the library is empty");
       p.finish();
     }
     f.config.trace_steps = c.integer("trace_steps", Bound::kNonNegative);
@@ -275,6 +386,15 @@ FitRecord fit_record_from_json(const json& value, const std::string& source) {
                     "refined.test_rmse");
     } else if (f.config.refine >= 1) {
       io::fail("refined", "missing, but config.refine is " + std::to_string(f.config.refine));
+    }
+    if (r.optional("symbolic")) {
+      if (!f.config.symbolic)
+        io::fail("symbolic", "present, but config.symbolic is null");
+      ObjectReader symbolic(r.required("symbolic"), "symbolic", lenient);
+      f.symbolic = symbolic_from(symbolic, f.config, lenient);
+      symbolic.finish();
+    } else if (f.config.symbolic) {
+      io::fail("symbolic", "missing, but config.symbolic is set");
     }
     check_seconds(r, "seconds", f.seconds(), "the stages' training time");
     f.checkpoint = r.string("checkpoint");

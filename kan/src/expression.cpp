@@ -78,6 +78,14 @@ Expression Expression::input(int64_t index) {
   return Expression(node);
 }
 
+// Whether e's first factor is a negative constant (of its first term, for a sum): -2*x1, -x1 + 3.
+bool Expression::leads_with_minus(const Expression& e) {
+  const auto& n = *e.node_;
+  if (n.kind == Kind::kSum)
+    return leads_with_minus(n.terms.front());
+  return n.kind == Kind::kProduct && n.terms.front().is_constant() && n.terms.front().value() < 0;
+}
+
 Expression Expression::function(const std::string& name, Expression argument) {
   symbolic_function(name); // an unknown name is an error here, not when printed
   // pykan's "x" is the identity and "0" zero: folded away, so no template needs parentheses.
@@ -85,9 +93,29 @@ Expression Expression::function(const std::string& name, Expression argument) {
     return argument;
   if (name == "0")
     return constant(0);
+  const auto& f = symbolic_function(name);
   if (argument.is_constant())
-    return constant(
-        symbolic_function(name).f(torch::tensor(argument.value(), torch::kFloat64)).item<double>());
+    return constant(f.f(torch::tensor(argument.value(), torch::kFloat64)).item<double>());
+  // Constants move out where an identity allows, so that pykan's c f(a x + b) + d reads as the
+  // function found: (c u)^p = c^p u^p, f(-u) = +-f(u), exp(u + k) = e^k exp(u).
+  const auto& a = *argument.node_;
+  const double lead =
+      a.kind == Kind::kProduct && a.terms.front().is_constant() ? a.terms.front().value() : 1.0;
+  if (f.power != 0 && lead != 1) {
+    std::vector<Expression> rest(a.terms.begin() + 1, a.terms.end());
+    auto unscaled = rest.front();
+    for (size_t t = 1; t < rest.size(); ++t)
+      unscaled = unscaled * rest[t];
+    return constant(std::pow(lead, f.power)) * function(name, unscaled);
+  }
+  if (f.parity != SymbolicFunction::Parity::kNone && leads_with_minus(argument)) {
+    auto flipped = function(name, constant(-1) * argument);
+    return f.parity == SymbolicFunction::Parity::kOdd ? constant(-1) * flipped : flipped;
+  }
+  if (name == "exp" && a.kind == Kind::kSum && a.terms.back().is_constant()) {
+    const double k = a.terms.back().value();
+    return constant(std::exp(k)) * function(name, argument + constant(-k));
+  }
   auto node = std::make_shared<Node>();
   node->kind = Kind::kFunction;
   node->name = name;
@@ -241,6 +269,19 @@ std::string Expression::latex(int digits) const {
 }
 
 Expression Expression::rounded(int digits) const {
+  // Folding the rounded constants makes new ones ((9.9998 x)^2 -> 99.996 x^2): round until none
+  // changes (a pass or two).
+  auto result = rounded_once(digits);
+  for (int pass = 0; pass < 4; ++pass) {
+    auto again = result.rounded_once(digits);
+    if (again.print(false, -1) == result.print(false, -1))
+      break;
+    result = again;
+  }
+  return result;
+}
+
+Expression Expression::rounded_once(int digits) const {
   switch (node_->kind) {
   case Kind::kConstant:
     return constant(round_to(node_->value, digits));
@@ -248,14 +289,14 @@ Expression Expression::rounded(int digits) const {
     return *this;
   case Kind::kSum:
   case Kind::kProduct: {
-    auto result = node_->terms.front().rounded(digits);
+    auto result = node_->terms.front().rounded_once(digits);
     for (size_t t = 1; t < node_->terms.size(); ++t)
-      result = node_->kind == Kind::kSum ? result + node_->terms[t].rounded(digits)
-                                         : result * node_->terms[t].rounded(digits);
+      result = node_->kind == Kind::kSum ? result + node_->terms[t].rounded_once(digits)
+                                         : result * node_->terms[t].rounded_once(digits);
     return result;
   }
   case Kind::kFunction:
-    return function(node_->name, node_->terms.front().rounded(digits));
+    return function(node_->name, node_->terms.front().rounded_once(digits));
   }
   return *this;
 }

@@ -3,6 +3,7 @@
 #include "detail/checks.h"
 #include "detail/curve2coef.h"
 #include "detail/fused_spline.h"
+#include "detail/host_list.h"
 #include "detail/saturate.h"
 #include "kan/bspline.h"
 #include "kan/io/text.h"
@@ -229,9 +230,9 @@ void KANLayerImpl::set_symbolic_edges(const std::vector<int64_t>& in,
   if (count == 0)
     return;
   torch::NoGradGuard no_grad;
-  const auto index = torch::tensor(flat, torch::kLong).to(device());
+  const auto index = detail::host_list(flat, torch::kLong, device());
   symbolic_mask.view({-1}).index_put_(
-      {index}, torch::tensor(masks, torch::kFloat64).to(symbolic_mask.options()));
+      {index}, detail::host_list(masks, symbolic_mask.scalar_type(), device()));
   if (affine.defined())
     symbolic_affine.view({-1, 4}).index_put_({index}, affine.to(symbolic_affine.options()));
 }
@@ -262,8 +263,8 @@ void KANLayerImpl::copy_symbolic_from(const KANLayerImpl& other, const std::vect
   symbolic_count_ = std::count(symbolic_on_.begin(), symbolic_on_.end(), uint8_t{1});
   symbolic_groups_valid_ = false;
   torch::NoGradGuard no_grad;
-  const auto ins = torch::tensor(in_ids, torch::kLong).to(other.device());
-  const auto outs = torch::tensor(out_ids, torch::kLong).to(other.device());
+  const auto ins = detail::host_list(in_ids, torch::kLong, other.device());
+  const auto outs = detail::host_list(out_ids, torch::kLong, other.device());
   symbolic_mask.copy_(other.symbolic_mask.index_select(0, outs).index_select(1, ins));
   symbolic_affine.copy_(other.symbolic_affine.index_select(0, outs).index_select(1, ins));
 }
@@ -284,7 +285,7 @@ KANLayerImpl::add_symbolic(const torch::Tensor& x, torch::Tensor y, torch::Tenso
         }
     symbolic_groups_.clear();
     const auto on_device = [&](const std::vector<int64_t>& v) {
-      return torch::tensor(v, torch::kLong).to(device());
+      return detail::host_list(v, torch::kLong, device());
     };
     for (const auto& [name, ids] : by_name)
       symbolic_groups_.push_back(

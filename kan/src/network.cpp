@@ -4,6 +4,7 @@
 #include "kan/trace_scope.h"
 
 #include "detail/checks.h"
+#include "detail/host_list.h"
 #include "detail/saturate.h"
 
 #include <ATen/ATen.h>
@@ -331,7 +332,7 @@ std::vector<int64_t> subnodes_of(const KANOptions& o, size_t l, const std::vecto
 }
 
 torch::Tensor index_tensor(const std::vector<int64_t>& ids, torch::Device device) {
-  return torch::tensor(ids, torch::TensorOptions().dtype(torch::kLong)).to(device);
+  return detail::host_list(ids, torch::kLong, device);
 }
 
 std::vector<int64_t> all_nodes(int64_t count) {

@@ -1,8 +1,11 @@
 #include "kan/symbolic.h"
 
+#include "detail/host_list.h"
+
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <map>
 #include <mutex>
 
 namespace kan {
@@ -72,6 +75,10 @@ Tensor exp_avoiding(const Tensor& x, double y_th) {
   return y_th * above + x.exp() * (1 - above);
 }
 
+SymbolicFunction::Parity parity_of_power(int power) {
+  return power % 2 == 0 ? SymbolicFunction::Parity::kEven : SymbolicFunction::Parity::kOdd;
+}
+
 SymbolicFunction smooth(std::string name, int64_t complexity,
                         std::function<Tensor(const Tensor&)> f, std::string sympy,
                         std::string latex) {
@@ -88,14 +95,33 @@ SymbolicFunction inverse(std::string name, int power, int64_t complexity) {
           [power](const Tensor& x) { return 1 / x.pow(power); },
           [power](const Tensor& x, double y_th) { return inverse_power(x, y_th, power); },
           sympy,
-          latex};
+          latex,
+          parity_of_power(power),
+          -power};
 }
 
 SymbolicFunction power(int exponent, int64_t complexity) {
   const auto p = std::to_string(exponent);
-  return smooth(
+  auto f = smooth(
       "x^" + p, complexity, [exponent](const Tensor& x) { return x.pow(exponent); }, "({})**" + p,
       "\\left({}\\right)^{" + p + "}");
+  f.parity = parity_of_power(exponent);
+  f.power = exponent;
+  return f;
+}
+
+// Marks the odd and even functions of `functions` (the powers are marked where they are made).
+std::vector<SymbolicFunction> with_parities(std::vector<SymbolicFunction> functions) {
+  using Parity = SymbolicFunction::Parity;
+  const std::map<std::string, Parity> parities{
+      {"sin", Parity::kOdd},      {"tan", Parity::kOdd},    {"tanh", Parity::kOdd},
+      {"sgn", Parity::kOdd},      {"arcsin", Parity::kOdd}, {"arctan", Parity::kOdd},
+      {"arctanh", Parity::kOdd},  {"cos", Parity::kEven},   {"abs", Parity::kEven},
+      {"gaussian", Parity::kEven}};
+  for (auto& f : functions)
+    if (const auto it = parities.find(f.name); it != parities.end())
+      f.parity = it->second;
+  return functions;
 }
 
 // pykan 0.2.8's SYMBOLIC_LIB, in its order.
@@ -157,7 +183,7 @@ std::vector<SymbolicFunction> pykan_library() {
 
 struct Library {
   std::mutex mutex;
-  std::vector<SymbolicFunction> functions = pykan_library();
+  std::vector<SymbolicFunction> functions = with_parities(pykan_library());
 };
 
 Library& library() {
@@ -256,9 +282,12 @@ Tensor zoom(const Tensor& grid_values, const Tensor& id, const Tensor& range,
 SymbolicFit fit_group(const Tensor& x, const Tensor& y, const SymbolicFunction& function,
                       const SymbolicFitOptions& o) {
   const int64_t edges = x.size(1), grid = o.grid_number;
-  const auto opts = x.options();
-  auto a_range = torch::tensor({o.a_range[0], o.a_range[1]}, opts).expand({edges, 2});
-  auto b_range = torch::tensor({o.b_range[0], o.b_range[1]}, opts).expand({edges, 2});
+  auto a_range = detail::host_list(std::vector<double>{o.a_range[0], o.a_range[1]}, x.scalar_type(),
+                                   x.device())
+                     .expand({edges, 2});
+  auto b_range = detail::host_list(std::vector<double>{o.b_range[0], o.b_range[1]}, x.scalar_type(),
+                                   x.device())
+                     .expand({edges, 2});
   const auto y_centered = y - y.mean(0, true);
   const auto y_ss = y_centered.square().sum(0);
   Tensor a, b, r2, a_id, b_id;

@@ -4,6 +4,7 @@
 #include "kan/symbolic.h"
 
 #include "detail/checks.h"
+#include "detail/host_list.h"
 
 #include <ATen/ATen.h>
 
@@ -152,7 +153,9 @@ std::optional<double> KANImpl::fix_symbolic(size_t l, int64_t i, int64_t j, cons
     affine = fit.params;
     r2 = numeric == 0 ? kNoNumericR2 : fit.r2.item<double>();
   } else {
-    affine = torch::tensor({1.0, 0.0, 1.0, 0.0}, torch::kFloat64).view({1, 4});
+    affine =
+        detail::host_list(std::vector<double>{1.0, 0.0, 1.0, 0.0}, torch::kFloat64, torch::kCPU)
+            .view({1, 4});
   }
   target->set_symbolic_edges({i}, {j}, {name}, {1.0}, affine);
   torch::NoGradGuard no_grad;
@@ -217,7 +220,7 @@ std::vector<SymbolicChoice> KANImpl::auto_symbolic(const torch::Tensor& x,
     const auto symbolic_mask =
         target->has_symbolic_state()
             ? target->symbolic_mask.t().to(torch::kCPU, torch::kFloat64).contiguous()
-            : torch::zeros({I, O}, torch::kFloat64);
+            : torch::zeros_like(numeric_mask);
     const auto* numeric = numeric_mask.data_ptr<double>();
     const auto* symbolic = symbolic_mask.data_ptr<double>();
     // pykan's three cases: symbolic only (skipped), pruned (fixed to "0"), the rest (fitted).
@@ -228,7 +231,7 @@ std::vector<SymbolicChoice> KANImpl::auto_symbolic(const torch::Tensor& x,
       (symbolic[e] == 0 && numeric[e] == 0 ? pruned_ids : fit_ids).push_back(e);
     }
     const auto edges_of = [&](const std::vector<int64_t>& ids) {
-      const auto index = torch::tensor(ids, torch::kLong).to(x.device());
+      const auto index = detail::host_list(ids, torch::kLong, x.device());
       return std::pair(acts[l].input.index_select(1, torch::div(index, O, "floor")),
                        acts[l].edges.reshape({N, I * O}).index_select(1, index));
     };
@@ -277,7 +280,7 @@ std::vector<SymbolicChoice> KANImpl::auto_symbolic(const torch::Tensor& x,
         if (choices[choices.size() - E + e].fixed)
           rows.push_back(best_of[e]);
       affine.push_back(
-          torch::cat(params).index_select(0, torch::tensor(rows, torch::kLong).to(x.device())));
+          torch::cat(params).index_select(0, detail::host_list(rows, torch::kLong, x.device())));
     }
     if (!pruned_ids.empty()) {
       // pykan fixes them to "0" through a fit, whose c and d are 0 on a zero activation.
@@ -301,7 +304,7 @@ std::vector<SymbolicChoice> KANImpl::auto_symbolic(const torch::Tensor& x,
     std::vector<int64_t> flat(in.size());
     for (size_t e = 0; e < in.size(); ++e)
       flat[e] = in[e] * O + out[e];
-    target->mask.view({-1}).index_fill_(0, torch::tensor(flat, torch::kLong).to(x.device()), 0.0);
+    target->mask.view({-1}).index_fill_(0, detail::host_list(flat, torch::kLong, x.device()), 0.0);
   }
   return choices;
 }

@@ -60,9 +60,12 @@ struct ReferenceFunction {
   int64_t n_var;       ///< number of inputs
   std::string formula; ///< human-readable definition
   TargetFunction f;    ///< (N, n_var) -> (N, 1)
+  /// Where its inputs are drawn (DatasetOptions::ranges): one for all, or one per variable.
+  std::vector<GridRange> ranges{{-1.0, 1.0}};
 };
 
-/// Every reference function: toy, xy, exp_sin4 and highdim100.
+/// Every reference function: toy, xy, exp_sin4, highdim100, and feynman_I.6.20a (the KAN paper's
+/// Feynman equation I.6.20a on pykan's range).
 const std::vector<ReferenceFunction>& reference_functions();
 /// The reference function called `name`; an unknown name is an error listing the known ones.
 const ReferenceFunction& reference_function(const std::string& name);

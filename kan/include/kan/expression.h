@@ -27,7 +27,9 @@ public:
   static Expression constant(double value);
   /// Input `index` (0-based), printed x{index + 1}.
   static Expression input(int64_t index);
-  /// A library function of `argument`; an unknown name is an error listing the library.
+  /// A library function of `argument`; an unknown name is an error listing the library. Constants
+  /// move out of it where an identity allows: (c u)^p = c^p u^p for the integer powers,
+  /// f(-u) = f(u) or -f(u) for the even and odd functions, exp(u + k) = e^k exp(u).
   static Expression function(const std::string& name, Expression argument);
 
   friend Expression operator+(const Expression& a, const Expression& b);
@@ -54,6 +56,8 @@ public:
 
 private:
   explicit Expression(std::shared_ptr<const Node> node) : node_(std::move(node)) {}
+  static bool leads_with_minus(const Expression& e);
+  Expression rounded_once(int digits) const;
   std::string print(bool latex, int digits) const;
   std::shared_ptr<const Node> node_;
 };

@@ -24,6 +24,12 @@ struct SymbolicFunction {
   /// f applied to the text of its argument, as SymPy reads it and as LaTeX: "sin({})".
   std::string sympy;
   std::string latex;
+  /// What a formula's simplification may use (kan/expression.h): f(-u) = f(u) (kEven) or
+  /// -f(u) (kOdd); and for f(u) = u^power with an integer power != 0 (x^2; 1/x^3: -3),
+  /// f(c u) = c^power f(u).
+  enum class Parity { kNone, kEven, kOdd };
+  Parity parity = Parity::kNone;
+  int power = 0;
 };
 
 /// The library function `name`; an unknown name is an error listing the known ones.

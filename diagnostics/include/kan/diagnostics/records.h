@@ -21,8 +21,8 @@ namespace kan::diagnostics {
 
 /// The version of fit.json this library writes (1.1: device_audit, config.trace_steps; 1.2:
 /// config.fit.batch_draw; 1.3: config.fit.grid_update_memory, test_accuracy in the history; 1.4:
-/// config.initial_model; 1.5: config.prune, pruned).
-inline constexpr const char* kFitSchemaVersion = "1.5.0";
+/// config.initial_model; 1.5: config.prune, pruned; 1.6: config.symbolic, symbolic).
+inline constexpr const char* kFitSchemaVersion = "1.6.0";
 /// The version of audit.json this library writes (1.1: one finding form with the optional
 /// detail keys of results.json 1.2's findings).
 inline constexpr const char* kAuditSchemaVersion = "1.1.0";
@@ -35,6 +35,15 @@ struct FitPruneRun {
   int64_t steps = 0;
 };
 
+/// `kanbench fit --symbolic`: pykan's auto_symbolic(lib, r2_threshold, weight_simple) on the
+/// training inputs after the other stages, then `steps` more steps with the same fit options.
+struct FitSymbolicRun {
+  std::vector<std::string> lib; ///< library function names (kan/symbolic.h), in the order given
+  double r2_threshold = 0.0;
+  double weight_simple = 0.8;
+  int64_t steps = 0;
+};
+
 /// What `kanbench fit` trained: the reference function, the data and the options.
 struct FitRun {
   std::string function = "toy"; ///< a kan::reference_functions() name
@@ -44,7 +53,8 @@ struct FitRun {
   std::string device = "cpu";       ///< as given on the command line, "cuda:0"
   int64_t refine = 0;               ///< the grid refined to after training (and pruning); 0: none
   std::optional<FitPruneRun> prune; ///< pruning after the first stage; none: no pruning
-  int64_t trace_steps = 1;          ///< steps traced operation by operation
+  std::optional<FitSymbolicRun> symbolic; ///< auto_symbolic after the others; none: no formula
+  int64_t trace_steps = 1;                ///< steps traced operation by operation
   KANOptions model{{2, 5, 1}};
   FitOptions fit;
   /// The pykan checkpoint (saveckpt prefix) training started from; empty: a new model drawn from
@@ -80,6 +90,41 @@ struct FitPruning {
   FitStage retrained; ///< the steps after pruning
 };
 
+/// One edge's learned activation beside its symbolic fit, at a few of its training inputs.
+struct SymbolicCurve {
+  std::vector<double> x;          ///< ascending
+  std::vector<double> activation; ///< the learned activation at x, before auto_symbolic
+  std::vector<double> fit;        ///< c f(a x + b) + d at x, with the fit's a, b, c, d
+};
+
+/// What auto_symbolic chose for one edge.
+struct FitSymbolicEdge {
+  int64_t layer = 0, i = 0, j = 0;
+  std::string function; ///< "0" for a pruned edge
+  double r2 = 0;        ///< pykan's R^2 (-1e8 for a pruned edge)
+  bool fixed = false;   ///< false: r2 below the threshold, the edge stayed numeric
+  /// a, b, c, d after the training (when fixed).
+  std::vector<double> params;
+  std::optional<SymbolicCurve> curve;
+};
+
+/// One output's formula.
+struct FitFormula {
+  std::string sympy;       ///< constants rounded to FitSymbolic::digits decimals
+  std::string latex;       ///< the same
+  std::string sympy_exact; ///< every constant with 17 significant digits
+};
+
+/// The symbolic stage of a fit (FitRun::symbolic) and the training after it.
+struct FitSymbolic {
+  double auto_symbolic_seconds = 0;
+  std::vector<FitSymbolicEdge> edges;
+  std::optional<std::vector<FitFormula>> formula; ///< per output; none when an edge stayed numeric
+  std::string formula_error;                      ///< why there is no formula
+  int64_t digits = 4;
+  FitStage retrained; ///< the steps after auto_symbolic
+};
+
 /// A whole fit.json.
 struct FitRecord {
   std::string schema_version = kFitSchemaVersion;
@@ -89,13 +134,15 @@ struct FitRecord {
   AuditedFit device_audit; ///< of the first stage (its history is `trained.history`)
   FitStage trained;
   std::optional<FitPruning> pruned;    ///< when config.prune, after `trained`
-  std::optional<FitStage> refined;     ///< when config.refine >= 1, at grid config.refine, last
+  std::optional<FitStage> refined;     ///< when config.refine >= 1, at grid config.refine
+  std::optional<FitSymbolic> symbolic; ///< when config.symbolic, last
   std::string checkpoint = "model.pt"; ///< the model file beside fit.json
 
   /// Training time of all stages.
   double seconds() const {
     return trained.history.seconds + (pruned ? pruned->retrained.history.seconds : 0) +
-           (refined ? refined->history.seconds : 0);
+           (refined ? refined->history.seconds : 0) +
+           (symbolic ? symbolic->retrained.history.seconds : 0);
   }
 };
 
