@@ -34,7 +34,7 @@ struct SymbolicModelCheck {
 };
 
 SymbolicModelCheck check_symbolic_model(const fs::path& dir, const std::string& function) {
-  const auto model = kan::load_checkpoint((dir / "model.pt").string());
+  auto model = kan::load_checkpoint((dir / "model.pt").string());
   const auto& f = kan::reference_function(function);
   const auto data = kan::create_dataset(
       f.f, kan::DatasetOptions(f.n_var).ranges(f.ranges).dtype(torch::kFloat64));

@@ -326,7 +326,10 @@ TEST(SymbolicEdges, ErrorsAreOneClearLine) {
 // identifiable (R^2 peaks at one point, up to f's own symmetry) and on the search's first grid
 // (multiples of 0.2), a, b, c, d come back to 1e-6. Where f(s u) = g(s) f(u) (the powers, sqrt,
 // abs, exp, log), every (s a, s b) fits equally up to pykan's 1e-4 regulariser: the curve comes
-// back instead. sgn (a step) and "0" are left out.
+// back instead, to 1e-6 relative. That regulariser (R^2 = cov^2 / (var var + 1e-4)) also moves
+// the optimum off the truth where c f(a x + b) varies little: c is large enough here that it
+// moves by less than the last zoom's step (with c = 0.9, arcsin's a comes back 2.5e-4 off).
+// sgn (a step) and "0" are left out.
 TEST(SymbolicEdges, FixSymbolicRecoversSyntheticEdges) {
   struct Case {
     std::string name;
@@ -336,14 +339,14 @@ TEST(SymbolicEdges, FixSymbolicRecoversSyntheticEdges) {
   std::vector<Case> cases{
       {"sin", {2.0, 0.4, 1.5, -0.3}, true},     {"cos", {2.0, 0.4, -0.7, 0.2}, true},
       {"tan", {1.0, 0.2, 0.8, 0.1}, true},      {"tanh", {1.6, 0.4, 1.2, 0.5}, true},
-      {"arctan", {1.6, 0.4, -1.1, 0.0}, true},  {"arcsin", {0.6, 0.2, 0.9, 0.3}, true},
-      {"arccos", {0.6, 0.2, 0.9, 0.3}, true},   {"arctanh", {0.6, 0.2, 0.9, 0.3}, true},
+      {"arctan", {1.6, 0.4, -1.1, 0.0}, true},  {"arcsin", {0.6, 0.2, 90.0, 0.3}, true},
+      {"arccos", {0.6, 0.2, 90.0, 0.3}, true}, {"arctanh", {0.6, 0.2, 90.0, 0.3}, true},
       {"gaussian", {1.4, 0.4, 2.0, -0.5}, true}};
   for (const auto& name : symbolic_function_names()) {
     const bool listed =
         std::any_of(cases.begin(), cases.end(), [&](const Case& c) { return c.name == name; });
     if (!listed && name != "sgn" && name != "0")
-      cases.push_back({name, {0.4, 1.6, 1.3, -0.2}, false}); // a x + b in [1.2, 2]
+      cases.push_back({name, {0.4, 1.6, 130.0, -0.2}, false}); // a x + b in [1.2, 2]
   }
   const auto x = torch::linspace(-1, 1, 101, torch::kFloat64).unsqueeze(1);
   for (const auto& c : cases) {
@@ -361,7 +364,7 @@ TEST(SymbolicEdges, FixSymbolicRecoversSyntheticEdges) {
     const auto fitted = model->layer(0)->symbolic_affine[0][0].detach();
     const auto& f = symbolic_function(c.name).f;
     const auto curve = [&](const torch::Tensor& p) { return p[2] * f(p[0] * x + p[1]) + p[3]; };
-    EXPECT_LT(max_abs_diff(curve(fitted), curve(truth)), 1e-6) << fitted;
+    EXPECT_LT(test::max_relative_diff(curve(fitted), curve(truth)), 1e-6) << fitted;
     if (!c.identifiable)
       continue;
     // Odd f: (-a, -b, -c, d) is the same edge; even f: (-a, -b, c, d).
