@@ -340,7 +340,7 @@ TEST(SymbolicEdges, FixSymbolicRecoversSyntheticEdges) {
       {"sin", {2.0, 0.4, 1.5, -0.3}, true},     {"cos", {2.0, 0.4, -0.7, 0.2}, true},
       {"tan", {1.0, 0.2, 0.8, 0.1}, true},      {"tanh", {1.6, 0.4, 1.2, 0.5}, true},
       {"arctan", {1.6, 0.4, -1.1, 0.0}, true},  {"arcsin", {0.6, 0.2, 90.0, 0.3}, true},
-      {"arccos", {0.6, 0.2, 90.0, 0.3}, true}, {"arctanh", {0.6, 0.2, 90.0, 0.3}, true},
+      {"arccos", {0.6, 0.2, 90.0, 0.3}, true},  {"arctanh", {0.6, 0.2, 90.0, 0.3}, true},
       {"gaussian", {1.4, 0.4, 2.0, -0.5}, true}};
   for (const auto& name : symbolic_function_names()) {
     const bool listed =

@@ -89,7 +89,9 @@ const std::vector<ReferenceFunction>& reference_functions() {
          return torch::exp(torch::sin(M_PI / 2 * x).square().mean(1, /*keepdim=*/true));
        }},
       // pykan's feynman.py, 'I.6.20a': the standard normal density, theta in [-3, 3].
-      {"feynman_I.6.20a", 1, "exp(-x0^2 / 2) / sqrt(2 pi)",
+      {"feynman_I.6.20a",
+       1,
+       "exp(-x0^2 / 2) / sqrt(2 pi)",
        [](const torch::Tensor& x) { return torch::exp(-x.square() / 2) / std::sqrt(2 * M_PI); },
        {{-3.0, 3.0}}},
   };
