@@ -215,6 +215,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("cuda", kan::bench::cuda_benchmarks_available() ? "yes" : "no");
   kan::bench::register_families();
   kan::bench::register_training_families();
+  kan::bench::register_symbolic_families();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -21,31 +21,10 @@ torch::Tensor uniform_inputs(int64_t n, int64_t inputs, torch::Device device,
   return (torch::rand({n, inputs}, generator, torch::kFloat64) * 2 - 1).to(device, dtype);
 }
 
-// Runs body under the right clock: wall time on the CPU (ATen's threads do the work), CUDA
-// events on a GPU.
-template <typename Body>
-void run_timed(benchmark::State& state, torch::Device device, Body&& body) {
-  body(); // warm-up
-  if (device.is_cuda()) {
-    time_on_cuda(state, body);
-    return;
-  }
-  for (auto _ : state)
-    body();
-}
-
 // samples/s only: these families do no dense-equivalent matrix work to count.
 void set_sample_rate(benchmark::State& state, int64_t samples) {
   state.counters["samples/s"] = benchmark::Counter(static_cast<double>(samples),
                                                    benchmark::Counter::kIsIterationInvariantRate);
-}
-
-bool skip_without_gpu(benchmark::State& state, torch::Device device) {
-  if (device.is_cuda() && !cuda_benchmarks_available()) {
-    state.SkipWithError("no CUDA device");
-    return true;
-  }
-  return false;
 }
 
 // ---- B-spline basis: Args dtype (bits), N, I, G, k -----------------------------------------
@@ -148,19 +127,6 @@ void BM_GridUpdate(benchmark::State& state) {
 }
 void BM_GridUpdate_CUDA(benchmark::State& state) {
   grid_update(state, torch::kCUDA);
-}
-
-void register_on(bool cuda, const char* name, void (*fn)(benchmark::State&),
-                 const std::vector<std::string>& arg_names,
-                 const std::vector<std::vector<int64_t>>& args) {
-  auto* b =
-      benchmark::RegisterBenchmark(name, fn)->ArgNames(arg_names)->Unit(benchmark::kMillisecond);
-  if (cuda)
-    b->UseManualTime();
-  else
-    b->UseRealTime();
-  for (const auto& a : args)
-    b->Args(a);
 }
 
 } // namespace

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kan::bench {
 
@@ -71,8 +72,48 @@ template <typename Body> void time_on_cuda(benchmark::State& state, Body&& body)
 #endif
 }
 
+/// Runs body under the right clock: wall time on the CPU (ATen's threads do the work), CUDA
+/// events on a GPU (register with UseManualTime()). One warm-up call first.
+template <typename Body>
+void run_timed(benchmark::State& state, torch::Device device, Body&& body) {
+  body(); // warm-up
+  if (device.is_cuda()) {
+    time_on_cuda(state, body);
+    return;
+  }
+  for (auto _ : state)
+    body();
+}
+
+/// Skips a CUDA family where no GPU is, with that reason.
+inline bool skip_without_gpu(benchmark::State& state, torch::Device device) {
+  if (device.is_cuda() && !cuda_benchmarks_available()) {
+    state.SkipWithError("no CUDA device");
+    return true;
+  }
+  return false;
+}
+
+/// Registers a family in milliseconds, on the right clock (manual CUDA time or real time), with
+/// one run per argument list.
+inline void register_on(bool cuda, const char* name, void (*fn)(benchmark::State&),
+                        const std::vector<std::string>& arg_names,
+                        const std::vector<std::vector<int64_t>>& args) {
+  auto* b =
+      benchmark::RegisterBenchmark(name, fn)->ArgNames(arg_names)->Unit(benchmark::kMillisecond);
+  if (cuda)
+    b->UseManualTime();
+  else
+    b->UseRealTime();
+  for (const auto& a : args)
+    b->Args(a);
+}
+
 /// Registers the training-path families of bench_training.cpp (basis, layer forward, optimiser
 /// step, grid update), their _CUDA variants where a GPU is.
 void register_training_families();
+/// Registers the symbolic-regression families of bench_symbolic.cpp (a layer's fits, auto_symbolic
+/// on a deep KAN), their _CUDA variants where a GPU is.
+void register_symbolic_families();
 
 } // namespace kan::bench

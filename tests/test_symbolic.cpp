@@ -113,6 +113,60 @@ TEST(Symbolic, FitParamsIsBatchedOverEdges) {
   }
 }
 
+TEST(Symbolic, EdgesOnOneInputShareTheFirstSearch) {
+  // A layer's edges (i, 0..O-1) read one input column: fitted from the shared columns, each edge
+  // gets what it gets from a column of its own.
+  torch::manual_seed(1);
+  const auto x = torch::rand({60, 3}, torch::kFloat64) * 2 - 1;
+  const std::vector<int64_t> column{0, 0, 1, 2, 2, 2, 1};
+  const auto own = x.index_select(1, torch::tensor(column));
+  const auto truth = torch::rand({4, 7}, torch::kFloat64) * 4 - 2;
+  const auto y = truth[2] * torch::sin(truth[0] * own + truth[1]) + truth[3] +
+                 1e-3 * torch::randn({60, 7}, torch::kFloat64);
+  const auto shared = fit_symbolic_params(x, column, y, symbolic_function("sin"));
+  const auto separate = fit_symbolic_params(own, y, symbolic_function("sin"));
+  EXPECT_LE(test::max_abs_diff(shared.params, separate.params), 1e-12);
+  EXPECT_LE(test::max_abs_diff(shared.r2, separate.r2), 1e-12);
+  // So do the edges of a column split into groups of one column.
+  SymbolicFitOptions small;
+  small.memory_budget = 1;
+  const auto grouped = fit_symbolic_params(x, column, y, symbolic_function("sin"), small);
+  EXPECT_LE(test::max_abs_diff(grouped.params, shared.params), 1e-12);
+  KAN_EXPECT_ERROR(fit_symbolic_params(x, {0, 3}, y.narrow(1, 0, 2), symbolic_function("sin")),
+                   "edge 1's column 3 is out of range (x has 3 columns)");
+  KAN_EXPECT_ERROR(fit_symbolic_params(x, {0}, y, symbolic_function("sin")), "one column per edge");
+}
+
+TEST(Symbolic, SmallerZoomGridsReachFinerSteps) {
+  // (a, b) off every grid point: pykan's search (101 points, 3 searches) ends on a step of 8e-5;
+  // a 21-point zoom grid with 8 searches ends on 2e-8, in less work.
+  const auto x = torch::linspace(-1, 1, 200, torch::kFloat64).unsqueeze(1);
+  const double a = 1.23456789, b = -0.43210987, c = 1.5, d = 0.25;
+  const auto y = c * torch::tanh(a * x + b) + d;
+  const auto pykan = fit_symbolic_params(x, y, symbolic_function("tanh"));
+  SymbolicFitOptions fine;
+  fine.zoom_grid_number = 21;
+  fine.iterations = 8;
+  const auto zoomed = fit_symbolic_params(x, y, symbolic_function("tanh"), fine);
+  // tanh is odd: (-a, -b, -c, d) is the same curve.
+  const auto sign = [](const SymbolicFit& fit) {
+    return fit.params[0][2].item<double>() < 0 ? -1 : 1;
+  };
+  const auto error = [&](const SymbolicFit& fit) {
+    return std::max(std::abs(sign(fit) * fit.params[0][0].item<double>() - a),
+                    std::abs(sign(fit) * fit.params[0][1].item<double>() - b));
+  };
+  EXPECT_LE(error(pykan), 8e-5);
+  EXPECT_GT(error(pykan), 1e-6); // so the finer search has something to show
+  EXPECT_LE(error(zoomed), 4e-8);
+  EXPECT_NEAR(sign(zoomed) * zoomed.params[0][2].item<double>(), c, 1e-6);
+  EXPECT_NEAR(zoomed.params[0][3].item<double>(), d, 1e-6);
+  SymbolicFitOptions bad;
+  bad.zoom_grid_number = 2;
+  KAN_EXPECT_ERROR(fit_symbolic_params(x, y, symbolic_function("tanh"), bad),
+                   "zoom_grid_number must be 0 (grid_number) or >= 3, got 2");
+}
+
 TEST(Symbolic, BadInputIsAnError) {
   KAN_EXPECT_ERROR(symbolic_function("bessel"), "unknown symbolic function 'bessel'", "sin, cos");
   const auto x = torch::zeros({4, 2}, torch::kFloat64);

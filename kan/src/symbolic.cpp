@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <numeric>
 
 namespace kan {
 namespace {
@@ -247,20 +248,103 @@ Tensor grid_points(const Tensor& lo, const Tensor& hi, int64_t steps) {
                       hi.unsqueeze(1) - (steps - 1 - index) * step);
 }
 
-// One zoom of the grid search for a group of edges: x, y (N, E); lo, hi (E, 2) the a and b
-// ranges. Returns the grids a_, b_ (E, G) and pykan's R^2 (E, G, G).
-std::tuple<Tensor, Tensor, Tensor> search(const Tensor& x, const Tensor& y_centered,
-                                          const Tensor& y_ss, const Tensor& lo, const Tensor& hi,
-                                          const SymbolicFunction& function, int64_t grid) {
-  const auto a = grid_points(lo.select(1, 0), hi.select(1, 0), grid);
-  const auto b = grid_points(lo.select(1, 1), hi.select(1, 1), grid);
+// Where the search stands for E edges after one zoom: the grids a_, b_ (E, G), the flat index
+// a_id * G + b_id of the best point (the first maximum, as torch.argmax) and its R^2 (E).
+struct Zoom {
+  Tensor a, b, best, r2;
+};
+
+// pykan's R^2 from the sums over the samples: cov^2 / (var * var + 1e-4), NaN counted as 0.
+Tensor r_squared(const Tensor& covariance, const Tensor& post_ss, const Tensor& y_ss) {
+  return torch::nan_to_num(covariance.square() / (post_ss * y_ss + 1e-4));
+}
+
+// A range [lo, hi] as a (1, 2) tensor like `like`.
+Tensor range_of(const std::array<double, 2>& range, const Tensor& like) {
+  return detail::host_list(std::vector<double>{range[0], range[1]}, like.scalar_type(),
+                           like.device())
+      .view({1, 2});
+}
+
+// The first search, on one (a, b) grid for every edge: post = f(a x + b) is computed once per
+// input column and correlated with the activations of all the edges on that column in one
+// batched matrix product, so a layer's O outputs share their input's work. x (N, C); column[e]
+// edge e's column; y_centered (N, E).
+Zoom first_search(const Tensor& x, const std::vector<int64_t>& column, const Tensor& y_centered,
+                  const Tensor& y_ss, const SymbolicFunction& function,
+                  const SymbolicFitOptions& o) {
+  const int64_t N = x.size(0), E = y_centered.size(1), G = o.grid_number;
+  // The edges of each used column side by side, padded to the longest with the zero column E.
+  std::vector<std::vector<int64_t>> by_column(static_cast<size_t>(x.size(1)));
+  for (int64_t e = 0; e < E; ++e)
+    by_column[static_cast<size_t>(column[static_cast<size_t>(e)])].push_back(e);
+  std::vector<int64_t> used;
+  size_t width = 0;
+  for (size_t c = 0; c < by_column.size(); ++c)
+    if (!by_column[c].empty()) {
+      used.push_back(static_cast<int64_t>(c));
+      width = std::max(width, by_column[c].size());
+    }
+  const auto U = static_cast<int64_t>(used.size()), W = static_cast<int64_t>(width);
+  std::vector<int64_t> padded(used.size() * width, E), slot(static_cast<size_t>(E));
+  for (size_t u = 0; u < used.size(); ++u) {
+    const auto& edges = by_column[static_cast<size_t>(used[u])];
+    for (size_t k = 0; k < edges.size(); ++k) {
+      padded[u * width + k] = edges[k];
+      slot[static_cast<size_t>(edges[k])] = static_cast<int64_t>(u * width + k);
+    }
+  }
+  const auto device = x.device();
+  const auto padded_index = detail::host_list(padded, torch::kLong, device);
+  const auto y_padded = torch::cat({y_centered, torch::zeros({N, 1}, x.options())}, 1)
+                            .index_select(1, padded_index)
+                            .view({N, U, W})
+                            .permute({1, 0, 2}); // (U, N, W)
+  const auto y_ss_padded = torch::cat({y_ss, torch::zeros({1}, x.options())})
+                               .index_select(0, padded_index)
+                               .view({U, 1, W});
+  const auto a_range = range_of(o.a_range, x), b_range = range_of(o.b_range, x);
+  const auto a = grid_points(a_range.select(1, 0), a_range.select(1, 1), G); // (1, G)
+  const auto b = grid_points(b_range.select(1, 0), b_range.select(1, 1), G);
+  const auto a_flat = a.view({G, 1}).expand({G, G}).reshape({G * G}); // at a_id * G + b_id
+  const auto b_flat = b.view({1, G}).expand({G, G}).reshape({G * G});
+  const auto used_index = detail::host_list(used, torch::kLong, device);
+  // A few (N, columns, G^2) temporaries and the (columns, G^2, W) covariances live at once.
+  const int64_t per_column = (N * 4 + W * 3) * G * G * x.element_size();
+  const int64_t chunk = std::max<int64_t>(1, std::min(U, o.memory_budget / per_column));
+  std::vector<Tensor> best, r2;
+  for (int64_t first = 0; first < U; first += chunk) {
+    const int64_t count = std::min(chunk, U - first);
+    const auto xs = x.index_select(1, used_index.narrow(0, first, count)); // (N, count)
+    const auto post = function.f(xs.unsqueeze(2) * a_flat + b_flat);       // (N, count, G^2)
+    const auto centered = post - post.mean(0, true);
+    const auto post_ss = centered.square().sum(0).unsqueeze(2); // (count, G^2, 1)
+    const auto covariance =
+        torch::bmm(centered.permute({1, 2, 0}), y_padded.narrow(0, first, count));
+    const auto [value, index] =
+        r_squared(covariance, post_ss, y_ss_padded.narrow(0, first, count)).max(1);
+    best.push_back(index);
+    r2.push_back(value);
+  }
+  const auto slots = detail::host_list(slot, torch::kLong, device);
+  return {a.expand({E, G}), b.expand({E, G}), torch::cat(best).view({-1}).index_select(0, slots),
+          torch::cat(r2).view({-1}).index_select(0, slots)};
+}
+
+// One zoomed search for a group of edges: x, y_centered (N, E); a_range, b_range (E, 2).
+Zoom search(const Tensor& x, const Tensor& y_centered, const Tensor& y_ss, const Tensor& a_range,
+            const Tensor& b_range, const SymbolicFunction& function, int64_t grid) {
+  const auto a = grid_points(a_range.select(1, 0), a_range.select(1, 1), grid);
+  const auto b = grid_points(b_range.select(1, 0), b_range.select(1, 1), grid);
   // post (N, E, G, G): f(a_i x + b_j), as pykan's post_fun per edge.
   const auto post = function.f(a.unsqueeze(2).unsqueeze(0) * x.unsqueeze(2).unsqueeze(3) +
                                b.unsqueeze(1).unsqueeze(0));
   const auto centered = post - post.mean(0, true);
-  const auto numerator = (centered * y_centered.unsqueeze(2).unsqueeze(3)).sum(0).square();
-  const auto denominator = centered.square().sum(0) * y_ss.unsqueeze(1).unsqueeze(2);
-  return {a, b, torch::nan_to_num(numerator / (denominator + 1e-4))};
+  const auto covariance = (centered * y_centered.unsqueeze(2).unsqueeze(3)).sum(0);
+  const auto r2 =
+      r_squared(covariance, centered.square().sum(0), y_ss.unsqueeze(1).unsqueeze(2)).flatten(1);
+  const auto best = r2.argmax(1); // the first maximum, as torch.argmax
+  return {a, b, best, r2.gather(1, best.unsqueeze(1)).squeeze(1)};
 }
 
 // The new range of one dimension: around the best point, or the grid's first or last cell at
@@ -279,40 +363,14 @@ Tensor zoom(const Tensor& grid_values, const Tensor& id, const Tensor& range,
   return torch::where((id == grid - 1).unsqueeze(1), last, zoomed);
 }
 
-SymbolicFit fit_group(const Tensor& x, const Tensor& y, const SymbolicFunction& function,
-                      const SymbolicFitOptions& o) {
-  const int64_t edges = x.size(1), grid = o.grid_number;
-  auto a_range = detail::host_list(std::vector<double>{o.a_range[0], o.a_range[1]}, x.scalar_type(),
-                                   x.device())
-                     .expand({edges, 2});
-  auto b_range = detail::host_list(std::vector<double>{o.b_range[0], o.b_range[1]}, x.scalar_type(),
-                                   x.device())
-                     .expand({edges, 2});
-  const auto y_centered = y - y.mean(0, true);
-  const auto y_ss = y_centered.square().sum(0);
-  Tensor a, b, r2, a_id, b_id;
-  for (int64_t it = 0; it < o.iterations; ++it) {
-    std::tie(a, b, r2) =
-        search(x, y_centered, y_ss, torch::stack({a_range.select(1, 0), b_range.select(1, 0)}, 1),
-               torch::stack({a_range.select(1, 1), b_range.select(1, 1)}, 1), function, grid);
-    const auto best = r2.flatten(1).argmax(1); // the first maximum, as torch.argmax
-    a_id = torch::div(best, grid, "floor");
-    b_id = best.remainder(grid);
-    const auto border = (a_id == 0) | (a_id == grid - 1) | (b_id == 0) | (b_id == grid - 1);
-    a_range = zoom(a, a_id, a_range, border, grid);
-    b_range = zoom(b, b_id, b_range, border, grid);
-  }
-  const auto a_best = a.gather(1, a_id.unsqueeze(1)).squeeze(1);
-  const auto b_best = b.gather(1, b_id.unsqueeze(1)).squeeze(1);
-  const auto r2_best = r2.flatten(1).gather(1, (a_id * grid + b_id).unsqueeze(1)).squeeze(1);
-  // c, d: least squares of y on f(a x + b) with an intercept (pykan: sklearn LinearRegression).
-  const auto post = torch::nan_to_num(function.f(a_best * x + b_best));
-  const auto post_centered = post - post.mean(0, true);
-  const auto variance = post_centered.square().sum(0);
-  const auto covariance = (post_centered * y_centered).sum(0);
-  const auto c = torch::where(variance > 0, covariance / variance, torch::zeros_like(variance));
-  const auto d = y.mean(0) - c * post.mean(0);
-  return {torch::stack({a_best, b_best, c, d}, 1), r2_best};
+// Both ranges narrowed around each edge's best point.
+void zoom_in(const Zoom& z, Tensor& a_range, Tensor& b_range) {
+  const int64_t grid = z.a.size(1);
+  const auto a_id = torch::div(z.best, grid, "floor");
+  const auto b_id = z.best.remainder(grid);
+  const auto border = (a_id == 0) | (a_id == grid - 1) | (b_id == 0) | (b_id == grid - 1);
+  a_range = zoom(z.a, a_id, a_range, border, grid);
+  b_range = zoom(z.b, b_id, b_range, border, grid);
 }
 
 } // namespace
@@ -322,6 +380,22 @@ SymbolicFit fit_symbolic_params(const torch::Tensor& x, const torch::Tensor& y,
   TORCH_CHECK(x.dim() == 2 && y.sizes() == x.sizes(),
               "fit_symbolic_params: x and y must both be (N, edges), got ", x.sizes(), " and ",
               y.sizes());
+  std::vector<int64_t> column(static_cast<size_t>(x.size(1)));
+  std::iota(column.begin(), column.end(), 0);
+  return fit_symbolic_params(x, column, y, function, o);
+}
+
+SymbolicFit fit_symbolic_params(const torch::Tensor& x, const std::vector<int64_t>& column,
+                                const torch::Tensor& y, const SymbolicFunction& function,
+                                const SymbolicFitOptions& o) {
+  TORCH_CHECK(x.dim() == 2 && y.dim() == 2 && y.size(0) == x.size(0) &&
+                  y.size(1) == static_cast<int64_t>(column.size()),
+              "fit_symbolic_params: x must be (N, columns) and y (N, edges) with one column per "
+              "edge, got x ",
+              x.sizes(), ", y ", y.sizes(), " and ", column.size(), " columns");
+  for (size_t e = 0; e < column.size(); ++e)
+    TORCH_CHECK(column[e] >= 0 && column[e] < x.size(1), "fit_symbolic_params: edge ", e,
+                "'s column ", column[e], " is out of range (x has ", x.size(1), " columns)");
   TORCH_CHECK(x.size(0) >= 1, "fit_symbolic_params: no samples (x is ", x.sizes(), ")");
   TORCH_CHECK(x.is_floating_point() && y.scalar_type() == x.scalar_type() &&
                   y.device() == x.device(),
@@ -331,23 +405,52 @@ SymbolicFit fit_symbolic_params(const torch::Tensor& x, const torch::Tensor& y,
               o.grid_number);
   TORCH_CHECK(o.iterations >= 1, "fit_symbolic_params: iterations must be >= 1, got ",
               o.iterations);
+  TORCH_CHECK(o.zoom_grid_number == 0 || o.zoom_grid_number >= 3,
+              "fit_symbolic_params: zoom_grid_number must be 0 (grid_number) or >= 3, got ",
+              o.zoom_grid_number);
   TORCH_CHECK(o.a_range[0] < o.a_range[1] && o.b_range[0] < o.b_range[1],
               "fit_symbolic_params: a_range and b_range must be increasing, got [", o.a_range[0],
               ", ", o.a_range[1], "] and [", o.b_range[0], ", ", o.b_range[1], "]");
-  const int64_t edges = x.size(1);
-  if (edges == 0)
+  const int64_t E = y.size(1), G = o.zoom_grid_number > 0 ? o.zoom_grid_number : o.grid_number;
+  if (E == 0)
     return {torch::empty({0, 4}, x.options()), torch::empty({0}, x.options())};
-  // A few (N, group, G, G) temporaries live at once in the search.
-  const int64_t per_edge = x.size(0) * o.grid_number * o.grid_number * x.element_size() * 4;
-  const int64_t group = std::max<int64_t>(1, std::min(edges, o.memory_budget / per_edge));
-  std::vector<Tensor> params, r2;
-  for (int64_t first = 0; first < edges; first += group) {
-    const int64_t count = std::min(group, edges - first);
-    auto fit = fit_group(x.narrow(1, first, count), y.narrow(1, first, count), function, o);
-    params.push_back(fit.params);
-    r2.push_back(fit.r2);
+  const auto y_centered = y - y.mean(0, true);
+  const auto y_ss = y_centered.square().sum(0);
+  auto z = first_search(x, column, y_centered, y_ss, function, o);
+  const auto xs = x.index_select(1, detail::host_list(column, torch::kLong, x.device())); // (N, E)
+  auto a_range = range_of(o.a_range, x).expand({E, 2});
+  auto b_range = range_of(o.b_range, x).expand({E, 2});
+  // A few (N, group, G, G) temporaries live at once in a zoomed search (G its grid).
+  const int64_t per_edge = x.size(0) * G * G * x.element_size() * 4;
+  const int64_t group = std::max<int64_t>(1, std::min(E, o.memory_budget / per_edge));
+  for (int64_t it = 1; it < o.iterations; ++it) {
+    zoom_in(z, a_range, b_range);
+    std::vector<Zoom> parts;
+    for (int64_t first = 0; first < E; first += group) {
+      const int64_t count = std::min(group, E - first);
+      parts.push_back(search(xs.narrow(1, first, count), y_centered.narrow(1, first, count),
+                             y_ss.narrow(0, first, count), a_range.narrow(0, first, count),
+                             b_range.narrow(0, first, count), function, G));
+    }
+    const auto join = [&](Tensor Zoom::*field) {
+      std::vector<Tensor> all;
+      for (const auto& part : parts)
+        all.push_back(part.*field);
+      return torch::cat(all);
+    };
+    z = {join(&Zoom::a), join(&Zoom::b), join(&Zoom::best), join(&Zoom::r2)};
   }
-  return {torch::cat(params), torch::cat(r2)};
+  const int64_t last_grid = z.a.size(1);
+  const auto a_best = z.a.gather(1, torch::div(z.best, last_grid, "floor").unsqueeze(1)).squeeze(1);
+  const auto b_best = z.b.gather(1, z.best.remainder(last_grid).unsqueeze(1)).squeeze(1);
+  // c, d: least squares of y on f(a x + b) with an intercept (pykan: sklearn LinearRegression).
+  const auto post = torch::nan_to_num(function.f(a_best * xs + b_best));
+  const auto post_centered = post - post.mean(0, true);
+  const auto variance = post_centered.square().sum(0);
+  const auto covariance = (post_centered * y_centered).sum(0);
+  const auto c = torch::where(variance > 0, covariance / variance, torch::zeros_like(variance));
+  const auto d = y.mean(0) - c * post.mean(0);
+  return {torch::stack({a_best, b_best, c, d}, 1), z.r2};
 }
 
 } // namespace kan

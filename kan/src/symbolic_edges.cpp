@@ -239,10 +239,13 @@ std::vector<SymbolicChoice> KANImpl::auto_symbolic(const torch::Tensor& x,
     std::vector<std::string> names;
     std::vector<torch::Tensor> affine;
     if (!fit_ids.empty()) {
-      const auto [xs, ys] = edges_of(fit_ids);
+      const auto ys = edges_of(fit_ids).second;
+      std::vector<int64_t> column;
+      for (const int64_t e : fit_ids)
+        column.push_back(e / O);
       std::vector<torch::Tensor> params, r2s;
       for (const auto& name : lib) {
-        auto fit = fit_symbolic_params(xs, ys, symbolic_function(name), options);
+        auto fit = fit_symbolic_params(acts[l].input, column, ys, symbolic_function(name), options);
         params.push_back(fit.params);
         r2s.push_back(fit.r2);
       }
