@@ -139,9 +139,11 @@ TEST(Symbolic, EdgesOnOneInputShareTheFirstSearch) {
 
 TEST(Symbolic, SmallerZoomGridsReachFinerSteps) {
   // (a, b) off every grid point: pykan's search (101 points, 3 searches) ends on a step of 8e-5;
-  // a 21-point zoom grid with 8 searches ends on 2e-8, in less work.
+  // a 21-point zoom grid with 8 searches ends on 2e-8, in less work, within a few of its steps of
+  // the truth (the R^2 surface is a slanted valley). c is large so that the 1e-4
+  // in pykan's R^2 moves its maximum by less than that step.
   const auto x = torch::linspace(-1, 1, 200, torch::kFloat64).unsqueeze(1);
-  const double a = 1.23456789, b = -0.43210987, c = 1.5, d = 0.25;
+  const double a = 1.23456789, b = -0.43210987, c = 150, d = 0.25;
   const auto y = c * torch::tanh(a * x + b) + d;
   const auto pykan = fit_symbolic_params(x, y, symbolic_function("tanh"));
   SymbolicFitOptions fine;
@@ -158,9 +160,9 @@ TEST(Symbolic, SmallerZoomGridsReachFinerSteps) {
   };
   EXPECT_LE(error(pykan), 8e-5);
   EXPECT_GT(error(pykan), 1e-6); // so the finer search has something to show
-  EXPECT_LE(error(zoomed), 4e-8);
-  EXPECT_NEAR(sign(zoomed) * zoomed.params[0][2].item<double>(), c, 1e-6);
-  EXPECT_NEAR(zoomed.params[0][3].item<double>(), d, 1e-6);
+  EXPECT_LE(error(zoomed), 1e-7);
+  EXPECT_NEAR(sign(zoomed) * zoomed.params[0][2].item<double>(), c, 1e-4);
+  EXPECT_NEAR(zoomed.params[0][3].item<double>(), d, 1e-4);
   SymbolicFitOptions bad;
   bad.zoom_grid_number = 2;
   KAN_EXPECT_ERROR(fit_symbolic_params(x, y, symbolic_function("tanh"), bad),
