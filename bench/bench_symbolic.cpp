@@ -25,10 +25,16 @@ torch::Tensor inputs(int64_t n, int64_t columns, torch::Device device) {
       .to(device, torch::kFloat32);
 }
 
-// The search as the benchmark's arguments: zoom grid 0 is pykan's (101 points, 3 searches);
-// any other is that grid with enough searches to reach a step at least as fine as pykan's.
-SymbolicFitOptions search_arg(int64_t zoom_grid) {
+// The search as the benchmark's arguments: zoom grid 0 and newton 0 is pykan's (101 points, 3
+// searches); another zoom grid is that grid with enough searches to reach a step at least as
+// fine as pykan's; newton > 0 is the first search and that many Newton steps.
+SymbolicFitOptions search_arg(int64_t zoom_grid, int64_t newton) {
   SymbolicFitOptions options;
+  if (newton > 0) {
+    options.iterations = 1;
+    options.newton_steps = newton;
+    return options;
+  }
   if (zoom_grid == 0)
     return options;
   options.zoom_grid_number = zoom_grid;
@@ -43,18 +49,21 @@ SymbolicFitOptions search_arg(int64_t zoom_grid) {
 }
 
 std::string search_label(const SymbolicFitOptions& options) {
+  if (options.newton_steps > 0)
+    return "first search, " + std::to_string(options.newton_steps) + " Newton steps";
   return "zoom grid " +
          std::to_string(options.zoom_grid_number > 0 ? options.zoom_grid_number
                                                      : options.grid_number) +
          ", " + std::to_string(options.iterations) + " searches";
 }
 
-// ---- One layer's fits of sin: Args in I, out O, samples N, zoom grid -------------------------
+// ---- One layer's fits of sin: Args in I, out O, samples N, zoom grid,
+// newton----------------------
 void layer_fits(benchmark::State& state, torch::Device device) {
   if (skip_without_gpu(state, device))
     return;
   const int64_t I = state.range(0), O = state.range(1), N = state.range(2);
-  const auto options = search_arg(state.range(3));
+  const auto options = search_arg(state.range(3), state.range(4));
   KANLayer layer(KANLayerOptions(I, O).seed(0));
   layer->to(device);
   const auto x = inputs(N, I, device);
@@ -81,7 +90,7 @@ void BM_FitSymbolicLayer_CUDA(benchmark::State& state) {
   layer_fits(state, torch::kCUDA);
 }
 
-// ---- auto_symbolic on [4, 100, 100, 100, 1], N = 100: Args functions F, zoom grid ------------
+// ---- auto_symbolic on [4, 100, 100, 100, 1], N = 100: Args functions F, zoom grid, newton -----
 // The library is pykan's first F functions (x, x^2, ..., in symbolic_function_names' order).
 void auto_symbolic_deep(benchmark::State& state, torch::Device device) {
   if (skip_without_gpu(state, device))
@@ -89,7 +98,7 @@ void auto_symbolic_deep(benchmark::State& state, torch::Device device) {
   const auto names = symbolic_function_names();
   const auto count = std::min<size_t>(names.size(), static_cast<size_t>(state.range(0)));
   const std::vector<std::string> lib(names.begin(), names.begin() + static_cast<int64_t>(count));
-  const auto options = search_arg(state.range(1));
+  const auto options = search_arg(state.range(1), state.range(2));
   const auto x = inputs(100, 4, device);
   int64_t edges = 0;
   for (auto _ : state) {
@@ -124,8 +133,13 @@ void register_symbolic_families() {
       continue;
     register_on(cuda, cuda ? "BM_FitSymbolicLayer_CUDA" : "BM_FitSymbolicLayer",
                 cuda ? BM_FitSymbolicLayer_CUDA : BM_FitSymbolicLayer,
-                {"in", "out", "batch", "zoom_grid"},
-                {{2, 5, 100, 0}, {2, 5, 100, 21}, {100, 100, 100, 0}, {100, 100, 100, 21}});
+                {"in", "out", "batch", "zoom_grid", "newton"},
+                {{2, 5, 100, 0, 0},
+                 {2, 5, 100, 21, 0},
+                 {2, 5, 100, 0, 10},
+                 {100, 100, 100, 0, 0},
+                 {100, 100, 100, 21, 0},
+                 {100, 100, 100, 0, 10}});
   }
   for (const bool cuda : {false, true}) {
     if (cuda && !gpu)
@@ -133,11 +147,12 @@ void register_symbolic_families() {
     auto* b =
         benchmark::RegisterBenchmark(cuda ? "BM_AutoSymbolicDeep_CUDA" : "BM_AutoSymbolicDeep",
                                      cuda ? BM_AutoSymbolicDeep_CUDA : BM_AutoSymbolicDeep)
-            ->ArgNames({"functions", "zoom_grid"})
+            ->ArgNames({"functions", "zoom_grid", "newton"})
             ->Unit(benchmark::kSecond)
             ->Iterations(1)
             ->UseManualTime();
-    for (const auto& a : std::vector<std::vector<int64_t>>{{2, 0}, {2, 21}, {29, 0}, {29, 21}})
+    for (const auto& a : std::vector<std::vector<int64_t>>{
+             {2, 0, 0}, {2, 21, 0}, {2, 0, 10}, {29, 0, 0}, {29, 21, 0}, {29, 0, 10}})
       b->Args(a);
   }
 }

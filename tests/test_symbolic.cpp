@@ -169,6 +169,47 @@ TEST(Symbolic, SmallerZoomGridsReachFinerSteps) {
                    "zoom_grid_number must be 0 (grid_number) or >= 3, got 2");
 }
 
+TEST(Symbolic, NewtonStepsReachTheMaximum) {
+  // From the first search alone (a step of 0.2), Newton steps land on (a, b) to rounding, where
+  // pykan's three searches stop at their grid's step (see above).
+  const auto x = torch::linspace(-1, 1, 200, torch::kFloat64).unsqueeze(1);
+  const double a = 1.23456789, b = -0.43210987, c = 150, d = 0.25;
+  const auto y = c * torch::sin(a * x + b) + d;
+  SymbolicFitOptions newton;
+  newton.iterations = 1;
+  newton.newton_steps = 10;
+  const auto fit = fit_symbolic_params(x, y, symbolic_function("sin"), newton);
+  // sin(-a x + pi - b) is the same curve; the fit is one of the two.
+  const auto p = fit.params[0];
+  const auto curve = p[2] * torch::sin(p[0] * x + p[1]) + p[3];
+  EXPECT_LE(test::max_abs_diff(curve, y), 1e-9 * c);
+  EXPECT_NEAR(std::abs(p[0].item<double>()), a, 1e-10);
+  EXPECT_NEAR(p[2].item<double>(), c, 1e-8 * c);
+  // Never worse than the search it starts from, for every library function on noisy curves.
+  torch::manual_seed(3);
+  const auto xs = torch::rand({50, 6}, torch::kFloat64) * 4 - 2;
+  const auto ys = torch::sin(3 * xs) * xs + 0.3 * torch::randn({50, 6}, torch::kFloat64);
+  // (On a coarse grid, for time: Newton then starts a step of 1 away.)
+  SymbolicFitOptions search_only;
+  search_only.iterations = 1;
+  search_only.grid_number = 21;
+  auto coarse_newton = search_only;
+  coarse_newton.newton_steps = 10;
+  for (const auto& name : symbolic_function_names()) {
+    const auto& f = symbolic_function(name);
+    const auto searched = fit_symbolic_params(xs, ys, f, search_only);
+    const auto refined = fit_symbolic_params(xs, ys, f, coarse_newton);
+    EXPECT_TRUE(refined.params.isfinite().all().item<bool>()) << name;
+    // (The searched R^2 is summed in another order: equal to rounding where no step was taken.)
+    EXPECT_TRUE((refined.r2 >= searched.r2 - 1e-12).all().item<bool>())
+        << name << ": " << searched.r2 << " then " << refined.r2;
+  }
+  SymbolicFitOptions bad;
+  bad.newton_steps = -1;
+  KAN_EXPECT_ERROR(fit_symbolic_params(x, y, symbolic_function("sin"), bad),
+                   "newton_steps must be >= 0, got -1");
+}
+
 TEST(Symbolic, BadInputIsAnError) {
   KAN_EXPECT_ERROR(symbolic_function("bessel"), "unknown symbolic function 'bessel'", "sin, cos");
   const auto x = torch::zeros({4, 2}, torch::kFloat64);

@@ -3,8 +3,11 @@
 #include "detail/host_list.h"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/grad_mode.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -373,6 +376,84 @@ void zoom_in(const Zoom& z, Tensor& a_range, Tensor& b_range) {
   b_range = zoom(z.b, b_id, b_range, border, grid);
 }
 
+// R^2 of E edges at (a, b) with its gradient and Hessian in (a, b), by automatic
+// differentiation of pykan's R^2 (so any library function, added ones too, has them).
+struct Curvature {
+  Tensor r2, ga, gb, haa, hab, hbb;
+};
+
+Curvature curvature(const Tensor& x, const Tensor& y_centered, const Tensor& y_ss,
+                    const Tensor& a_at, const Tensor& b_at, const SymbolicFunction& function) {
+  torch::AutoGradMode enable_grad(true);
+  const auto a = a_at.detach().requires_grad_(), b = b_at.detach().requires_grad_();
+  const auto post = function.f(a * x + b);
+  const auto centered = post - post.mean(0, true);
+  const auto r2 = r_squared((centered * y_centered).sum(0), centered.square().sum(0), y_ss);
+  const auto zero = torch::zeros_like(r2);
+  // A function that ignores its argument (pykan's 0) leaves R^2 without a graph.
+  const auto derivatives = [&](const Tensor& of, const std::vector<Tensor>& wrt, bool retain) {
+    if (!of.requires_grad())
+      return std::vector<Tensor>(wrt.size(), zero);
+    auto d = torch::autograd::grad({of.sum()}, wrt, {}, retain, false, true);
+    for (auto& t : d)
+      t = t.defined() ? torch::nan_to_num(t, 0.0, 0.0, 0.0).detach() : zero;
+    return d;
+  };
+  const auto g = [&] {
+    if (!r2.requires_grad())
+      return std::vector<Tensor>{zero, zero};
+    auto d = torch::autograd::grad({r2.sum()}, {a, b}, {}, true, true, true);
+    for (auto& t : d)
+      t = t.defined() ? t : zero;
+    return d;
+  }();
+  const auto h_a = derivatives(g[0], {a, b}, true);
+  const auto h_b = derivatives(g[1], {b}, false);
+  const auto finite = [](const Tensor& t) { return torch::nan_to_num(t.detach(), 0.0, 0.0, 0.0); };
+  return {r2.detach(), finite(g[0]), finite(g[1]), h_a[0], h_a[1], h_b[0]};
+}
+
+// Safeguarded Newton steps from the searches' best (a, b) of E edges: each step maximises R^2's
+// quadratic model (or, where that has no maximum, climbs its gradient) within a box of half-widths
+// radius_a, radius_b, clamped to the search ranges, and is kept only where R^2 does not fall by
+// more than rounding; a refused step quarters the box.
+void newton_refine(const Tensor& x, const Tensor& y_centered, const Tensor& y_ss, Tensor& a,
+                   Tensor& b, Tensor& r2, Tensor radius_a, Tensor radius_b,
+                   const SymbolicFunction& function, const SymbolicFitOptions& o) {
+  const double epsilon = x.scalar_type() == torch::kFloat64 ? std::numeric_limits<double>::epsilon()
+                                                            : std::numeric_limits<float>::epsilon();
+  auto at = curvature(x, y_centered, y_ss, a, b, function);
+  for (int64_t step = 0; step < o.newton_steps; ++step) {
+    const auto det = at.haa * at.hbb - at.hab * at.hab;
+    const auto has_maximum = (at.haa < 0) & (det > 0);
+    const auto safe_det = torch::where(has_maximum, det, torch::ones_like(det));
+    // Without a maximum, up the gradient to the box's edge.
+    const auto slope = torch::maximum(at.ga.abs(), at.gb.abs());
+    const auto safe_slope = torch::where(slope > 0, slope, torch::ones_like(slope));
+    const auto da = torch::where(has_maximum, -(at.hbb * at.ga - at.hab * at.gb) / safe_det,
+                                 at.ga / safe_slope * radius_a);
+    const auto db = torch::where(has_maximum, -(at.haa * at.gb - at.hab * at.ga) / safe_det,
+                                 at.gb / safe_slope * radius_b);
+    const auto scale = torch::maximum(torch::maximum(da.abs() / radius_a, db.abs() / radius_b),
+                                      torch::ones_like(da));
+    const auto a_next = (a + da / scale).clamp(o.a_range[0], o.a_range[1]);
+    const auto b_next = (b + db / scale).clamp(o.b_range[0], o.b_range[1]);
+    auto next = curvature(x, y_centered, y_ss, a_next, b_next, function);
+    // Not worse than rounding: near the maximum the last steps change R^2 by less than that.
+    const auto better = next.r2 >= at.r2 * (1 - 4 * epsilon);
+    const auto keep = [&](const Tensor& taken, const Tensor& kept) {
+      return torch::where(better, taken, kept);
+    };
+    a = keep(a_next, a);
+    b = keep(b_next, b);
+    at = {keep(next.r2, at.r2),   keep(next.ga, at.ga),   keep(next.gb, at.gb),
+          keep(next.haa, at.haa), keep(next.hab, at.hab), keep(next.hbb, at.hbb)};
+    radius_a = keep(radius_a, radius_a / 4);
+    radius_b = keep(radius_b, radius_b / 4);
+  }
+  r2 = at.r2;
+}
+
 } // namespace
 
 SymbolicFit fit_symbolic_params(const torch::Tensor& x, const torch::Tensor& y,
@@ -408,6 +489,8 @@ SymbolicFit fit_symbolic_params(const torch::Tensor& x, const std::vector<int64_
   TORCH_CHECK(o.zoom_grid_number == 0 || o.zoom_grid_number >= 3,
               "fit_symbolic_params: zoom_grid_number must be 0 (grid_number) or >= 3, got ",
               o.zoom_grid_number);
+  TORCH_CHECK(o.newton_steps >= 0, "fit_symbolic_params: newton_steps must be >= 0, got ",
+              o.newton_steps);
   TORCH_CHECK(o.a_range[0] < o.a_range[1] && o.b_range[0] < o.b_range[1],
               "fit_symbolic_params: a_range and b_range must be increasing, got [", o.a_range[0],
               ", ", o.a_range[1], "] and [", o.b_range[0], ", ", o.b_range[1], "]");
@@ -441,8 +524,32 @@ SymbolicFit fit_symbolic_params(const torch::Tensor& x, const std::vector<int64_
     z = {join(&Zoom::a), join(&Zoom::b), join(&Zoom::best), join(&Zoom::r2)};
   }
   const int64_t last_grid = z.a.size(1);
-  const auto a_best = z.a.gather(1, torch::div(z.best, last_grid, "floor").unsqueeze(1)).squeeze(1);
-  const auto b_best = z.b.gather(1, z.best.remainder(last_grid).unsqueeze(1)).squeeze(1);
+  auto a_best = z.a.gather(1, torch::div(z.best, last_grid, "floor").unsqueeze(1)).squeeze(1);
+  auto b_best = z.b.gather(1, z.best.remainder(last_grid).unsqueeze(1)).squeeze(1);
+  auto r2 = z.r2;
+  if (o.newton_steps > 0) {
+    // From the last grid's step; edges in groups, a few dozen (N, group) temporaries at once.
+    const auto radius_a = z.a.select(1, 1) - z.a.select(1, 0);
+    const auto radius_b = z.b.select(1, 1) - z.b.select(1, 0);
+    const int64_t newton_group =
+        std::max<int64_t>(1, std::min(E, o.memory_budget / (x.size(0) * 64 * x.element_size())));
+    std::vector<Tensor> a_parts, b_parts, r2_parts;
+    for (int64_t first = 0; first < E; first += newton_group) {
+      const int64_t count = std::min(newton_group, E - first);
+      auto a_part = a_best.narrow(0, first, count), b_part = b_best.narrow(0, first, count);
+      auto r2_part = r2.narrow(0, first, count);
+      newton_refine(xs.narrow(1, first, count), y_centered.narrow(1, first, count),
+                    y_ss.narrow(0, first, count), a_part, b_part, r2_part,
+                    radius_a.narrow(0, first, count), radius_b.narrow(0, first, count), function,
+                    o);
+      a_parts.push_back(a_part);
+      b_parts.push_back(b_part);
+      r2_parts.push_back(r2_part);
+    }
+    a_best = torch::cat(a_parts);
+    b_best = torch::cat(b_parts);
+    r2 = torch::cat(r2_parts);
+  }
   // c, d: least squares of y on f(a x + b) with an intercept (pykan: sklearn LinearRegression).
   const auto post = torch::nan_to_num(function.f(a_best * xs + b_best));
   const auto post_centered = post - post.mean(0, true);
@@ -450,7 +557,7 @@ SymbolicFit fit_symbolic_params(const torch::Tensor& x, const std::vector<int64_
   const auto covariance = (post_centered * y_centered).sum(0);
   const auto c = torch::where(variance > 0, covariance / variance, torch::zeros_like(variance));
   const auto d = y.mean(0) - c * post.mean(0);
-  return {torch::stack({a_best, b_best, c, d}, 1), z.r2};
+  return {torch::stack({a_best, b_best, c, d}, 1), r2};
 }
 
 } // namespace kan

@@ -51,6 +51,12 @@ struct SymbolicFitOptions {
   /// iterations (21 and 5 reach a finer final step than pykan's 101 and 3, in a ninth of the
   /// work) trades pykan's exact grid points for speed.
   int64_t zoom_grid_number = 0;
+  /// Safeguarded Newton steps on (a, b) after the searches; 0: none, as pykan. Each maximises
+  /// R^2's quadratic model (derivatives by autograd) within a box that starts at the last grid's
+  /// step and is kept only where R^2 grows, so the fit is never worse than the searches'. With
+  /// iterations = 1 they replace the per-edge zoomed searches by a few passes over (N, E) and
+  /// reach R^2's maximum to rounding.
+  int64_t newton_steps = 0;
   /// Bound on the search's working memory: edges are searched in groups that fit.
   int64_t memory_budget = int64_t{512} << 20;
 };
