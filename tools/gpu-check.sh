@@ -4,7 +4,8 @@
 # test including the *_CUDA ones, the default suite on cpu and cuda, and bench_kan; leave logs,
 # results and summary.txt in OUTDIR.
 #
-#   tools/gpu-check.sh OUTDIR [STEP ...]     steps: build test audit run bench (default: all)
+#   tools/gpu-check.sh OUTDIR [STEP ...]     steps: build test audit run bench symbolic
+#                                            (default: all)
 #
 # Steps can be split across calls (a device call is limited to 10 minutes): the build folder
 # persists as long as the machine does. Exits 1 when a step failed (a test, the audit, a suite
@@ -14,9 +15,9 @@
 #                   into a prefix under /tmp; or KANBENCH_DEPS_PREFIX, an already unpacked prefix
 #   KANBENCH_JOBS   parallel CPU tests (default: nproc / 2)
 set -uo pipefail
-out=${1:?usage: tools/gpu-check.sh OUTDIR [build|test|audit|run|bench ...]}
+out=${1:?usage: tools/gpu-check.sh OUTDIR [build|test|audit|run|bench|symbolic ...]}
 shift
-steps=${*:-build test audit run bench}
+steps=${*:-build test audit run bench symbolic}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${KANBENCH_BUILD:-$root/build-gpu}
 jobs=${KANBENCH_JOBS:-$(($(nproc) > 1 ? $(nproc) / 2 : 1))}
@@ -29,8 +30,8 @@ log() {
 }
 want() { [[ " $steps " == *" $1 "* ]]; }
 for step in $steps; do
-  [[ " build test audit run bench " == *" $step "* ]] ||
-    { echo "gpu-check: unknown step '$step' (build test audit run bench)" >&2; exit 2; }
+  [[ " build test audit run bench symbolic " == *" $step "* ]] ||
+    { echo "gpu-check: unknown step '$step' (build test audit run bench symbolic)" >&2; exit 2; }
 done
 rc=0
 fail() { rc=1; log "FAILED: $*"; }
@@ -119,9 +120,20 @@ if want run; then
 fi
 
 if want bench; then
+  # Without the symbolic searches of whole layers and models: minutes each on a CPU (next step).
   "$build/bin/bench_kan" --benchmark_min_time=0.05 --benchmark_out="$out/bench_kan.json" \
+    --benchmark_filter='-BM_AutoSymbolicDeep|BM_FitSymbolicLayer.*/in:100/' \
     > "$out/bench_kan.txt" 2>&1 || fail "bench_kan, exit $? (bench_kan.txt)"
   grep -E '^BM_.*_CUDA/' "$out/bench_kan.txt" | awk '{print $1, $2, $3, $NF}' |
+    tee -a "$out/summary.txt" >&2
+fi
+
+if want symbolic; then
+  # auto_symbolic on the deep model on the GPU, pykan's search of the whole library last.
+  "$build/bin/bench_kan" --benchmark_out="$out/bench_symbolic.json" \
+    --benchmark_filter='BM_FitSymbolicLayer_CUDA|BM_AutoSymbolicDeep_CUDA' \
+    > "$out/bench_symbolic.txt" 2>&1 || fail "bench_kan symbolic, exit $? (bench_symbolic.txt)"
+  grep -E '^BM_.*_CUDA/' "$out/bench_symbolic.txt" | awk '{print $1, $2, $3, $NF}' |
     tee -a "$out/summary.txt" >&2
 fi
 log "done: $steps (exit $rc)"
