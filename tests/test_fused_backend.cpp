@@ -386,6 +386,93 @@ TEST(FusedBackend, MemoryDoesNotGrowWithTheGrid) {
   EXPECT_TRUE(layer->coef.grad().isfinite().all().item<bool>());
 }
 
+// ---- The regulariser from per-edge sums (save_statistics) against the activations ----
+
+struct RegularisedStep {
+  double loss;
+  torch::Tensor grad_x;
+  std::vector<torch::Tensor> grads;
+};
+
+// MSE + 0.1 * the regulariser, and its gradients; the fused model keeps statistics only.
+RegularisedStep regularised_step(KAN& model, const torch::Tensor& x_in) {
+  const bool fused = model->options().backend() == SplineBackend::kFused;
+  model->zero_grad();
+  model->set_save_activations(!fused);
+  model->set_save_statistics(fused);
+  auto x = x_in.clone().requires_grad_(true);
+  const auto fit = model(x).pow(2).mean(); // before the regulariser, which reads its sums
+  const auto loss = fit + 0.1 * model->regularization(RegularizationOptions().lamb_entropy(2));
+  loss.backward();
+  RegularisedStep step{loss.item<double>(), x.grad(), {}};
+  for (const auto& p : model->parameters())
+    step.grads.push_back(p.grad().defined() ? p.grad() : torch::zeros_like(p));
+  return step;
+}
+
+void check_regularised(torch::Device device, torch::Dtype dtype, double tol) {
+  const auto options = KANOptions({3, 4, 2}).grid(5).seed(7).dtype(dtype);
+  KAN reference(KANOptions(options).backend(SplineBackend::kReference));
+  KAN fused(KANOptions(options).backend(SplineBackend::kFused));
+  {
+    // A pruned edge and unequal scales, so that every edge has its own wb and ws.
+    torch::NoGradGuard no_grad;
+    reference->layer(0)->mask[1][2] = 0;
+    reference->layer(1)->scale_sp.mul_(torch::linspace(0.5, 1.5, 8, dtype).view({4, 2}));
+    for (size_t l = 0; l < reference->depth(); ++l)
+      for (const auto& p : reference->layer(l)->named_parameters())
+        fused->layer(l)->named_parameters()[p.key()].copy_(p.value());
+    for (size_t l = 0; l < reference->depth(); ++l)
+      for (const auto& b : reference->layer(l)->named_buffers())
+        fused->layer(l)->named_buffers()[b.key()].copy_(b.value());
+  }
+  reference->to(device);
+  fused->to(device);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  // Some samples outside the grid, where the splines are zero.
+  for (const int64_t N : {1, 2, 97}) {
+    const auto x = (torch::rand({N, 3}, gen, torch::kFloat64) * 2.4 - 1.2).to(device, dtype);
+    const auto r = regularised_step(reference, x), f = regularised_step(fused, x);
+    const std::string what = "N=" + std::to_string(N);
+    EXPECT_LE(std::abs(f.loss - r.loss), tol * std::abs(r.loss)) << what;
+    EXPECT_LE(max_rel_diff(f.grad_x, r.grad_x), tol) << what;
+    ASSERT_EQ(f.grads.size(), r.grads.size());
+    for (size_t i = 0; i < r.grads.size(); ++i)
+      EXPECT_LE(max_rel_diff(f.grads[i], r.grads[i]), tol) << what << ", parameter " << i;
+  }
+  // The fused forward kept the sums, not the (N, I, O) activations.
+  const auto& kept = fused->activations();
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_FALSE(kept[0].numeric.defined());
+  EXPECT_EQ(kept[0].moments.sizes(), (std::vector<int64_t>{2, 3, 4}));
+}
+
+TEST(FusedBackend, RegularisedLossMatchesReference) {
+  check_regularised(torch::kCPU, torch::kFloat64, 1e-10);
+  check_regularised(torch::kCPU, torch::kFloat32, 1e-5);
+}
+
+TEST(FusedBackend, RegularisedStepMemoryIsPerEdge) {
+  // Kept activations would be (N, I, O) tensors of 65536 * 32 * 32 * 4 B = 256 MiB each; the
+  // regularised step on sums must stay below one of them (its own (N, I) tensors, x and the
+  // layer outputs, take tens of MiB).
+  constexpr int64_t N = 65536, width = 32;
+  KAN model(KANOptions({width, width, 1}).grid(5).dtype(torch::kFloat32));
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(2);
+  const auto x = torch::rand({N, width}, gen, torch::kFloat32) * 2 - 1;
+  model->set_save_statistics(true);
+  const kan::bench::PeakMemory memory(torch::kCPU);
+  const auto fit = model(x).pow(2).mean();
+  (fit + model->regularization({})).backward();
+  const auto measured = memory.bytes();
+  if (!measured)
+    GTEST_SKIP() << "cannot reset the peak resident size (/proc/self/clear_refs)";
+  RecordProperty("peak_rss_growth_bytes", std::to_string(*measured));
+  EXPECT_LT(*measured, int64_t{192} << 20)
+      << "peak resident memory grew by " << (*measured >> 20) << " MiB";
+  EXPECT_TRUE(model->layer(0)->coef.grad().isfinite().all().item<bool>());
+}
+
 // ---- CUDA variants (skipped without a GPU) ----
 
 void check_cuda_against_cpu_reference(torch::Dtype dtype, double tol) {
@@ -435,6 +522,12 @@ TEST(FusedBackend, BatchSizes_CUDA) {
 TEST(FusedBackend, EdgeSplinesMatchReference_CUDA) {
   KAN_REQUIRE_CUDA();
   check_edges(torch::kCUDA);
+}
+
+TEST(FusedBackend, RegularisedLossMatchesReference_CUDA) {
+  KAN_REQUIRE_CUDA();
+  check_regularised(torch::kCUDA, torch::kFloat64, 1e-10);
+  check_regularised(torch::kCUDA, torch::kFloat32, 1e-5);
 }
 
 TEST(FusedBackend, MatchesCpu_CUDA) {

@@ -110,19 +110,26 @@ void check_options(const FitOptions& o) {
   }
 }
 
-// Restores the model's save_activations flag however fit() ends.
-class SaveActivationsScope {
+// Sets what the model's forwards keep (activations, statistics) and restores it however fit()
+// ends.
+class KeepScope {
 public:
-  SaveActivationsScope(KANImpl& model, bool save) : model_(model), old_(model.save_activations()) {
-    model_.set_save_activations(save);
+  KeepScope(KANImpl& model, bool activations, bool statistics)
+      : model_(model), activations_(model.save_activations()),
+        statistics_(model.save_statistics()) {
+    model_.set_save_activations(activations);
+    model_.set_save_statistics(statistics);
   }
-  ~SaveActivationsScope() { model_.set_save_activations(old_); }
-  SaveActivationsScope(const SaveActivationsScope&) = delete;
-  SaveActivationsScope& operator=(const SaveActivationsScope&) = delete;
+  ~KeepScope() {
+    model_.set_save_activations(activations_);
+    model_.set_save_statistics(statistics_);
+  }
+  KeepScope(const KeepScope&) = delete;
+  KeepScope& operator=(const KeepScope&) = delete;
 
 private:
   KANImpl& model_;
-  bool old_;
+  bool activations_, statistics_;
 };
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const FitOptions& o,
@@ -189,7 +196,7 @@ Evaluation evaluate(KAN& model, const Dataset& data, Loss loss, int64_t chunk) {
   TORCH_CHECK(chunk >= 1, "evaluate: chunk must be >= 1 rows, got ", chunk);
   PhaseScope phase(Phase::kEvaluation);
   torch::NoGradGuard no_grad;
-  SaveActivationsScope fast_path(*model, false);
+  KeepScope fast_path(*model, false, false);
   auto measure = [&](const torch::Tensor& x, const torch::Tensor& labels, const char* what,
                      double& loss_out, double& rmse_out, double& accuracy_out) {
     loss_out = rmse_out = accuracy_out = kNaN;
@@ -305,7 +312,7 @@ void evaluate_test_batch(KAN& model, const FitOptions& o, const torch::Tensor& x
     return;
   PhaseScope phase(Phase::kEvaluation);
   torch::NoGradGuard no_grad;
-  SaveActivationsScope fast_path(*model, false);
+  KeepScope fast_path(*model, false, false);
   const auto pred = model->forward(x);
   record.test_loss = compute_loss(o.loss(), pred, labels).item<double>();
   if (o.loss() == Loss::kCrossEntropy)
@@ -360,7 +367,7 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
   const int64_t test_batch = full_batch ? n_test : std::min(o.batch(), n_test);
 
   auto optimizer = make_optimizer(o, trainable_parameters(model));
-  SaveActivationsScope capture(*model, /*save=*/o.lamb() > 0); // the regulariser reads them
+  KeepScope capture(*model, false, /*statistics=*/o.lamb() > 0); // the regulariser reads them
   const auto reg_weights = o.regularization();
   // One generator for both samplers: with per-step draws, train and test alternate on it.
   auto generator = at::make_generator<at::CPUGeneratorImpl>(o.seed());

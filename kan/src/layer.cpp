@@ -2,6 +2,7 @@
 
 #include "detail/checks.h"
 #include "detail/curve2coef.h"
+#include "detail/edge_moments.h"
 #include "detail/fused_spline.h"
 #include "detail/host_list.h"
 #include "detail/saturate.h"
@@ -168,6 +169,17 @@ LayerActivations KANLayerImpl::forward_with_activations(const torch::Tensor& x) 
   acts.output = acts.numeric.sum(1);
   if (symbolic_count_ > 0)
     std::tie(acts.output, acts.edges) = add_symbolic(x, acts.output, acts.numeric);
+  return acts;
+}
+
+LayerActivations KANLayerImpl::forward_with_statistics(const torch::Tensor& x) {
+  if (options_.backend() != SplineBackend::kFused)
+    return forward_with_activations(x);
+  LayerActivations acts;
+  acts.input = x;
+  acts.output = forward(x);
+  acts.moments = detail::fused_edge_moments(x, base(x), grid, coef, scale_base * mask,
+                                            scale_sp * mask, options_.k());
   return acts;
 }
 

@@ -241,8 +241,9 @@ torch::Tensor KANImpl::forward(const torch::Tensor& x) {
   auto h = x;
   for (size_t l = 0; l < depth(); ++l) {
     ModuleScope scope("layers", static_cast<int64_t>(l));
-    if (save_activations_) {
-      activations_.push_back(layer(l)->forward_with_activations(h));
+    if (save_activations_ || save_statistics_) {
+      activations_.push_back(save_activations_ ? layer(l)->forward_with_activations(h)
+                                               : layer(l)->forward_with_statistics(h));
       h = activations_.back().output;
     } else {
       h = layer(l)->forward(h);

@@ -16,6 +16,17 @@ torch::Tensor sample_std(const torch::Tensor& t) {
   return var.clamp_min(1e-30).sqrt();
 }
 
+// sample_std of the numeric part per edge, (I, O): from the activations, or from the fused
+// backend's sums (in float64, where S2 - S1^2 / N cancels least).
+torch::Tensor numeric_std(const LayerActivations& a, torch::Dtype dtype) {
+  if (a.numeric.defined())
+    return sample_std(a.numeric);
+  const int64_t n = a.input.size(0);
+  const auto var = (a.moments[1] - a.moments[0].square() / static_cast<double>(n)) /
+                   static_cast<double>(n > 1 ? n - 1 : 1);
+  return var.clamp_min(1e-30).sqrt().to(dtype);
+}
+
 // -sum p log2(p + 1e-4) along `dim`, averaged over the other dimension, with
 // p = s / (sum of s along dim + 1).
 torch::Tensor entropy_along(const torch::Tensor& s, int64_t dim) {
@@ -28,7 +39,7 @@ torch::Tensor entropy_along(const torch::Tensor& s, int64_t dim) {
 torch::Tensor KANImpl::regularization(const RegularizationOptions& w) const {
   TORCH_CHECK(activations_.size() == depth(),
               "regularization needs the activations of the last forward: call "
-              "set_save_activations(true) before the forward (have ",
+              "set_save_statistics(true) or set_save_activations(true) before the forward (have ",
               activations_.size(), " layers' activations, the model has ", depth(), ")");
   PhaseScope phase(Phase::kRegularization);
   auto reg = torch::zeros({}, torch::TensorOptions().dtype(dtype()).device(device()));
@@ -40,7 +51,7 @@ torch::Tensor KANImpl::regularization(const RegularizationOptions& w) const {
     // Edge score s_ij = std_n(phi_ij) / (std_n(x_i) + 0.1), (I, O), of the numeric part only (as
     // pykan: the symbolic branch is not penalised). pykan's rows are output
     // nodes: dim 0 (inputs) normalises per output, dim 1 per input.
-    const auto score = sample_std(a.numeric) / (sample_std(a.input) + 0.1).unsqueeze(1);
+    const auto score = numeric_std(a, dtype()) / (sample_std(a.input) + 0.1).unsqueeze(1);
     reg = reg + w.lamb_l1() * score.sum() +
           w.lamb_entropy() * (entropy_along(score, 0) + entropy_along(score, 1));
   }

@@ -64,6 +64,10 @@ struct LayerActivations {
   torch::Tensor numeric;
   torch::Tensor spline; ///< sum_m coef_ijm B_m(x_ni), unscaled, (N, I, O)
   torch::Tensor output; ///< y = sum_i phi_ij, (N, O)
+  /// forward_with_statistics on the fused backend: instead of edges, numeric and spline, the
+  /// regulariser's per-edge sums over the samples of the numeric part, (2, I, O) float64:
+  /// [0] sum_n phi_nij, [1] sum_n phi_nij^2.
+  torch::Tensor moments;
 };
 
 /// A KAN layer: y_j = sum_i mask_ij (scale_base_ij b(x_i) + scale_sp_ij spline_ij(x_i)), plus
@@ -91,6 +95,10 @@ public:
   torch::Tensor forward(const torch::Tensor& x);
   /// Like forward, and also returns every edge's value, numeric and spline part.
   LayerActivations forward_with_activations(const torch::Tensor& x);
+  /// Like forward, and also returns what the regulariser needs: on the fused backend input,
+  /// output and moments only (O(I * O) memory, differentiable like the activations); on the
+  /// reference backend forward_with_activations.
+  LayerActivations forward_with_statistics(const torch::Tensor& x);
   /// Every edge's spline, sum_m coef_ijm B_m(x_ni), unscaled and unmasked: (N, I, O).
   torch::Tensor edge_splines(const torch::Tensor& x) const;
 

@@ -154,11 +154,15 @@ public:
   /// Whether forward applies the affine parameters (affine_trainable or multiplication nodes).
   bool applies_affine() const;
 
-  /// Keep every layer's activations from each forward (needed by regularization(); off by
-  /// default, which is the fast path).
+  /// Keep every layer's activations from each forward (for plots and pruning, and
+  /// regularization(); off by default, which is the fast path).
   void set_save_activations(bool save) { save_activations_ = save; }
   bool save_activations() const noexcept { return save_activations_; }
-  /// The activations of the last forward made with save_activations on, one entry per layer.
+  /// Keep what regularization() needs and no more (KANLayerImpl::forward_with_statistics: on the
+  /// fused backend per-edge sums, not the (N, I, O) activations). save_activations wins.
+  void set_save_statistics(bool save) { save_statistics_ = save; }
+  bool save_statistics() const noexcept { return save_statistics_; }
+  /// What the last forward kept, one entry per layer (empty when it kept nothing).
   const std::vector<LayerActivations>& activations() const noexcept { return activations_; }
 
   /// Updates every layer's grid from the samples x (N, width[0]), layer by layer: layer l's
@@ -259,7 +263,8 @@ public:
   ///   model->symbolic_formula()[0].sympy(4);   // "1.0*exp(1.0*x2^2 + 1.0*sin(3.1416*x1))"
   std::vector<Expression> symbolic_formula() const;
 
-  /// The regulariser of the last forward's activations (save_activations must be on).
+  /// The regulariser of the last forward's activations (save_activations or save_statistics
+  /// must be on).
   torch::Tensor regularization(const RegularizationOptions& weights = {}) const;
 
   /// Checks that x fits this model: (N, width[0]), its dtype, its device.
@@ -281,6 +286,7 @@ private:
   KANOptions options_;
   torch::nn::ModuleList layers_;
   bool save_activations_ = false;
+  bool save_statistics_ = false;
   // Transient outputs of the last forward, recomputed each time; not model state.
   std::vector<LayerActivations> activations_;
 };

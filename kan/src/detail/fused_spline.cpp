@@ -179,6 +179,10 @@ public:
 
 } // namespace
 
+bool cpu_runs_cuda_threads() {
+  return cpu_isa() == CpuIsa::kCudaThreads;
+}
+
 at::Tensor knot_reciprocals(const at::Tensor& grid, int64_t k) {
   at::NoGradGuard no_grad;
   const int64_t I = grid.size(0), P = grid.size(1);

@@ -33,6 +33,9 @@ at::Tensor fused_spline_edges(const at::Tensor& x, const at::Tensor& grid, const
 /// 0 where those knots coincide or j + p >= P.
 at::Tensor knot_reciprocals(const at::Tensor& grid, int64_t k);
 
+/// Whether the CPU runs the CUDA kernels' per-thread code (KAN_FUSED_CPU_ISA=cuda-threads).
+bool cpu_runs_cuda_threads();
+
 /// The raw-array view of one fused spline problem that every kernel reads (spline_kernels.h).
 template <typename T>
 SplineArgs<T> spline_args(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& inv,

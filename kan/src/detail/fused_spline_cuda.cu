@@ -1,6 +1,8 @@
 // CUDA kernels of the fused spline backend, on LibTorch's current stream: one thread per output
-// element, each running the per-thread code of spline_threads.h, which the CPU tests run too
-// (KAN_FUSED_CPU_ISA=cuda-threads).
+// element, each running the per-thread code of spline_threads.h (and of edge_moments_threads.h
+// for the regulariser's statistics), which the CPU tests run too (KAN_FUSED_CPU_ISA=cuda-threads).
+#include "detail/edge_moments.h"
+#include "detail/edge_moments_threads.h"
 #include "detail/fused_spline.h"
 #include "detail/spline_threads.h"
 
@@ -91,7 +93,94 @@ int64_t backward_slices(int64_t N, int64_t I, int64_t O, const at::Tensor& weigh
   return std::min(slices, std::max<int64_t>(1, kMaxSliceBytes / weight_bytes));
 }
 
+// The regulariser's statistics. Thread (s, i, o), o fastest: edge (i, o)'s sums over slice s.
+template <typename T>
+__global__ void moments_kernel(MomentArgs<T> a, int64_t slices, double* __restrict__ s1,
+                               double* __restrict__ s2) {
+  const int64_t idx = thread_index();
+  const int64_t I = a.spline.I, O = a.spline.O;
+  if (idx < slices * I * O)
+    moments_thread(a, slices, idx / (I * O), (idx / O) % I, idx % O, s1, s2);
+}
+
+// Thread (s, i, o): edge (i, o)'s parameter gradients over slice s.
+template <typename T> __global__ void moments_backward_edge_kernel(MomentArgs<T> a, MomentGrads g) {
+  const int64_t idx = thread_index();
+  const int64_t I = a.spline.I, O = a.spline.O;
+  if (idx < g.slices * I * O)
+    moments_backward_edge(a, g, idx / (I * O), (idx / O) % I, idx % O);
+}
+
+// Thread (n, i), i fastest: grad x and grad base of the point.
+template <typename T>
+__global__ void moments_backward_point_kernel(MomentArgs<T> a, MomentGrads g) {
+  const int64_t idx = thread_index();
+  if (idx < a.spline.N * a.spline.I)
+    moments_backward_point(a, g, idx / a.spline.I, idx % a.spline.I);
+}
+
+template <typename T>
+MomentArgs<T> moment_args(const at::Tensor& x, const at::Tensor& base, const at::Tensor& grid,
+                          const at::Tensor& inv, const at::Tensor& weight, const at::Tensor& wb,
+                          const at::Tensor& ws, int64_t k) {
+  return {spline_args<T>(x, grid, inv, weight, k), base.const_data_ptr<T>(), wb.const_data_ptr<T>(),
+          ws.const_data_ptr<T>()};
+}
+
 } // namespace
+
+at::Tensor edge_moments_forward_cuda(const at::Tensor& x, const at::Tensor& base,
+                                     const at::Tensor& grid, const at::Tensor& inv,
+                                     const at::Tensor& weight, const at::Tensor& wb,
+                                     const at::Tensor& ws, int64_t k) {
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t N = x.size(0), I = x.size(1), O = weight.size(2);
+  // Slices of the samples as for the weight gradient: enough threads to fill the GPU.
+  const int64_t slices = backward_slices(N, I, O, weight);
+  auto sums = at::zeros({2, slices, I, O}, x.options().dtype(at::kDouble));
+  if (N > 0 && I * O > 0) {
+    const auto stream = at::cuda::getCurrentCUDAStream();
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "edge_moments_forward_cuda", [&] {
+      double* s1 = sums.mutable_data_ptr<double>();
+      moments_kernel<scalar_t><<<blocks_for(slices * I * O), kThreads, 0, stream>>>(
+          moment_args<scalar_t>(x, base, grid, inv, weight, wb, ws, k), slices, s1,
+          s1 + slices * I * O);
+      check_launch();
+    });
+  }
+  return sums.sum(1);
+}
+
+std::vector<at::Tensor> edge_moments_backward_cuda(const at::Tensor& grad, const at::Tensor& x,
+                                                   const at::Tensor& base, const at::Tensor& grid,
+                                                   const at::Tensor& inv, const at::Tensor& weight,
+                                                   const at::Tensor& wb, const at::Tensor& ws,
+                                                   int64_t k) {
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t N = x.size(0), I = x.size(1), M = weight.size(1), O = weight.size(2);
+  const int64_t slices = backward_slices(N, I, O, weight);
+  const auto f64 = x.options().dtype(at::kDouble);
+  auto gx = at::zeros({N, I}, f64), gbase = at::zeros({N, I}, f64);
+  auto gweight = at::zeros({slices, I, M, O}, f64), gwb = at::zeros({slices, I, O}, f64),
+       gws = at::zeros({slices, I, O}, f64);
+  const auto g = grad.to(at::kDouble).contiguous();
+  const MomentGrads grads{g.const_data_ptr<double>(),         g.const_data_ptr<double>() + I * O,
+                          gx.mutable_data_ptr<double>(),      gbase.mutable_data_ptr<double>(),
+                          gweight.mutable_data_ptr<double>(), gwb.mutable_data_ptr<double>(),
+                          gws.mutable_data_ptr<double>(),     slices};
+  if (N > 0 && I * O > 0) {
+    const auto stream = at::cuda::getCurrentCUDAStream();
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "edge_moments_backward_cuda", [&] {
+      const auto a = moment_args<scalar_t>(x, base, grid, inv, weight, wb, ws, k);
+      moments_backward_edge_kernel<scalar_t>
+          <<<blocks_for(slices * I * O), kThreads, 0, stream>>>(a, grads);
+      check_launch();
+      moments_backward_point_kernel<scalar_t><<<blocks_for(N * I), kThreads, 0, stream>>>(a, grads);
+      check_launch();
+    });
+  }
+  return {gx, gbase, gweight.sum(0), gwb.sum(0), gws.sum(0)};
+}
 
 at::Tensor fused_spline_forward_cuda(bool edges, const at::Tensor& x, const at::Tensor& grid,
                                      const at::Tensor& inv, const at::Tensor& weight, int64_t k) {

@@ -1,0 +1,152 @@
+#include "detail/edge_moments.h"
+
+#include "detail/edge_moments_threads.h"
+#include "detail/fused_spline.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+namespace kan::detail {
+namespace {
+
+template <typename T>
+MomentArgs<T> moment_args(const at::Tensor& x, const at::Tensor& base, const at::Tensor& grid,
+                          const at::Tensor& inv, const at::Tensor& weight, const at::Tensor& wb,
+                          const at::Tensor& ws, int64_t k) {
+  return {spline_args<T>(x, grid, inv, weight, k), base.const_data_ptr<T>(), wb.const_data_ptr<T>(),
+          ws.const_data_ptr<T>()};
+}
+
+// One input per task: every row a task writes is its input's (edge_moments_threads.h).
+int64_t input_grain(const at::Tensor& x, const at::Tensor& weight) {
+  return parallel_grain(x.size(0) * weight.size(2) * (weight.size(1) > 0 ? 4 : 1));
+}
+
+at::Tensor forward_cpu(const at::Tensor& x, const at::Tensor& base, const at::Tensor& grid,
+                       const at::Tensor& inv, const at::Tensor& weight, const at::Tensor& wb,
+                       const at::Tensor& ws, int64_t k) {
+  const int64_t I = x.size(1), O = weight.size(2);
+  auto sums = at::zeros({2, I, O}, x.options().dtype(at::kDouble));
+  double* s1 = sums.mutable_data_ptr<double>();
+  double* s2 = s1 + I * O;
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_edge_moments_cpu", [&] {
+    const auto a = moment_args<scalar_t>(x, base, grid, inv, weight, wb, ws, k);
+    if (cpu_runs_cuda_threads()) {
+      for (int64_t i = 0; i < I; ++i)
+        for (int64_t o = 0; o < O; ++o)
+          moments_thread(a, 1, 0, i, o, s1, s2);
+      return;
+    }
+    at::parallel_for(0, I, input_grain(x, weight), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        moments_input(a, i, s1, s2);
+    });
+  });
+  return sums;
+}
+
+std::vector<at::Tensor> backward_cpu(const at::Tensor& grad, const at::Tensor& x,
+                                     const at::Tensor& base, const at::Tensor& grid,
+                                     const at::Tensor& inv, const at::Tensor& weight,
+                                     const at::Tensor& wb, const at::Tensor& ws, int64_t k) {
+  const int64_t N = x.size(0), I = x.size(1), M = weight.size(1), O = weight.size(2);
+  const auto f64 = x.options().dtype(at::kDouble);
+  auto gx = at::zeros({N, I}, f64), gbase = at::zeros({N, I}, f64);
+  auto gweight = at::zeros({I, M, O}, f64), gwb = at::zeros({I, O}, f64),
+       gws = at::zeros({I, O}, f64);
+  const auto g = grad.to(at::kDouble).contiguous();
+  const MomentGrads grads{g.const_data_ptr<double>(),         g.const_data_ptr<double>() + I * O,
+                          gx.mutable_data_ptr<double>(),      gbase.mutable_data_ptr<double>(),
+                          gweight.mutable_data_ptr<double>(), gwb.mutable_data_ptr<double>(),
+                          gws.mutable_data_ptr<double>(),     1};
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_edge_moments_backward_cpu", [&] {
+    const auto a = moment_args<scalar_t>(x, base, grid, inv, weight, wb, ws, k);
+    if (cpu_runs_cuda_threads()) {
+      for (int64_t i = 0; i < I; ++i)
+        for (int64_t o = 0; o < O; ++o)
+          moments_backward_edge(a, grads, 0, i, o);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t i = 0; i < I; ++i)
+          moments_backward_point(a, grads, n, i);
+      return;
+    }
+    at::parallel_for(0, I, input_grain(x, weight), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        moments_backward_input(a, grads, i);
+    });
+  });
+  return {gx, gbase, gweight, gwb, gws};
+}
+
+class EdgeMomentsFunction : public torch::autograd::Function<EdgeMomentsFunction> {
+public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            const at::Tensor& base, const at::Tensor& grid, const at::Tensor& coef,
+                            const at::Tensor& wb, const at::Tensor& ws, int64_t k) {
+    const auto xc = x.contiguous(), bc = base.contiguous(), gc = grid.contiguous(),
+               weight = coef.transpose(1, 2).contiguous(), wbc = wb.contiguous(),
+               wsc = ws.contiguous();
+    const auto inv = knot_reciprocals(gc, k);
+    ctx->save_for_backward({xc, bc, gc, inv, weight, wbc, wsc});
+    ctx->saved_data["k"] = k;
+#ifdef KAN_HAS_CUDA_KERNELS
+    if (x.is_cuda())
+      return edge_moments_forward_cuda(xc, bc, gc, inv, weight, wbc, wsc, k);
+#endif
+    TORCH_CHECK(x.is_cpu(),
+                "backend fused: no CUDA kernels in this build for the regulariser's "
+                "statistics on ",
+                x.device());
+    return forward_cpu(xc, bc, gc, inv, weight, wbc, wsc, k);
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grad_outputs) {
+    TORCH_CHECK(!at::GradMode::is_enabled(),
+                "backend fused does not support double backward (create_graph=true through the "
+                "regulariser); use backend reference for higher-order derivatives");
+    const auto s = ctx->get_saved_variables();
+    const int64_t k = ctx->saved_data["k"].toInt();
+    const auto grad = grad_outputs[0].contiguous();
+    std::vector<at::Tensor> g;
+#ifdef KAN_HAS_CUDA_KERNELS
+    if (s[0].is_cuda())
+      g = edge_moments_backward_cuda(grad, s[0], s[1], s[2], s[3], s[4], s[5], s[6], k);
+    else
+#endif
+      g = backward_cpu(grad, s[0], s[1], s[2], s[3], s[4], s[5], s[6], k);
+    const auto dtype = s[0].scalar_type();
+    const auto wanted = [&](size_t input, const at::Tensor& t) {
+      return ctx->needs_input_grad(input) ? t.to(dtype) : at::Tensor();
+    };
+    return {wanted(0, g[0]), wanted(1, g[1]),
+            at::Tensor(),    wanted(3, g[2].transpose(1, 2)), // back to coef's (I, O, M)
+            wanted(4, g[3]), wanted(5, g[4]),
+            at::Tensor()};
+  }
+};
+
+} // namespace
+
+at::Tensor fused_edge_moments(const at::Tensor& x, const at::Tensor& base, const at::Tensor& grid,
+                              const at::Tensor& coef, const at::Tensor& wb, const at::Tensor& ws,
+                              int64_t k) {
+  TORCH_CHECK(k >= 0 && k <= kFusedMaxOrder, "backend fused supports spline orders k = 0..",
+              kFusedMaxOrder, ", got k = ", k);
+  TORCH_CHECK(x.dim() == 2 && base.sizes() == x.sizes() && grid.dim() == 2 &&
+                  grid.size(0) == x.size(1) && coef.dim() == 3 && coef.size(0) == x.size(1) &&
+                  coef.size(2) == grid.size(1) - k - 1 && wb.dim() == 2 &&
+                  wb.size(0) == x.size(1) && wb.size(1) == coef.size(1) && ws.sizes() == wb.sizes(),
+              "fused_edge_moments: x ", x.sizes(), ", base ", base.sizes(), ", grid ", grid.sizes(),
+              ", coef ", coef.sizes(), ", wb ", wb.sizes(), " and ws ", ws.sizes(),
+              " do not fit together for k = ", k);
+  for (const auto* t : {&base, &grid, &coef, &wb, &ws})
+    TORCH_CHECK(t->scalar_type() == x.scalar_type() && t->device() == x.device(),
+                "fused_edge_moments: every argument must be ", x.scalar_type(), " on ", x.device(),
+                ", got ", t->scalar_type(), " on ", t->device());
+  return EdgeMomentsFunction::apply(x, base, grid, coef, wb, ws, k);
+}
+
+} // namespace kan::detail

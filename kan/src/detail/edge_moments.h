@@ -1,0 +1,37 @@
+#pragma once
+// The regulariser's per-edge statistics on the fused backend: sums over the samples instead of
+// the (N, I, O) activations, so a regularised step needs O(I * O) extra memory
+// (edge_moments_threads.h has the arithmetic; docs/kan.md, "Regularisation").
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace kan::detail {
+
+/// (2, I, O), float64: [0] = sum_n phi_nio and [1] = sum_n phi_nio^2 of the edges' numeric part
+/// phi_nio = wb_io base_ni + ws_io spline_nio, for x (N, I), base (N, I) (the base function at
+/// x), grid (I, G + 2k + 1), coef (I, O, G + k), wb and ws (I, O) (mask * scale_base, mask *
+/// scale_sp), all of x's dtype and device. Differentiable once in x (through the splines), base,
+/// coef, wb and ws: the backward recomputes each point's basis.
+at::Tensor fused_edge_moments(const at::Tensor& x, const at::Tensor& base, const at::Tensor& grid,
+                              const at::Tensor& coef, const at::Tensor& wb, const at::Tensor& ws,
+                              int64_t k);
+
+#ifdef KAN_HAS_CUDA_KERNELS
+/// CUDA kernels (edge_moments_cuda.cu), on the current stream; contiguous arguments, weight = coef
+/// transposed to (I, M, O), inv from knot_reciprocals. The sums (2, I, O), float64.
+at::Tensor edge_moments_forward_cuda(const at::Tensor& x, const at::Tensor& base,
+                                     const at::Tensor& grid, const at::Tensor& inv,
+                                     const at::Tensor& weight, const at::Tensor& wb,
+                                     const at::Tensor& ws, int64_t k);
+/// {gx, gbase, gweight (I, M, O), gwb, gws}, float64, for the sums' gradient grad (2, I, O).
+std::vector<at::Tensor> edge_moments_backward_cuda(const at::Tensor& grad, const at::Tensor& x,
+                                                   const at::Tensor& base, const at::Tensor& grid,
+                                                   const at::Tensor& inv, const at::Tensor& weight,
+                                                   const at::Tensor& wb, const at::Tensor& ws,
+                                                   int64_t k);
+#endif
+
+} // namespace kan::detail
