@@ -2,6 +2,7 @@
 // (LBFGS and Adam) of a whole KAN, and a grid update. CUDA variants time with CUDA events.
 #include "bench_util.h"
 
+#include "kan/bench/measure.h"
 #include "kan/kan.h"
 
 #include <ATen/ATen.h>
@@ -112,6 +113,49 @@ void BM_TrainStep_CUDA(benchmark::State& state) {
   train_step(state, torch::kCUDA);
 }
 
+// ---- A regularised Adam step of pykan's device-tutorial model [4, 100, 100, 100, 1]: Args
+// backend, regularised (lamb 0.001, entropy weight 5, or none), N ------------------------------
+// What fit does each step: the fused backend keeps the regulariser's per-edge sums, the
+// reference one every activation.
+void regularised_step(benchmark::State& state, torch::Device device) {
+  if (skip_without_gpu(state, device))
+    return;
+  const auto backend = backend_arg(state.range(0));
+  const bool regularised = state.range(1) == 1;
+  const int64_t N = state.range(2);
+  KAN model(KANOptions({4, 100, 100, 100, 1}).backend(backend).device(device));
+  const auto data = create_dataset(reference_function("exp_sin4").f,
+                                   DatasetOptions(4).train_num(N).test_num(1).device(device));
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(1e-3));
+  model->set_save_activations(regularised && backend == SplineBackend::kReference);
+  model->set_save_statistics(regularised && backend == SplineBackend::kFused);
+  const auto weights = RegularizationOptions().lamb_entropy(5);
+  const auto step = [&] {
+    optimizer.zero_grad();
+    auto loss = compute_loss(Loss::kMSE, model(data.train_input), data.train_label);
+    if (regularised)
+      loss = loss + 0.001 * model->regularization(weights);
+    loss.backward();
+    optimizer.step();
+  };
+  {
+    // The first step's peak memory above the model and data (Adam's state included).
+    const PeakMemory memory(device);
+    step();
+    if (const auto bytes = memory.bytes())
+      state.counters["peak_extra_MiB"] = static_cast<double>(*bytes) / (1 << 20);
+  }
+  run_timed(state, device, step);
+  set_sample_rate(state, N);
+  state.SetLabel(to_string(backend) + (regularised ? " regularised" : " unregularised"));
+}
+void BM_RegularisedStep(benchmark::State& state) {
+  regularised_step(state, torch::kCPU);
+}
+void BM_RegularisedStep_CUDA(benchmark::State& state) {
+  regularised_step(state, torch::kCUDA);
+}
+
 // ---- Grid update of a [I, 5, 1] KAN from N samples: Args N, I, G ----------------------------
 void grid_update(benchmark::State& state, torch::Device device) {
   if (skip_without_gpu(state, device))
@@ -158,6 +202,10 @@ void register_training_families() {
     register_on(cuda, cuda ? "BM_TrainStep_CUDA" : "BM_TrainStep",
                 cuda ? BM_TrainStep_CUDA : BM_TrainStep, {"opt", "backend", "batch"},
                 {{0, 0, 256}, {0, 1, 256}, {1, 0, 256}, {1, 1, 256}, {0, 1, 1000}, {1, 1, 1000}});
+    register_on(cuda, cuda ? "BM_RegularisedStep_CUDA" : "BM_RegularisedStep",
+                cuda ? BM_RegularisedStep_CUDA : BM_RegularisedStep,
+                {"backend", "regularised", "batch"},
+                {{1, 0, 1000}, {1, 1, 1000}, {0, 1, 1000}, {1, 0, 65536}, {1, 1, 65536}});
     register_on(cuda, cuda ? "BM_GridUpdate_CUDA" : "BM_GridUpdate",
                 cuda ? BM_GridUpdate_CUDA : BM_GridUpdate, {"batch", "in", "G"},
                 {{256, 2, 5}, {1000, 2, 5}, {4096, 100, 5}});

@@ -8,6 +8,8 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <vector>
+
 namespace kan::detail {
 namespace {
 
@@ -40,8 +42,9 @@ at::Tensor forward_cpu(const at::Tensor& x, const at::Tensor& base, const at::Te
       return;
     }
     at::parallel_for(0, I, input_grain(x, weight), [&](int64_t begin, int64_t end) {
+      std::vector<scalar_t> scratch(static_cast<size_t>(2 * O));
       for (int64_t i = begin; i < end; ++i)
-        moments_input(a, i, s1, s2);
+        moments_input(a, i, s1, s2, scratch.data());
     });
   });
   return sums;
@@ -53,16 +56,17 @@ std::vector<at::Tensor> backward_cpu(const at::Tensor& grad, const at::Tensor& x
                                      const at::Tensor& wb, const at::Tensor& ws, int64_t k) {
   const int64_t N = x.size(0), I = x.size(1), M = weight.size(1), O = weight.size(2);
   const auto f64 = x.options().dtype(at::kDouble);
-  auto gx = at::zeros({N, I}, f64), gbase = at::zeros({N, I}, f64);
+  auto gx = at::empty({N, I}, x.options()), gbase = at::empty({N, I}, x.options());
   auto gweight = at::zeros({I, M, O}, f64), gwb = at::zeros({I, O}, f64),
        gws = at::zeros({I, O}, f64);
   const auto g = grad.to(at::kDouble).contiguous();
-  const MomentGrads grads{g.const_data_ptr<double>(),         g.const_data_ptr<double>() + I * O,
-                          gx.mutable_data_ptr<double>(),      gbase.mutable_data_ptr<double>(),
-                          gweight.mutable_data_ptr<double>(), gwb.mutable_data_ptr<double>(),
-                          gws.mutable_data_ptr<double>(),     1};
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_edge_moments_backward_cpu", [&] {
     const auto a = moment_args<scalar_t>(x, base, grid, inv, weight, wb, ws, k);
+    const MomentGrads<scalar_t> grads{
+        g.const_data_ptr<double>(),         g.const_data_ptr<double>() + I * O,
+        gx.mutable_data_ptr<scalar_t>(),    gbase.mutable_data_ptr<scalar_t>(),
+        gweight.mutable_data_ptr<double>(), gwb.mutable_data_ptr<double>(),
+        gws.mutable_data_ptr<double>(),     1};
     if (cpu_runs_cuda_threads()) {
       for (int64_t i = 0; i < I; ++i)
         for (int64_t o = 0; o < O; ++o)
@@ -73,8 +77,9 @@ std::vector<at::Tensor> backward_cpu(const at::Tensor& grad, const at::Tensor& x
       return;
     }
     at::parallel_for(0, I, input_grain(x, weight), [&](int64_t begin, int64_t end) {
+      std::vector<scalar_t> scratch(static_cast<size_t>(3 * O));
       for (int64_t i = begin; i < end; ++i)
-        moments_backward_input(a, grads, i);
+        moments_backward_input(a, grads, i, scratch.data());
     });
   });
   return {gx, gbase, gweight, gwb, gws};
@@ -119,7 +124,7 @@ public:
       g = backward_cpu(grad, s[0], s[1], s[2], s[3], s[4], s[5], s[6], k);
     const auto dtype = s[0].scalar_type();
     const auto wanted = [&](size_t input, const at::Tensor& t) {
-      return ctx->needs_input_grad(input) ? t.to(dtype) : at::Tensor();
+      return ctx->needs_input_grad(input) ? t.to(dtype) : at::Tensor(); // (a no-op for gx, gbase)
     };
     return {wanted(0, g[0]), wanted(1, g[1]),
             at::Tensor(),    wanted(3, g[2].transpose(1, 2)), // back to coef's (I, O, M)

@@ -23,14 +23,14 @@ template <typename T> struct MomentArgs {
   const T* ws;   ///< (I, O): mask * scale_sp
 };
 
-/// The sums' gradients, (I, O) each, and where the backward writes (double, zero on entry except
-/// gx and gbase, which are overwritten): gx, gbase (N, I); gcoef (slices, I, M, O); gwb, gws
-/// (slices, I, O). Each slice of the samples sums into its own copy (slice_bounds).
-struct MomentGrads {
+/// The sums' gradients, (I, O) each, and where the backward writes: gx, gbase (N, I), in T,
+/// overwritten; gcoef (slices, I, M, O), gwb, gws (slices, I, O), in double, zero on entry. Each
+/// slice of the samples sums into its own copy (slice_bounds).
+template <typename T> struct MomentGrads {
   const double* g1;
   const double* g2;
-  double* gx;
-  double* gbase;
+  T* gx;
+  T* gbase;
   double* gcoef;
   double* gwb;
   double* gws;
@@ -73,17 +73,44 @@ static KAN_HOST_DEVICE void moments_thread(const MomentArgs<T>& a, int64_t slice
   s2[at] = squares;
 }
 
-/// S1[i, :], S2[i, :] over every sample (O each, zero on entry).
+// The CPU's rows: spline[o] and slope[o] of point (n, i) for every output, the weight's rows
+// read in order (consecutive outputs, consecutive addresses), so that the loops vectorise.
 template <typename T>
-static KAN_HOST_DEVICE void moments_input(const MomentArgs<T>& a, int64_t i, double* s1,
-                                          double* s2) {
+inline bool point_rows(const MomentArgs<T>& a, int64_t n, int64_t i, T* spline, T* slope) {
+  const auto& sa = a.spline;
   T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1], none;
+  int64_t first = 0;
+  const bool inside = point_basis(sa, n, i, &first, value, deriv, &none);
+  for (int64_t o = 0; o < sa.O; ++o)
+    spline[o] = slope[o] = none;
+  if (!inside)
+    return false;
+  for (int r = 0; r <= sa.k; ++r) {
+    const int64_t m = first + r;
+    if (m < 0 || m >= sa.M)
+      continue;
+    const T* w = sa.weight + (i * sa.M + m) * sa.O;
+    for (int64_t o = 0; o < sa.O; ++o) {
+      spline[o] += value[r] * w[o];
+      slope[o] += deriv[r] * w[o];
+    }
+  }
+  return true;
+}
+
+/// S1[i, :], S2[i, :] over every sample (O each, zero on entry); scratch: 2 O values.
+template <typename T>
+inline void moments_input(const MomentArgs<T>& a, int64_t i, double* s1, double* s2, T* scratch) {
   const int64_t O = a.spline.O;
+  T* spline = scratch;
+  T* slope = scratch + O;
+  const T* wb = a.wb + i * O;
+  const T* ws = a.ws + i * O;
   for (int64_t n = 0; n < a.spline.N; ++n) {
-    int64_t first = 0;
-    const bool inside = point_basis(a.spline, n, i, &first, value, deriv, &none);
+    point_rows(a, n, i, spline, slope);
+    const T b = a.base[n * a.spline.I + i];
     for (int64_t o = 0; o < O; ++o) {
-      const double phi = edge_point(a, inside, none, n, i, o, first, value, deriv).phi;
+      const double phi = static_cast<double>(wb[o] * b + ws[o] * spline[o]);
       s1[i * O + o] += phi;
       s2[i * O + o] += phi * phi;
     }
@@ -98,7 +125,7 @@ static KAN_HOST_DEVICE void moments_input(const MomentArgs<T>& a, int64_t i, dou
 /// Edge (i, o)'s parameter gradients over the samples of slice s (the CUDA thread (s, i, o) owns
 /// the column gcoef[s, i, :, o]).
 template <typename T>
-static KAN_HOST_DEVICE void moments_backward_edge(const MomentArgs<T>& a, const MomentGrads& g,
+static KAN_HOST_DEVICE void moments_backward_edge(const MomentArgs<T>& a, const MomentGrads<T>& g,
                                                   int64_t s, int64_t i, int64_t o) {
   T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1], none;
   const auto& sa = a.spline;
@@ -130,7 +157,7 @@ static KAN_HOST_DEVICE void moments_backward_edge(const MomentArgs<T>& a, const 
 
 /// gx[n, i] and gbase[n, i] (the CUDA thread (n, i)).
 template <typename T>
-static KAN_HOST_DEVICE void moments_backward_point(const MomentArgs<T>& a, const MomentGrads& g,
+static KAN_HOST_DEVICE void moments_backward_point(const MomentArgs<T>& a, const MomentGrads<T>& g,
                                                    int64_t n, int64_t i) {
   T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1], none;
   const auto& sa = a.spline;
@@ -144,43 +171,58 @@ static KAN_HOST_DEVICE void moments_backward_point(const MomentArgs<T>& a, const
     gbase += grad * a.wb[io];
     gx += grad * a.ws[io] * e.slope;
   }
-  g.gx[n * sa.I + i] = gx;
-  g.gbase[n * sa.I + i] = gbase;
+  g.gx[n * sa.I + i] = static_cast<T>(gx);
+  g.gbase[n * sa.I + i] = static_cast<T>(gbase);
 }
 
-/// Everything of input i (one slice): the CPU's backward, the basis once per sample.
+/// Everything of input i (one slice): the CPU's backward, the basis once per sample; scratch:
+/// 3 O values.
 template <typename T>
-static KAN_HOST_DEVICE void moments_backward_input(const MomentArgs<T>& a, const MomentGrads& g,
-                                                   int64_t i) {
-  T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1], none;
+inline void moments_backward_input(const MomentArgs<T>& a, const MomentGrads<T>& g, int64_t i,
+                                   T* scratch) {
   const auto& sa = a.spline;
-  double* c = g.gcoef + i * sa.M * sa.O;
+  const int64_t O = sa.O;
+  T* spline = scratch;
+  T* slope = scratch + O;
+  T* scaled = scratch + 2 * O; // g ws: the coefficients' share
+  const T* wb = a.wb + i * O;
+  const T* ws = a.ws + i * O;
+  const double* g1 = g.g1 + i * O;
+  const double* g2 = g.g2 + i * O;
+  double* gwb = g.gwb + i * O;
+  double* gws = g.gws + i * O;
+  double* c = g.gcoef + i * sa.M * O;
+  T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1], none;
   for (int64_t n = 0; n < sa.N; ++n) {
     int64_t first = 0;
     const bool inside = point_basis(sa, n, i, &first, value, deriv, &none);
+    point_rows(a, n, i, spline, slope);
+    const T b = a.base[n * sa.I + i];
     double gx = 0, gbase = 0;
-    for (int64_t o = 0; o < sa.O; ++o) {
-      const int64_t io = i * sa.O + o;
-      const auto e = edge_point(a, inside, none, n, i, o, first, value, deriv);
-      const double grad = g.g1[io] + 2 * e.phi * g.g2[io];
-      g.gwb[io] += grad * a.base[n * sa.I + i];
-      g.gws[io] += grad * e.spline;
-      gbase += grad * a.wb[io];
-      gx += grad * a.ws[io] * e.slope;
-      if (!inside) {
-        if (!is_finite_value(none))
-          for (int64_t m = 0; m < sa.M; ++m)
-            c[m * sa.O + o] = static_cast<double>(none);
-        continue;
-      }
-      for (int r = 0; r <= sa.k; ++r) {
-        const int64_t m = first + r;
-        if (m >= 0 && m < sa.M)
-          c[m * sa.O + o] += grad * a.ws[io] * value[r];
-      }
+    for (int64_t o = 0; o < O; ++o) {
+      const double phi = static_cast<double>(wb[o] * b + ws[o] * spline[o]);
+      const double grad = g1[o] + 2 * phi * g2[o];
+      gwb[o] += grad * b;
+      gws[o] += grad * spline[o];
+      gbase += grad * wb[o];
+      gx += grad * ws[o] * slope[o];
+      scaled[o] = static_cast<T>(grad * ws[o]);
     }
-    g.gx[n * sa.I + i] = gx;
-    g.gbase[n * sa.I + i] = gbase;
+    g.gx[n * sa.I + i] = static_cast<T>(gx);
+    g.gbase[n * sa.I + i] = static_cast<T>(gbase);
+    if (!inside) {
+      if (!is_finite_value(none)) // NaN in every basis function reaches every coefficient
+        for (int64_t j = 0; j < sa.M * O; ++j)
+          c[j] = static_cast<double>(none);
+      continue;
+    }
+    for (int r = 0; r <= sa.k; ++r) {
+      const int64_t m = first + r;
+      if (m < 0 || m >= sa.M)
+        continue;
+      for (int64_t o = 0; o < O; ++o)
+        c[m * O + o] += value[r] * scaled[o];
+    }
   }
 }
 

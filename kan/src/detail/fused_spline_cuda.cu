@@ -104,7 +104,8 @@ __global__ void moments_kernel(MomentArgs<T> a, int64_t slices, double* __restri
 }
 
 // Thread (s, i, o): edge (i, o)'s parameter gradients over slice s.
-template <typename T> __global__ void moments_backward_edge_kernel(MomentArgs<T> a, MomentGrads g) {
+template <typename T>
+__global__ void moments_backward_edge_kernel(MomentArgs<T> a, MomentGrads<T> g) {
   const int64_t idx = thread_index();
   const int64_t I = a.spline.I, O = a.spline.O;
   if (idx < g.slices * I * O)
@@ -113,7 +114,7 @@ template <typename T> __global__ void moments_backward_edge_kernel(MomentArgs<T>
 
 // Thread (n, i), i fastest: grad x and grad base of the point.
 template <typename T>
-__global__ void moments_backward_point_kernel(MomentArgs<T> a, MomentGrads g) {
+__global__ void moments_backward_point_kernel(MomentArgs<T> a, MomentGrads<T> g) {
   const int64_t idx = thread_index();
   if (idx < a.spline.N * a.spline.I)
     moments_backward_point(a, g, idx / a.spline.I, idx % a.spline.I);
@@ -160,18 +161,19 @@ std::vector<at::Tensor> edge_moments_backward_cuda(const at::Tensor& grad, const
   const int64_t N = x.size(0), I = x.size(1), M = weight.size(1), O = weight.size(2);
   const int64_t slices = backward_slices(N, I, O, weight);
   const auto f64 = x.options().dtype(at::kDouble);
-  auto gx = at::zeros({N, I}, f64), gbase = at::zeros({N, I}, f64);
+  auto gx = at::empty({N, I}, x.options()), gbase = at::empty({N, I}, x.options());
   auto gweight = at::zeros({slices, I, M, O}, f64), gwb = at::zeros({slices, I, O}, f64),
        gws = at::zeros({slices, I, O}, f64);
   const auto g = grad.to(at::kDouble).contiguous();
-  const MomentGrads grads{g.const_data_ptr<double>(),         g.const_data_ptr<double>() + I * O,
-                          gx.mutable_data_ptr<double>(),      gbase.mutable_data_ptr<double>(),
-                          gweight.mutable_data_ptr<double>(), gwb.mutable_data_ptr<double>(),
-                          gws.mutable_data_ptr<double>(),     slices};
   if (N > 0 && I * O > 0) {
     const auto stream = at::cuda::getCurrentCUDAStream();
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "edge_moments_backward_cuda", [&] {
       const auto a = moment_args<scalar_t>(x, base, grid, inv, weight, wb, ws, k);
+      const MomentGrads<scalar_t> grads{
+          g.const_data_ptr<double>(),         g.const_data_ptr<double>() + I * O,
+          gx.mutable_data_ptr<scalar_t>(),    gbase.mutable_data_ptr<scalar_t>(),
+          gweight.mutable_data_ptr<double>(), gwb.mutable_data_ptr<double>(),
+          gws.mutable_data_ptr<double>(),     slices};
       moments_backward_edge_kernel<scalar_t>
           <<<blocks_for(slices * I * O), kThreads, 0, stream>>>(a, grads);
       check_launch();
