@@ -1,7 +1,7 @@
 #include "detail/edge_moments.h"
 
-#include "detail/edge_moments_threads.h"
 #include "detail/fused_spline.h"
+#include "detail/spline_local.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
@@ -35,17 +35,9 @@ at::Tensor forward_cpu(const at::Tensor& x, const at::Tensor& base, const at::Te
   double* s2 = s1 + I * O;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_edge_moments_cpu", [&] {
     const auto a = moment_args<scalar_t>(x, base, grid, inv, weight, wb, ws, k);
-    if (cpu_runs_cuda_threads()) {
-      for (int64_t i = 0; i < I; ++i)
-        for (int64_t o = 0; o < O; ++o)
-          moments_thread(a, 1, 0, i, o, s1, s2);
-      return;
-    }
-    at::parallel_for(0, I, input_grain(x, weight), [&](int64_t begin, int64_t end) {
-      std::vector<scalar_t> scratch(static_cast<size_t>(2 * O));
-      for (int64_t i = begin; i < end; ++i)
-        moments_input(a, i, s1, s2, scratch.data());
-    });
+    const auto kernel = cpu_spline_kernels<scalar_t>().moments_inputs;
+    at::parallel_for(0, I, input_grain(x, weight),
+                     [&](int64_t begin, int64_t end) { kernel(a, s1, s2, begin, end); });
   });
   return sums;
 }
@@ -67,20 +59,9 @@ std::vector<at::Tensor> backward_cpu(const at::Tensor& grad, const at::Tensor& x
         gx.mutable_data_ptr<scalar_t>(),    gbase.mutable_data_ptr<scalar_t>(),
         gweight.mutable_data_ptr<double>(), gwb.mutable_data_ptr<double>(),
         gws.mutable_data_ptr<double>(),     1};
-    if (cpu_runs_cuda_threads()) {
-      for (int64_t i = 0; i < I; ++i)
-        for (int64_t o = 0; o < O; ++o)
-          moments_backward_edge(a, grads, 0, i, o);
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t i = 0; i < I; ++i)
-          moments_backward_point(a, grads, n, i);
-      return;
-    }
-    at::parallel_for(0, I, input_grain(x, weight), [&](int64_t begin, int64_t end) {
-      std::vector<scalar_t> scratch(static_cast<size_t>(3 * O));
-      for (int64_t i = begin; i < end; ++i)
-        moments_backward_input(a, grads, i, scratch.data());
-    });
+    const auto kernel = cpu_spline_kernels<scalar_t>().moments_backward_inputs;
+    at::parallel_for(0, I, input_grain(x, weight),
+                     [&](int64_t begin, int64_t end) { kernel(a, grads, begin, end); });
   });
   return {gx, gbase, gweight, gwb, gws};
 }

@@ -15,28 +15,6 @@
 
 namespace kan::detail {
 
-/// One layer's moments problem: spline.weight is coef transposed to (I, M, O).
-template <typename T> struct MomentArgs {
-  SplineArgs<T> spline;
-  const T* base; ///< (N, I): the base function at x
-  const T* wb;   ///< (I, O): mask * scale_base
-  const T* ws;   ///< (I, O): mask * scale_sp
-};
-
-/// The sums' gradients, (I, O) each, and where the backward writes: gx, gbase (N, I), in T,
-/// overwritten; gcoef (slices, I, M, O), gwb, gws (slices, I, O), in double, zero on entry. Each
-/// slice of the samples sums into its own copy (slice_bounds).
-template <typename T> struct MomentGrads {
-  const double* g1;
-  const double* g2;
-  T* gx;
-  T* gbase;
-  double* gcoef;
-  double* gwb;
-  double* gws;
-  int64_t slices;
-};
-
 /// Edge (n, i, o): phi and the spline's value and derivative, from the point's basis.
 struct EdgePoint {
   double phi, spline, slope;
@@ -73,41 +51,42 @@ static KAN_HOST_DEVICE void moments_thread(const MomentArgs<T>& a, int64_t slice
   s2[at] = squares;
 }
 
-// The CPU's rows: spline[o] and slope[o] of point (n, i) for every output, the weight's rows
-// read in order (consecutive outputs, consecutive addresses), so that the loops vectorise.
+// The CPU's rows: spline[o] (and with slope, slope[o]) of point (n, i) for every output, the
+// weight's rows read in order (consecutive outputs, consecutive addresses) so that the loops
+// vectorise.
 template <typename T>
-inline bool point_rows(const MomentArgs<T>& a, int64_t n, int64_t i, T* spline, T* slope) {
+inline void point_rows(const MomentArgs<T>& a, int64_t n, int64_t i, T* spline, T* slope) {
   const auto& sa = a.spline;
   T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1], none;
   int64_t first = 0;
   const bool inside = point_basis(sa, n, i, &first, value, deriv, &none);
   for (int64_t o = 0; o < sa.O; ++o)
-    spline[o] = slope[o] = none;
+    spline[o] = none;
+  for (int64_t o = 0; slope != nullptr && o < sa.O; ++o)
+    slope[o] = none;
   if (!inside)
-    return false;
+    return;
   for (int r = 0; r <= sa.k; ++r) {
     const int64_t m = first + r;
     if (m < 0 || m >= sa.M)
       continue;
     const T* w = sa.weight + (i * sa.M + m) * sa.O;
-    for (int64_t o = 0; o < sa.O; ++o) {
+    for (int64_t o = 0; o < sa.O; ++o)
       spline[o] += value[r] * w[o];
+    for (int64_t o = 0; slope != nullptr && o < sa.O; ++o)
       slope[o] += deriv[r] * w[o];
-    }
   }
-  return true;
 }
 
-/// S1[i, :], S2[i, :] over every sample (O each, zero on entry); scratch: 2 O values.
+/// S1[i, :], S2[i, :] over every sample (O each, zero on entry); scratch: O values.
 template <typename T>
 inline void moments_input(const MomentArgs<T>& a, int64_t i, double* s1, double* s2, T* scratch) {
   const int64_t O = a.spline.O;
   T* spline = scratch;
-  T* slope = scratch + O;
   const T* wb = a.wb + i * O;
   const T* ws = a.ws + i * O;
   for (int64_t n = 0; n < a.spline.N; ++n) {
-    point_rows(a, n, i, spline, slope);
+    point_rows(a, n, i, spline, static_cast<T*>(nullptr));
     const T b = a.base[n * a.spline.I + i];
     for (int64_t o = 0; o < O; ++o) {
       const double phi = static_cast<double>(wb[o] * b + ws[o] * spline[o]);

@@ -179,9 +179,11 @@ public:
 
 } // namespace
 
-bool cpu_runs_cuda_threads() {
-  return cpu_isa() == CpuIsa::kCudaThreads;
+template <typename T> const SplineKernels<T>& cpu_spline_kernels() {
+  return cpu_kernels<T>();
 }
+template const SplineKernels<float>& cpu_spline_kernels<float>();
+template const SplineKernels<double>& cpu_spline_kernels<double>();
 
 at::Tensor knot_reciprocals(const at::Tensor& grid, int64_t k) {
   at::NoGradGuard no_grad;

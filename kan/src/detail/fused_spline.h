@@ -33,8 +33,9 @@ at::Tensor fused_spline_edges(const at::Tensor& x, const at::Tensor& grid, const
 /// 0 where those knots coincide or j + p >= P.
 at::Tensor knot_reciprocals(const at::Tensor& grid, int64_t k);
 
-/// Whether the CPU runs the CUDA kernels' per-thread code (KAN_FUSED_CPU_ISA=cuda-threads).
-bool cpu_runs_cuda_threads();
+/// The CPU kernels this process uses: KAN_FUSED_CPU_ISA's (generic, avx2, or cuda-threads, the
+/// CUDA kernels' per-thread code), or by default the AVX2 ones where the CPU has them.
+template <typename T> const SplineKernels<T>& cpu_spline_kernels();
 
 /// The raw-array view of one fused spline problem that every kernel reads (spline_kernels.h).
 template <typename T>

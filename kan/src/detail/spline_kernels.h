@@ -19,6 +19,29 @@ template <typename T> struct SplineArgs {
   int k;
 };
 
+/// One layer's regulariser statistics (edge_moments_threads.h): spline.weight is coef
+/// transposed to (I, M, O).
+template <typename T> struct MomentArgs {
+  SplineArgs<T> spline;
+  const T* base; ///< (N, I): the base function at x
+  const T* wb;   ///< (I, O): mask * scale_base
+  const T* ws;   ///< (I, O): mask * scale_sp
+};
+
+/// The sums' gradients, (I, O) each, and where the backward writes: gx, gbase (N, I), in T,
+/// overwritten; gcoef (slices, I, M, O), gwb, gws (slices, I, O), in double, zero on entry. Each
+/// slice of the samples sums into its own copy (slice_bounds).
+template <typename T> struct MomentGrads {
+  const double* g1;
+  const double* g2;
+  T* gx;
+  T* gbase;
+  double* gcoef;
+  double* gwb;
+  double* gws;
+  int64_t slices;
+};
+
 /// A forward kernel on the items [begin, end) of y.
 template <typename T>
 using ForwardKernel = void (*)(const SplineArgs<T>& a, T* y, int64_t begin, int64_t end);
@@ -28,6 +51,15 @@ template <typename T>
 using BackwardKernel = void (*)(const SplineArgs<T>& a, const T* gy, T* gx, T* gw, int64_t slices,
                                 int64_t task_begin, int64_t task_end);
 
+/// The regulariser's sums S1, S2 (I, O each, double, zero on entry) of the inputs [begin, end).
+template <typename T>
+using MomentsKernel = void (*)(const MomentArgs<T>& a, double* s1, double* s2, int64_t begin,
+                               int64_t end);
+/// Their backward for the inputs [begin, end) (one slice: every row written is an input's own).
+template <typename T>
+using MomentsBackwardKernel = void (*)(const MomentArgs<T>& a, const MomentGrads<T>& g,
+                                       int64_t begin, int64_t end);
+
 /// The kernels of one instruction set, on a range of the work; the drivers below split the work
 /// over threads. The layer sums over its inputs; the per-edge splines (forward_with_activations)
 /// keep every (sample, input, output).
@@ -36,6 +68,8 @@ template <typename T> struct SplineKernels {
   BackwardKernel<T> backward_tasks;       ///< the layer's backward, gy (N, O)
   ForwardKernel<T> edges_forward_pairs;   ///< pairs t = n * I + i of y (N, I, O) (overwritten)
   BackwardKernel<T> edges_backward_tasks; ///< the per-edge splines' backward, gy (N, I, O)
+  MomentsKernel<T> moments_inputs;        ///< the regulariser's per-edge sums
+  MomentsBackwardKernel<T> moments_backward_inputs;
 };
 
 namespace cpu_generic {

@@ -2,6 +2,7 @@
 // kernels (KAN_FUSED_CPU_ISA=cuda-threads): every thread of fused_spline_cuda.cu's kernels, one
 // after another. It lets the numerics tests check the GPU kernels' indexing and arithmetic on a
 // machine without a GPU; it is slow and meant for nothing else.
+#include "edge_moments_threads.h"
 #include "spline_kernels.h"
 #include "spline_threads.h"
 
@@ -52,10 +53,31 @@ void edges_backward_tasks(const SplineArgs<T>& a, const T* gy, T* gx, T* gw, int
   backward(a, GradRows{a.I * a.O, a.O}, gy, gx, gw, slices, task_begin, task_end);
 }
 
+// Threads (0, i, o) of the regulariser's sums kernel, one slice.
+template <typename T>
+void moments_inputs(const MomentArgs<T>& a, double* s1, double* s2, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i)
+    for (int64_t o = 0; o < a.spline.O; ++o)
+      moments_thread(a, 1, 0, i, o, s1, s2);
+}
+
+// Threads (0, i, o) of the edge kernel, then (n, i) of the point kernel, for inputs i.
+template <typename T>
+void moments_backward_inputs(const MomentArgs<T>& a, const MomentGrads<T>& g, int64_t begin,
+                             int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    for (int64_t o = 0; o < a.spline.O; ++o)
+      moments_backward_edge(a, g, 0, i, o);
+    for (int64_t n = 0; n < a.spline.N; ++n)
+      moments_backward_point(a, g, n, i);
+  }
+}
+
 } // namespace
 
 template <typename T> SplineKernels<T> kernels() {
-  return {&forward_rows<T>, &backward_tasks<T>, &edges_forward_pairs<T>, &edges_backward_tasks<T>};
+  return {&forward_rows<T>,         &backward_tasks<T>, &edges_forward_pairs<T>,
+          &edges_backward_tasks<T>, &moments_inputs<T>, &moments_backward_inputs<T>};
 }
 
 template SplineKernels<float> kernels<float>();
