@@ -111,7 +111,7 @@ def work_efficient_kan(w, steps, source):
 def worker(args):
     import torch
     torch.set_num_threads(args.threads)
-    w = WORKLOADS[args.workload]
+    w = WORKLOADS[args.workload[0]]
     os.chdir(tempfile.mkdtemp(prefix="peer-compare-"))  # whatever a peer writes lands there
     if args.worker == "pykan":
         result = work_pykan(w, args.steps)
@@ -248,7 +248,9 @@ def main():
 
     date = datetime.date.today().isoformat()
     print(f"kanbench peer comparison, {date}, {machine()}, {args.threads} threads, "
-          f"{args.steps} steps, {args.repeats} interleaved runs")
+          f"{args.steps} steps, {args.repeats} interleaved runs", flush=True)
+    # Other work on the machine slows every tool; the load average says how much there was.
+    loads = [os.getloadavg()[0]]
     runs = {}  # (workload, tool) -> the results of its runs
     for r in range(args.repeats):
         for workload in workloads:
@@ -257,6 +259,7 @@ def main():
                 if result is None:
                     continue
                 runs.setdefault((workload, tool), []).append(result)
+                loads.append(os.getloadavg()[0])
                 print(f"  run {r + 1}/{args.repeats} {workload:5} {tool:13} "
                       f"{result['seconds']:8.3f} s", file=sys.stderr, flush=True)
 
@@ -265,6 +268,7 @@ def main():
         versions[tool] = f"{results[0]['version']} (torch {results[0]['torch']}, " \
                          f"{results[0]['threads']} threads)"
     print("; ".join(versions.values()))
+    print(f"load average (1 min) between the runs: {min(loads):.2f} to {max(loads):.2f}")
     torches = {results[0]["torch"].split("+")[0] for results in runs.values()}
     if len(torches) > 1:
         print(f"NOTE: the tools ran on different torch versions: {', '.join(sorted(torches))}")
@@ -296,8 +300,8 @@ def main():
     if args.json:
         Path(args.json).write_text(json.dumps(
             dict(date=date, machine=machine(), threads=args.threads, steps=args.steps,
-                 repeats=args.repeats, versions=versions, workloads=WORKLOADS, results=rows),
-            indent=2) + "\n")
+                 repeats=args.repeats, load_average=[min(loads), max(loads)],
+                 versions=versions, workloads=WORKLOADS, results=rows), indent=2) + "\n")
 
 
 if __name__ == "__main__":
