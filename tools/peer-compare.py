@@ -105,7 +105,14 @@ def work_efficient_kan(w, steps, source):
         with torch.no_grad():
             torch.mean((model(test_x) - test_y) ** 2)
     seconds = time.perf_counter() - start
-    return dict(seconds=seconds, train_rmse=train_loss.item() ** 0.5, version="efficient-kan")
+    return dict(seconds=seconds, train_rmse=train_loss.item() ** 0.5,
+                version="efficient-kan " + source_commit(source))
+
+
+def source_commit(folder):
+    done = subprocess.run(["git", "-C", folder, "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else "(not a git clone)"
 
 
 def worker(args):
@@ -269,6 +276,9 @@ def main():
                          f"{results[0]['threads']} threads)"
     print("; ".join(versions.values()))
     print(f"load average (1 min) between the runs: {min(loads):.2f} to {max(loads):.2f}")
+    if max(loads) > os.cpu_count():  # docs/measuring.md: noisy machines say so
+        print(f"the machine is busy (load above its {os.cpu_count()} cores): compare the ratios, "
+              "not the times")
     torches = {results[0]["torch"].split("+")[0] for results in runs.values()}
     if len(torches) > 1:
         print(f"NOTE: the tools ran on different torch versions: {', '.join(sorted(torches))}")
