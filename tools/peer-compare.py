@@ -1,7 +1,7 @@
 """Times kanbench's training against its peers, pykan 0.2.8 and efficient-kan, on the same CPU.
 
     python3 tools/peer-compare.py [--install-pykan] [--efficient-kan PATH] [--repeats R]
-                                  [--threads N] [--steps S] [--json PATH]
+                                  [--threads N] [--steps S] [--workload W] [--json PATH]
 
 Two workloads, pykan's own examples:
   toy   KAN [2,5,1], G=3, k=3, exp(sin(pi x1) + x2^2), 1000 samples, float64, 50 LBFGS steps,
@@ -9,6 +9,7 @@ Two workloads, pykan's own examples:
   deep  pykan's device tutorial: KAN [4,100,100,100,1], G=3, k=3,
         exp((sin(pi (x1^2 + x2^2)) + sin(pi (x3^2 + x4^2))) / 2), 1000 samples, float32,
         50 Adam steps at lr 1e-3, lamb 0.001, lamb_entropy 5, no grid updates
+and, on request (--workload deep-noreg), deep without the regulariser (lamb 0).
 Each run is its own process, and the tools take turns (kanbench, pykan, efficient-kan, then
 again), so that a machine that slows down slows them all. Each tool's training alone is timed,
 never the start of Python or the creation of the data and the model.
@@ -45,6 +46,11 @@ WORKLOADS = {
     "deep": dict(function="exp_sin4", width=[4, 100, 100, 100, 1], dtype="float32", opt="Adam",
                  lr=1e-3, lamb=0.001, lamb_entropy=5.0, update_grid=False),
 }
+# deep without its regulariser (--workload deep-noreg): the work efficient-kan's steps do too,
+# as its regulariser reads the weights alone, where pykan's and kanbench's read every edge's
+# activations on every sample
+WORKLOADS["deep-noreg"] = dict(WORKLOADS["deep"], lamb=0.0)
+DEFAULT_WORKLOADS = ["toy", "deep"]
 GRID, K, TRAIN_NUM, TEST_NUM, SEED = 3, 3, 1000, 1000, 0
 
 
@@ -95,10 +101,10 @@ def work_efficient_kan(w, steps, source):
     # pykan's Adam step, with efficient-kan's own regulariser (on the weights, not on the
     # activations of the samples as pykan's), and a test loss per step as pykan and kanbench
     for _ in range(steps):
-        train_loss = torch.mean((model(train_x) - train_y) ** 2)
-        reg = model.regularization_loss(regularize_activation=1.0,
-                                        regularize_entropy=w["lamb_entropy"])
-        loss = train_loss + w["lamb"] * reg
+        train_loss = loss = torch.mean((model(train_x) - train_y) ** 2)
+        if w["lamb"] > 0:
+            loss = loss + w["lamb"] * model.regularization_loss(
+                regularize_activation=1.0, regularize_entropy=w["lamb_entropy"])
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -220,7 +226,7 @@ def main():
     parser.add_argument("--install-pykan", action="store_true",
                         help="create pykan 0.2.8's virtual environment if it is missing")
     parser.add_argument("--efficient-kan", metavar="PATH",
-                        help="efficient-kan's source: also time it (deep workload)")
+                        help="efficient-kan's source: also time it (not on toy)")
     parser.add_argument("--kanbench", default=str(ROOT / "build/bin/kanbench"),
                         help="the kanbench executable (default: build/bin/kanbench)")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each tool (default 3)")
@@ -228,7 +234,7 @@ def main():
                         "(default 2)")
     parser.add_argument("--steps", type=int, default=50, help="training steps (default 50)")
     parser.add_argument("--workload", action="append", choices=list(WORKLOADS),
-                        help="only this workload (repeatable; default all)")
+                        help="only this workload (repeatable; default toy and deep)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     parser.add_argument("--worker", choices=["pykan", "efficient-kan"], help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -240,7 +246,7 @@ def main():
     kanbench = Path(args.kanbench)
     if not kanbench.exists():
         fail(f"no kanbench at {kanbench}: build it first (bash tools/main.sh) or pass --kanbench")
-    workloads = args.workload or list(WORKLOADS)
+    workloads = args.workload or DEFAULT_WORKLOADS
     tools = {"kanbench": lambda workload: time_kanbench(kanbench, workload, args.steps,
                                                         args.threads)}
     python = pykan_python(args.install_pykan)
@@ -251,7 +257,7 @@ def main():
         source = efficient_kan_source(args.efficient_kan)
         tools["efficient-kan"] = lambda workload: (
             time_peer(TORCH_VENV / "bin/python", "efficient-kan", workload, args.steps,
-                      args.threads, source) if workload == "deep" else None)
+                      args.threads, source) if workload != "toy" else None)
 
     date = datetime.date.today().isoformat()
     print(f"kanbench peer comparison, {date}, {machine()}, {args.threads} threads, "
@@ -267,7 +273,7 @@ def main():
                     continue
                 runs.setdefault((workload, tool), []).append(result)
                 loads.append(os.getloadavg()[0])
-                print(f"  run {r + 1}/{args.repeats} {workload:5} {tool:13} "
+                print(f"  run {r + 1}/{args.repeats} {workload:10} {tool:13} "
                       f"{result['seconds']:8.3f} s", file=sys.stderr, flush=True)
 
     versions = {}
@@ -285,7 +291,7 @@ def main():
     print("seconds of training alone: kanbench's fit.json (its training loop), pykan: "
           "model.fit, efficient-kan: the training loop; medians and minima over the runs")
     print()
-    header = f"{'workload':8} {'tool':13} {'median s':>9} {'min s':>9} {'x kanbench':>10} " \
+    header = f"{'workload':10} {'tool':13} {'median s':>9} {'min s':>9} {'x kanbench':>10} " \
              f"{'last train RMSE':>15}"
     print(header)
     print("-" * len(header))
@@ -302,11 +308,11 @@ def main():
                        min=min(seconds), ratio=median / base,
                        train_rmse=results[-1]["train_rmse"])
             rows.append(row)
-            print(f"{workload:8} {tool:13} {median:9.3f} {row['min']:9.3f} "
+            print(f"{workload:10} {tool:13} {median:9.3f} {row['min']:9.3f} "
                   f"{row['ratio']:10.2f} {row['train_rmse']:15.3e}")
     if "efficient-kan" in tools:
-        print("\nefficient-kan: deep only; its regulariser is on the spline weights (pykan's and "
-              "kanbench's on the samples' activations)")
+        print("\nefficient-kan: not on toy; its regulariser is on the spline weights (pykan's and "
+              "kanbench's on the samples' activations); deep-noreg has none for any tool")
     if args.json:
         Path(args.json).write_text(json.dumps(
             dict(date=date, machine=machine(), threads=args.threads, steps=args.steps,
