@@ -13,17 +13,10 @@
 namespace kan::detail {
 namespace {
 
-template <typename T>
-MomentArgs<T> moment_args(const at::Tensor& x, const at::Tensor& base, const at::Tensor& grid,
-                          const at::Tensor& inv, const at::Tensor& weight, const at::Tensor& wb,
-                          const at::Tensor& ws, int64_t k) {
-  return {spline_args<T>(x, grid, inv, weight, k), base.const_data_ptr<T>(), wb.const_data_ptr<T>(),
-          ws.const_data_ptr<T>()};
-}
-
-// One input per task: every row a task writes is its input's (edge_moments_threads.h).
+// One input per task (every row a task writes is its input's): N * O edge points of about eight
+// multiply-adds each.
 int64_t input_grain(const at::Tensor& x, const at::Tensor& weight) {
-  return parallel_grain(x.size(0) * weight.size(2) * (weight.size(1) > 0 ? 4 : 1));
+  return parallel_grain(x.size(0) * weight.size(2) * 8);
 }
 
 at::Tensor forward_cpu(const at::Tensor& x, const at::Tensor& base, const at::Tensor& grid,
@@ -54,11 +47,7 @@ std::vector<at::Tensor> backward_cpu(const at::Tensor& grad, const at::Tensor& x
   const auto g = grad.to(at::kDouble).contiguous();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_edge_moments_backward_cpu", [&] {
     const auto a = moment_args<scalar_t>(x, base, grid, inv, weight, wb, ws, k);
-    const MomentGrads<scalar_t> grads{
-        g.const_data_ptr<double>(),         g.const_data_ptr<double>() + I * O,
-        gx.mutable_data_ptr<scalar_t>(),    gbase.mutable_data_ptr<scalar_t>(),
-        gweight.mutable_data_ptr<double>(), gwb.mutable_data_ptr<double>(),
-        gws.mutable_data_ptr<double>(),     1};
+    const auto grads = moment_grads<scalar_t>(g, gx, gbase, gweight, gwb, gws, 1);
     const auto kernel = cpu_spline_kernels<scalar_t>().moments_backward_inputs;
     at::parallel_for(0, I, input_grain(x, weight),
                      [&](int64_t begin, int64_t end) { kernel(a, grads, begin, end); });

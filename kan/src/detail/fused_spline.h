@@ -53,6 +53,25 @@ SplineArgs<T> spline_args(const at::Tensor& x, const at::Tensor& grid, const at:
           static_cast<int>(k)};
 }
 
+/// The raw-array view of one layer's regulariser statistics (edge_moments.h).
+template <typename T>
+MomentArgs<T> moment_args(const at::Tensor& x, const at::Tensor& base, const at::Tensor& grid,
+                          const at::Tensor& inv, const at::Tensor& weight, const at::Tensor& wb,
+                          const at::Tensor& ws, int64_t k) {
+  return {spline_args<T>(x, grid, inv, weight, k), base.const_data_ptr<T>(), wb.const_data_ptr<T>(),
+          ws.const_data_ptr<T>()};
+}
+
+/// Where their backward writes, for the sums' gradient g (2, I, O) in float64.
+template <typename T>
+MomentGrads<T> moment_grads(const at::Tensor& g, at::Tensor& gx, at::Tensor& gbase,
+                            at::Tensor& gweight, at::Tensor& gwb, at::Tensor& gws, int64_t slices) {
+  return {g.const_data_ptr<double>(),         g.const_data_ptr<double>() + g[0].numel(),
+          gx.mutable_data_ptr<T>(),           gbase.mutable_data_ptr<T>(),
+          gweight.mutable_data_ptr<double>(), gwb.mutable_data_ptr<double>(),
+          gws.mutable_data_ptr<double>(),     slices};
+}
+
 #ifdef KAN_HAS_CUDA_KERNELS
 /// CUDA kernels (fused_spline_cuda.cu), on the current stream; arguments as in fused_spline,
 /// contiguous, weight (I, M, O), inv from knot_reciprocals. The layer's y (N, O), or with `edges`

@@ -120,14 +120,6 @@ __global__ void moments_backward_point_kernel(MomentArgs<T> a, MomentGrads<T> g)
     moments_backward_point(a, g, idx / a.spline.I, idx % a.spline.I);
 }
 
-template <typename T>
-MomentArgs<T> moment_args(const at::Tensor& x, const at::Tensor& base, const at::Tensor& grid,
-                          const at::Tensor& inv, const at::Tensor& weight, const at::Tensor& wb,
-                          const at::Tensor& ws, int64_t k) {
-  return {spline_args<T>(x, grid, inv, weight, k), base.const_data_ptr<T>(), wb.const_data_ptr<T>(),
-          ws.const_data_ptr<T>()};
-}
-
 } // namespace
 
 at::Tensor edge_moments_forward_cuda(const at::Tensor& x, const at::Tensor& base,
@@ -169,11 +161,7 @@ std::vector<at::Tensor> edge_moments_backward_cuda(const at::Tensor& grad, const
     const auto stream = at::cuda::getCurrentCUDAStream();
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "edge_moments_backward_cuda", [&] {
       const auto a = moment_args<scalar_t>(x, base, grid, inv, weight, wb, ws, k);
-      const MomentGrads<scalar_t> grads{
-          g.const_data_ptr<double>(),         g.const_data_ptr<double>() + I * O,
-          gx.mutable_data_ptr<scalar_t>(),    gbase.mutable_data_ptr<scalar_t>(),
-          gweight.mutable_data_ptr<double>(), gwb.mutable_data_ptr<double>(),
-          gws.mutable_data_ptr<double>(),     slices};
+      const auto grads = moment_grads<scalar_t>(g, gx, gbase, gweight, gwb, gws, slices);
       moments_backward_edge_kernel<scalar_t>
           <<<blocks_for(slices * I * O), kThreads, 0, stream>>>(a, grads);
       check_launch();
