@@ -7,7 +7,8 @@
 //
 // As spline_threads.h, plain host/device functions: the CPU runs the *_input ones (the basis once
 // per (n, i), every output, one thread per input, which owns every row it writes); the CUDA
-// kernels run the *_thread ones, and so does the CPU under KAN_FUSED_CPU_ISA=cuda-threads.
+// kernels run the *_thread ones, and so does the CPU under KAN_FUSED_CPU_ISA=cuda-threads. All are
+// static: each instruction set's translation unit keeps its own copy (spline_kernels.h).
 
 #include "spline_threads.h"
 
@@ -55,7 +56,7 @@ static KAN_HOST_DEVICE void moments_thread(const MomentArgs<T>& a, int64_t slice
 // weight's rows read in order (consecutive outputs, consecutive addresses) so that the loops
 // vectorise.
 template <typename T>
-inline void point_rows(const MomentArgs<T>& a, int64_t n, int64_t i, T* spline, T* slope) {
+static inline void point_rows(const MomentArgs<T>& a, int64_t n, int64_t i, T* spline, T* slope) {
   const auto& sa = a.spline;
   T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1], none;
   int64_t first = 0;
@@ -80,7 +81,8 @@ inline void point_rows(const MomentArgs<T>& a, int64_t n, int64_t i, T* spline, 
 
 /// S1[i, :], S2[i, :] over every sample (O each, zero on entry); scratch: O values.
 template <typename T>
-inline void moments_input(const MomentArgs<T>& a, int64_t i, double* s1, double* s2, T* scratch) {
+static inline void moments_input(const MomentArgs<T>& a, int64_t i, double* s1, double* s2,
+                                 T* scratch) {
   const int64_t O = a.spline.O;
   T* spline = scratch;
   const T* wb = a.wb + i * O;
@@ -157,8 +159,8 @@ static KAN_HOST_DEVICE void moments_backward_point(const MomentArgs<T>& a, const
 /// Everything of input i (one slice): the CPU's backward, the basis once per sample; scratch:
 /// 3 O values.
 template <typename T>
-inline void moments_backward_input(const MomentArgs<T>& a, const MomentGrads<T>& g, int64_t i,
-                                   T* scratch) {
+static inline void moments_backward_input(const MomentArgs<T>& a, const MomentGrads<T>& g,
+                                          int64_t i, T* scratch) {
   const auto& sa = a.spline;
   const int64_t O = sa.O;
   T* spline = scratch;
