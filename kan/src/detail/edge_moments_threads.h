@@ -52,9 +52,9 @@ static KAN_HOST_DEVICE void moments_thread(const MomentArgs<T>& a, int64_t slice
   s2[at] = squares;
 }
 
-// The CPU's rows: spline[o] (and with slope, slope[o]) of point (n, i) for every output, the
+// The CPU's rows for the backward: spline[o] and slope[o] of point (n, i) for every output, the
 // weight's rows read in order (consecutive outputs, consecutive addresses) so that the loops
-// vectorise.
+// vectorise. (The forward needs the splines only: spline_threads.h's edges_forward_row.)
 template <typename T>
 static inline void point_rows(const MomentArgs<T>& a, int64_t n, int64_t i, T* spline, T* slope) {
   const auto& sa = a.spline;
@@ -62,9 +62,7 @@ static inline void point_rows(const MomentArgs<T>& a, int64_t n, int64_t i, T* s
   int64_t first = 0;
   const bool inside = point_basis(sa, n, i, &first, value, deriv, &none);
   for (int64_t o = 0; o < sa.O; ++o)
-    spline[o] = none;
-  for (int64_t o = 0; slope != nullptr && o < sa.O; ++o)
-    slope[o] = none;
+    spline[o] = slope[o] = none;
   if (!inside)
     return;
   for (int r = 0; r <= sa.k; ++r) {
@@ -72,10 +70,10 @@ static inline void point_rows(const MomentArgs<T>& a, int64_t n, int64_t i, T* s
     if (m < 0 || m >= sa.M)
       continue;
     const T* w = sa.weight + (i * sa.M + m) * sa.O;
-    for (int64_t o = 0; o < sa.O; ++o)
+    for (int64_t o = 0; o < sa.O; ++o) {
       spline[o] += value[r] * w[o];
-    for (int64_t o = 0; slope != nullptr && o < sa.O; ++o)
       slope[o] += deriv[r] * w[o];
+    }
   }
 }
 
@@ -88,7 +86,7 @@ static inline void moments_input(const MomentArgs<T>& a, int64_t i, double* s1, 
   const T* wb = a.wb + i * O;
   const T* ws = a.ws + i * O;
   for (int64_t n = 0; n < a.spline.N; ++n) {
-    point_rows(a, n, i, spline, static_cast<T*>(nullptr));
+    edges_forward_row(a.spline, n, i, spline);
     const T b = a.base[n * a.spline.I + i];
     for (int64_t o = 0; o < O; ++o) {
       const double phi = static_cast<double>(wb[o] * b + ws[o] * spline[o]);
