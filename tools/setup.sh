@@ -20,8 +20,9 @@ kanbench_log() { printf '[kanbench setup] %s\n' "$*" >&2; }
 kanbench_install_debian_packages() {
   # chromium: the HTML report's browser test (skipped, with that reason, where it is missing)
   # clang-format: the formatting check (tools/check-format.sh, a ctest)
+  # libgloo-dev: declarations for c10d's Gloo backend (kan/CMakeLists.txt says why)
   local wanted=(cmake ninja-build g++ libgtest-dev libbenchmark-dev nlohmann-json3-dev
-                libcli11-dev libyaml-cpp-dev libjs-chart.js chromium clang-format)
+                libcli11-dev libyaml-cpp-dev libjs-chart.js chromium clang-format libgloo-dev)
   local missing=() package
   for package in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||

@@ -1,12 +1,14 @@
 #include "kan/fit.h"
 
 #include "detail/checks.h"
+#include "kan/data_parallel.h"
 #include "kan/io/clock.h"
 #include "kan/lbfgs.h"
 #include "kan/trace_scope.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <nlohmann/json.hpp>
 #include <torch/optim/adam.h>
 
 #include <chrono>
@@ -268,55 +270,101 @@ bool grid_update_due(const FitOptions& o, int64_t step) {
          step >= o.start_grid_update_step();
 }
 
-// One optimiser step on a batch: the loss (plus lamb * the regulariser when regularised),
-// backward, step (LBFGS re-evaluates the objective in its line search). Sets the record's
-// train_loss and reg.
-void optimize(KAN& model, torch::optim::Optimizer& optimizer, const FitOptions& o,
-              const RegularizationOptions& reg_weights, const torch::Tensor& x,
-              const torch::Tensor& y, StepRecord& record) {
+// This rank's part of the batch's data loss: the loss summed over its rows, divided by the
+// global batch's size, so that the parts summed over the ranks are the batch's mean loss.
+torch::Tensor loss_part(Loss loss, const torch::Tensor& pred, const torch::Tensor& labels,
+                        int64_t global_rows) {
+  if (loss == Loss::kMSE)
+    return (pred - labels).square().sum() / static_cast<double>(global_rows * pred.size(1));
+  return at::cross_entropy_loss(pred, labels, {}, at::Reduction::Sum) /
+         static_cast<double>(global_rows);
+}
+
+// What a step needs besides the model and its batch.
+struct StepContext {
+  torch::optim::Optimizer& optimizer;
+  const FitOptions& o;
+  const RegularizationOptions& reg_weights;
+  DataParallel* group; ///< null in one process
+  GradientSync* sync;  ///< with group
+};
+
+// One optimiser step on a batch (data-parallel: on this rank's shard of it, `global_rows` rows in
+// all): the loss (plus lamb * the regulariser when regularised), backward, step (LBFGS
+// re-evaluates the objective in its line search). Sets the record's train_loss and reg.
+// Data-parallel, every evaluation sums the loss and the gradients over the ranks, so every rank
+// sees the global objective and takes the same step (and LBFGS the same line search).
+void optimize(KAN& model, const StepContext& c, const torch::Tensor& x, const torch::Tensor& y,
+              int64_t global_rows, StepRecord& record) {
+  const auto& o = c.o;
   const bool regularized = o.lamb() > 0;
   torch::Tensor loss, reg;
   auto objective = [&]() {
     torch::Tensor total;
+    c10::intrusive_ptr<c10d::Work> loss_sum;
     {
       PhaseScope phase(Phase::kForward);
-      optimizer.zero_grad();
-      loss = compute_loss(o.loss(), model->forward(x), y);
+      c.optimizer.zero_grad();
+      const auto pred = model->forward(x);
+      loss = c.group ? loss_part(o.loss(), pred, y, global_rows) : compute_loss(o.loss(), pred, y);
       total = loss;
       if (regularized) {
-        reg = model->regularization(reg_weights);
+        reg = model->regularization(c.reg_weights);
         total = loss + o.lamb() * reg;
+      }
+      if (c.group) {
+        loss = loss.detach().reshape({1}).clone();
+        loss_sum = c.group->launch_sum(loss);
       }
     }
     PhaseScope phase(Phase::kBackward);
     total.backward();
-    return total;
+    if (!c.group)
+      return total;
+    c.sync->finish();
+    c.group->wait(loss_sum);
+    loss = loss.reshape({});
+    return regularized ? loss + o.lamb() * reg.detach() : loss;
   };
   if (o.opt() == Optimizer::kLBFGS) {
     PhaseScope phase(Phase::kOptimizerStep);
-    optimizer.step(objective);
+    c.optimizer.step(objective);
   } else {
     objective();
     PhaseScope phase(Phase::kOptimizerStep);
-    optimizer.step();
+    c.optimizer.step();
   }
   record.train_loss = loss.item<double>();
   record.reg = reg.defined() ? reg.item<double>() : 0.0;
 }
 
 // The test loss (and accuracy) of one test batch, without gradients; NaN without test data.
-void evaluate_test_batch(KAN& model, const FitOptions& o, const torch::Tensor& x,
-                         const torch::Tensor& labels, StepRecord& record) {
+// Data-parallel, each rank measures its shard and the sums are reduced over the ranks.
+void evaluate_test_batch(KAN& model, const FitOptions& o, DataParallel* group,
+                         const torch::Tensor& x, const torch::Tensor& labels, int64_t global_rows,
+                         StepRecord& record) {
   record.test_loss = record.test_accuracy = kNaN;
-  if (x.size(0) == 0)
+  if (global_rows == 0)
     return;
   PhaseScope phase(Phase::kEvaluation);
   torch::NoGradGuard no_grad;
   KeepScope fast_path(*model, false, false);
   const auto pred = model->forward(x);
-  record.test_loss = compute_loss(o.loss(), pred, labels).item<double>();
+  if (group == nullptr) {
+    record.test_loss = compute_loss(o.loss(), pred, labels).item<double>();
+    if (o.loss() == Loss::kCrossEntropy)
+      record.test_accuracy = accuracy(pred, labels);
+    return;
+  }
+  const auto correct = pred.argmax(1).eq(labels).sum().to(torch::kFloat64);
+  std::vector<torch::Tensor> sums{
+      torch::stack({loss_part(o.loss(), pred, labels, global_rows).to(torch::kFloat64),
+                    o.loss() == Loss::kCrossEntropy ? correct : torch::zeros_like(correct)})};
+  group->sum_(sums);
+  const auto host = sums[0].cpu();
+  record.test_loss = host[0].item<double>();
   if (o.loss() == Loss::kCrossEntropy)
-    record.test_accuracy = accuracy(pred, labels);
+    record.test_accuracy = host[1].item<double>() / static_cast<double>(global_rows);
 }
 
 // Epochs are passes over the training set: steps are added with their batch sizes, and an
@@ -359,23 +407,87 @@ private:
 
 } // namespace
 
+namespace {
+
+// 64-bit FNV-1a of a tensor's bytes (on the host): ranks compare their data by it.
+uint64_t fingerprint(const torch::Tensor& t) {
+  if (!t.defined() || t.numel() == 0)
+    return 0;
+  const auto host = t.contiguous().cpu();
+  const auto* bytes = static_cast<const uint8_t*>(host.data_ptr());
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 0, n = host.nbytes(); i < n; ++i)
+    h = (h ^ bytes[i]) * 1099511628211ULL;
+  return h;
+}
+
+// Before a data-parallel fit: same configuration and data on every rank, the model on the
+// rank's device, then rank 0's parameters and buffers everywhere.
+void join_training(KAN& model, const Dataset& data, const FitOptions& o, DataParallel& group,
+                   int64_t batch) {
+  TORCH_CHECK(group.device() == model->device(), "data-parallel rank ", group.rank(), " trains on ",
+              group.device(), " but the model is on ", model->device());
+  TORCH_CHECK(batch >= group.world_size(), "batch = ", batch, " is smaller than the ",
+              group.world_size(), " data-parallel ranks: every rank needs at least one sample");
+  nlohmann::json config = {{"model", to_json(model->options())},
+                           {"fit", to_json(o)},
+                           {"backend", group.backend_name()},
+                           {"data",
+                            {{"train_rows", data.train_input.size(0)},
+                             {"test_rows", data.test_input.size(0)},
+                             {"train_input", fingerprint(data.train_input)},
+                             {"train_label", fingerprint(data.train_label)},
+                             {"test_input", fingerprint(data.test_input)},
+                             {"test_label", fingerprint(data.test_label)}}}};
+  group.check_same_configuration(config);
+  std::vector<torch::Tensor> state;
+  for (const auto& p : model->parameters())
+    state.push_back(p.detach());
+  for (const auto& b : model->buffers())
+    state.push_back(b);
+  torch::NoGradGuard no_grad;
+  group.broadcast_from_rank0(state);
+}
+
+} // namespace
+
 FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
   check_training_data(model, data, o);
   const int64_t n_train = data.train_input.size(0), n_test = data.test_input.size(0);
   const bool full_batch = o.batch() == -1;
   const int64_t batch = full_batch ? n_train : o.batch();
   const int64_t test_batch = full_batch ? n_test : std::min(o.batch(), n_test);
+  DataParallel* group = o.data_parallel().get();
+  if (group != nullptr)
+    join_training(model, data, o, *group, batch);
 
-  auto optimizer = make_optimizer(o, trainable_parameters(model));
+  const auto trainable = trainable_parameters(model);
+  auto optimizer = make_optimizer(o, trainable);
+  std::optional<GradientSync> sync;
+  auto reg_weights = o.regularization();
+  if (group != nullptr) {
+    sync.emplace(o.data_parallel(), trainable);
+    reg_weights.sum_over_ranks(
+        [group](const torch::Tensor& t) { return group->sum_differentiable(t); });
+    reg_weights.differentiate_coefficient_terms(group->rank() == 0);
+  }
   KeepScope capture(*model, false, /*statistics=*/o.lamb() > 0); // the regulariser reads them
-  const auto reg_weights = o.regularization();
   // One generator for both samplers: with per-step draws, train and test alternate on it.
   auto generator = at::make_generator<at::CPUGeneratorImpl>(o.seed());
   BatchSampler train_batches(n_train, batch, o.batch_draw(), generator, model->device());
   BatchSampler test_batches(n_test, test_batch, o.batch_draw(), generator, model->device());
-  auto take = [](const torch::Tensor& t, const torch::Tensor& index) {
-    return index.defined() ? t.index_select(0, index) : t;
+  // The rows of a step: the batch's (all rows at full batch), or this rank's shard of them.
+  auto take = [group](const torch::Tensor& t, const torch::Tensor& index) {
+    if (group == nullptr)
+      return index.defined() ? t.index_select(0, index) : t;
+    const auto [first, count] = group->shard(index.defined() ? index.size(0) : t.size(0));
+    return index.defined() ? t.index_select(0, index.narrow(0, first, count))
+                           : t.narrow(0, first, count);
   };
+  auto rows = [](const torch::Tensor& t, const torch::Tensor& index) {
+    return index.defined() ? index.size(0) : t.size(0);
+  };
+  const StepContext context{*optimizer, o, reg_weights, group, sync ? &*sync : nullptr};
 
   FitHistory history;
   const bool mse = o.loss() == Loss::kMSE;
@@ -389,19 +501,22 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
     const auto train_index = train_batches.next();
     const auto test_index = test_batches.next();
     const auto x = take(data.train_input, train_index);
+    const int64_t train_rows = rows(data.train_input, train_index);
     if (grid_update_due(o, step)) {
-      model->update_grid_from_samples(x, o.grid_update_memory());
+      // Every rank updates from the whole batch, so every rank computes the same grid.
+      model->update_grid_from_samples(group ? group->gather_rows(x) : x, o.grid_update_memory());
       record.grid_updated = true;
       ++history.grid_updates;
     }
-    optimize(model, *optimizer, o, reg_weights, x, take(data.train_label, train_index), record);
-    evaluate_test_batch(model, o, take(data.test_input, test_index),
-                        take(data.test_label, test_index), record);
+    optimize(model, context, x, take(data.train_label, train_index), train_rows, record);
+    evaluate_test_batch(model, o, group, take(data.test_input, test_index),
+                        take(data.test_label, test_index), rows(data.test_input, test_index),
+                        record);
     record.train_rmse = mse ? std::sqrt(record.train_loss) : kNaN;
     record.test_rmse = mse ? std::sqrt(record.test_loss) : kNaN;
     record.seconds = seconds_since(start);
     history.steps.push_back(record);
-    if (auto epoch = epochs.add(record, x.size(0)))
+    if (auto epoch = epochs.add(record, train_rows))
       history.epochs.push_back(*epoch);
     if (o.on_step())
       o.on_step()(record, o.steps());

@@ -27,6 +27,49 @@ torch::Tensor numeric_std(const LayerActivations& a, torch::Dtype dtype) {
   return var.clamp_min(1e-30).sqrt().to(dtype);
 }
 
+// Standard deviations from float64 sums over n samples: [0] sum t, [1] sum t^2 (n a tensor).
+torch::Tensor std_from_sums(const torch::Tensor& sums, const torch::Tensor& n) {
+  const auto var = (sums[1] - sums[0].square() / n) / (n - 1).clamp_min(1);
+  return var.clamp_min(1e-30).sqrt();
+}
+
+// Per layer, the standard deviations over the samples of every rank (RegularizationOptions::
+// sum_over_ranks) of the numeric part per edge, (I, O), and of the inputs, (I): every layer's
+// sums travel in one collective.
+std::vector<std::pair<torch::Tensor, torch::Tensor>>
+global_stds(const std::vector<LayerActivations>& layers, const RegularizationOptions& w) {
+  std::vector<torch::Tensor> parts;
+  for (const auto& a : layers) {
+    auto moments = a.moments;
+    if (!moments.defined()) {
+      const auto numeric = a.numeric.to(torch::kFloat64);
+      moments = torch::stack({numeric.sum(0), numeric.square().sum(0)});
+    }
+    const auto x = a.input.to(torch::kFloat64);
+    parts.push_back(moments.reshape({-1}));
+    parts.push_back(torch::stack({x.sum(0), x.square().sum(0)}).reshape({-1}));
+  }
+  const auto& first = layers.front().input;
+  parts.push_back(
+      torch::full({1}, static_cast<double>(first.size(0)),
+                  torch::TensorOptions().dtype(torch::kFloat64).device(first.device())));
+  const auto total = w.sum_over_ranks()(torch::cat(parts));
+  const auto n = total[-1];
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> stds;
+  int64_t at = 0;
+  for (const auto& a : layers) {
+    const int64_t in = a.input.size(1), edges = a.moments.defined()
+                                                    ? a.moments.size(1) * a.moments.size(2)
+                                                    : a.numeric.size(1) * a.numeric.size(2);
+    const auto moments = total.narrow(0, at, 2 * edges).view({2, in, edges / in});
+    at += 2 * edges;
+    const auto inputs = total.narrow(0, at, 2 * in).view({2, in});
+    at += 2 * in;
+    stds.emplace_back(std_from_sums(moments, n), std_from_sums(inputs, n));
+  }
+  return stds;
+}
+
 // -sum p log2(p + 1e-4) along `dim`, averaged over the other dimension, with
 // p = s / (sum of s along dim + 1).
 torch::Tensor entropy_along(const torch::Tensor& s, int64_t dim) {
@@ -43,6 +86,8 @@ torch::Tensor KANImpl::regularization(const RegularizationOptions& w) const {
               activations_.size(), " layers' activations, the model has ", depth(), ")");
   PhaseScope phase(Phase::kRegularization);
   auto reg = torch::zeros({}, torch::TensorOptions().dtype(dtype()).device(device()));
+  const auto summed = w.sum_over_ranks() ? global_stds(activations_, w)
+                                         : std::vector<std::pair<torch::Tensor, torch::Tensor>>{};
   for (size_t l = 0; l < depth(); ++l) {
     ModuleScope scope("layers", static_cast<int64_t>(l));
     const auto& a = activations_[l];
@@ -51,14 +96,17 @@ torch::Tensor KANImpl::regularization(const RegularizationOptions& w) const {
     // Edge score s_ij = std_n(phi_ij) / (std_n(x_i) + 0.1), (I, O), of the numeric part only (as
     // pykan: the symbolic branch is not penalised). pykan's rows are output
     // nodes: dim 0 (inputs) normalises per output, dim 1 per input.
-    const auto score = numeric_std(a, dtype()) / (sample_std(a.input) + 0.1).unsqueeze(1);
+    const auto score = summed.empty()
+                           ? numeric_std(a, dtype()) / (sample_std(a.input) + 0.1).unsqueeze(1)
+                           : (summed[l].first / (summed[l].second + 0.1).unsqueeze(1)).to(dtype());
     reg = reg + w.lamb_l1() * score.sum() +
           w.lamb_entropy() * (entropy_along(score, 0) + entropy_along(score, 1));
   }
   if (w.lamb_coef() != 0 || w.lamb_coefdiff() != 0) {
     for (size_t l = 0; l < depth(); ++l) {
       ModuleScope scope("layers", static_cast<int64_t>(l));
-      const auto& coef = layer(l)->coef; // (I, O, M)
+      const auto coef = w.differentiate_coefficient_terms() ? layer(l)->coef
+                                                            : layer(l)->coef.detach(); // (I, O, M)
       reg = reg + w.lamb_coef() * coef.abs().mean(1).sum() +
             w.lamb_coefdiff() * torch::diff(coef, 1, 2).abs().mean(1).sum();
     }

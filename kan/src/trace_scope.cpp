@@ -35,6 +35,8 @@ const char* to_string(Phase phase) {
     return "evaluation";
   case Phase::kHostWork:
     return "host_work";
+  case Phase::kCommunication:
+    return "communication";
   }
   return "unknown";
 }

@@ -10,10 +10,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace kan {
+
+class DataParallel;
 
 enum class Optimizer { kLBFGS, kAdam };
 /// LBFGS keeps this many past steps (pykan's setting); estimate_training_memory counts them.
@@ -110,6 +113,10 @@ struct FitOptions {
   TORCH_ARG(std::function<void(int64_t, torch::optim::Optimizer&)>, on_step_begin) = nullptr;
   /// Called after every step with the record and the total number of steps (progress).
   TORCH_ARG(std::function<void(const StepRecord&, int64_t)>, on_step) = nullptr;
+  /// Data-parallel training (kan/data_parallel.h): every rank holds the whole dataset and runs
+  /// fit() with the same options; each trains on its shard of every global batch, and the step
+  /// equals one process's step on the global batch. Empty: one process.
+  TORCH_ARG(std::shared_ptr<DataParallel>, data_parallel) = nullptr;
 
 public:
   /// The four regulariser weights as RegularizationOptions.
@@ -133,7 +140,9 @@ FitHistory fit_history_from_json(const nlohmann::json& json, const std::string& 
 
 /// Trains model on data. Data and model must share one device and dtype: a mismatch is an
 /// error naming both, never a silent move. Refuses NaN or Inf in the data, an empty training
-/// set, steps < 0 and a batch larger than the training set.
+/// set, steps < 0 and a batch larger than the training set. Data-parallel, it also refuses a
+/// batch smaller than the number of ranks and ranks whose model, options or data differ, and
+/// starts from rank 0's parameters and buffers.
 ///
 /// Example:
 ///   auto history = kan::fit(model, data, kan::FitOptions().opt(kan::Optimizer::kLBFGS).steps(50));

@@ -14,6 +14,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -90,6 +91,14 @@ struct RegularizationOptions {
   TORCH_ARG(double, lamb_entropy) = 2.0;
   TORCH_ARG(double, lamb_coef) = 0.0;
   TORCH_ARG(double, lamb_coefdiff) = 0.0;
+  /// Data-parallel training (kan::DataParallel::sum_differentiable): sums a tensor of per-edge
+  /// and per-input sample statistics over the ranks, so that every rank scores the edges on the
+  /// whole global batch. Empty: this process's batch is the whole batch.
+  TORCH_ARG(std::function<torch::Tensor(const torch::Tensor&)>, sum_over_ranks) = nullptr;
+  /// Whether the gradient flows through the coefficient terms (lamb_coef, lamb_coefdiff), which
+  /// depend on no sample: data-parallel ranks other than 0 keep their value but not their
+  /// gradient, so that the gradients summed over the ranks count them once.
+  TORCH_ARG(bool, differentiate_coefficient_terms) = true;
 };
 
 class KAN;

@@ -17,11 +17,12 @@ enum class Phase {
   kOptimizerStep, ///< the optimiser's update (LBFGS re-enters forward and backward inside it)
   kGridUpdate,    ///< update_grid_from_samples
   kRegularization,
-  kEvaluation, ///< metrics on held-out data
-  kHostWork,   ///< deliberately on the CPU whatever the model's device (seeded draws)
+  kEvaluation,    ///< metrics on held-out data
+  kHostWork,      ///< deliberately on the CPU whatever the model's device (seeded draws)
+  kCommunication, ///< data-parallel collectives (kan::DataParallel)
 };
 /// "forward", "backward", "optimizer_step", "grid_update", "regularization", "evaluation",
-/// "host_work".
+/// "host_work", "communication".
 const char* to_string(Phase phase);
 
 /// RecordFunction names of the scopes: the prefix, then the phase or the module's name.

@@ -52,10 +52,10 @@ private:
 
 /// While alive, every kan::PhaseScope and kan::ModuleScope opened on this thread becomes an NVTX
 /// range in the `kanbench` domain: "forward", "backward", "optimizer_step", "grid_update",
-/// "regularization", "evaluation", "host_work" (category kPhase) and the module's name,
-/// "layers.0" (category kModule). It installs a thread-local RecordFunction callback for
-/// at::RecordScope::USER_SCOPE only, so ATen operations pay nothing. Instances nest (only the
-/// outermost installs the callback) and must be destroyed on the thread that made them.
+/// "regularization", "evaluation", "host_work", "communication" (category kPhase) and the
+/// module's name, "layers.0" (category kModule). It installs a thread-local RecordFunction
+/// callback for at::RecordScope::USER_SCOPE only, so ATen operations pay nothing. Instances nest
+/// (only the outermost installs the callback) and must be destroyed on the thread that made them.
 ///
 /// Example:
 ///   kan::diagnostics::NvtxScopes nvtx_scopes; // kan::fit's phases and KAN's layers as ranges

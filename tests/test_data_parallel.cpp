@@ -1,0 +1,397 @@
+// Data-parallel training on c10d with Gloo over loopback: this test binary starts its own ranks
+// (itself again, running DataParallelRank.Train with torchrun's environment variables), then
+// compares what they wrote with one process's training.
+#include "kan/data_parallel.h"
+#include "kan/fit.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// The scenario every rank and the one-process reference run: KAN_DP_* variables select it.
+struct Scenario {
+  std::string opt = "adam";
+  int64_t batch = 64;
+  double lamb = 0.01;
+  int64_t steps = 12;
+  uint64_t seed = 0;
+  int exit_at_step = -1;       ///< this rank leaves abruptly at that step (a dead rank)
+  int hang_at_step = -1;       ///< this rank stops answering at that step (a hung rank)
+  double timeout = 60;         ///< DataParallelOptions::timeout_seconds
+  int64_t bucket_bytes = 1024; ///< small, so the model's gradients fill several buckets
+
+  std::map<std::string, std::string> environment(int rank) const {
+    return {{"KAN_DP_OPT", opt},
+            {"KAN_DP_BATCH", std::to_string(batch)},
+            {"KAN_DP_LAMB", std::to_string(lamb)},
+            {"KAN_DP_STEPS", std::to_string(steps)},
+            {"KAN_DP_SEED", std::to_string(rank == 1 ? seed : 0)},
+            {"KAN_DP_EXIT", std::to_string(rank == 1 ? exit_at_step : -1)},
+            {"KAN_DP_HANG", std::to_string(rank == 1 ? hang_at_step : -1)},
+            {"KAN_DP_TIMEOUT", std::to_string(timeout)},
+            {"KAN_DP_BUCKET", std::to_string(bucket_bytes)}};
+  }
+
+  static Scenario from_environment() {
+    auto get = [](const char* name) { return std::string(std::getenv(name)); };
+    Scenario s;
+    s.opt = get("KAN_DP_OPT");
+    s.batch = std::stoll(get("KAN_DP_BATCH"));
+    s.lamb = std::stod(get("KAN_DP_LAMB"));
+    s.steps = std::stoll(get("KAN_DP_STEPS"));
+    s.seed = std::stoull(get("KAN_DP_SEED"));
+    s.exit_at_step = std::stoi(get("KAN_DP_EXIT"));
+    s.hang_at_step = std::stoi(get("KAN_DP_HANG"));
+    s.timeout = std::stod(get("KAN_DP_TIMEOUT"));
+    s.bucket_bytes = std::stoll(get("KAN_DP_BUCKET"));
+    return s;
+  }
+
+  kan::FitOptions fit_options() const {
+    return kan::FitOptions()
+        .opt(kan::optimizer_from_string(opt))
+        .lr(opt == "adam" ? 0.01 : 1.0)
+        .steps(steps)
+        .batch(batch)
+        .lamb(lamb)
+        .lamb_coef(0.5)
+        .lamb_coefdiff(0.25)
+        .grid_update_num(4)
+        .stop_grid_update_step(8)
+        .seed(seed);
+  }
+};
+
+kan::KAN make_model() {
+  return kan::KAN(kan::KANOptions({2, 3, 2, 1}).grid(5).k(3).seed(7).dtype(torch::kFloat64));
+}
+
+kan::Dataset make_data() {
+  const auto& toy = kan::reference_function("toy");
+  return kan::create_dataset(
+      toy.f, kan::DatasetOptions(toy.n_var).train_num(203).test_num(101).dtype(torch::kFloat64));
+}
+
+json flat_parameters(kan::KAN& model) {
+  std::vector<double> values;
+  for (const auto& p : model->parameters()) {
+    const auto flat = p.detach().reshape({-1}).contiguous();
+    values.insert(values.end(), flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel());
+  }
+  for (const auto& b : model->buffers()) {
+    const auto flat = b.detach().to(torch::kFloat64).reshape({-1}).contiguous();
+    values.insert(values.end(), flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel());
+  }
+  return values;
+}
+
+json train(const Scenario& s, std::shared_ptr<kan::DataParallel> group) {
+  auto model = make_model();
+  auto options = s.fit_options().data_parallel(group);
+  if (group) {
+    options.on_step([&s](const kan::StepRecord& record, int64_t) {
+      if (record.step == s.exit_at_step)
+        std::_Exit(3);
+      if (record.step == s.hang_at_step)
+        std::this_thread::sleep_for(std::chrono::hours(1));
+    });
+  }
+  const auto history = kan::fit(model, make_data(), options);
+  json losses = json::array(), tests = json::array(), regs = json::array();
+  for (const auto& r : history.steps) {
+    losses.push_back(r.train_loss);
+    tests.push_back(r.test_loss);
+    regs.push_back(r.reg);
+  }
+  return {{"train_loss", losses},
+          {"test_loss", tests},
+          {"reg", regs},
+          {"parameters", flat_parameters(model)},
+          {"grid_updates", history.grid_updates}};
+}
+
+// One rank, started by DataParallel's tests: writes its results (or its error) to
+// $KAN_DP_OUT/rank<r>.json.
+TEST(DataParallelRank, Train) {
+  const char* out = std::getenv("KAN_DP_OUT");
+  if (out == nullptr)
+    GTEST_SKIP() << "runs as a rank started by the DataParallel tests";
+  const auto launch = kan::LaunchEnvironment::from_environment();
+  const auto scenario = Scenario::from_environment();
+  json result;
+  try {
+    auto group = kan::DataParallel::join(launch, torch::kCPU,
+                                         kan::DataParallelOptions()
+                                             .timeout_seconds(scenario.timeout)
+                                             .bucket_bytes(scenario.bucket_bytes));
+    result = train(scenario, group);
+    result["collectives"] = group->stats().collectives;
+    result["bytes"] = group->stats().bytes;
+  } catch (const std::exception& e) {
+    result = {{"error", e.what()}};
+  }
+  std::ofstream(fs::path(out) / ("rank" + std::to_string(launch.rank) + ".json")) << result.dump();
+}
+
+// A backend with no collectives: enough for what DataParallel computes alone (c10d's own
+// FakeProcessGroup needs Python's headers).
+class NoCollectives : public c10d::Backend {
+public:
+  NoCollectives(int rank, int size) : c10d::Backend(rank, size) {}
+};
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t length = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+struct RankRun {
+  std::vector<json> results; ///< rank r's JSON, or null when it wrote none
+  std::vector<int> exit_codes;
+  double seconds = 0;
+};
+
+// Starts `world` ranks of this binary as torchrun would, waits at most `limit` seconds (then
+// kills what is left), and reads what each rank wrote.
+RankRun run_ranks(const Scenario& s, int world, double limit) {
+  const auto dir = fs::temp_directory_path() /
+                   ("kan-dp-" + std::to_string(getpid()) + "-" + std::to_string(free_port()));
+  fs::create_directories(dir);
+  const int port = free_port();
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < world; ++rank) {
+    std::map<std::string, std::string> env = s.environment(rank);
+    env["RANK"] = env["LOCAL_RANK"] = std::to_string(rank);
+    env["WORLD_SIZE"] = env["LOCAL_WORLD_SIZE"] = std::to_string(world);
+    env["MASTER_ADDR"] = "127.0.0.1";
+    env["MASTER_PORT"] = std::to_string(port);
+    env["KAN_DP_OUT"] = dir.string();
+    env["OMP_NUM_THREADS"] = "1";
+    std::vector<std::string> entries;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry = *e;
+      if (env.count(entry.substr(0, entry.find('='))) == 0)
+        entries.push_back(entry);
+    }
+    for (const auto& [key, value] : env)
+      entries.push_back(key + "=" + value);
+    std::vector<char*> envp;
+    for (auto& e : entries)
+      envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::string exe = fs::read_symlink("/proc/self/exe").string();
+    std::string filter = "--gtest_filter=DataParallelRank.Train";
+    std::vector<char*> argv{exe.data(), filter.data(), nullptr};
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    const std::string log = (dir / ("rank" + std::to_string(rank) + ".log")).string();
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    pid_t pid = 0;
+    EXPECT_EQ(posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv.data(), envp.data()), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    pids.push_back(pid);
+  }
+  RankRun run;
+  run.exit_codes.assign(world, -1);
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  size_t running = pids.size();
+  // A hung rank never exits: the run is over once rank 0 has.
+  auto done = [&] { return running == 0 || (s.hang_at_step >= 0 && pids[0] == 0); };
+  while (!done() && elapsed() < limit) {
+    for (int r = 0; r < world; ++r) {
+      int status = 0;
+      if (pids[r] > 0 && waitpid(pids[r], &status, WNOHANG) == pids[r]) {
+        run.exit_codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        pids[r] = 0;
+        --running;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  run.seconds = elapsed();
+  for (pid_t pid : pids) {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+  for (int r = 0; r < world; ++r) {
+    std::ifstream in(dir / ("rank" + std::to_string(r) + ".json"));
+    run.results.push_back(in ? json::parse(in) : json());
+  }
+  fs::remove_all(dir);
+  return run;
+}
+
+// Largest |a - b| / max(|b|, tiny) over two equally long arrays.
+double max_relative_difference(const json& a, const json& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    const double x = a[i].get<double>(), y = b[i].get<double>();
+    worst = std::max(worst, std::abs(x - y) / std::max(std::abs(y), 1e-300));
+  }
+  return worst;
+}
+
+void expect_parity(const Scenario& s) {
+  const auto reference = train(s, nullptr);
+  const auto run = run_ranks(s, 2, 300);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_FALSE(run.results[r].is_null()) << "rank " << r << " wrote nothing";
+    ASSERT_FALSE(run.results[r].contains("error")) << run.results[r]["error"];
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_LE(max_relative_difference(run.results[r]["train_loss"], reference["train_loss"]),
+              1e-10);
+    EXPECT_LE(max_relative_difference(run.results[r]["test_loss"], reference["test_loss"]), 1e-10);
+    EXPECT_LE(max_relative_difference(run.results[r]["reg"], reference["reg"]), 1e-10);
+    // Final parameters: relative to the largest, since some are exactly 0 in both.
+    const auto& p = run.results[r]["parameters"];
+    const auto& q = reference["parameters"];
+    ASSERT_EQ(p.size(), q.size());
+    double worst = 0, largest = 0;
+    for (size_t i = 0; i < p.size(); ++i) {
+      worst = std::max(worst, std::abs(p[i].get<double>() - q[i].get<double>()));
+      largest = std::max(largest, std::abs(q[i].get<double>()));
+    }
+    EXPECT_LE(worst, 1e-10 * largest);
+    EXPECT_EQ(run.results[r]["grid_updates"], reference["grid_updates"]);
+    EXPECT_GT(run.results[r]["collectives"].get<int64_t>(), s.steps * 3);
+  }
+  // The run moved away from its start (a parity of two frozen models would prove nothing).
+  const auto& losses = reference["train_loss"];
+  EXPECT_LT(losses.back().get<double>(), 0.9 * losses.front().get<double>());
+  // And the ranks agree with each other exactly: identical decisions.
+  EXPECT_EQ(run.results[0]["parameters"], run.results[1]["parameters"]);
+}
+
+TEST(DataParallel, AdamOnTwoRanksEqualsOneProcess) {
+  Scenario s; // minibatches of 64 (shards of 32), regularised, grid updates every 2 steps
+  expect_parity(s);
+}
+
+// Two steps: 40 LBFGS iterations with strong-Wolfe line searches. The split sums differ from one
+// process's in the last bits, and the line search's accept/reject decisions amplify that by about
+// 10^3 per step (measured: 1.5e-14 after step 0, 3e-11 after step 1, 4e-8 after step 2), so
+// longer LBFGS runs agree to fewer digits; every rank still takes identical decisions.
+TEST(DataParallel, LbfgsOnTwoRanksEqualsOneProcess) {
+  Scenario s;
+  s.opt = "lbfgs";
+  s.batch = -1; // full batch of 203: shards of 101 and 102
+  s.steps = 2;
+  s.lamb = 0.001;
+  expect_parity(s);
+}
+
+TEST(DataParallel, MismatchedConfigurationIsRefusedOnEveryRank) {
+  Scenario s;
+  s.seed = 5; // rank 1 only
+  const auto run = run_ranks(s, 2, 120);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(run.results[r].contains("error")) << "rank " << r << ": " << run.results[r];
+    const std::string error = run.results[r]["error"];
+    EXPECT_NE(error.find("rank 1 has fit.seed = 5 but rank 0 has 0"), std::string::npos) << error;
+  }
+}
+
+TEST(DataParallel, DeadRankFailsTheOthersQuickly) {
+  Scenario s;
+  s.exit_at_step = 3;
+  s.timeout = 10;
+  const auto run = run_ranks(s, 2, 120);
+  EXPECT_EQ(run.exit_codes[1], 3);
+  ASSERT_TRUE(run.results[0].contains("error")) << run.results[0];
+  EXPECT_LT(run.seconds, 60);
+}
+
+TEST(DataParallel, HungRankFailsTheOthersWithinTheTimeout) {
+  Scenario s;
+  s.hang_at_step = 3;
+  s.timeout = 5;
+  const auto run = run_ranks(s, 2, 90); // kills the hung rank once rank 0 has failed
+  ASSERT_TRUE(run.results[0].contains("error")) << run.results[0];
+  const std::string error = run.results[0]["error"];
+  EXPECT_NE(error.find("imed out"), std::string::npos) << error;
+  EXPECT_LT(run.seconds, 60);
+}
+
+TEST(DataParallel, ShardsCoverTheBatchInRankOrder) {
+  for (int world : {1, 2, 3, 7}) {
+    for (int64_t n : {7, 8, 203}) {
+      int64_t next = 0;
+      for (int rank = 0; rank < world; ++rank) {
+        const kan::DataParallel group(c10::make_intrusive<NoCollectives>(rank, world), torch::kCPU,
+                                      {});
+        const auto [first, count] = group.shard(n);
+        EXPECT_EQ(first, next) << "rank " << rank << " of " << world << ", n = " << n;
+        EXPECT_GE(count, n / world);
+        EXPECT_LE(count, n / world + 1);
+        next = first + count;
+      }
+      EXPECT_EQ(next, n);
+    }
+  }
+}
+
+TEST(DataParallel, BadOptionsAndLaunchVariablesAreNamed) {
+  auto fake = c10::make_intrusive<NoCollectives>(0, 2);
+  EXPECT_THROW(
+      {
+        try {
+          kan::DataParallel(fake, torch::kCPU, kan::DataParallelOptions().bucket_bytes(0));
+        } catch (const c10::Error& e) {
+          EXPECT_NE(std::string(e.what()).find("bucket_bytes must be >= 1, got 0"),
+                    std::string::npos);
+          throw;
+        }
+      },
+      c10::Error);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("RANK", "two", 1);
+  try {
+    kan::LaunchEnvironment::from_environment();
+    ADD_FAILURE() << "RANK=two was accepted";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("RANK must be an integer >= 0, got 'two'"),
+              std::string::npos)
+        << e.what();
+  }
+  unsetenv("RANK");
+  unsetenv("WORLD_SIZE");
+}
+
+} // namespace
