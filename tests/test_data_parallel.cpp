@@ -1,11 +1,13 @@
 // Data-parallel training on c10d with Gloo over loopback: this test binary starts its own ranks
 // (itself again, running DataParallelRank.Train with torchrun's environment variables), then
 // compares what they wrote with one process's training.
+#include "cli_runner.h"
 #include "kan/data_parallel.h"
 #include "kan/fit.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <torch/cuda.h>
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -41,6 +43,7 @@ struct Scenario {
   int hang_at_step = -1;       ///< this rank stops answering at that step (a hung rank)
   double timeout = 60;         ///< DataParallelOptions::timeout_seconds
   int64_t bucket_bytes = 1024; ///< small, so the model's gradients fill several buckets
+  std::string device = "cpu";  ///< "cuda": rank r on cuda:r, NCCL
 
   std::map<std::string, std::string> environment(int rank) const {
     return {{"KAN_DP_OPT", opt},
@@ -51,7 +54,8 @@ struct Scenario {
             {"KAN_DP_EXIT", std::to_string(rank == 1 ? exit_at_step : -1)},
             {"KAN_DP_HANG", std::to_string(rank == 1 ? hang_at_step : -1)},
             {"KAN_DP_TIMEOUT", std::to_string(timeout)},
-            {"KAN_DP_BUCKET", std::to_string(bucket_bytes)}};
+            {"KAN_DP_BUCKET", std::to_string(bucket_bytes)},
+            {"KAN_DP_DEVICE", device}};
   }
 
   static Scenario from_environment() {
@@ -66,6 +70,7 @@ struct Scenario {
     s.hang_at_step = std::stoi(get("KAN_DP_HANG"));
     s.timeout = std::stod(get("KAN_DP_TIMEOUT"));
     s.bucket_bytes = std::stoll(get("KAN_DP_BUCKET"));
+    s.device = get("KAN_DP_DEVICE");
     return s;
   }
 
@@ -84,31 +89,36 @@ struct Scenario {
   }
 };
 
-kan::KAN make_model() {
-  return kan::KAN(kan::KANOptions({2, 3, 2, 1}).grid(5).k(3).seed(7).dtype(torch::kFloat64));
+kan::KAN make_model(torch::Device device) {
+  return kan::KAN(
+      kan::KANOptions({2, 3, 2, 1}).grid(5).k(3).seed(7).dtype(torch::kFloat64).device(device));
 }
 
-kan::Dataset make_data() {
+kan::Dataset make_data(torch::Device device) {
   const auto& toy = kan::reference_function("toy");
-  return kan::create_dataset(
-      toy.f, kan::DatasetOptions(toy.n_var).train_num(203).test_num(101).dtype(torch::kFloat64));
+  return kan::create_dataset(toy.f, kan::DatasetOptions(toy.n_var)
+                                        .train_num(203)
+                                        .test_num(101)
+                                        .dtype(torch::kFloat64)
+                                        .device(device));
 }
 
 json flat_parameters(kan::KAN& model) {
   std::vector<double> values;
   for (const auto& p : model->parameters()) {
-    const auto flat = p.detach().reshape({-1}).contiguous();
+    const auto flat = p.detach().cpu().reshape({-1}).contiguous();
     values.insert(values.end(), flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel());
   }
   for (const auto& b : model->buffers()) {
-    const auto flat = b.detach().to(torch::kFloat64).reshape({-1}).contiguous();
+    const auto flat = b.detach().cpu().to(torch::kFloat64).reshape({-1}).contiguous();
     values.insert(values.end(), flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel());
   }
   return values;
 }
 
-json train(const Scenario& s, std::shared_ptr<kan::DataParallel> group) {
-  auto model = make_model();
+json train(const Scenario& s, std::shared_ptr<kan::DataParallel> group,
+           torch::Device device = torch::kCPU) {
+  auto model = make_model(device);
   auto options = s.fit_options().data_parallel(group);
   if (group) {
     options.on_step([&s](const kan::StepRecord& record, int64_t) {
@@ -118,7 +128,7 @@ json train(const Scenario& s, std::shared_ptr<kan::DataParallel> group) {
         std::this_thread::sleep_for(std::chrono::hours(1));
     });
   }
-  const auto history = kan::fit(model, make_data(), options);
+  const auto history = kan::fit(model, make_data(device), options);
   json losses = json::array(), tests = json::array(), regs = json::array();
   for (const auto& r : history.steps) {
     losses.push_back(r.train_loss);
@@ -142,11 +152,13 @@ TEST(DataParallelRank, Train) {
   const auto scenario = Scenario::from_environment();
   json result;
   try {
-    auto group = kan::DataParallel::join(launch, torch::kCPU,
+    const torch::Device device =
+        scenario.device == "cuda" ? torch::Device(torch::kCUDA, launch.local_rank) : torch::kCPU;
+    auto group = kan::DataParallel::join(launch, device,
                                          kan::DataParallelOptions()
                                              .timeout_seconds(scenario.timeout)
                                              .bucket_bytes(scenario.bucket_bytes));
-    result = train(scenario, group);
+    result = train(scenario, group, device);
     result["collectives"] = group->stats().collectives;
     result["bytes"] = group->stats().bytes;
   } catch (const std::exception& e) {
@@ -178,12 +190,17 @@ int free_port() {
 struct RankRun {
   std::vector<json> results; ///< rank r's JSON, or null when it wrote none
   std::vector<int> exit_codes;
+  std::vector<std::string> logs; ///< each rank's stdout and stderr
+  std::vector<json> fit_json;    ///< a kanbench rank's DIR/fit.json, or null
   double seconds = 0;
 };
 
 // Starts `world` ranks of this binary as torchrun would, waits at most `limit` seconds (then
 // kills what is left), and reads what each rank wrote.
-RankRun run_ranks(const Scenario& s, int world, double limit) {
+// `command` replaces this binary's rank (DataParallelRank.Train), e.g. kanbench; its output goes
+// to logs[r], and DIR in its arguments becomes a folder of its own per rank.
+RankRun run_ranks(const Scenario& s, int world, double limit,
+                  const std::vector<std::string>& command = {}) {
   const auto dir = fs::temp_directory_path() /
                    ("kan-dp-" + std::to_string(getpid()) + "-" + std::to_string(free_port()));
   fs::create_directories(dir);
@@ -209,9 +226,18 @@ RankRun run_ranks(const Scenario& s, int world, double limit) {
     for (auto& e : entries)
       envp.push_back(e.data());
     envp.push_back(nullptr);
-    std::string exe = fs::read_symlink("/proc/self/exe").string();
-    std::string filter = "--gtest_filter=DataParallelRank.Train";
-    std::vector<char*> argv{exe.data(), filter.data(), nullptr};
+    std::vector<std::string> words = command;
+    if (words.empty())
+      words = {fs::read_symlink("/proc/self/exe").string(),
+               "--gtest_filter=DataParallelRank.Train"};
+    for (auto& w : words)
+      if (w == "DIR")
+        w = (dir / ("out" + std::to_string(rank))).string();
+    std::vector<char*> argv;
+    for (auto& w : words)
+      argv.push_back(w.data());
+    argv.push_back(nullptr);
+    const std::string exe = words.front();
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     const std::string log = (dir / ("rank" + std::to_string(rank) + ".log")).string();
@@ -252,6 +278,10 @@ RankRun run_ranks(const Scenario& s, int world, double limit) {
   for (int r = 0; r < world; ++r) {
     std::ifstream in(dir / ("rank" + std::to_string(r) + ".json"));
     run.results.push_back(in ? json::parse(in) : json());
+    std::ifstream log(dir / ("rank" + std::to_string(r) + ".log"));
+    run.logs.emplace_back(std::istreambuf_iterator<char>(log), std::istreambuf_iterator<char>());
+    std::ifstream fit(dir / ("out" + std::to_string(r)) / "fit.json");
+    run.fit_json.push_back(fit ? json::parse(fit) : json());
   }
   fs::remove_all(dir);
   return run;
@@ -268,10 +298,11 @@ double max_relative_difference(const json& a, const json& b) {
   return worst;
 }
 
-void expect_parity(const Scenario& s) {
-  const auto reference = train(s, nullptr);
-  const auto run = run_ranks(s, 2, 300);
-  for (int r = 0; r < 2; ++r) {
+void expect_parity(const Scenario& s, int world = 2) {
+  const auto reference =
+      train(s, nullptr, s.device == "cuda" ? torch::Device(torch::kCUDA, 0) : torch::kCPU);
+  const auto run = run_ranks(s, world, 300);
+  for (int r = 0; r < world; ++r) {
     ASSERT_FALSE(run.results[r].is_null()) << "rank " << r << " wrote nothing";
     ASSERT_FALSE(run.results[r].contains("error")) << run.results[r]["error"];
     SCOPED_TRACE("rank " + std::to_string(r));
@@ -296,7 +327,8 @@ void expect_parity(const Scenario& s) {
   const auto& losses = reference["train_loss"];
   EXPECT_LT(losses.back().get<double>(), 0.9 * losses.front().get<double>());
   // And the ranks agree with each other exactly: identical decisions.
-  EXPECT_EQ(run.results[0]["parameters"], run.results[1]["parameters"]);
+  for (int r = 1; r < world; ++r)
+    EXPECT_EQ(run.results[0]["parameters"], run.results[r]["parameters"]);
 }
 
 TEST(DataParallel, AdamOnTwoRanksEqualsOneProcess) {
@@ -315,6 +347,15 @@ TEST(DataParallel, LbfgsOnTwoRanksEqualsOneProcess) {
   s.steps = 2;
   s.lamb = 0.001;
   expect_parity(s);
+}
+
+// NCCL, one rank per GPU (world size 1 on a machine with one).
+TEST(DataParallel, NcclOnEveryGpuEqualsOneProcess_CUDA) {
+  if (!torch::cuda::is_available())
+    GTEST_SKIP() << "no CUDA device";
+  Scenario s;
+  s.device = "cuda";
+  expect_parity(s, static_cast<int>(torch::cuda::device_count()));
 }
 
 TEST(DataParallel, MismatchedConfigurationIsRefusedOnEveryRank) {
@@ -347,6 +388,47 @@ TEST(DataParallel, HungRankFailsTheOthersWithinTheTimeout) {
   const std::string error = run.results[0]["error"];
   EXPECT_NE(error.find("imed out"), std::string::npos) << error;
   EXPECT_LT(run.seconds, 60);
+}
+
+// The command line under torchrun's variables: two ranks of `kanbench fit --distributed` train
+// as one process does, and only rank 0 writes.
+TEST(DataParallel, KanbenchFitDistributedEqualsOneProcess) {
+  const std::vector<std::string> fit = {
+      KANBENCH_EXECUTABLE, "fit", "--opt",  "adam",  "--lr",        "0.01", "--batch",    "100",
+      "--steps",           "15",  "--lamb", "0.001", "--train-num", "300",  "--test-num", "100",
+      "--trace-steps",     "0",   "--out",  "DIR"};
+  auto distributed = fit;
+  distributed.push_back("--distributed");
+  const auto one = run_ranks(Scenario{}, 1, 300, fit);
+  const auto two = run_ranks(Scenario{}, 2, 300, distributed);
+  ASSERT_EQ(one.exit_codes[0], 0) << one.logs[0];
+  ASSERT_EQ(two.exit_codes[0], 0) << two.logs[0];
+  ASSERT_EQ(two.exit_codes[1], 0) << two.logs[1];
+  EXPECT_TRUE(two.fit_json[1].is_null()) << "rank 1 wrote fit.json";
+  const auto& a = one.fit_json[0];
+  const auto& b = two.fit_json[0];
+  ASSERT_FALSE(b.is_null()) << two.logs[0];
+  EXPECT_TRUE(a["config"]["distributed"].is_null());
+  EXPECT_EQ(b["config"]["distributed"], json({{"world_size", 2}, {"backend", "gloo"}}));
+  EXPECT_GT(b["communication"]["collectives"].get<int64_t>(), 15 * 3);
+  json la = json::array(), lb = json::array();
+  for (const auto& step : a["history"]["steps"])
+    la.push_back(step["train_loss"]);
+  for (const auto& step : b["history"]["steps"])
+    lb.push_back(step["train_loss"]);
+  EXPECT_LE(max_relative_difference(lb, la), 1e-10);
+  EXPECT_NE(two.logs[0].find("2 ranks (gloo)"), std::string::npos) << two.logs[0];
+}
+
+TEST(DataParallel, KanbenchFitDistributedOutsideALaunchIsRefused) {
+  const auto run = kan::test::run_kanbench(
+      "fit --distributed --steps 1 --out " + (fs::temp_directory_path() / "kan-dp-none").string(),
+      "env -u RANK -u WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT ");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_NE(run.output.find("needs the environment variable WORLD_SIZE (torchrun sets it"),
+            std::string::npos)
+      << run.output;
+  EXPECT_FALSE(fs::exists(fs::temp_directory_path() / "kan-dp-none" / "fit.json"));
 }
 
 TEST(DataParallel, ShardsCoverTheBatchInRankOrder) {

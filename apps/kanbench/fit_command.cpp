@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "values.h"
 
+#include "kan/data_parallel.h"
 #include "kan/diagnostics/audited_fit.h"
 #include "kan/diagnostics/records.h"
 #include "kan/io/atomic_file.h"
@@ -43,6 +44,8 @@ struct FitArgs {
   std::optional<std::string> lib; // unset: the whole library
   double r2_threshold = 0.0;      // pykan's auto_symbolic defaults
   double weight_simple = 0.8;
+  bool distributed = false; // one rank of a torchrun launch
+  kan::DataParallelOptions data_parallel;
 
   // The library's defaults, except pykan's reference run: 50 steps, float64.
   static kan::diagnostics::FitRun defaults() {
@@ -59,11 +62,16 @@ std::string scientific(double value) {
 }
 
 // Progress on stderr: one rewritten line on a terminal, a line every tenth of the run otherwise.
+// Data-parallel, rank 0 alone reports (every rank has the same record).
 class Progress {
 public:
-  explicit Progress(std::string label) : label_(std::move(label)), tty_(isatty(fileno(stderr))) {}
+  Progress(std::string label, const kan::FitOptions& options)
+      : label_(std::move(label)), tty_(isatty(fileno(stderr))),
+        silent_(options.data_parallel() && options.data_parallel()->rank() != 0) {}
 
   void operator()(const kan::StepRecord& r, int64_t steps) const {
+    if (silent_)
+      return;
     const int64_t done = r.step + 1;
     const int64_t every = std::max<int64_t>(1, steps / 10);
     if (!tty_ && done % every != 0 && done != steps)
@@ -78,7 +86,7 @@ public:
 
 private:
   std::string label_;
-  bool tty_;
+  bool tty_, silent_;
 };
 
 // Findings go to stderr; a clean audit is one line.
@@ -138,7 +146,7 @@ kan::diagnostics::FitPruning prune_and_retrain(kan::KAN& model, const kan::Datas
       pruning.edge_scores.back().push_back(values_of(scores[i]));
   }
   pruning.retrained.history =
-      kan::fit(model, data, options.steps(prune.steps).on_step(Progress(label)));
+      kan::fit(model, data, options.steps(prune.steps).on_step(Progress(label, options)));
   const auto metrics = kan::evaluate(model, data);
   pruning.retrained.train_rmse = metrics.train_rmse;
   pruning.retrained.test_rmse = metrics.test_rmse;
@@ -244,7 +252,7 @@ kan::diagnostics::FitSymbolic symbolic_and_retrain(kan::KAN& model, const kan::D
   acts.clear();
 
   symbolic.retrained.history =
-      kan::fit(model, data, options.steps(run.steps).on_step(Progress(label)));
+      kan::fit(model, data, options.steps(run.steps).on_step(Progress(label, options)));
   const auto metrics = kan::evaluate(model, data);
   symbolic.retrained.train_rmse = metrics.train_rmse;
   symbolic.retrained.test_rmse = metrics.test_rmse;
@@ -293,7 +301,19 @@ void write_outputs(const kan::KAN& model, const std::string& checkpoint_path,
 
 int run_fit(FitArgs& a) {
   auto& run = a.run;
-  const auto device = parse_device(run.device);
+  auto device = parse_device(run.device);
+  // Data-parallel: join the launch first, so that a bad launch fails before any work. Each rank
+  // trains on its own device (cuda:LOCAL_RANK); rank 0 writes the outputs.
+  std::shared_ptr<kan::DataParallel> group;
+  if (a.distributed) {
+    group = kan::DataParallel::join(kan::LaunchEnvironment::from_environment(), device,
+                                    a.data_parallel);
+    device = group->device();
+    run.device = device.str();
+    run.distributed =
+        kan::diagnostics::FitDistributedRun{group->world_size(), group->backend_name()};
+  }
+  const bool writes = !group || group->rank() == 0;
   const auto& function = kan::reference_function(run.function);
   // The starting model: pykan's (its options, in --dtype when given), or a new one.
   std::optional<kan::KAN> initial;
@@ -323,9 +343,11 @@ int run_fit(FitArgs& a) {
               " inputs but function '", run.function, "' has ", function.n_var, " variables");
   TORCH_CHECK(width.back() == 1, model_source,
               " must end in 1 output for a regression function, got ", width.back());
-  kan::io::check_output_folder(a.out, "--out");
-  for (const char* name : {"model.pt", "fit.json"})
-    kan::io::check_output_file((std::filesystem::path(a.out) / name).string(), "--out");
+  if (writes) {
+    kan::io::check_output_folder(a.out, "--out");
+    for (const char* name : {"model.pt", "fit.json"})
+      kan::io::check_output_file((std::filesystem::path(a.out) / name).string(), "--out");
+  }
   // Refused before anything is allocated: a CPU run past the machine's memory is killed by the
   // kernel without a word, a GPU run fails deep inside a step.
   try {
@@ -350,8 +372,9 @@ int run_fit(FitArgs& a) {
   record.threads = at::get_num_threads();
   const std::string label = run.function + " G=" + std::to_string(run.model.grid());
   auto options = run.fit;
-  record.device_audit =
-      kan::diagnostics::audited_fit(model, data, options.on_step(Progress(label)), run.trace_steps);
+  options.data_parallel(group);
+  record.device_audit = kan::diagnostics::audited_fit(
+      model, data, options.on_step(Progress(label, options)), run.trace_steps);
   report_audit(record.device_audit);
   record.trained.history = std::move(record.device_audit.history);
   record.device_audit.history = {};
@@ -372,7 +395,7 @@ int run_fit(FitArgs& a) {
     model = model->refine(run.refine, data.train_input);
     const std::string refined_label = run.function + " G=" + std::to_string(run.refine);
     kan::diagnostics::FitStage refined;
-    refined.history = kan::fit(model, data, options.on_step(Progress(refined_label)));
+    refined.history = kan::fit(model, data, options.on_step(Progress(refined_label, options)));
     const auto metrics = kan::evaluate(model, data);
     refined.train_rmse = metrics.train_rmse;
     refined.test_rmse = metrics.test_rmse;
@@ -395,12 +418,22 @@ int run_fit(FitArgs& a) {
     }
   }
 
+  if (group) {
+    const auto& stats = group->stats();
+    record.communication =
+        kan::diagnostics::FitCommunication{stats.collectives, stats.bytes, stats.wait_seconds};
+  }
+  if (!writes)
+    return 0;
   const auto json_path = (std::filesystem::path(a.out) / "fit.json").string();
   write_outputs(model, (std::filesystem::path(a.out) / record.checkpoint).string(), json_path,
                 kan::diagnostics::to_json(record).dump(2) + "\n");
   std::cout << summary << " (" << kan::to_string(run.fit.opt()) << ", " << run.fit.steps()
-            << " steps, " << kan::to_string(model->dtype()) << ", " << device << ", "
-            << scientific(record.seconds()) << " s) -> " << json_path << "\n"
+            << " steps, " << kan::to_string(model->dtype()) << ", " << device
+            << (group ? ", " + std::to_string(group->world_size()) + " ranks (" +
+                            group->backend_name() + ")"
+                      : std::string())
+            << ", " << scientific(record.seconds()) << " s) -> " << json_path << "\n"
             << formulas;
   return 0;
 }
@@ -534,6 +567,17 @@ void add_fit_command(CLI::App& app, int& exit_code) {
          "Steps of the training after --symbolic (default: --steps)")
       ->check(integer_at_least(0))
       ->needs(symbolic);
+  auto* distributed = cmd->add_flag(
+      "--distributed", args->distributed,
+      "Train data-parallel as one rank of a torchrun launch (RANK, WORLD_SIZE, LOCAL_RANK, "
+      "MASTER_ADDR, MASTER_PORT): Gloo on the CPU, NCCL on cuda:LOCAL_RANK; rank 0 writes --out "
+      "(docs/distributed.md)");
+  cmd->add_option_function<double>(
+         "--distributed-timeout",
+         [args](double seconds) { args->data_parallel.timeout_seconds(seconds); },
+         "--distributed: seconds a rank waits for the others before it fails (default 300)")
+      ->check(CLI::PositiveNumber)
+      ->needs(distributed);
   cmd->add_option("--train-num", run.train_num, "Training samples")
       ->check(integer_at_least(1))
       ->capture_default_str();

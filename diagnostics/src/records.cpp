@@ -288,6 +288,9 @@ json to_json(const FitRecord& f) {
                 {"r2_threshold", c.symbolic->r2_threshold},
                 {"weight_simple", c.symbolic->weight_simple},
                 {"steps", c.symbolic->steps}};
+  json distributed = nullptr;
+  if (c.distributed)
+    distributed = {{"world_size", c.distributed->world_size}, {"backend", c.distributed->backend}};
   json j{{"schema_version", f.schema_version},
          {"command", "fit"},
          {"config",
@@ -299,6 +302,7 @@ json to_json(const FitRecord& f) {
            {"refine", c.refine},
            {"prune", prune},
            {"symbolic", symbolic},
+           {"distributed", distributed},
            {"trace_steps", c.trace_steps},
            {"model", to_json(c.model)},
            {"fit", to_json(c.fit)}}},
@@ -318,6 +322,10 @@ json to_json(const FitRecord& f) {
   }
   if (f.symbolic)
     j["symbolic"] = symbolic_json(*f.symbolic);
+  if (f.communication)
+    j["communication"] = {{"collectives", f.communication->collectives},
+                          {"bytes", f.communication->bytes},
+                          {"wait_seconds", f.communication->wait_seconds}};
   j["checkpoint"] = f.checkpoint;
   return j;
 }
@@ -352,6 +360,13 @@ FitRecord fit_record_from_json(const json& value, const std::string& source) {
                                          p.integer("steps", Bound::kNonNegative)};
       if (f.config.symbolic->lib.empty())
         io::fail(p.path_of("lib"), "the library is empty");
+      p.finish();
+    }
+    // From fit.json 1.7 on, null in one process; older files have no key.
+    if (const auto* distributed = c.optional("distributed")) {
+      ObjectReader p(*distributed, c.path_of("distributed"), lenient);
+      f.config.distributed =
+          FitDistributedRun{p.integer("world_size", Bound::kNonNegative), p.string("backend")};
       p.finish();
     }
     f.config.trace_steps = c.integer("trace_steps", Bound::kNonNegative);
@@ -395,6 +410,17 @@ FitRecord fit_record_from_json(const json& value, const std::string& source) {
       symbolic.finish();
     } else if (f.config.symbolic) {
       io::fail("symbolic", "missing, but config.symbolic is set");
+    }
+    if (r.optional("communication")) {
+      if (!f.config.distributed)
+        io::fail("communication", "present, but config.distributed is null");
+      ObjectReader m(r.required("communication"), "communication", lenient);
+      f.communication = FitCommunication{m.integer("collectives", Bound::kNonNegative),
+                                         m.integer("bytes", Bound::kNonNegative),
+                                         m.number("wait_seconds", Bound::kNonNegative)};
+      m.finish();
+    } else if (f.config.distributed) {
+      io::fail("communication", "missing, but config.distributed is set");
     }
     check_seconds(r, "seconds", f.seconds(), "the stages' training time");
     f.checkpoint = r.string("checkpoint");

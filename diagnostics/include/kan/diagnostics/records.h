@@ -21,8 +21,9 @@ namespace kan::diagnostics {
 
 /// The version of fit.json this library writes (1.1: device_audit, config.trace_steps; 1.2:
 /// config.fit.batch_draw; 1.3: config.fit.grid_update_memory, test_accuracy in the history; 1.4:
-/// config.initial_model; 1.5: config.prune, pruned; 1.6: config.symbolic, symbolic).
-inline constexpr const char* kFitSchemaVersion = "1.6.0";
+/// config.initial_model; 1.5: config.prune, pruned; 1.6: config.symbolic, symbolic; 1.7:
+/// config.distributed, communication).
+inline constexpr const char* kFitSchemaVersion = "1.7.0";
 /// The version of audit.json this library writes (1.1: one finding form with the optional
 /// detail keys of results.json 1.2's findings).
 inline constexpr const char* kAuditSchemaVersion = "1.1.0";
@@ -44,6 +45,19 @@ struct FitSymbolicRun {
   int64_t steps = 0;
 };
 
+/// `kanbench fit --distributed`: data-parallel training under torchrun (kan/data_parallel.h).
+struct FitDistributedRun {
+  int64_t world_size = 1;
+  std::string backend; ///< "gloo" or "nccl"
+};
+
+/// What the collectives of a data-parallel fit cost rank 0 (kan::CommunicationStats).
+struct FitCommunication {
+  int64_t collectives = 0;
+  int64_t bytes = 0;
+  double wait_seconds = 0;
+};
+
 /// What `kanbench fit` trained: the reference function, the data and the options.
 struct FitRun {
   std::string function = "toy"; ///< a kan::reference_functions() name
@@ -54,7 +68,8 @@ struct FitRun {
   int64_t refine = 0;               ///< the grid refined to after training (and pruning); 0: none
   std::optional<FitPruneRun> prune; ///< pruning after the first stage; none: no pruning
   std::optional<FitSymbolicRun> symbolic; ///< auto_symbolic after the others; none: no formula
-  int64_t trace_steps = 1;                ///< steps traced operation by operation
+  std::optional<FitDistributedRun> distributed; ///< none: one process. From fit.json 1.7.
+  int64_t trace_steps = 1;                      ///< steps traced operation by operation
   KANOptions model{{2, 5, 1}};
   FitOptions fit;
   /// The pykan checkpoint (saveckpt prefix) training started from; empty: a new model drawn from
@@ -133,10 +148,11 @@ struct FitRecord {
   int64_t threads = 0;     ///< intra-op threads
   AuditedFit device_audit; ///< of the first stage (its history is `trained.history`)
   FitStage trained;
-  std::optional<FitPruning> pruned;    ///< when config.prune, after `trained`
-  std::optional<FitStage> refined;     ///< when config.refine >= 1, at grid config.refine
-  std::optional<FitSymbolic> symbolic; ///< when config.symbolic, last
-  std::string checkpoint = "model.pt"; ///< the model file beside fit.json
+  std::optional<FitPruning> pruned;              ///< when config.prune, after `trained`
+  std::optional<FitStage> refined;               ///< when config.refine >= 1, at grid config.refine
+  std::optional<FitSymbolic> symbolic;           ///< when config.symbolic, last
+  std::optional<FitCommunication> communication; ///< when config.distributed
+  std::string checkpoint = "model.pt";           ///< the model file beside fit.json
 
   /// Training time of all stages.
   double seconds() const {

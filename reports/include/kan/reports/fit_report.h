@@ -29,7 +29,7 @@
 namespace kan::reports {
 
 /// The newest fit.json this reader knows; it reads every 1.x.
-inline constexpr const char* kFitReportSchemaVersion = "1.6.0";
+inline constexpr const char* kFitReportSchemaVersion = "1.7.0";
 
 /// One layer of a width in pykan's form: `sum` addition and `mult` multiplication nodes.
 struct FitLayerWidth {
