@@ -4,7 +4,7 @@
 # test including the *_CUDA ones, the default suite on cpu and cuda, and bench_kan; leave logs,
 # results and summary.txt in OUTDIR.
 #
-#   tools/gpu-check.sh OUTDIR [STEP ...]     steps: build test audit run bench symbolic
+#   tools/gpu-check.sh OUTDIR [STEP ...]     steps: build test audit run bench symbolic distributed
 #                                            (default: all)
 #
 # Steps can be split across calls (a device call is limited to 10 minutes): the build folder
@@ -15,9 +15,9 @@
 #                   into a prefix under /tmp; or KANBENCH_DEPS_PREFIX, an already unpacked prefix
 #   KANBENCH_JOBS   parallel CPU tests (default: nproc / 2)
 set -uo pipefail
-out=${1:?usage: tools/gpu-check.sh OUTDIR [build|test|audit|run|bench|symbolic ...]}
+out=${1:?usage: tools/gpu-check.sh OUTDIR [build|test|audit|run|bench|symbolic|distributed ...]}
 shift
-steps=${*:-build test audit run bench symbolic}
+steps=${*:-build test audit run bench symbolic distributed}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${KANBENCH_BUILD:-$root/build-gpu}
 jobs=${KANBENCH_JOBS:-$(($(nproc) > 1 ? $(nproc) / 2 : 1))}
@@ -30,8 +30,8 @@ log() {
 }
 want() { [[ " $steps " == *" $1 "* ]]; }
 for step in $steps; do
-  [[ " build test audit run bench symbolic " == *" $step "* ]] ||
-    { echo "gpu-check: unknown step '$step' (build test audit run bench symbolic)" >&2; exit 2; }
+  [[ " build test audit run bench symbolic distributed " == *" $step "* ]] ||
+    { echo "gpu-check: unknown step '$step' (build test audit run bench symbolic distributed)" >&2; exit 2; }
 done
 rc=0
 fail() { rc=1; log "FAILED: $*"; }
@@ -135,6 +135,19 @@ if want symbolic; then
     > "$out/bench_symbolic.txt" 2>&1 || fail "bench_kan symbolic, exit $? (bench_symbolic.txt)"
   grep -E '^BM_.*_CUDA/' "$out/bench_symbolic.txt" | awk '{print $1, $2, $3, $NF}' |
     tee -a "$out/summary.txt" >&2
+fi
+if want distributed; then
+  # Data-parallel training with NCCL (docs/distributed.md): the deep model on 1 GPU, then on every
+  # GPU, each rank on cuda:LOCAL_RANK; each run's fit.json holds its time and communication.
+  gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())')
+  for n in $(printf '%s\n' 1 "$gpus" | sort -un); do
+    python3 -m torch.distributed.run --no-python --nproc-per-node "$n" "$build/bin/kanbench" fit \
+      --distributed --device cuda --function exp_sin4 --width 4,100,100,100,1 --opt adam \
+      --lr 0.001 --steps 50 --lamb 0.001 --train-num 1000 --test-num 1000 --trace-steps 0 \
+      --out "$out/distributed-$n" > "$out/distributed-$n.txt" 2>&1 ||
+      fail "kanbench fit --distributed on $n GPU(s), exit $? (distributed-$n.txt)"
+    tail -1 "$out/distributed-$n.txt" | tee -a "$out/summary.txt" >&2
+  done
 fi
 log "done: $steps (exit $rc)"
 exit $rc

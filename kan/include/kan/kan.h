@@ -1,5 +1,6 @@
 #pragma once
-/// The whole public API of the KAN library.
+/// The whole public API of the KAN library, except data-parallel training (kan/data_parallel.h,
+/// which brings c10d's headers).
 
 #include "kan/bspline.h"
 #include "kan/checkpoint.h"
