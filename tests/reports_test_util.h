@@ -196,6 +196,27 @@ inline Results sample_results() {
   oom.status = EdgeStatus::kSkipped;
   oom.message = "no CUDA device";
   r.edge_cases = {empty, million, oom};
+  // Data-parallel scaling of deep on 1, 2 and 4 GPUs: 4 ranks did not fit.
+  for (int64_t ranks : {1, 2, 4}) {
+    ScalingResult s;
+    s.case_name = "deep";
+    s.device = "cuda";
+    s.backend = "nccl";
+    s.ranks = ranks;
+    if (ranks == 4) {
+      s.status = CaseStatus::kSkipped;
+      s.reason = "4 ranks need as many GPUs; this machine has 2";
+    } else {
+      s.epoch_seconds = {0.5 / ranks + 0.01, 0.5 / ranks + 0.02, 0.5 / ranks + 0.015};
+      s.median_epoch_seconds = 0.5 / ranks + 0.015;
+      s.communication_seconds = ranks == 1 ? 0.001 : 0.04;
+      s.collectives_per_step = 3;
+      s.bytes_per_step = 1.2e6;
+      s.train_loss_per_epoch = {0.5, 0.25, ranks == 1 ? 0.125 : 0.12500001};
+    }
+    r.scaling.push_back(s);
+  }
+  fill_scaling_comparisons(r.scaling);
   r.wall_seconds = 42.0;
   return r;
 }

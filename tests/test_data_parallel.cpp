@@ -2,6 +2,7 @@
 // (itself again, running DataParallelRank.Train with torchrun's environment variables), then
 // compares what they wrote with one process's training.
 #include "cli_runner.h"
+#include "kan/bench/scaling.h"
 #include "kan/data_parallel.h"
 #include "kan/fit.h"
 
@@ -9,12 +10,6 @@
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>
 
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -25,40 +20,40 @@
 #include <sstream>
 #include <thread>
 
-extern char** environ;
-
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// The scenario every rank and the one-process reference run: KAN_DP_* variables select it.
+// The scenario every rank and the one-process reference run: KAN_DP_* variables select it. The
+// seed, exit and hang steps are rank 1's; the other ranks keep the defaults.
 struct Scenario {
   std::string opt = "adam";
   int64_t batch = 64;
   double lamb = 0.01;
   int64_t steps = 12;
   uint64_t seed = 0;
-  int exit_at_step = -1;       ///< this rank leaves abruptly at that step (a dead rank)
-  int hang_at_step = -1;       ///< this rank stops answering at that step (a hung rank)
+  int exit_at_step = -1;       ///< rank 1 leaves abruptly at that step (a dead rank)
+  int hang_at_step = -1;       ///< rank 1 stops answering at that step (a hung rank)
   double timeout = 60;         ///< DataParallelOptions::timeout_seconds
   int64_t bucket_bytes = 1024; ///< small, so the model's gradients fill several buckets
   std::string device = "cpu";  ///< "cuda": rank r on cuda:r, NCCL
 
-  std::map<std::string, std::string> environment(int rank) const {
+  std::map<std::string, std::string> environment() const {
     return {{"KAN_DP_OPT", opt},
             {"KAN_DP_BATCH", std::to_string(batch)},
             {"KAN_DP_LAMB", std::to_string(lamb)},
             {"KAN_DP_STEPS", std::to_string(steps)},
-            {"KAN_DP_SEED", std::to_string(rank == 1 ? seed : 0)},
-            {"KAN_DP_EXIT", std::to_string(rank == 1 ? exit_at_step : -1)},
-            {"KAN_DP_HANG", std::to_string(rank == 1 ? hang_at_step : -1)},
+            {"KAN_DP_SEED", std::to_string(seed)},
+            {"KAN_DP_EXIT", std::to_string(exit_at_step)},
+            {"KAN_DP_HANG", std::to_string(hang_at_step)},
             {"KAN_DP_TIMEOUT", std::to_string(timeout)},
             {"KAN_DP_BUCKET", std::to_string(bucket_bytes)},
             {"KAN_DP_DEVICE", device}};
   }
 
-  static Scenario from_environment() {
+  // As rank `rank` of a launch runs it.
+  static Scenario from_environment(int rank) {
     auto get = [](const char* name) { return std::string(std::getenv(name)); };
     Scenario s;
     s.opt = get("KAN_DP_OPT");
@@ -71,6 +66,10 @@ struct Scenario {
     s.timeout = std::stod(get("KAN_DP_TIMEOUT"));
     s.bucket_bytes = std::stoll(get("KAN_DP_BUCKET"));
     s.device = get("KAN_DP_DEVICE");
+    if (rank != 1) {
+      s.seed = 0;
+      s.exit_at_step = s.hang_at_step = -1;
+    }
     return s;
   }
 
@@ -149,7 +148,7 @@ TEST(DataParallelRank, Train) {
   if (out == nullptr)
     GTEST_SKIP() << "runs as a rank started by the DataParallel tests";
   const auto launch = kan::LaunchEnvironment::from_environment();
-  const auto scenario = Scenario::from_environment();
+  const auto scenario = Scenario::from_environment(launch.rank);
   json result;
   try {
     const torch::Device device =
@@ -174,19 +173,6 @@ public:
   NoCollectives(int rank, int size) : c10d::Backend(rank, size) {}
 };
 
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t length = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 struct RankRun {
   std::vector<json> results; ///< rank r's JSON, or null when it wrote none
   std::vector<int> exit_codes;
@@ -195,91 +181,39 @@ struct RankRun {
   double seconds = 0;
 };
 
-// Starts `world` ranks of this binary as torchrun would, waits at most `limit` seconds (then
-// kills what is left), and reads what each rank wrote.
-// `command` replaces this binary's rank (DataParallelRank.Train), e.g. kanbench; its output goes
-// to logs[r], and DIR in its arguments becomes a folder of its own per rank.
+// Starts `world` ranks of this binary (DataParallelRank.Train) as torchrun would, or of
+// `command` (e.g. kanbench, its output in logs[r]; DIR in its arguments becomes a folder of its
+// own per rank), waits at most `limit` seconds (then kills what is left), and reads what each
+// rank wrote.
 RankRun run_ranks(const Scenario& s, int world, double limit,
                   const std::vector<std::string>& command = {}) {
   const auto dir = fs::temp_directory_path() /
-                   ("kan-dp-" + std::to_string(getpid()) + "-" + std::to_string(free_port()));
+                   ("kan-dp-" + std::to_string(getpid()) + "-" +
+                    std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
   fs::create_directories(dir);
-  const int port = free_port();
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < world; ++rank) {
-    std::map<std::string, std::string> env = s.environment(rank);
-    env["RANK"] = env["LOCAL_RANK"] = std::to_string(rank);
-    env["WORLD_SIZE"] = env["LOCAL_WORLD_SIZE"] = std::to_string(world);
-    env["MASTER_ADDR"] = "127.0.0.1";
-    env["MASTER_PORT"] = std::to_string(port);
-    env["KAN_DP_OUT"] = dir.string();
-    env["OMP_NUM_THREADS"] = "1";
-    std::vector<std::string> entries;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string entry = *e;
-      if (env.count(entry.substr(0, entry.find('='))) == 0)
-        entries.push_back(entry);
-    }
-    for (const auto& [key, value] : env)
-      entries.push_back(key + "=" + value);
-    std::vector<char*> envp;
-    for (auto& e : entries)
-      envp.push_back(e.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> words = command;
-    if (words.empty())
-      words = {fs::read_symlink("/proc/self/exe").string(),
-               "--gtest_filter=DataParallelRank.Train"};
-    for (auto& w : words)
-      if (w == "DIR")
-        w = (dir / ("out" + std::to_string(rank))).string();
-    std::vector<char*> argv;
-    for (auto& w : words)
-      argv.push_back(w.data());
-    argv.push_back(nullptr);
-    const std::string exe = words.front();
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    const std::string log = (dir / ("rank" + std::to_string(rank) + ".log")).string();
-    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    pid_t pid = 0;
-    EXPECT_EQ(posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv.data(), envp.data()), 0);
-    posix_spawn_file_actions_destroy(&actions);
-    pids.push_back(pid);
-  }
-  RankRun run;
-  run.exit_codes.assign(world, -1);
+  kan::bench::LocalLaunch launch;
+  launch.argv = command;
+  if (launch.argv.empty())
+    launch.argv = {fs::read_symlink("/proc/self/exe").string(),
+                   "--gtest_filter=DataParallelRank.Train"};
+  for (auto& word : launch.argv)
+    if (word == "DIR")
+      word = (dir / "out{rank}").string();
+  launch.world_size = world;
+  launch.limit_seconds = limit;
+  launch.stop_with_rank0 = s.hang_at_step >= 0; // a hung rank never exits
+  launch.environment = s.environment();
+  launch.environment["KAN_DP_OUT"] = dir.string();
+  launch.environment["OMP_NUM_THREADS"] = "1";
   const auto start = std::chrono::steady_clock::now();
-  auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  size_t running = pids.size();
-  // A hung rank never exits: the run is over once rank 0 has.
-  auto done = [&] { return running == 0 || (s.hang_at_step >= 0 && pids[0] == 0); };
-  while (!done() && elapsed() < limit) {
-    for (int r = 0; r < world; ++r) {
-      int status = 0;
-      if (pids[r] > 0 && waitpid(pids[r], &status, WNOHANG) == pids[r]) {
-        run.exit_codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        pids[r] = 0;
-        --running;
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  run.seconds = elapsed();
-  for (pid_t pid : pids) {
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  }
+  const auto exits = kan::bench::launch_local_ranks(launch);
+  RankRun run;
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (int r = 0; r < world; ++r) {
+    run.exit_codes.push_back(exits[r].exit_code);
+    run.logs.push_back(exits[r].output);
     std::ifstream in(dir / ("rank" + std::to_string(r) + ".json"));
     run.results.push_back(in ? json::parse(in) : json());
-    std::ifstream log(dir / ("rank" + std::to_string(r) + ".log"));
-    run.logs.emplace_back(std::istreambuf_iterator<char>(log), std::istreambuf_iterator<char>());
     std::ifstream fit(dir / ("out" + std::to_string(r)) / "fit.json");
     run.fit_json.push_back(fit ? json::parse(fit) : json());
   }
@@ -429,6 +363,41 @@ TEST(DataParallel, KanbenchFitDistributedOutsideALaunchIsRefused) {
             std::string::npos)
       << run.output;
   EXPECT_FALSE(fs::exists(fs::temp_directory_path() / "kan-dp-none" / "fit.json"));
+}
+
+// kanbench scaling: the deep workload on 1 and 2 Gloo ranks, in float64: both measured, the
+// 2-rank run compared with the 1-rank run (same loss per epoch), and the report written.
+TEST(DataParallel, KanbenchScalingMeasuresEachRankCount) {
+  const auto out = fs::temp_directory_path() / ("kan-scaling-" + std::to_string(getpid()));
+  fs::remove_all(out);
+  const auto run = kan::test::run_kanbench("scaling --suite quick --case deep --nproc 2,1 "
+                                           "--dtype float64 --out " +
+                                           out.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  std::ifstream in(out / "results.json");
+  const auto results = json::parse(in);
+  const auto& scaling = results.at("scaling");
+  ASSERT_EQ(scaling.size(), 2u) << scaling;
+  EXPECT_EQ(scaling[0]["ranks"], 1); // in ascending order, whatever the order asked
+  EXPECT_EQ(scaling[1]["ranks"], 2);
+  for (const auto& s : scaling) {
+    EXPECT_EQ(s["status"], "ok") << s;
+    EXPECT_EQ(s["backend"], "gloo");
+    EXPECT_EQ(s["epoch_seconds"].size(), 2u); // the quick deep case times 2 epochs
+    EXPECT_GT(s["speedup"].get<double>(), 0);
+    EXPECT_GT(s["bytes_per_step"].get<double>(), 0);
+    EXPECT_GE(s["collectives_per_step"].get<double>(), 3); // regulariser-free: grads, loss, test
+  }
+  EXPECT_DOUBLE_EQ(scaling[0]["speedup"].get<double>(), 1.0);
+  EXPECT_LE(scaling[1]["max_rel_loss_diff"].get<double>(), 1e-10);
+  EXPECT_TRUE(fs::exists(out / "report.html"));
+  EXPECT_FALSE(fs::exists(out / ".ranks"));
+  fs::remove_all(out);
+
+  const auto unknown = kan::test::run_kanbench("scaling --case nope --out " + out.string());
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.output.find("--case: no workload 'nope' (known: toy, deep"), std::string::npos)
+      << unknown.output;
 }
 
 TEST(DataParallel, ShardsCoverTheBatchInRankOrder) {

@@ -55,17 +55,17 @@ TEST(HtmlReportTest, HasEverySectionWithTheVerdictFirst) {
   const auto html = render_html_report(test::sample_results(), full_options());
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
   size_t previous = 0;
-  for (const char* id : {"verdict", "charts", "cases", "comparisons", "edge-cases", "audit",
-                         "baseline", "gbench-0", "environment", "configuration"}) {
+  for (const char* id : {"verdict", "charts", "cases", "comparisons", "edge-cases", "scaling",
+                         "audit", "baseline", "gbench-0", "environment", "configuration"}) {
     const auto at = html.find("<section id=\"" + std::string(id) + "\"");
     ASSERT_NE(at, std::string::npos) << id;
     EXPECT_GT(at, previous) << id << " out of order";
     previous = at;
   }
   EXPECT_EQ(html.find("<section"), html.find("<section id=\"verdict\""));
-  for (const char* table :
-       {"cases-table", "comparisons-table", "edge-cases-table", "audit-table", "baseline-table",
-        "gbench-table-0", "environment-table", "configuration-table", "case-configuration-table"})
+  for (const char* table : {"cases-table", "comparisons-table", "edge-cases-table", "scaling-table",
+                            "audit-table", "baseline-table", "gbench-table-0", "environment-table",
+                            "configuration-table", "case-configuration-table"})
     EXPECT_NE(html.find("<table id=\"" + std::string(table) + "\""), std::string::npos) << table;
   // One canvas per chart, and the chart list names each.
   const auto charts = embedded(html, "kanbench-charts");
@@ -74,8 +74,14 @@ TEST(HtmlReportTest, HasEverySectionWithTheVerdictFirst) {
     EXPECT_NE(html.find("<canvas id=\"" + c["id"].get<std::string>() + "\">"), std::string::npos);
   for (const char* id :
        {"chart-epoch-time", "chart-speedup", "chart-loss-0", "chart-activation-0-0-0",
-        "chart-activation-0-1-0", "chart-activation-1-0-0", "chart-memory"})
+        "chart-activation-0-1-0", "chart-activation-1-0-0", "chart-scaling", "chart-memory"})
     EXPECT_NO_THROW(chart(charts, id)) << id;
+  // The scaling chart: speedup per rank count, null where not measured, and the ideal line.
+  const auto& scaling = chart(charts, "chart-scaling");
+  EXPECT_EQ(scaling["labels"], json({1, 2, 4}));
+  EXPECT_EQ(scaling["datasets"][0]["label"], "deep on cuda");
+  EXPECT_TRUE(scaling["datasets"][0]["data"][2].is_null());
+  EXPECT_EQ(scaling["datasets"][1]["label"], "ideal");
 }
 
 TEST(HtmlReportTest, VerdictSaysWhatRanAndHowItWent) {

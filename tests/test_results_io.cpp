@@ -45,6 +45,41 @@ TEST(ResultsJson, RoundTripIsIdentical) {
   EXPECT_TRUE(results_from_json(json::parse(j.dump(2))) == results);
 }
 
+TEST(ResultsJson, ScalingComparesWithOneRank) {
+  const auto r = test::sample_results();
+  ASSERT_EQ(r.scaling.size(), 3u);
+  const auto& one = r.scaling[0];
+  const auto& two = r.scaling[1];
+  EXPECT_DOUBLE_EQ(*one.speedup, 1.0);
+  EXPECT_DOUBLE_EQ(*two.speedup, 0.515 / 0.265);
+  EXPECT_DOUBLE_EQ(*two.efficiency, 0.515 / 0.265 / 2);
+  EXPECT_NEAR(*two.max_rel_loss_diff, 0.00000001 / 0.125, 1e-15);
+  EXPECT_FALSE(r.scaling[2].speedup); // skipped: nothing to compare
+  // A 1.2 file has no scaling: the key is refused there, read from 1.3 on.
+  auto j = to_json(r);
+  j["schema_version"] = "1.2.0";
+  EXPECT_THROW(results_from_json(j), ResultsError);
+  j = to_json(r);
+  j["scaling"][1]["ranks"] = 0;
+  try {
+    results_from_json(j);
+    ADD_FAILURE() << "ranks 0 was accepted";
+  } catch (const ResultsError& e) {
+    EXPECT_NE(std::string(e.what()).find("scaling[1].ranks"), std::string::npos) << e.what();
+  }
+  // A failed rank count is a problem for the CI gate; a skipped one is not.
+  auto failed = r;
+  failed.scaling[1].status = CaseStatus::kFailed;
+  failed.scaling[1].reason = "rank 1: connection closed";
+  const auto problems = run_problems(failed);
+  EXPECT_NE(std::find_if(problems.begin(), problems.end(),
+                         [](const std::string& p) {
+                           return p.find("deep on 2 cuda rank(s) failed") != std::string::npos;
+                         }),
+            problems.end());
+  EXPECT_EQ(run_problems(r).size(), run_problems(test::sample_results()).size());
+}
+
 TEST(ResultsJson, HasTheContractKeys) {
   const auto j = to_json(test::sample_results());
   for (const char* key :
@@ -427,6 +462,7 @@ TEST(ResultsJson, FilesOfSchema10WithoutRunIdStillRead) {
   auto j = to_json(test::sample_results());
   j["schema_version"] = "1.0.0";
   j.erase("run_id");
+  j.erase("scaling"); // from 1.3
   const auto old = results_from_json(j);
   EXPECT_EQ(old.run_id, "");
   EXPECT_EQ(old.schema_version, "1.0.0");

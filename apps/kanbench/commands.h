@@ -25,6 +25,9 @@ void add_audit_command(CLI::App& app, int& exit_code);
 /// user's model (--model) -> results.json.
 void add_run_command(CLI::App& app, int& exit_code);
 
+/// `kanbench scaling`: data-parallel training at 1, 2, ... ranks of this machine -> results.json.
+void add_scaling_command(CLI::App& app, int& exit_code);
+
 /// `kanbench predict`: a model's outputs for the samples of a CSV file, written as CSV.
 void add_predict_command(CLI::App& app, int& exit_code);
 

@@ -294,6 +294,42 @@ json chart_data(const Results& r) {
     }
   }
 
+  if (!r.scaling.empty()) {
+    // Data-parallel speedup against the number of ranks, one line per workload and device, and
+    // the ideal (speedup = ranks).
+    std::vector<int64_t> ranks;
+    std::vector<std::string> series;
+    for (const auto& s : r.scaling) {
+      if (std::find(ranks.begin(), ranks.end(), s.ranks) == ranks.end())
+        ranks.push_back(s.ranks);
+      const std::string name = s.case_name + " on " + s.device;
+      if (std::find(series.begin(), series.end(), name) == series.end())
+        series.push_back(name);
+    }
+    std::sort(ranks.begin(), ranks.end());
+    json datasets = json::array();
+    for (const auto& name : series) {
+      json data = json::array();
+      for (int64_t n : ranks) {
+        json point = nullptr;
+        for (const auto& s : r.scaling)
+          if (s.case_name + " on " + s.device == name && s.ranks == n && s.speedup)
+            point = *s.speedup;
+        data.push_back(point);
+      }
+      datasets.push_back({{"label", name}, {"data", data}});
+    }
+    datasets.push_back({{"label", "ideal"}, {"data", ranks}});
+    add({{"id", "chart-scaling"},
+         {"kind", "line"},
+         {"title", "Data-parallel speedup against ranks (the 1-rank run = 1)"},
+         {"x_label", "ranks"},
+         {"y_label", "speedup"},
+         {"log_y", false},
+         {"labels", ranks},
+         {"datasets", datasets}});
+  }
+
   add(grouped_bars(
       r, "chart-memory", "Peak memory per case and target", "MiB",
       [](const CaseResult& c) -> std::optional<double> {
@@ -574,6 +610,33 @@ std::string edge_cases_section(const Results& r) {
          "</section>\n";
 }
 
+std::string scaling_section(const Results& r) {
+  if (r.scaling.empty())
+    return "";
+  std::vector<std::vector<std::string>> rows;
+  auto num = [](const std::optional<double>& v) {
+    return or_dash(v, [](double x) { return number(x); });
+  };
+  for (const auto& s : r.scaling)
+    rows.push_back({e(s.case_name), e(s.device), e(s.backend), std::to_string(s.ranks),
+                    status_cell(to_string(s.status)), seconds_or_dash(s.median_epoch_seconds),
+                    num(s.speedup), num(s.efficiency), seconds_or_dash(s.communication_seconds),
+                    num(s.collectives_per_step),
+                    or_dash(s.bytes_per_step, [](double v) { return bytes(v); }),
+                    num(s.max_rel_loss_diff), e(s.reason)});
+  return "<section id=\"scaling\"><h2>Data-parallel scaling</h2>\n"
+         "<p>The same training on 1, 2, ... ranks (c10d); times are rank 0's, speedup is against "
+         "the 1-rank run, and the loss difference shows that the ranks computed the same "
+         "steps.</p>\n" +
+         detail::html_table("scaling-table",
+                            {"case", "device", "backend", "ranks", "status", "median epoch",
+                             "speedup", "efficiency", "waiting for collectives per epoch",
+                             "collectives per step", "bytes per step", "max rel loss diff",
+                             "reason"},
+                            rows) +
+         "</section>\n";
+}
+
 std::string audit_section(const Results& r) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& c : r.cases)
@@ -742,6 +805,7 @@ std::string render_html_report(const Results& results, const HtmlReportOptions& 
   html += cases_section(results);
   html += comparisons_section(results);
   html += edge_cases_section(results);
+  html += scaling_section(results);
   html += audit_section(results);
   if (baseline)
     html += baseline_section(*baseline, options.baseline_source);

@@ -2,8 +2,10 @@
 
 #include "kan/reports/statistics.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
@@ -80,13 +82,19 @@ auto tie(const EdgeCaseResult& e) {
   return std::tie(e.name, e.device, e.status, e.message, e.samples, e.peak_memory_bytes, e.seconds,
                   e.measurements);
 }
+auto tie(const ScalingResult& s) {
+  return std::tie(s.case_name, s.device, s.backend, s.ranks, s.status, s.reason, s.epoch_seconds,
+                  s.median_epoch_seconds, s.speedup, s.efficiency, s.communication_seconds,
+                  s.collectives_per_step, s.bytes_per_step, s.train_loss_per_epoch,
+                  s.max_rel_loss_diff);
+}
 auto tie(const RunConfig& c) {
   return std::tie(c.suite, c.devices, c.repeat, c.warmup, c.cases, c.seed, c.time_limit_seconds,
                   c.cupti, c.trace, c.out, c.extra);
 }
 auto tie(const Results& r) {
   return std::tie(r.schema_version, r.run_id, r.environment, r.config, r.cases, r.comparisons,
-                  r.edge_cases, r.wall_seconds);
+                  r.edge_cases, r.scaling, r.wall_seconds);
 }
 auto tie(const CudaDevice& d) {
   return std::tie(d.index, d.name, d.compute_capability, d.multiprocessors, d.total_memory_bytes,
@@ -123,6 +131,9 @@ bool Comparison::operator==(const Comparison& o) const {
   return tie(*this) == tie(o);
 }
 bool EdgeCaseResult::operator==(const EdgeCaseResult& o) const {
+  return tie(*this) == tie(o);
+}
+bool ScalingResult::operator==(const ScalingResult& o) const {
   return tie(*this) == tie(o);
 }
 bool RunConfig::operator==(const RunConfig& o) const {
@@ -230,6 +241,32 @@ void fill_speedup(Comparison& comparison, const CaseResult& a, const CaseResult&
   comparison.speedup_high = sa->q3 / sb->q1;
 }
 
+void fill_scaling_comparisons(std::vector<ScalingResult>& scaling) {
+  for (auto& s : scaling) {
+    s.speedup = s.efficiency = s.max_rel_loss_diff = std::nullopt;
+    const ScalingResult* one = nullptr;
+    for (const auto& o : scaling)
+      if (o.ranks == 1 && o.case_name == s.case_name && o.device == s.device &&
+          o.status == CaseStatus::kOk)
+        one = &o;
+    if (one == nullptr || s.status != CaseStatus::kOk)
+      continue;
+    if (one->median_epoch_seconds && s.median_epoch_seconds && *s.median_epoch_seconds > 0) {
+      s.speedup = *one->median_epoch_seconds / *s.median_epoch_seconds;
+      s.efficiency = *s.speedup / static_cast<double>(s.ranks);
+    }
+    if (one->train_loss_per_epoch.size() == s.train_loss_per_epoch.size() &&
+        !s.train_loss_per_epoch.empty()) {
+      double worst = 0;
+      for (size_t k = 0; k < s.train_loss_per_epoch.size(); ++k) {
+        const double a = one->train_loss_per_epoch[k], b = s.train_loss_per_epoch[k];
+        worst = std::max(worst, std::abs(b - a) / std::max(std::abs(a), 1e-300));
+      }
+      s.max_rel_loss_diff = worst;
+    }
+  }
+}
+
 std::vector<std::string> run_problems(const Results& results) {
   std::vector<std::string> problems;
   for (const auto& c : results.cases) {
@@ -247,6 +284,10 @@ std::vector<std::string> run_problems(const Results& results) {
   for (const auto& e : results.edge_cases)
     if (e.status == EdgeStatus::kFail)
       problems.push_back("edge case " + e.name + " on " + e.device + " fails: " + e.message);
+  for (const auto& s : results.scaling)
+    if (s.status != CaseStatus::kOk && s.status != CaseStatus::kSkipped)
+      problems.push_back(s.case_name + " on " + std::to_string(s.ranks) + " " + s.device +
+                         " rank(s) " + to_string(s.status) + ": " + s.reason);
   return problems;
 }
 

@@ -133,6 +133,25 @@ json to_json(const EdgeCaseResult& e) {
   return j;
 }
 
+json to_json(const ScalingResult& s) {
+  json j{{"case", s.case_name},
+         {"device", s.device},
+         {"backend", s.backend},
+         {"ranks", s.ranks},
+         {"status", to_string(s.status)},
+         {"epoch_seconds", s.epoch_seconds},
+         {"median_epoch_seconds", nullable(s.median_epoch_seconds)},
+         {"speedup", nullable(s.speedup)},
+         {"efficiency", nullable(s.efficiency)},
+         {"max_rel_loss_diff", nullable(s.max_rel_loss_diff)}};
+  put_nonempty(j, "reason", s.reason);
+  put_optional(j, "communication_seconds", s.communication_seconds);
+  put_optional(j, "collectives_per_step", s.collectives_per_step);
+  put_optional(j, "bytes_per_step", s.bytes_per_step);
+  put_nonempty(j, "train_loss_per_epoch", s.train_loss_per_epoch);
+  return j;
+}
+
 json to_json(const RunConfig& c) {
   json j{{"suite", c.suite}, {"devices", c.devices}, {"repeat", c.repeat}};
   put_optional(j, "warmup", c.warmup);
@@ -398,6 +417,30 @@ EdgeCaseResult edge_case_from_json(const json& value, const std::string& path, b
   return e;
 }
 
+ScalingResult scaling_from_json(const json& value, const std::string& path, bool lenient) {
+  ObjectReader r(value, path, lenient);
+  ScalingResult s;
+  s.case_name = r.string("case");
+  s.device = r.string("device");
+  s.backend = r.string("backend");
+  s.ranks = r.integer("ranks", Bound::kNonNegative);
+  if (s.ranks < 1)
+    detail::fail(r.path_of("ranks"), "expected an integer >= 1, got " + std::to_string(s.ranks));
+  s.status = parse_enum(r.required("status"), r.path_of("status"), kCaseStatuses);
+  s.reason = r.optional_string("reason").value_or("");
+  s.epoch_seconds = r.numbers("epoch_seconds", Bound::kNonNegative);
+  s.median_epoch_seconds = r.nullable_number("median_epoch_seconds", Bound::kNonNegative);
+  s.speedup = r.nullable_number("speedup", Bound::kNonNegative);
+  s.efficiency = r.nullable_number("efficiency", Bound::kNonNegative);
+  s.max_rel_loss_diff = r.nullable_number("max_rel_loss_diff", Bound::kNonNegative);
+  s.communication_seconds = r.optional_number("communication_seconds", Bound::kNonNegative);
+  s.collectives_per_step = r.optional_number("collectives_per_step", Bound::kNonNegative);
+  s.bytes_per_step = r.optional_number("bytes_per_step", Bound::kNonNegative);
+  s.train_loss_per_epoch = r.optional_numbers("train_loss_per_epoch");
+  r.finish();
+  return s;
+}
+
 RunConfig config_from_json(const json& value, const std::string& path, bool lenient) {
   ObjectReader r(value, path, lenient);
   RunConfig c;
@@ -551,6 +594,12 @@ json to_json(const Results& results) {
          {"cases", cases},
          {"comparisons", comparisons},
          {"edge_cases", edge_cases}};
+  if (!results.scaling.empty()) {
+    json scaling = json::array();
+    for (const auto& x : results.scaling)
+      scaling.push_back(to_json(x));
+    j["scaling"] = scaling;
+  }
   put_optional(j, "wall_seconds", results.wall_seconds);
   // Required since 1.1.0; left out only for a Results read from a 1.0 file (which had none).
   put_nonempty(j, "run_id", results.run_id);
@@ -601,6 +650,15 @@ Results results_from_json(const json& value, const std::string& source) {
     results.edge_cases = read_array<EdgeCaseResult>(
         r.required("edge_cases"), "edge_cases",
         [&](const json& v, const std::string& p) { return edge_case_from_json(v, p, lenient); });
+    // From 1.3.0; absent when the run measured no scaling.
+    if (const auto* scaling = r.optional("scaling")) {
+      if (minor < 3)
+        detail::fail("scaling", "not part of schema " + results.schema_version + " (from 1.3.0)");
+      results.scaling =
+          read_array<ScalingResult>(*scaling, "scaling", [&](const json& v, const std::string& p) {
+            return scaling_from_json(v, p, lenient);
+          });
+    }
     results.wall_seconds = r.optional_number("wall_seconds", Bound::kNonNegative);
     r.finish();
 

@@ -22,7 +22,7 @@ namespace kan::reports {
 
 /// The version of the results.json format this library writes; a file with another major
 /// version is refused. Bump on every change (major: incompatible, minor: keys added).
-inline constexpr const char* kSchemaVersion = "1.2.0";
+inline constexpr const char* kSchemaVersion = "1.3.0";
 
 /// A fresh id for one run: its start time (UTC, to the second) and 64 random bits,
 /// "20261129T183608Z-9f3c0a7d51e2b486". Sortable by time; two runs get the same id with
@@ -194,6 +194,32 @@ struct EdgeCaseResult {
   bool operator==(const EdgeCaseResult&) const;
 };
 
+/// One workload trained data-parallel at one rank count (`kanbench scaling`): rank 0's view.
+struct ScalingResult {
+  std::string case_name; ///< JSON `case`: the workload, "toy", "deep"
+  std::string device;    ///< where every rank trained: "cpu", "cuda" (rank r on cuda:r)
+  std::string backend;   ///< c10d's: "gloo", "nccl"
+  int64_t ranks = 1;
+  CaseStatus status = CaseStatus::kOk;
+  std::string reason; ///< why not ok; "" when ok
+
+  std::vector<double> epoch_seconds;          ///< rank 0's timed epochs (warm-up excluded)
+  std::optional<double> median_epoch_seconds; ///< null unless measured
+  /// The 1-rank run's median / this median (null without a measured 1-rank run).
+  std::optional<double> speedup;
+  std::optional<double> efficiency; ///< speedup / ranks
+  /// Rank 0's time waiting for collectives per timed epoch (median of the epochs), seconds.
+  std::optional<double> communication_seconds;
+  std::optional<double> collectives_per_step; ///< all-reduces, broadcasts, all-gathers per step
+  std::optional<double> bytes_per_step;       ///< payload bytes rank 0 contributed per step
+  std::vector<double> train_loss_per_epoch;   ///< warm-up included
+  /// Largest relative difference of train_loss_per_epoch from the 1-rank run's (null without
+  /// one): data-parallel training computes the same steps, up to the order of its sums.
+  std::optional<double> max_rel_loss_diff;
+
+  bool operator==(const ScalingResult&) const;
+};
+
 /// The configuration of a run, as given on the command line (written back for reproduction).
 struct RunConfig {
   std::string suite = "default";    ///< "quick", "default", "full"
@@ -225,6 +251,7 @@ struct Results {
   std::vector<CaseResult> cases;
   std::vector<Comparison> comparisons;
   std::vector<EdgeCaseResult> edge_cases;
+  std::vector<ScalingResult> scaling; ///< `kanbench scaling`; not written when empty (from 1.3)
   std::optional<double> wall_seconds; ///< the whole run
 
   bool operator==(const Results&) const;
@@ -232,6 +259,10 @@ struct Results {
   /// The case with this name and target, or nullptr.
   const CaseResult* find_case(const std::string& name, const std::string& target) const;
 };
+
+/// Sets speedup, efficiency and max_rel_loss_diff of every scaling entry from the 1-rank entry of
+/// its case and device (left empty where that entry is missing or not measured).
+void fill_scaling_comparisons(std::vector<ScalingResult>& scaling);
 
 /// Sets median, IQR, min and max of `result.epoch_seconds` (quantiles as kan::reports::quantile,
 /// so every file agrees on them), and steps_per_second / samples_per_second from
