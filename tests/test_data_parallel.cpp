@@ -283,13 +283,17 @@ TEST(DataParallel, LbfgsOnTwoRanksEqualsOneProcess) {
   expect_parity(s);
 }
 
-// NCCL, one rank per GPU (world size 1 on a machine with one).
+// NCCL, one rank per GPU: world size 1, then every GPU of the machine.
 TEST(DataParallel, NcclOnEveryGpuEqualsOneProcess_CUDA) {
   if (!torch::cuda::is_available())
     GTEST_SKIP() << "no CUDA device";
   Scenario s;
   s.device = "cuda";
-  expect_parity(s, static_cast<int>(torch::cuda::device_count()));
+  const int gpus = static_cast<int>(torch::cuda::device_count());
+  for (int world : gpus > 1 ? std::vector<int>{1, gpus} : std::vector<int>{1}) {
+    SCOPED_TRACE(std::to_string(world) + " rank(s)");
+    expect_parity(s, world);
+  }
 }
 
 TEST(DataParallel, MismatchedConfigurationIsRefusedOnEveryRank) {

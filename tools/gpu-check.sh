@@ -137,17 +137,20 @@ if want symbolic; then
     tee -a "$out/summary.txt" >&2
 fi
 if want distributed; then
-  # Data-parallel training with NCCL (docs/distributed.md): the deep model on 1 GPU, then on every
-  # GPU, each rank on cuda:LOCAL_RANK; each run's fit.json holds its time and communication.
+  # Data-parallel training with NCCL (docs/distributed.md): the scaling sweep over 1 .. every GPU,
+  # then one torchrun launch of kanbench fit on every GPU.
   gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())')
-  for n in $(printf '%s\n' 1 "$gpus" | sort -un); do
-    python3 -m torch.distributed.run --no-python --nproc-per-node "$n" "$build/bin/kanbench" fit \
-      --distributed --device cuda --function exp_sin4 --width 4,100,100,100,1 --opt adam \
-      --lr 0.001 --steps 50 --lamb 0.001 --train-num 1000 --test-num 1000 --trace-steps 0 \
-      --out "$out/distributed-$n" > "$out/distributed-$n.txt" 2>&1 ||
-      fail "kanbench fit --distributed on $n GPU(s), exit $? (distributed-$n.txt)"
-    tail -1 "$out/distributed-$n.txt" | tee -a "$out/summary.txt" >&2
-  done
+  nproc=$(seq -s, 1 "$gpus")
+  "$build/bin/kanbench" scaling --suite full --case toy,deep --nproc "$nproc" --device cuda \
+    --out "$out/scaling" > "$out/scaling.txt" 2>&1 ||
+    fail "kanbench scaling on $gpus GPU(s), exit $? (scaling.txt)"
+  grep -E 'rank\(s\)' "$out/scaling.txt" | grep -v '^scaling:' | tee -a "$out/summary.txt" >&2
+  python3 -m torch.distributed.run --no-python --nproc-per-node "$gpus" "$build/bin/kanbench" \
+    fit --distributed --device cuda --function exp_sin4 --width 4,100,100,100,1 --opt adam \
+    --lr 0.001 --steps 50 --lamb 0.001 --train-num 1000 --test-num 1000 --trace-steps 0 \
+    --out "$out/distributed" > "$out/distributed.txt" 2>&1 ||
+    fail "torchrun kanbench fit --distributed on $gpus GPU(s), exit $? (distributed.txt)"
+  tail -1 "$out/distributed.txt" | tee -a "$out/summary.txt" >&2
 fi
 log "done: $steps (exit $rc)"
 exit $rc
