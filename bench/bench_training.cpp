@@ -3,6 +3,7 @@
 #include "bench_util.h"
 
 #include "kan/bench/measure.h"
+#include "kan/diagnostics/operation_trace.h"
 #include "kan/kan.h"
 
 #include <ATen/ATen.h>
@@ -156,6 +157,50 @@ void BM_RegularisedStep_CUDA(benchmark::State& state) {
   regularised_step(state, torch::kCUDA);
 }
 
+// ---- Steps of kan::fit, as the peer comparison (tools/peer-compare.py) trains: Args case (0:
+// the toy fit, [2, 5, 1] G 3, LBFGS, float64; 1: the device tutorial's [4, 100, 100, 100, 1],
+// Adam, float32), regularised (lamb 0.001, pykan's entropy weight 2 for the toy and 5 for the
+// tutorial, or none); 1000 samples, full batch, no grid updates. Counters: steps/s, and the ATen
+// operations of one step (from the operation trace of two steps): for small models their
+// per-operation cost, not arithmetic, is the time.
+void fit_steps(benchmark::State& state, torch::Device device) {
+  if (skip_without_gpu(state, device))
+    return;
+  const bool deep = state.range(0) == 1, regularised = state.range(1) == 1;
+  const auto dtype = deep ? torch::kFloat32 : torch::kFloat64;
+  KAN model(deep ? KANOptions({4, 100, 100, 100, 1}).dtype(dtype).device(device)
+                 : KANOptions({2, 5, 1}).grid(3).dtype(dtype).device(device));
+  const auto& f = reference_function(deep ? "exp_sin4" : "toy");
+  const auto data = create_dataset(
+      f.f, DatasetOptions(f.n_var).train_num(1000).test_num(1000).dtype(dtype).device(device));
+  auto options = FitOptions()
+                     .opt(deep ? Optimizer::kAdam : Optimizer::kLBFGS)
+                     .lr(deep ? 1e-3 : 1.0)
+                     .lamb(regularised ? 0.001 : 0.0)
+                     .lamb_entropy(deep ? 5.0 : 2.0)
+                     .update_grid(false);
+  fit(model, data, options.steps(2)); // warm up
+  {
+    diagnostics::OperationTrace trace(device);
+    trace.start();
+    fit(model, data, options.steps(2));
+    trace.stop();
+    state.counters["ops_per_step"] = static_cast<double>(trace.report().summary.operations) / 2;
+  }
+  constexpr int64_t kSteps = 5;
+  run_timed(state, device, [&] { fit(model, data, options.steps(kSteps)); });
+  state.counters["steps/s"] = benchmark::Counter(static_cast<double>(kSteps),
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(deep ? "deep adam" : "toy lbfgs") +
+                 (regularised ? " regularised" : " unregularised"));
+}
+void BM_FitSteps(benchmark::State& state) {
+  fit_steps(state, torch::kCPU);
+}
+void BM_FitSteps_CUDA(benchmark::State& state) {
+  fit_steps(state, torch::kCUDA);
+}
+
 // ---- Grid update of a [I, 5, 1] KAN from N samples: Args N, I, G ----------------------------
 void grid_update(benchmark::State& state, torch::Device device) {
   if (skip_without_gpu(state, device))
@@ -206,6 +251,9 @@ void register_training_families() {
                 cuda ? BM_RegularisedStep_CUDA : BM_RegularisedStep,
                 {"backend", "regularised", "batch"},
                 {{1, 0, 1000}, {1, 1, 1000}, {0, 1, 1000}, {1, 0, 65536}, {1, 1, 65536}});
+    register_on(cuda, cuda ? "BM_FitSteps_CUDA" : "BM_FitSteps",
+                cuda ? BM_FitSteps_CUDA : BM_FitSteps, {"case", "regularised"},
+                {{0, 0}, {0, 1}, {1, 0}, {1, 1}});
     register_on(cuda, cuda ? "BM_GridUpdate_CUDA" : "BM_GridUpdate",
                 cuda ? BM_GridUpdate_CUDA : BM_GridUpdate, {"batch", "in", "G"},
                 {{256, 2, 5}, {1000, 2, 5}, {4096, 100, 5}});
