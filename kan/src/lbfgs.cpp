@@ -309,27 +309,31 @@ Tensor LBFGS::gather_flat_grad() {
   return torch::cat(views, 0);
 }
 
-void LBFGS::add_grad(double step_size, const Tensor& update) {
-  int64_t offset = 0;
-  for (auto& p : param_groups_[0].params()) {
-    const int64_t n = p.numel();
-    p.add_(update.slice(0, offset, offset + n).view_as(p), step_size);
-    offset += n;
+void LBFGS::view_parameters() {
+  flat_views_.clear();
+  numels_.clear();
+  for (const auto& p : param_groups_[0].params()) {
+    TORCH_CHECK(p.is_contiguous(), "kan::LBFGS: parameters must be contiguous, one of shape ",
+                p.sizes(), " is not");
+    flat_views_.push_back(p.view({-1}));
+    numels_.push_back(p.numel());
   }
-  TORCH_INTERNAL_ASSERT(offset == numel());
 }
 
+// p += step_size * update, for every parameter in one operation (the same arithmetic as one
+// add_ per parameter).
+void LBFGS::add_grad(double step_size, const Tensor& update) {
+  TORCH_INTERNAL_ASSERT(update.numel() == numel());
+  at::_foreach_add_(flat_views_, update.split_with_sizes(numels_), step_size);
+}
+
+// The parameters as one flat tensor.
 std::vector<Tensor> LBFGS::clone_param() {
-  std::vector<Tensor> copies;
-  for (const auto& p : param_groups_[0].params())
-    copies.push_back(p.clone(at::MemoryFormat::Contiguous));
-  return copies;
+  return {at::cat(flat_views_)};
 }
 
 void LBFGS::set_param(const std::vector<Tensor>& params_data) {
-  auto& params = param_groups_[0].params();
-  for (size_t i = 0; i < params.size(); ++i)
-    params[i].copy_(params_data[i]);
+  at::_foreach_copy_(flat_views_, params_data.front().split_with_sizes(numels_));
 }
 
 std::pair<double, Tensor> LBFGS::directional_evaluate(const LossClosure& closure,
@@ -376,6 +380,7 @@ Tensor LBFGS::step(LossClosure closure) {
               "torch::optim::LBFGSParamState (loaded from another optimizer?)");
   auto& state = *state_ptr;
 
+  view_parameters();
   // evaluate initial f(x) and df/dx
   const Tensor orig_loss = evaluate();
   double loss = orig_loss.item<double>();
@@ -439,24 +444,33 @@ Tensor LBFGS::step(LossClosure closure) {
 
       // compute the approximate (L-BFGS) inverse Hessian multiplied by the gradient
       const auto num_old = static_cast<int64_t>(old_dirs.size());
-      if (!state.al())
-        state.al(std::vector<Tensor>(static_cast<size_t>(history_size)));
-      auto& al = *state.al();
 
-      // iteration in L-BFGS loop collapsed to use just one buffer. Each coefficient is read to
-      // the host, as pykan's alpha=tensor is.
+      // iteration in L-BFGS loop collapsed to use just one buffer. pykan multiplies and
+      // subtracts its 0-dim tensors: here the same products and differences of the same numbers
+      // on the host, rounded to the parameters' dtype as a tensor operation would be, without
+      // two operations per history entry and loop.
+      const bool single = flat_grad.scalar_type() == at::kFloat;
+      const auto times = [single](double a, double b) {
+        return single ? static_cast<double>(static_cast<float>(a) * static_cast<float>(b)) : a * b;
+      };
+      const auto minus = [single](double a, double b) {
+        return single ? static_cast<double>(static_cast<float>(a) - static_cast<float>(b)) : a - b;
+      };
+      std::vector<double> ro_values(static_cast<size_t>(num_old)), al(ro_values.size());
+      for (int64_t i = 0; i < num_old; ++i)
+        ro_values[i] = ro[i].item<double>();
       Tensor q = flat_grad.neg();
       for (int64_t i = num_old - 1; i > -1; --i) {
-        al[i] = old_stps[i].dot(q) * ro[i];
-        q.add_(old_dirs[i], -al[i].item<double>());
+        al[i] = times(old_stps[i].dot(q).item<double>(), ro_values[i]);
+        q.add_(old_dirs[i], -al[i]);
       }
 
       // multiply by initial Hessian; r/d is the final direction
       Tensor r = torch::mul(q, H_diag);
       d = r;
       for (int64_t i = 0; i < num_old; ++i) {
-        const Tensor be_i = old_dirs[i].dot(r) * ro[i];
-        r.add_(old_stps[i], (al[i] - be_i).item<double>());
+        const double be_i = times(old_dirs[i].dot(r).item<double>(), ro_values[i]);
+        r.add_(old_stps[i], minus(al[i], be_i));
       }
     }
 

@@ -78,6 +78,9 @@ public:
 
 private:
   int64_t numel();
+  /// Flat views of the parameters and their sizes, made once per step: one foreach operation
+  /// then moves, saves or restores every parameter (not three operations per parameter).
+  void view_parameters();
   torch::Tensor gather_flat_grad();
   void add_grad(double step_size, const torch::Tensor& update);
   std::vector<torch::Tensor> clone_param();
@@ -87,6 +90,8 @@ private:
                                                         double t, const torch::Tensor& d);
 
   std::optional<int64_t> numel_cache_;
+  std::vector<torch::Tensor> flat_views_;
+  std::vector<int64_t> numels_;
 };
 
 } // namespace kan
