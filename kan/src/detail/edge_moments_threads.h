@@ -52,15 +52,14 @@ static KAN_HOST_DEVICE void moments_thread(const MomentArgs<T>& a, int64_t slice
   s2[at] = squares;
 }
 
-// The CPU's rows for the backward: spline[o] and slope[o] of point (n, i) for every output, the
-// weight's rows read in order (consecutive outputs, consecutive addresses) so that the loops
-// vectorise. (The forward needs the splines only: spline_threads.h's edges_forward_row.)
+// The CPU's rows for the backward: spline[o] and slope[o] of a point of input i for every output,
+// from its basis (point_basis), the weight's rows read in order (consecutive outputs, consecutive
+// addresses) so that the loops vectorise. (The forward needs the splines only: spline_threads.h's
+// edges_forward_row.)
 template <typename T>
-static inline void point_rows(const MomentArgs<T>& a, int64_t n, int64_t i, T* spline, T* slope) {
+static inline void point_rows(const MomentArgs<T>& a, int64_t i, bool inside, int64_t first,
+                              const T* value, const T* deriv, T none, T* spline, T* slope) {
   const auto& sa = a.spline;
-  T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1], none;
-  int64_t first = 0;
-  const bool inside = point_basis(sa, n, i, &first, value, deriv, &none);
   for (int64_t o = 0; o < sa.O; ++o)
     spline[o] = slope[o] = none;
   if (!inside)
@@ -175,7 +174,7 @@ static inline void moments_backward_input(const MomentArgs<T>& a, const MomentGr
   for (int64_t n = 0; n < sa.N; ++n) {
     int64_t first = 0;
     const bool inside = point_basis(sa, n, i, &first, value, deriv, &none);
-    point_rows(a, n, i, spline, slope);
+    point_rows(a, i, inside, first, value, deriv, none, spline, slope);
     const T b = a.base[n * sa.I + i];
     double gx = 0, gbase = 0;
     for (int64_t o = 0; o < O; ++o) {
