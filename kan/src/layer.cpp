@@ -146,9 +146,14 @@ torch::Tensor KANLayerImpl::forward(const torch::Tensor& x) {
     const auto basis = bspline_basis(x, grid, k); // (N, I, M)
     y = torch::matmul(basis.reshape({x.size(0), I * basis.size(2)}), spline_weight());
   }
-  if (options_.base_fun() != BaseFunction::kZero) {
-    y = y + torch::matmul(base(x), scale_base * mask);
-  }
+  return add_base_and_symbolic(
+      x, options_.base_fun() != BaseFunction::kZero ? base(x) : torch::Tensor(), y);
+}
+
+torch::Tensor KANLayerImpl::add_base_and_symbolic(const torch::Tensor& x,
+                                                  const torch::Tensor& base_x, torch::Tensor y) {
+  if (options_.base_fun() != BaseFunction::kZero)
+    y = y + torch::matmul(base_x, scale_base * mask);
   if (symbolic_count_ > 0)
     y = add_symbolic(x, y, {}).first;
   return y;
@@ -177,8 +182,18 @@ LayerActivations KANLayerImpl::forward_with_statistics(const torch::Tensor& x) {
     return forward_with_activations(x);
   LayerActivations acts;
   acts.input = x;
+  const auto base_x = base(x);
+  if (x.is_cpu()) {
+    // The spline part and the sums in one node: one backward pass over the points.
+    check_input(x);
+    auto [y, moments] = detail::fused_spline_with_moments(x, base_x, grid, coef, scale_base * mask,
+                                                          scale_sp * mask, options_.k());
+    acts.output = add_base_and_symbolic(x, base_x, y);
+    acts.moments = moments;
+    return acts;
+  }
   acts.output = forward(x);
-  acts.moments = detail::fused_edge_moments(x, base(x), grid, coef, scale_base * mask,
+  acts.moments = detail::fused_edge_moments(x, base_x, grid, coef, scale_base * mask,
                                             scale_sp * mask, options_.k());
   return acts;
 }

@@ -35,8 +35,9 @@ torch::Tensor std_from_sums(const torch::Tensor& sums, const torch::Tensor& n) {
 }
 
 // Per layer, the standard deviations over the samples of every rank (RegularizationOptions::
-// sum_over_ranks) of the numeric part per edge, (I, O), and of the inputs, (I): every layer's
-// sums travel in one collective.
+// sum_over_ranks) of the numeric part per edge, (I, O), and of the inputs, (I). Two collectives
+// for all layers: the sums (the edges' S1, S2, the inputs' sums, N), then the inputs' squares
+// about the global mean (two passes, as one process's std, which cancels less than S2 - S1^2/N).
 std::vector<std::pair<torch::Tensor, torch::Tensor>>
 global_stds(const std::vector<LayerActivations>& layers, const RegularizationOptions& w) {
   std::vector<torch::Tensor> parts;
@@ -46,9 +47,8 @@ global_stds(const std::vector<LayerActivations>& layers, const RegularizationOpt
       const auto numeric = a.numeric.to(torch::kFloat64);
       moments = torch::stack({numeric.sum(0), numeric.square().sum(0)});
     }
-    const auto x = a.input.to(torch::kFloat64);
     parts.push_back(moments.reshape({-1}));
-    parts.push_back(torch::stack({x.sum(0), x.square().sum(0)}).reshape({-1}));
+    parts.push_back(a.input.to(torch::kFloat64).sum(0));
   }
   const auto& first = layers.front().input;
   parts.push_back(
@@ -56,17 +56,28 @@ global_stds(const std::vector<LayerActivations>& layers, const RegularizationOpt
                   torch::TensorOptions().dtype(torch::kFloat64).device(first.device())));
   const auto total = w.sum_over_ranks()(torch::cat(parts));
   const auto n = total[-1];
-  std::vector<std::pair<torch::Tensor, torch::Tensor>> stds;
+  std::vector<torch::Tensor> edge_stds, squares;
   int64_t at = 0;
   for (const auto& a : layers) {
     const int64_t in = a.input.size(1), edges = a.moments.defined()
                                                     ? a.moments.size(1) * a.moments.size(2)
                                                     : a.numeric.size(1) * a.numeric.size(2);
-    const auto moments = total.narrow(0, at, 2 * edges).view({2, in, edges / in});
+    edge_stds.push_back(std_from_sums(total.narrow(0, at, 2 * edges).view({2, in, edges / in}), n));
     at += 2 * edges;
-    const auto inputs = total.narrow(0, at, 2 * in).view({2, in});
-    at += 2 * in;
-    stds.emplace_back(std_from_sums(moments, n), std_from_sums(inputs, n));
+    // Detached: summed over every sample, x - mean adds up to 0, so the mean's own gradient
+    // vanishes; each rank's share of it would not, and the gradient sum would keep it.
+    const auto mean = (total.narrow(0, at, in) / n).detach();
+    at += in;
+    squares.push_back((a.input.to(torch::kFloat64) - mean).square().sum(0));
+  }
+  const auto centred = w.sum_over_ranks()(torch::cat(squares));
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> stds;
+  at = 0;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const int64_t in = layers[l].input.size(1);
+    const auto var = centred.narrow(0, at, in) / (n - 1).clamp_min(1);
+    at += in;
+    stds.emplace_back(edge_stds[l], var.clamp_min(1e-30).sqrt());
   }
   return stds;
 }

@@ -172,6 +172,10 @@ private:
   torch::Tensor base(const torch::Tensor& x) const;
   /// The spline weight as one (I * (G + k), O) matrix: mask * scale_sp * coef.
   torch::Tensor spline_weight() const;
+  /// forward's tail: the spline part y plus the base part (base_x = base(x)) and the symbolic
+  /// branch.
+  torch::Tensor add_base_and_symbolic(const torch::Tensor& x, const torch::Tensor& base_x,
+                                      torch::Tensor y);
 
   KANLayerOptions options_;
   // Host-side record of the symbolic branch, so that forward knows without a device sync

@@ -35,10 +35,12 @@ at::Tensor forward_cpu(const at::Tensor& x, const at::Tensor& base, const at::Te
   return sums;
 }
 
+// gy: dL/dy of the layer's spline part when it is in the same node (undefined: the sums alone).
 std::vector<at::Tensor> backward_cpu(const at::Tensor& grad, const at::Tensor& x,
                                      const at::Tensor& base, const at::Tensor& grid,
                                      const at::Tensor& inv, const at::Tensor& weight,
-                                     const at::Tensor& wb, const at::Tensor& ws, int64_t k) {
+                                     const at::Tensor& wb, const at::Tensor& ws, int64_t k,
+                                     const at::Tensor& gy = {}) {
   const int64_t N = x.size(0), I = x.size(1), M = weight.size(1), O = weight.size(2);
   const auto f64 = x.options().dtype(at::kDouble);
   auto gx = at::empty({N, I}, x.options()), gbase = at::empty({N, I}, x.options());
@@ -47,7 +49,9 @@ std::vector<at::Tensor> backward_cpu(const at::Tensor& grad, const at::Tensor& x
   const auto g = grad.to(at::kDouble).contiguous();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_edge_moments_backward_cpu", [&] {
     const auto a = moment_args<scalar_t>(x, base, grid, inv, weight, wb, ws, k);
-    const auto grads = moment_grads<scalar_t>(g, gx, gbase, gweight, gwb, gws, 1);
+    auto grads = moment_grads<scalar_t>(g, gx, gbase, gweight, gwb, gws, 1);
+    if (gy.defined())
+      grads.gy = gy.const_data_ptr<scalar_t>();
     const auto kernel = cpu_spline_kernels<scalar_t>().moments_backward_inputs;
     at::parallel_for(0, I, input_grain(x, weight),
                      [&](int64_t begin, int64_t end) { kernel(a, grads, begin, end); });
@@ -103,11 +107,55 @@ public:
   }
 };
 
-} // namespace
+// The layer's spline part y (N, O) = sum_i ws_io spline_nio and the sums, in one node: the
+// backward visits each point once for both (CPU).
+class SplineWithMomentsFunction : public torch::autograd::Function<SplineWithMomentsFunction> {
+public:
+  static torch::autograd::tensor_list forward(torch::autograd::AutogradContext* ctx,
+                                              const at::Tensor& x, const at::Tensor& base,
+                                              const at::Tensor& grid, const at::Tensor& coef,
+                                              const at::Tensor& wb, const at::Tensor& ws,
+                                              int64_t k) {
+    const auto xc = x.contiguous(), bc = base.contiguous(), gc = grid.contiguous(),
+               weight = coef.transpose(1, 2).contiguous(), wbc = wb.contiguous(),
+               wsc = ws.contiguous();
+    const auto inv = knot_reciprocals(gc, k);
+    ctx->save_for_backward({xc, bc, gc, inv, weight, wbc, wsc});
+    ctx->saved_data["k"] = k;
+    // The layer's weight, as KANLayerImpl::spline_weight: coef scaled by ws, (I, M, O).
+    const auto scaled = (weight * wsc.unsqueeze(1)).contiguous();
+    auto y = at::zeros({x.size(0), weight.size(2)}, x.options());
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_with_moments_cpu", [&] {
+      spline_forward(cpu_spline_kernels<scalar_t>(), false,
+                     spline_args<scalar_t>(xc, gc, inv, scaled, k), y.mutable_data_ptr<scalar_t>());
+    });
+    return {y, forward_cpu(xc, bc, gc, inv, weight, wbc, wsc, k)};
+  }
 
-at::Tensor fused_edge_moments(const at::Tensor& x, const at::Tensor& base, const at::Tensor& grid,
-                              const at::Tensor& coef, const at::Tensor& wb, const at::Tensor& ws,
-                              int64_t k) {
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grad_outputs) {
+    TORCH_CHECK(!at::GradMode::is_enabled(),
+                "backend fused does not support double backward (create_graph=true through the "
+                "regulariser); use backend reference for higher-order derivatives");
+    const auto s = ctx->get_saved_variables();
+    const int64_t k = ctx->saved_data["k"].toInt();
+    const auto gy = grad_outputs[0].defined() ? grad_outputs[0].contiguous() : at::Tensor();
+    const auto gm = grad_outputs[1].defined() ? grad_outputs[1].contiguous()
+                                              : at::zeros({2, s[0].size(1), s[4].size(2)},
+                                                          s[0].options().dtype(at::kDouble));
+    const auto g = backward_cpu(gm, s[0], s[1], s[2], s[3], s[4], s[5], s[6], k, gy);
+    const auto dtype = s[0].scalar_type();
+    const auto wanted = [&](size_t input, const at::Tensor& t) {
+      return ctx->needs_input_grad(input) ? t.to(dtype) : at::Tensor();
+    };
+    return {wanted(0, g[0]), wanted(1, g[1]), at::Tensor(), wanted(3, g[2].transpose(1, 2)),
+            wanted(4, g[3]), wanted(5, g[4]), at::Tensor()};
+  }
+};
+
+void check_moment_arguments(const at::Tensor& x, const at::Tensor& base, const at::Tensor& grid,
+                            const at::Tensor& coef, const at::Tensor& wb, const at::Tensor& ws,
+                            int64_t k) {
   TORCH_CHECK(k >= 0 && k <= kFusedMaxOrder, "backend fused supports spline orders k = 0..",
               kFusedMaxOrder, ", got k = ", k);
   TORCH_CHECK(x.dim() == 2 && base.sizes() == x.sizes() && grid.dim() == 2 &&
@@ -121,6 +169,24 @@ at::Tensor fused_edge_moments(const at::Tensor& x, const at::Tensor& base, const
     TORCH_CHECK(t->scalar_type() == x.scalar_type() && t->device() == x.device(),
                 "fused_edge_moments: every argument must be ", x.scalar_type(), " on ", x.device(),
                 ", got ", t->scalar_type(), " on ", t->device());
+}
+
+} // namespace
+
+std::pair<at::Tensor, at::Tensor>
+fused_spline_with_moments(const at::Tensor& x, const at::Tensor& base, const at::Tensor& grid,
+                          const at::Tensor& coef, const at::Tensor& wb, const at::Tensor& ws,
+                          int64_t k) {
+  check_moment_arguments(x, base, grid, coef, wb, ws, k);
+  TORCH_CHECK(x.is_cpu(), "fused_spline_with_moments runs on the CPU, got x on ", x.device());
+  auto outputs = SplineWithMomentsFunction::apply(x, base, grid, coef, wb, ws, k);
+  return {outputs[0], outputs[1]};
+}
+
+at::Tensor fused_edge_moments(const at::Tensor& x, const at::Tensor& base, const at::Tensor& grid,
+                              const at::Tensor& coef, const at::Tensor& wb, const at::Tensor& ws,
+                              int64_t k) {
+  check_moment_arguments(x, base, grid, coef, wb, ws, k);
   return EdgeMomentsFunction::apply(x, base, grid, coef, wb, ws, k);
 }
 

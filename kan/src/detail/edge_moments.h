@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace kan::detail {
@@ -18,6 +19,14 @@ namespace kan::detail {
 at::Tensor fused_edge_moments(const at::Tensor& x, const at::Tensor& base, const at::Tensor& grid,
                               const at::Tensor& coef, const at::Tensor& wb, const at::Tensor& ws,
                               int64_t k);
+
+/// The layer's spline part y (N, O) = sum_i ws_io spline_nio (what fused_spline gives for the
+/// weight coef * ws) and fused_edge_moments's sums, as one autograd node whose backward visits
+/// each point once for both (on the CPU; CUDA keeps two nodes).
+std::pair<at::Tensor, at::Tensor>
+fused_spline_with_moments(const at::Tensor& x, const at::Tensor& base, const at::Tensor& grid,
+                          const at::Tensor& coef, const at::Tensor& wb, const at::Tensor& ws,
+                          int64_t k);
 
 #ifdef KAN_HAS_CUDA_KERNELS
 /// CUDA kernels (edge_moments_cuda.cu), on the current stream; contiguous arguments, weight = coef

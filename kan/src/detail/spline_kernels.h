@@ -40,6 +40,10 @@ template <typename T> struct MomentGrads {
   double* gwb;
   double* gws;
   int64_t slices;
+  /// With the layer's spline part in the same node (fused_spline_with_moments): dL/dy (N, O),
+  /// added to every edge's gradient for the spline's terms (coef, ws, x), not the base's. Null:
+  /// the sums alone.
+  const T* gy = nullptr;
 };
 
 /// A forward kernel on the items [begin, end) of y.
