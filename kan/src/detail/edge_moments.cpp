@@ -59,33 +59,65 @@ std::vector<at::Tensor> backward_cpu(const at::Tensor& grad, const at::Tensor& x
   return {gx, gbase, gweight, gwb, gws};
 }
 
+// What both nodes save: the arguments made contiguous, coef transposed to the kernels' weight
+// (I, M, O), and the knot reciprocals; in the order {x, base, grid, inv, weight, wb, ws}.
+std::vector<at::Tensor> save_arguments(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                                       const at::Tensor& base, const at::Tensor& grid,
+                                       const at::Tensor& coef, const at::Tensor& wb,
+                                       const at::Tensor& ws, int64_t k) {
+  const auto gc = grid.contiguous();
+  std::vector<at::Tensor> saved{x.contiguous(),
+                                base.contiguous(),
+                                gc,
+                                knot_reciprocals(gc, k),
+                                coef.transpose(1, 2).contiguous(),
+                                wb.contiguous(),
+                                ws.contiguous()};
+  ctx->save_for_backward(saved);
+  ctx->saved_data["k"] = k;
+  return saved;
+}
+
+// The kernels' gradients {gx, gbase, gweight, gwb, gws} as the nodes' input gradients (x, base,
+// grid, coef, wb, ws, k), in x's dtype, where autograd wants them.
+torch::autograd::tensor_list input_gradients(torch::autograd::AutogradContext* ctx,
+                                             const std::vector<at::Tensor>& g,
+                                             at::ScalarType dtype) {
+  const auto wanted = [&](size_t input, const at::Tensor& t) {
+    return ctx->needs_input_grad(input) ? t.to(dtype) : at::Tensor(); // (a no-op for gx, gbase)
+  };
+  return {wanted(0, g[0]), wanted(1, g[1]),
+          at::Tensor(),    wanted(3, g[2].transpose(1, 2)), // back to coef's (I, O, M)
+          wanted(4, g[3]), wanted(5, g[4]),
+          at::Tensor()};
+}
+
+void check_no_double_backward() {
+  TORCH_CHECK(!at::GradMode::is_enabled(),
+              "backend fused does not support double backward (create_graph=true through the "
+              "regulariser); use backend reference for higher-order derivatives");
+}
+
 class EdgeMomentsFunction : public torch::autograd::Function<EdgeMomentsFunction> {
 public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
                             const at::Tensor& base, const at::Tensor& grid, const at::Tensor& coef,
                             const at::Tensor& wb, const at::Tensor& ws, int64_t k) {
-    const auto xc = x.contiguous(), bc = base.contiguous(), gc = grid.contiguous(),
-               weight = coef.transpose(1, 2).contiguous(), wbc = wb.contiguous(),
-               wsc = ws.contiguous();
-    const auto inv = knot_reciprocals(gc, k);
-    ctx->save_for_backward({xc, bc, gc, inv, weight, wbc, wsc});
-    ctx->saved_data["k"] = k;
+    const auto a = save_arguments(ctx, x, base, grid, coef, wb, ws, k);
 #ifdef KAN_HAS_CUDA_KERNELS
     if (x.is_cuda())
-      return edge_moments_forward_cuda(xc, bc, gc, inv, weight, wbc, wsc, k);
+      return edge_moments_forward_cuda(a[0], a[1], a[2], a[3], a[4], a[5], a[6], k);
 #endif
     TORCH_CHECK(x.is_cpu(),
                 "backend fused: no CUDA kernels in this build for the regulariser's "
                 "statistics on ",
                 x.device());
-    return forward_cpu(xc, bc, gc, inv, weight, wbc, wsc, k);
+    return forward_cpu(a[0], a[1], a[2], a[3], a[4], a[5], a[6], k);
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grad_outputs) {
-    TORCH_CHECK(!at::GradMode::is_enabled(),
-                "backend fused does not support double backward (create_graph=true through the "
-                "regulariser); use backend reference for higher-order derivatives");
+    check_no_double_backward();
     const auto s = ctx->get_saved_variables();
     const int64_t k = ctx->saved_data["k"].toInt();
     const auto grad = grad_outputs[0].contiguous();
@@ -96,14 +128,7 @@ public:
     else
 #endif
       g = backward_cpu(grad, s[0], s[1], s[2], s[3], s[4], s[5], s[6], k);
-    const auto dtype = s[0].scalar_type();
-    const auto wanted = [&](size_t input, const at::Tensor& t) {
-      return ctx->needs_input_grad(input) ? t.to(dtype) : at::Tensor(); // (a no-op for gx, gbase)
-    };
-    return {wanted(0, g[0]), wanted(1, g[1]),
-            at::Tensor(),    wanted(3, g[2].transpose(1, 2)), // back to coef's (I, O, M)
-            wanted(4, g[3]), wanted(5, g[4]),
-            at::Tensor()};
+    return input_gradients(ctx, g, s[0].scalar_type());
   }
 };
 
@@ -116,27 +141,21 @@ public:
                                               const at::Tensor& grid, const at::Tensor& coef,
                                               const at::Tensor& wb, const at::Tensor& ws,
                                               int64_t k) {
-    const auto xc = x.contiguous(), bc = base.contiguous(), gc = grid.contiguous(),
-               weight = coef.transpose(1, 2).contiguous(), wbc = wb.contiguous(),
-               wsc = ws.contiguous();
-    const auto inv = knot_reciprocals(gc, k);
-    ctx->save_for_backward({xc, bc, gc, inv, weight, wbc, wsc});
-    ctx->saved_data["k"] = k;
+    const auto a = save_arguments(ctx, x, base, grid, coef, wb, ws, k);
     // The layer's weight, as KANLayerImpl::spline_weight: coef scaled by ws, (I, M, O).
-    const auto scaled = (weight * wsc.unsqueeze(1)).contiguous();
-    auto y = at::zeros({x.size(0), weight.size(2)}, x.options());
+    const auto scaled = (a[4] * a[6].unsqueeze(1)).contiguous();
+    auto y = at::zeros({x.size(0), a[4].size(2)}, x.options());
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_with_moments_cpu", [&] {
       spline_forward(cpu_spline_kernels<scalar_t>(), false,
-                     spline_args<scalar_t>(xc, gc, inv, scaled, k), y.mutable_data_ptr<scalar_t>());
+                     spline_args<scalar_t>(a[0], a[2], a[3], scaled, k),
+                     y.mutable_data_ptr<scalar_t>());
     });
-    return {y, forward_cpu(xc, bc, gc, inv, weight, wbc, wsc, k)};
+    return {y, forward_cpu(a[0], a[1], a[2], a[3], a[4], a[5], a[6], k)};
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grad_outputs) {
-    TORCH_CHECK(!at::GradMode::is_enabled(),
-                "backend fused does not support double backward (create_graph=true through the "
-                "regulariser); use backend reference for higher-order derivatives");
+    check_no_double_backward();
     const auto s = ctx->get_saved_variables();
     const int64_t k = ctx->saved_data["k"].toInt();
     const auto gy = grad_outputs[0].defined() ? grad_outputs[0].contiguous() : at::Tensor();
@@ -144,12 +163,7 @@ public:
                                               : at::zeros({2, s[0].size(1), s[4].size(2)},
                                                           s[0].options().dtype(at::kDouble));
     const auto g = backward_cpu(gm, s[0], s[1], s[2], s[3], s[4], s[5], s[6], k, gy);
-    const auto dtype = s[0].scalar_type();
-    const auto wanted = [&](size_t input, const at::Tensor& t) {
-      return ctx->needs_input_grad(input) ? t.to(dtype) : at::Tensor();
-    };
-    return {wanted(0, g[0]), wanted(1, g[1]), at::Tensor(), wanted(3, g[2].transpose(1, 2)),
-            wanted(4, g[3]), wanted(5, g[4]), at::Tensor()};
+    return input_gradients(ctx, g, s[0].scalar_type());
   }
 };
 
