@@ -134,6 +134,36 @@ TEST_F(Cli, NumericEdgesLeaveNoFormula) {
   EXPECT_EQ(fit.symbolic->retrained.history.steps.size(), 1u);
 }
 
+// The faster searches on the command line: recorded in fit.json, and the symbolic model as good.
+TEST_F(Cli, SymbolicSearchesAreChosenAndRecorded) {
+  for (const std::string search : {"zoom", "newton"}) {
+    const auto run = kanbench("fit --function toy --steps 20 --symbolic --lib x,x^2,sin,exp "
+                              "--symbolic-search " +
+                              search +
+                              " --steps-after-symbolic 2 --train-num 200 --test-num 50 "
+                              "--out " +
+                              dir_.string());
+    ASSERT_EQ(run.exit_code, 0) << search << ": " << run.output;
+    const auto fit = kan::diagnostics::read_fit_record((dir_ / "fit.json").string());
+    EXPECT_EQ(fit.config.symbolic->search, search);
+    ASSERT_FALSE(fit.symbolic->edges.empty());
+    for (const auto& edge : fit.symbolic->edges)
+      EXPECT_GE(edge.r2, 0.5) << search << ": edge " << edge.layer << "," << edge.i << "," << edge.j
+                              << " " << edge.function;
+    // The reader knows the searches.
+    auto j = kan::diagnostics::to_json(fit);
+    j["config"]["symbolic"]["search"] = "fast";
+    try {
+      kan::diagnostics::fit_record_from_json(j);
+      ADD_FAILURE() << "search \"fast\" was read";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("config.symbolic.search"), std::string::npos)
+          << e.what();
+    }
+    fs::remove_all(dir_);
+  }
+}
+
 TEST_F(Cli, BadSymbolicOptionsFailWithOneLine) {
   const std::vector<std::pair<std::string, std::string>> bad{
       {"--symbolic --lib x,sine", "--lib x,sine: unknown symbolic function 'sine'"},
@@ -142,6 +172,8 @@ TEST_F(Cli, BadSymbolicOptionsFailWithOneLine) {
       {"--r2-threshold 0.9", "--r2-threshold requires --symbolic"},
       {"--symbolic --weight-simple 2", "--weight-simple"},
       {"--symbolic --steps-after-symbolic -1", "--steps-after-symbolic"},
+      {"--symbolic --symbolic-search fast", "--symbolic-search: fast not in {pykan,zoom,newton}"},
+      {"--symbolic-search newton", "--symbolic-search requires --symbolic"},
   };
   for (const auto& [args, expected] : bad) {
     const auto refused =

@@ -44,6 +44,7 @@ struct FitArgs {
   std::optional<std::string> lib; // unset: the whole library
   double r2_threshold = 0.0;      // pykan's auto_symbolic defaults
   double weight_simple = 0.8;
+  std::string symbolic_search = "pykan";
   bool distributed = false; // one rank of a torchrun launch
   kan::DataParallelOptions data_parallel;
 
@@ -230,8 +231,8 @@ kan::diagnostics::FitSymbolic symbolic_and_retrain(kan::KAN& model, const kan::D
   }
   std::fprintf(stderr, "%s: auto_symbolic over %zu functions...\n", label.c_str(), run.lib.size());
   const auto start = std::chrono::steady_clock::now();
-  const auto choices =
-      model->auto_symbolic(data.train_input, run.lib, run.weight_simple, run.r2_threshold);
+  const auto choices = model->auto_symbolic(data.train_input, run.lib, run.weight_simple,
+                                            run.r2_threshold, kan::symbolic_search(run.search));
   symbolic.auto_symbolic_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr, "%s: auto_symbolic: %zu edges in %.1f s\n", label.c_str(), choices.size(),
@@ -336,7 +337,7 @@ int run_fit(FitArgs& a) {
   if (a.symbolic)
     run.symbolic = kan::diagnostics::FitSymbolicRun{
         a.lib ? symbolic_library(*a.lib) : kan::symbolic_function_names(), a.r2_threshold,
-        a.weight_simple, a.steps_after_symbolic.value_or(run.fit.steps())};
+        a.weight_simple, a.steps_after_symbolic.value_or(run.fit.steps()), a.symbolic_search};
   const auto& width = run.model.width();
   const char* model_source = initial ? "the --pykan model" : "--width";
   TORCH_CHECK(width.front() == function.n_var, model_source, " starts with ", width.front(),
@@ -561,6 +562,13 @@ void add_fit_command(CLI::App& app, int& exit_code) {
                   "--symbolic: weight of simplicity against R^2 in the choice, in [0, 1] "
                   "(pykan's default 0.8)")
       ->check(CLI::Range(0.0, 1.0))
+      ->needs(symbolic);
+  cmd->add_option("--symbolic-search", args->symbolic_search,
+                  "--symbolic: how each edge's (a, b) is searched: pykan (pykan's 101 x 101 grid, "
+                  "3 searches), zoom (21-point zoomed searches, 5 searches) or newton (the first "
+                  "search, then Newton steps: fastest on deep models)")
+      ->check(CLI::IsMember(kan::symbolic_search_names()))
+      ->capture_default_str()
       ->needs(symbolic);
   cmd->add_option_function<int64_t>(
          "--steps-after-symbolic", [args](int64_t steps) { args->steps_after_symbolic = steps; },

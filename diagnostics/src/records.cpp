@@ -287,7 +287,8 @@ json to_json(const FitRecord& f) {
     symbolic = {{"lib", c.symbolic->lib},
                 {"r2_threshold", c.symbolic->r2_threshold},
                 {"weight_simple", c.symbolic->weight_simple},
-                {"steps", c.symbolic->steps}};
+                {"steps", c.symbolic->steps},
+                {"search", c.symbolic->search}};
   json distributed = nullptr;
   if (c.distributed)
     distributed = {{"world_size", c.distributed->world_size}, {"backend", c.distributed->backend}};
@@ -358,6 +359,14 @@ FitRecord fit_record_from_json(const json& value, const std::string& source) {
       f.config.symbolic = FitSymbolicRun{io::as_strings(p.required("lib"), p.path_of("lib")),
                                          p.number("r2_threshold"), p.number("weight_simple"),
                                          p.integer("steps", Bound::kNonNegative)};
+      // From fit.json 1.7 on; older files searched as pykan does.
+      if (p.optional("search")) {
+        f.config.symbolic->search = p.string("search");
+        const auto& names = symbolic_search_names();
+        if (std::find(names.begin(), names.end(), f.config.symbolic->search) == names.end())
+          io::fail(p.path_of("search"),
+                   "expected pykan, zoom or newton, got " + io::quoted(f.config.symbolic->search));
+      }
       if (f.config.symbolic->lib.empty())
         io::fail(p.path_of("lib"), "the library is empty");
       p.finish();

@@ -218,6 +218,28 @@ std::vector<std::string> symbolic_function_names() {
   return names;
 }
 
+const std::vector<std::string>& symbolic_search_names() {
+  static const std::vector<std::string> names{"pykan", "zoom", "newton"};
+  return names;
+}
+
+SymbolicFitOptions symbolic_search(const std::string& name) {
+  SymbolicFitOptions o;
+  if (name == "pykan")
+    return o;
+  if (name == "zoom") {
+    o.zoom_grid_number = 21;
+    o.iterations = 5;
+    return o;
+  }
+  if (name == "newton") {
+    o.iterations = 1;
+    o.newton_steps = 10;
+    return o;
+  }
+  TORCH_CHECK(false, "unknown symbolic search '", name, "': expected pykan, zoom or newton");
+}
+
 void add_symbolic_function(SymbolicFunction function) {
   TORCH_CHECK(!function.name.empty(), "add_symbolic_function: the name is empty");
   TORCH_CHECK(function.complexity >= 0, "add_symbolic_function('", function.name,

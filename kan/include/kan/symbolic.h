@@ -61,6 +61,15 @@ struct SymbolicFitOptions {
   int64_t memory_budget = int64_t{512} << 20;
 };
 
+/// The named searches of `kanbench fit --symbolic-search`: "pykan" (pykan's: 101 x 101 points, 3
+/// searches), "zoom" (101 points first, then 21 per zoomed search, 5 searches: a finer final step
+/// in a ninth of the per-edge work) and "newton" (the first search, then 10 safeguarded Newton
+/// steps: R^2's maximum to rounding, several times faster on deep models). An unknown name is an
+/// error listing them.
+SymbolicFitOptions symbolic_search(const std::string& name);
+/// "pykan", "zoom", "newton".
+const std::vector<std::string>& symbolic_search_names();
+
 /// The fit of c * f(a * x + b) + d to y, per edge.
 struct SymbolicFit {
   torch::Tensor params; ///< (E, 4): a, b, c, d

@@ -22,7 +22,7 @@ namespace kan::diagnostics {
 /// The version of fit.json this library writes (1.1: device_audit, config.trace_steps; 1.2:
 /// config.fit.batch_draw; 1.3: config.fit.grid_update_memory, test_accuracy in the history; 1.4:
 /// config.initial_model; 1.5: config.prune, pruned; 1.6: config.symbolic, symbolic; 1.7:
-/// config.distributed, communication).
+/// config.distributed, communication, config.symbolic.search).
 inline constexpr const char* kFitSchemaVersion = "1.7.0";
 /// The version of audit.json this library writes (1.1: one finding form with the optional
 /// detail keys of results.json 1.2's findings).
@@ -43,6 +43,7 @@ struct FitSymbolicRun {
   double r2_threshold = 0.0;
   double weight_simple = 0.8;
   int64_t steps = 0;
+  std::string search = "pykan"; ///< kan::symbolic_search's name (from fit.json 1.7)
 };
 
 /// `kanbench fit --distributed`: data-parallel training under torchrun (kan/data_parallel.h).
