@@ -148,6 +148,7 @@ reports::ScalingResult train_data_parallel(const Workload& w, DataParallel& grou
   const auto data = w.dataset(group.device(), dtype);
   // Rank 0's time waiting for collectives after every step, to split it by epoch.
   // Counted from the first step: the start's configuration check and broadcast are not steps.
+  // FitOptions holds the group by shared_ptr; the caller owns it, so the pointer owns nothing.
   std::vector<double> waited;
   CommunicationStats before;
   auto options = w.fit_options()
