@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 namespace kan {
@@ -33,8 +34,9 @@ int integer_variable(const char* name, int lowest, const char* fallback = nullpt
               "--distributed)");
   char* end = nullptr;
   const long value = std::strtol(text, &end, 10);
-  TORCH_CHECK(end != text && *end == '\0' && value >= lowest && value <= 65535 * 1024, name,
-              " must be an integer >= ", lowest, ", got '", text, "'");
+  TORCH_CHECK(end != text && *end == '\0' && value >= lowest &&
+                  value <= std::numeric_limits<int>::max(),
+              name, " must be an integer >= ", lowest, ", got '", text, "'");
   return static_cast<int>(value);
 }
 
