@@ -48,6 +48,51 @@ protected:
 
 /// A run with every field set: a CPU and a GPU target per case, a skipped target, a
 /// comparison, edge cases, audit findings, GPU activity and activation curves.
+/// A batch-size sweep of deep on cpu and cuda: the GPU overtakes the CPU from batch 256, the
+/// CPU's throughput stops growing at 256, and the GPU's max-batch search found 1M samples.
+inline Sweep sample_sweep() {
+  Sweep s;
+  s.batches = {64, 256, 1024, 4096};
+  const std::vector<double> cpu{1e4, 1.5e4, 1.6e4, 1.6e4}, gpu{5e3, 2e4, 8e4, 3e5};
+  for (size_t i = 0; i < s.batches.size(); ++i) {
+    for (const auto* target : {"cpu", "cuda"}) {
+      SweepPoint p;
+      p.case_name = "deep";
+      p.target = target;
+      p.device = target == std::string("cpu") ? "cpu" : "cuda:0";
+      p.dtype = "float32";
+      p.batch = s.batches[i];
+      const double rate = target == std::string("cpu") ? cpu[i] : gpu[i];
+      const double epoch = static_cast<double>(std::max<int64_t>(1000, p.batch)) / rate;
+      p.epoch_seconds = {epoch, epoch};
+      p.median_epoch_seconds = epoch;
+      p.samples_per_second = rate;
+      p.epoch_cv = 0.01;
+      p.peak_memory_bytes = p.batch * 4000;
+      s.points.push_back(p);
+    }
+  }
+  SweepPoint oom;
+  oom.case_name = "deep";
+  oom.target = "cpu";
+  oom.device = "cpu";
+  oom.dtype = "float32";
+  oom.batch = 4096;
+  s.batches.push_back(16384);
+  oom.batch = 16384;
+  oom.status = CaseStatus::kTimeout;
+  oom.reason = "timed out after 121 s (limit 120 s) at epoch 2 of 6";
+  s.points.push_back(oom);
+  SweepTarget gpu_target;
+  gpu_target.case_name = "deep";
+  gpu_target.target = "cuda";
+  gpu_target.max_batch = 1048576;
+  gpu_target.max_batch_attempts = {{16, true}, {1048576, true}, {2097152, false}};
+  s.targets = {gpu_target};
+  fill_sweep_summaries(s);
+  return s;
+}
+
 inline Results sample_results() {
   Results r;
   r.run_id = "20261129T183608Z-5a3c0e7d91b2f468"; // fixed: the same sample is the same run
@@ -69,6 +114,8 @@ inline Results sample_results() {
   e.torch_threads = 16;
   e.nvtx_available = true;
   e.cupti_available = true;
+  e.cpu_governor = "performance";
+  e.load_average = 0.25;
   e.problems = {{"CUPTI could not start", "Run as a user allowed to profile."}};
 
   r.config.suite = "quick";
@@ -118,6 +165,11 @@ inline Results sample_results() {
   finding.problem = "wrong_dtype";
   finding.fix = "Create the data in float64.";
   toy_cpu.audit_findings = {finding};
+  toy_cpu.monitoring = DeviceMonitoring{"process_cpu", true, "", 0.1, {}, {}, {}, {}};
+  toy_cpu.monitoring->samples = {MonitorSample{}, MonitorSample{}};
+  toy_cpu.monitoring->samples[1].seconds = 0.1;
+  toy_cpu.monitoring->samples[1].cpu_utilization_percent = 1450;
+  summarize_monitoring(*toy_cpu.monitoring);
 
   CaseResult toy_gpu = toy_cpu;
   toy_gpu.target = "cuda";
@@ -135,6 +187,24 @@ inline Results sample_results() {
   toy_gpu.memory_kind = "cuda_peak_allocated";
   toy_gpu.threads.reset();
   toy_gpu.audit_findings.clear();
+  toy_gpu.peak_reserved_bytes = 2097152;
+  toy_gpu.monitoring = DeviceMonitoring{"nvml", true, "", 0.1, {}, {}, {}, {}};
+  for (int i = 0; i < 3; ++i) {
+    MonitorSample m;
+    m.seconds = 0.1 * i;
+    m.gpu_utilization_percent = 60 + 10 * i;
+    m.memory_utilization_percent = 20;
+    m.memory_used_bytes = 1000000000;
+    m.sm_clock_mhz = 1980;
+    m.power_watts = 300.5;
+    m.temperature_celsius = 45;
+    m.throttle_reasons = i == 2 ? 0x4 : 0x0; // sw_power_cap once
+    toy_gpu.monitoring->samples.push_back(m);
+  }
+  summarize_monitoring(*toy_gpu.monitoring);
+  toy_gpu.epoch_cv = 0.0816;
+  toy_gpu.cv_target = 0.02;
+  toy_gpu.cv_target_met = false;
   toy_gpu.gpu_activity = GpuActivity{
       true, "", {{120, 0.08, 0.10, 0.8, 2, 64000, 1, 8}, {118, 0.085, 0.11, 0.77, 0, 0, 1, 8}}};
 
@@ -217,6 +287,7 @@ inline Results sample_results() {
     r.scaling.push_back(s);
   }
   fill_scaling_comparisons(r.scaling);
+  r.sweep = sample_sweep();
   r.wall_seconds = 42.0;
   return r;
 }

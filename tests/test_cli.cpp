@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 
 namespace {
@@ -140,6 +141,12 @@ nlohmann::json read_json(const fs::path& path) {
   std::ifstream in(path);
   EXPECT_TRUE(in.good()) << path;
   return nlohmann::json::parse(in);
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 // --prune: pykan's prune on the training inputs after training, then more steps; fit.json
@@ -300,7 +307,8 @@ TEST_F(Cli, AuditOnCuda_CUDA) {
 }
 
 TEST_F(Cli, RunQuickSuiteWritesResultsJson) {
-  const auto run = kanbench("run --suite quick --repeat 2 --devices cpu --out " + dir_.string());
+  const auto run =
+      kanbench("run --suite quick --repeat 2 --cv-target 0 --devices cpu --out " + dir_.string());
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const auto results = read_json(dir_ / "results.json");
   for (const char* key :
@@ -335,6 +343,59 @@ TEST_F(Cli, RunQuickSuiteWritesResultsJson) {
   EXPECT_EQ(edge_cases,
             (std::set<std::string>{"empty_input", "single_sample", "million_samples_bounded_memory",
                                    "out_of_memory", "time_limit"}));
+}
+
+TEST_F(Cli, RunStopsOnNoiseAndRecordsTheSpread) {
+  // A target no machine meets: each case times epochs until its 0.2 s cap.
+  const auto run = kanbench("run --suite quick --repeat 2 --case toy --devices cpu "
+                            "--no-edge-cases --cv-target 0.0001 --cv-max-time 0.2 --out " +
+                            dir_.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto results = read_json(dir_ / "results.json");
+  ASSERT_EQ(results["cases"].size(), 2u);
+  for (const auto& c : results["cases"]) {
+    EXPECT_GT(c["epoch_seconds"].size(), 2u) << c.dump();
+    EXPECT_EQ(c["cv_target"], 0.0001);
+    EXPECT_EQ(c["cv_target_met"], false);
+    EXPECT_GT(c["epoch_cv"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(results["config"]["extra"]["cv_max_seconds"], 0.2);
+  const auto html = read_text(dir_ / "report.html");
+  EXPECT_NE(html.find("target 0.01% not met"), std::string::npos);
+}
+
+TEST_F(Cli, SweepWritesThroughputPerBatchAndTheCrossover) {
+  const auto run = kanbench("sweep --suite quick --case deep --batch 16,64 --repeat 2 "
+                            "--cv-target 0 --devices cpu --out " +
+                            dir_.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto results = read_json(dir_ / "results.json");
+  EXPECT_EQ(results["config"]["extra"]["command"], "sweep");
+  EXPECT_EQ(results["config"]["extra"]["batches"], nlohmann::json({16, 64}));
+  const auto& sweep = results["sweep"];
+  EXPECT_EQ(sweep["batches"], nlohmann::json({16, 64}));
+  const size_t targets = torch::cuda::is_available() ? 1 : 2; // cpu (and cpu-float64)
+  EXPECT_EQ(sweep["points"].size(), 2 * targets);
+  for (const auto& p : sweep["points"]) {
+    EXPECT_EQ(p["status"], "ok") << p.dump();
+    EXPECT_GT(p["samples_per_second"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(sweep["targets"].size(), targets);
+  EXPECT_EQ(sweep["crossovers"].size(), targets - 1);
+  // The summary names each target's best batch and the crossover.
+  EXPECT_NE(run.output.find("deep on cpu: best "), std::string::npos) << run.output;
+  const auto html = read_text(dir_ / "report.html");
+  EXPECT_NE(html.find("<section id=\"sweep\">"), std::string::npos);
+  EXPECT_NE(html.find("chart-sweep"), std::string::npos);
+
+  // Bad lists are refused by name, before anything runs.
+  for (const char* batch : {"0", "16,,64", "x", "16.5", "-4"}) {
+    const auto bad =
+        kanbench(std::string("sweep --suite quick --batch ") + batch + " --out " + path("bad"));
+    EXPECT_EQ(bad.exit_code, 2) << batch << ": " << bad.output;
+    EXPECT_NE(bad.output.find("--batch"), std::string::npos) << bad.output;
+    EXPECT_FALSE(fs::exists(path("bad/results.json")));
+  }
 }
 
 TEST_F(Cli, RunWithAMissingGpuRecordsSkippedCases) {

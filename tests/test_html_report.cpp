@@ -55,17 +55,19 @@ TEST(HtmlReportTest, HasEverySectionWithTheVerdictFirst) {
   const auto html = render_html_report(test::sample_results(), full_options());
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
   size_t previous = 0;
-  for (const char* id : {"verdict", "charts", "cases", "comparisons", "edge-cases", "scaling",
-                         "audit", "baseline", "gbench-0", "environment", "configuration"}) {
+  for (const char* id :
+       {"verdict", "charts", "cases", "comparisons", "edge-cases", "monitoring", "scaling", "sweep",
+        "audit", "baseline", "gbench-0", "environment", "configuration"}) {
     const auto at = html.find("<section id=\"" + std::string(id) + "\"");
     ASSERT_NE(at, std::string::npos) << id;
     EXPECT_GT(at, previous) << id << " out of order";
     previous = at;
   }
   EXPECT_EQ(html.find("<section"), html.find("<section id=\"verdict\""));
-  for (const char* table : {"cases-table", "comparisons-table", "edge-cases-table", "scaling-table",
-                            "audit-table", "baseline-table", "gbench-table-0", "environment-table",
-                            "configuration-table", "case-configuration-table"})
+  for (const char* table :
+       {"cases-table", "comparisons-table", "edge-cases-table", "scaling-table", "monitoring-table",
+        "sweep-table", "sweep-targets-table", "audit-table", "baseline-table", "gbench-table-0",
+        "environment-table", "configuration-table", "case-configuration-table"})
     EXPECT_NE(html.find("<table id=\"" + std::string(table) + "\""), std::string::npos) << table;
   // One canvas per chart, and the chart list names each.
   const auto charts = embedded(html, "kanbench-charts");
@@ -74,7 +76,8 @@ TEST(HtmlReportTest, HasEverySectionWithTheVerdictFirst) {
     EXPECT_NE(html.find("<canvas id=\"" + c["id"].get<std::string>() + "\">"), std::string::npos);
   for (const char* id :
        {"chart-epoch-time", "chart-speedup", "chart-loss-0", "chart-activation-0-0-0",
-        "chart-activation-0-1-0", "chart-activation-1-0-0", "chart-scaling", "chart-memory"})
+        "chart-activation-0-1-0", "chart-activation-1-0-0", "chart-scaling", "chart-sweep",
+        "chart-monitor-gpu", "chart-memory"})
     EXPECT_NO_THROW(chart(charts, id)) << id;
   // The scaling chart: speedup per rank count, null where not measured, and the ideal line.
   const auto& scaling = chart(charts, "chart-scaling");
@@ -82,6 +85,27 @@ TEST(HtmlReportTest, HasEverySectionWithTheVerdictFirst) {
   EXPECT_EQ(scaling["datasets"][0]["label"], "deep on cuda");
   EXPECT_TRUE(scaling["datasets"][0]["data"][2].is_null());
   EXPECT_EQ(scaling["datasets"][1]["label"], "ideal");
+  // The sweep chart: log axes, one line per target with [batch, samples/s] points, and the
+  // crossover as a dashed vertical line.
+  const auto& sweep = chart(charts, "chart-sweep");
+  EXPECT_EQ(sweep["kind"], "xy");
+  EXPECT_TRUE(sweep["log_x"].get<bool>() && sweep["log_y"].get<bool>());
+  ASSERT_EQ(sweep["datasets"].size(), 3u);
+  EXPECT_EQ(sweep["datasets"][0]["label"], "cpu");
+  EXPECT_EQ(sweep["datasets"][0]["points"][0], json({64, 1e4}));
+  EXPECT_EQ(sweep["datasets"][0]["points"].size(), 4u); // the timed-out point has no throughput
+  EXPECT_EQ(sweep["datasets"][2]["label"], "deep: cuda overtakes cpu");
+  EXPECT_EQ(sweep["datasets"][2]["points"], json({{256, 5e3}, {256, 3e5}}));
+  EXPECT_TRUE(sweep["datasets"][2]["dashed"].get<bool>());
+  EXPECT_NE(html.find("<li>deep: cuda overtakes cpu from batch 256</li>"), std::string::npos);
+  // Monitoring: the GPU's utilisation over time, its throttling a warning; a CPU case with one
+  // CPU figure has no line of its own.
+  const auto& gpu = chart(charts, "chart-monitor-gpu");
+  ASSERT_EQ(gpu["datasets"].size(), 1u);
+  EXPECT_EQ(gpu["datasets"][0]["label"], "toy on cuda");
+  EXPECT_EQ(gpu["datasets"][0]["points"][2], json({0.2, 80.0}));
+  EXPECT_THROW(chart(charts, "chart-monitor-cpu"), std::exception);
+  EXPECT_NE(html.find("warning: toy on cuda: GPU throttled in 1 of 3"), std::string::npos);
 }
 
 TEST(HtmlReportTest, VerdictSaysWhatRanAndHowItWent) {

@@ -2,6 +2,7 @@
 #include "reports_test_util.h"
 
 #include "kan/reports/results_io.h"
+#include "kan/reports/statistics.h"
 
 #include <cmath>
 #include <filesystem>
@@ -78,6 +79,80 @@ TEST(ResultsJson, ScalingComparesWithOneRank) {
                          }),
             problems.end());
   EXPECT_EQ(run_problems(r).size(), run_problems(test::sample_results()).size());
+}
+
+TEST(ResultsJson, SweepFindsTheCrossoverAndSaturation) {
+  const auto s = test::sample_sweep();
+  ASSERT_EQ(s.targets.size(), 2u);
+  // Targets in the order of their first point; the GPU's max-batch search is kept.
+  EXPECT_EQ(s.targets[0].target, "cpu");
+  EXPECT_EQ(s.targets[0].best_batch, 1024); // the first of the equal best
+  EXPECT_DOUBLE_EQ(*s.targets[0].best_samples_per_second, 1.6e4);
+  EXPECT_EQ(s.targets[0].saturation_batch, 256); // 1.5e4 >= 0.9 * 1.6e4
+  EXPECT_FALSE(s.targets[0].max_batch.has_value());
+  EXPECT_EQ(s.targets[1].target, "cuda");
+  EXPECT_EQ(s.targets[1].best_batch, 4096);
+  EXPECT_EQ(s.targets[1].saturation_batch, 4096);
+  EXPECT_EQ(s.targets[1].max_batch, 1048576);
+  EXPECT_EQ(s.targets[1].max_batch_attempts.size(), 3u);
+  ASSERT_EQ(s.crossovers.size(), 1u);
+  EXPECT_EQ(s.crossovers[0].a, "cpu");
+  EXPECT_EQ(s.crossovers[0].b, "cuda");
+  EXPECT_EQ(s.crossovers[0].batch, 256);
+  EXPECT_EQ(s.crossovers[0].message, "cuda overtakes cpu from batch 256");
+
+  // Faster everywhere, never faster, a dip in between, nothing in common.
+  auto with = [](std::vector<double> cpu, std::vector<double> gpu) {
+    Sweep s;
+    s.batches = {1, 2, 3};
+    for (size_t i = 0; i < 3; ++i)
+      for (const auto& [target, rates] : {std::pair{"cpu", cpu}, std::pair{"cuda", gpu}}) {
+        SweepPoint p;
+        p.case_name = "deep";
+        p.target = target;
+        p.batch = s.batches[i];
+        p.samples_per_second = rates[i];
+        p.median_epoch_seconds = 1;
+        if (rates[i] > 0)
+          s.points.push_back(p);
+      }
+    fill_sweep_summaries(s);
+    return s.crossovers.at(0);
+  };
+  EXPECT_EQ(with({1, 1, 1}, {2, 2, 2}).batch, 1);
+  EXPECT_NE(with({1, 1, 1}, {2, 2, 2}).message.find("at every batch size (1 to 3)"),
+            std::string::npos);
+  EXPECT_FALSE(with({2, 2, 2}, {1, 1, 1}).batch.has_value());
+  EXPECT_EQ(with({2, 2, 2}, {1, 1, 1}).message, "cuda does not overtake cpu (up to batch 3)");
+  EXPECT_EQ(with({1, 1, 1}, {2, 0.5, 2}).batch, 3); // it must stay ahead
+  EXPECT_EQ(with({1, 0, 0}, {0, 2, 2}).message, "no batch size measured on both cpu and cuda");
+
+  // In the file: from 1.4 on, every point's batch one of the sweep's.
+  auto j = to_json(test::sample_results());
+  ASSERT_TRUE(j.contains("sweep"));
+  j["schema_version"] = "1.3.0";
+  expect_error(j, "sweep", "not part of schema 1.3.0 (from 1.4.0)");
+  j = to_json(test::sample_results());
+  j["sweep"]["points"][2]["batch"] = 100;
+  expect_error(j, "sweep.points[2].batch", "100 is not one of the sweep's batches");
+  j = to_json(test::sample_results());
+  j["sweep"]["points"][0]["batch"] = 0;
+  expect_error(j, "sweep.points[0].batch", "expected an integer >= 1, got 0");
+  j = to_json(test::sample_results());
+  j["sweep"]["points"][0]["median_epoch_seconds"] = nullptr;
+  expect_error(j, "sweep.points[0].median_epoch_seconds", "is null but status is \"ok\"");
+  j = to_json(test::sample_results());
+  j["sweep"]["points"].back()["reason"] = "";
+  expect_error(j, "sweep.points[8].reason", "is empty but status is \"timeout\"");
+}
+
+TEST(Statistics, CoefficientOfVariation) {
+  EXPECT_FALSE(coefficient_of_variation({}).has_value());
+  EXPECT_FALSE(coefficient_of_variation({1.0}).has_value());
+  EXPECT_FALSE(coefficient_of_variation({0.0, 0.0}).has_value());
+  EXPECT_DOUBLE_EQ(*coefficient_of_variation({2.0, 2.0, 2.0}), 0.0);
+  // mean 2, sample standard deviation 1.
+  EXPECT_DOUBLE_EQ(*coefficient_of_variation({1.0, 2.0, 3.0}), 0.5);
 }
 
 TEST(ResultsJson, HasTheContractKeys) {
@@ -463,6 +538,7 @@ TEST(ResultsJson, FilesOfSchema10WithoutRunIdStillRead) {
   j["schema_version"] = "1.0.0";
   j.erase("run_id");
   j.erase("scaling"); // from 1.3
+  j.erase("sweep");   // from 1.4
   const auto old = results_from_json(j);
   EXPECT_EQ(old.run_id, "");
   EXPECT_EQ(old.schema_version, "1.0.0");

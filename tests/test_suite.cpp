@@ -31,8 +31,111 @@ TEST(Suite, TargetsForTheDevicesAskedFor) {
     EXPECT_EQ(resolve_targets("auto").size(), 2u);
     EXPECT_EQ(resolve_targets("cpu,cuda")[1].device, torch::Device(torch::kCUDA, 0));
   }
-  KAN_EXPECT_ERROR(resolve_targets("cpu,tpu"), "--devices must be auto or a list of cpu and cuda");
+  KAN_EXPECT_ERROR(resolve_targets("cpu,tpu"),
+                   "--devices must be auto or a list of cpu, cuda, cuda:N and cuda:all");
+  KAN_EXPECT_ERROR(resolve_targets("cuda:x"), "got 'cuda:x'");
+  KAN_EXPECT_ERROR(resolve_targets("cuda:-1"), "got 'cuda:-1'");
+  KAN_EXPECT_ERROR(resolve_targets(""), "--devices names no device: ''");
   KAN_EXPECT_ERROR(suite_workloads("huge"), "--suite must be quick, default or full, got 'huge'");
+}
+
+TEST(Suite, TargetsOnNamedAndAllGpus) {
+  const int64_t gpus = torch::cuda::is_available() ? torch::cuda::device_count() : 0;
+  const auto second = resolve_targets("cuda:1");
+  ASSERT_GE(second.size(), 1u);
+  EXPECT_EQ(second[0].name, "cuda:1");
+  EXPECT_EQ(second[0].device, torch::Device(torch::kCUDA, 1));
+  if (gpus < 2)
+    EXPECT_NE(second[0].unavailable.find("cuda:1 requested but"), std::string::npos)
+        << second[0].unavailable;
+  else
+    EXPECT_EQ(second[0].unavailable, "");
+
+  const auto all = resolve_targets("cpu,cuda:all");
+  if (gpus == 0) {
+    // One skipped entry says why, and float64 on the CPU is the parity partner.
+    ASSERT_EQ(all.size(), 3u);
+    EXPECT_EQ(all[1].name, "cuda:all");
+    EXPECT_NE(all[1].unavailable.find("no CUDA device"), std::string::npos) << all[1].unavailable;
+    EXPECT_EQ(all[2].name, "cpu-float64");
+  } else {
+    ASSERT_EQ(static_cast<int64_t>(all.size()), 1 + gpus);
+    for (int64_t i = 0; i < gpus; ++i) {
+      EXPECT_EQ(all[1 + i].name, "cuda:" + std::to_string(i));
+      EXPECT_EQ(all[1 + i].device.index(), i);
+      EXPECT_EQ(all[1 + i].unavailable, "");
+    }
+  }
+  // One device once, under the first name it was given.
+  const auto twice = resolve_targets("cuda,cuda:0");
+  ASSERT_GE(twice.size(), 1u);
+  EXPECT_EQ(twice[0].name, "cuda");
+  EXPECT_TRUE(twice.size() == 1 || twice[1].device != twice[0].device);
+}
+
+TEST(Suite, StopOnNoiseAddsEpochsUntilItsCap) {
+  // A target no machine meets: epochs are added until the timed seconds reach the cap.
+  auto w = tiny_toy();
+  StopOnNoise noise{1e-12, 0.3, 50};
+  const auto r = run_case(w, resolve_targets("cpu")[0], 60, {}, nullptr, noise);
+  ASSERT_EQ(r.status, reports::CaseStatus::kOk) << r.reason;
+  EXPECT_GT(r.epoch_seconds.size(), 2u);
+  EXPECT_LE(r.epoch_seconds.size(), 50u);
+  double timed = 0;
+  for (size_t i = 0; i + 1 < r.epoch_seconds.size(); ++i)
+    timed += r.epoch_seconds[i];
+  EXPECT_LT(timed, 0.3) << "one epoch more than the cap needed";
+  EXPECT_EQ(r.train_loss_per_epoch.size(), r.epoch_seconds.size() + 1); // and the warm-up
+  EXPECT_EQ(*r.cv_target, 1e-12);
+  EXPECT_FALSE(*r.cv_target_met);
+  EXPECT_GT(*r.epoch_cv, 0.0);
+
+  // A target every run meets: exactly the workload's epochs, and it says so.
+  const auto met = run_case(w, resolve_targets("cpu")[0], 60, {}, nullptr, {0.999, 10, 50});
+  ASSERT_EQ(met.status, reports::CaseStatus::kOk) << met.reason;
+  EXPECT_EQ(met.epoch_seconds.size(), 2u);
+  EXPECT_TRUE(*met.cv_target_met);
+
+  // Off (the default): the workload's epochs, the spread recorded, no target.
+  const auto off = run_case(w, resolve_targets("cpu")[0], 60);
+  EXPECT_EQ(off.epoch_seconds.size(), 2u);
+  EXPECT_TRUE(off.epoch_cv.has_value());
+  EXPECT_FALSE(off.cv_target.has_value());
+  EXPECT_FALSE(off.cv_target_met.has_value());
+}
+
+TEST(Suite, StopOnNoiseRunsOnEveryTargetOfTheSuite) {
+  SuiteOptions o;
+  o.suite = "quick";
+  o.cases = {"toy"};
+  o.repeat = 2;
+  o.edge_cases = false;
+  o.cv_target = 1e-12;
+  o.cv_max_seconds = 0.05;
+  const auto results = run_suite(o);
+  ASSERT_EQ(results.cases.size(), 2u);
+  for (const auto& c : results.cases) {
+    ASSERT_EQ(c.status, reports::CaseStatus::kOk) << c.reason;
+    EXPECT_FALSE(*c.cv_target_met);
+  }
+  EXPECT_EQ(results.config.extra["cv_target"], 1e-12);
+  // Loss curves of different lengths are compared over the epochs both ran.
+  ASSERT_EQ(results.comparisons.size(), 1u);
+  EXPECT_TRUE(results.comparisons[0].max_rel_loss_diff.has_value());
+  KAN_EXPECT_ERROR(
+      [&] {
+        auto bad = o;
+        bad.cv_target = 1.5;
+        run_suite(bad);
+      }(),
+      "--cv-target must be in [0, 1), got 1.5");
+  KAN_EXPECT_ERROR(
+      [&] {
+        auto bad = o;
+        bad.memory_fraction = 1.5;
+        run_suite(bad);
+      }(),
+      "--memory-fraction must be in (0, 1], got 1.5");
 }
 
 TEST(Suite, TargetsInAFloat64ModelsDtype) {

@@ -3,11 +3,14 @@
 // callback stores the process exit code in `exit_code`.
 
 #include "kan/io/text.h"
+#include "kan/reports/results.h"
 
 #include <CLI/CLI.hpp>
 #include <torch/types.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace kanbench {
 
@@ -28,6 +31,9 @@ void add_run_command(CLI::App& app, int& exit_code);
 /// `kanbench scaling`: data-parallel training at 1, 2, ... ranks of this machine -> results.json.
 void add_scaling_command(CLI::App& app, int& exit_code);
 
+/// `kanbench sweep`: throughput against batch size per target, the crossover, the max batch.
+void add_sweep_command(CLI::App& app, int& exit_code);
+
 /// `kanbench predict`: a model's outputs for the samples of a CSV file, written as CSV.
 void add_predict_command(CLI::App& app, int& exit_code);
 
@@ -42,6 +48,20 @@ void add_import_pykan_command(CLI::App& app, int& exit_code);
 
 /// `kanbench export-pykan CHECKPOINT PREFIX`: a kanbench checkpoint -> a pykan checkpoint.
 void add_export_pykan_command(CLI::App& app, int& exit_code);
+
+/// --cv-target and --cv-max-time (stop-on-noise timing), shared by `run` and `sweep`.
+void add_noise_options(CLI::App& command, double& cv_target, double& cv_max_time);
+
+/// --memory-fraction and --empty-cache, shared by `run` and `sweep`.
+void add_memory_options(CLI::App& command, double& memory_fraction, bool& empty_cache);
+
+/// Writes DIR/results.json and DIR/report.html (titled `title`; "" = the default) of a run.
+/// A write that fails does not stop the other: its message goes to stderr and into `failures`.
+/// Returns the two paths.
+std::pair<std::string, std::string> write_results_and_report(const kan::reports::Results& results,
+                                                             const std::string& out,
+                                                             const std::string& title,
+                                                             std::vector<std::string>& failures);
 
 using kan::io::first_line; // the first line of an exception's message (no backtrace)
 

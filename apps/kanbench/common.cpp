@@ -1,11 +1,16 @@
 // Helpers shared by the kanbench subcommands.
 #include "commands.h"
+#include "values.h"
 
 #include "kan/diagnostics/environment.h"
+#include "kan/reports/html_report.h"
+#include "kan/reports/results_io.h"
 
 #include <c10/util/Exception.h>
 #include <torch/cuda.h>
 
+#include <filesystem>
+#include <iostream>
 #include <memory>
 
 namespace kanbench {
@@ -29,6 +34,59 @@ torch::Device parse_device(const std::string& name, const std::string& option) {
                 " CUDA device(s) are visible");
   }
   return *device;
+}
+
+void add_noise_options(CLI::App& command, double& cv_target, double& cv_max_time) {
+  command
+      .add_option("--cv-target", cv_target,
+                  "Stop on noise: after --repeat epochs, time more until the epoch times' "
+                  "coefficient of variation is below this (0: off, exactly --repeat epochs)")
+      ->check(finite_number(0, false, 0.999))
+      ->capture_default_str();
+  command
+      .add_option("--cv-max-time", cv_max_time,
+                  "Seconds of timed epochs per case that stop-on-noise may use (0: the suite's "
+                  "0.5 s quick, 5 s default, 30 s full)")
+      ->check(finite_number(0))
+      ->capture_default_str();
+}
+
+void add_memory_options(CLI::App& command, double& memory_fraction, bool& empty_cache) {
+  command
+      .add_option("--memory-fraction", memory_fraction,
+                  "Cap every GPU target's caching allocator at this fraction of its memory, so a "
+                  "large GPU stands in for a smaller one (0 < F <= 1; 0: no cap)")
+      ->check(finite_number(0, false, 1))
+      ->capture_default_str();
+  command.add_flag("--empty-cache", empty_cache,
+                   "Free the caching allocator's cached GPU memory before every case");
+}
+
+std::pair<std::string, std::string> write_results_and_report(const kan::reports::Results& results,
+                                                             const std::string& out,
+                                                             const std::string& title,
+                                                             std::vector<std::string>& failures) {
+  const auto path = (std::filesystem::path(out) / "results.json").string();
+  const auto report = (std::filesystem::path(out) / "report.html").string();
+  auto failed = [&](const std::exception& e) {
+    std::cerr << "kanbench: error: " << first_line(e.what()) << "\n";
+    failures.push_back(first_line(e.what()));
+  };
+  try {
+    kan::reports::write_results_file(path, results);
+  } catch (const std::exception& e) {
+    failed(e);
+  }
+  try {
+    kan::reports::HtmlReportOptions html;
+    html.results_source = "results.json";
+    if (!title.empty())
+      html.title = title;
+    kan::reports::write_html_report(report, results, html);
+  } catch (const std::exception& e) {
+    failed(e);
+  }
+  return {path, report};
 }
 
 } // namespace kanbench

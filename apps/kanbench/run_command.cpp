@@ -27,6 +27,11 @@ struct RunArgs {
   double time_limit = 0;
   bool no_edge_cases = false;
   bool no_cupti = false;
+  double cv_target = 0.02;
+  double cv_max_time = 0;
+  double memory_fraction = 0;
+  bool empty_cache = false;
+  double monitor_interval = 0.1;
   std::string trace;
   std::string out = "results/run";
 };
@@ -66,6 +71,11 @@ int run(const RunArgs& a) {
   options.time_limit_seconds = a.time_limit;
   options.edge_cases = !a.no_edge_cases;
   options.cupti = !a.no_cupti;
+  options.cv_target = a.cv_target;
+  options.cv_max_seconds = a.cv_max_time;
+  options.memory_fraction = a.memory_fraction;
+  options.empty_cache = a.empty_cache;
+  options.monitor_interval_seconds = a.monitor_interval;
   options.trace_file = a.trace;
   options.on_progress = print_progress;
   options.on_output_error = report_failure;
@@ -75,20 +85,7 @@ int run(const RunArgs& a) {
     std::fprintf(stderr, "\n");
 
   // A late write that fails does not stop the others, nor the summary below.
-  const auto path = (std::filesystem::path(a.out) / "results.json").string();
-  const auto report = (std::filesystem::path(a.out) / "report.html").string();
-  try {
-    kan::reports::write_results_file(path, results);
-  } catch (const std::exception& e) {
-    report_failure(first_line(e.what()));
-  }
-  try {
-    kan::reports::HtmlReportOptions html;
-    html.results_source = "results.json";
-    kan::reports::write_html_report(report, results, html);
-  } catch (const std::exception& e) {
-    report_failure(first_line(e.what()));
-  }
+  const auto [path, report] = write_results_and_report(results, a.out, "", write_failures);
 
   for (const auto& c : results.cases) {
     std::cout << c.name << " on " << c.target << ": " << kan::reports::to_string(c.status);
@@ -102,6 +99,10 @@ int run(const RunArgs& a) {
       std::cout << " (" << c.reason << ")";
     std::cout << "\n";
   }
+  for (const auto& c : results.cases)
+    if (c.monitoring)
+      for (const auto& finding : c.monitoring->findings)
+        std::cout << "warning: " << c.name << " on " << c.target << ": " << finding << "\n";
   for (const auto& c : results.comparisons) {
     std::printf("%s %s vs %s: speedup %.3g, parity %s%s\n", c.case_name.c_str(), c.a.c_str(),
                 c.b.c_str(), c.speedup.value_or(0), kan::reports::to_string(c.parity).c_str(),
@@ -141,7 +142,9 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--suite", args->suite, "quick (seconds), default (minutes), full (GPU sizes)")
       ->check(CLI::IsMember(kan::bench::suite_names()))
       ->capture_default_str();
-  cmd->add_option("--devices", args->devices, "auto, cpu, cuda or cpu,cuda")->capture_default_str();
+  cmd->add_option("--devices", args->devices,
+                  "auto, or a list of cpu, cuda, cuda:N and cuda:all (every visible GPU)")
+      ->capture_default_str();
   cmd->add_option("--repeat", args->repeat, "Timed epochs per case (0: the suite's own)")
       ->check(integer_at_least(0))
       ->capture_default_str();
@@ -158,6 +161,14 @@ void add_run_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--no-edge-cases", args->no_edge_cases, "Skip the edge cases");
   cmd->add_flag("--no-cupti", args->no_cupti, "Do not count GPU kernels and copies with CUPTI");
+  add_noise_options(*cmd, args->cv_target, args->cv_max_time);
+  add_memory_options(*cmd, args->memory_fraction, args->empty_cache);
+  cmd->add_option("--monitor-interval", args->monitor_interval,
+                  "Seconds between samples of the device during timed epochs: NVML on a GPU "
+                  "(utilisation, memory, SM clock, power, temperature, throttling), the process's "
+                  "CPU utilisation on the CPU (0: off)")
+      ->check(finite_number(0))
+      ->capture_default_str();
   cmd->add_option("--trace", args->trace,
                   "Write a Chrome trace (kernels, copies, epoch and step ranges) that Perfetto "
                   "opens");

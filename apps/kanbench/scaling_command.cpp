@@ -163,13 +163,9 @@ int run_scaling(const ScalingArgs& a) {
   results.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  const auto path = (fs::path(a.out) / "results.json").string();
-  const auto report = (fs::path(a.out) / "report.html").string();
-  kan::reports::write_results_file(path, results);
-  kan::reports::HtmlReportOptions html;
-  html.results_source = "results.json";
-  html.title = "kanbench data-parallel scaling";
-  kan::reports::write_html_report(report, results, html);
+  std::vector<std::string> write_failures;
+  const auto [path, report] =
+      write_results_and_report(results, a.out, "kanbench data-parallel scaling", write_failures);
 
   for (const auto& s : results.scaling) {
     std::printf("%s on %lld %s rank(s) (%s): %s", s.case_name.c_str(),
@@ -194,6 +190,8 @@ int run_scaling(const ScalingArgs& a) {
     std::printf("\n");
   }
   std::printf("-> %s, %s\n", path.c_str(), report.c_str());
+  if (!write_failures.empty())
+    return 2;
   return kan::reports::run_problems(results).empty() ? 0 : 1;
 }
 

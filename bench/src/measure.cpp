@@ -14,6 +14,8 @@
 namespace kan::bench {
 namespace {
 
+constexpr auto kAggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+
 // A "Vm...:   1234 kB" line of /proc/self/status, in bytes; 0 when unreadable.
 int64_t proc_status_bytes(const std::string& key) {
   std::ifstream in("/proc/self/status");
@@ -61,10 +63,9 @@ PeakMemory::PeakMemory(torch::Device device) : device_(device) {
     torch::cuda::synchronize(device_.index());
     const auto index = device_.has_index() ? device_.index() : c10::cuda::current_device();
     c10::cuda::CUDACachingAllocator::resetPeakStats(index);
-    baseline_ =
-        c10::cuda::CUDACachingAllocator::getDeviceStats(index)
-            .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
-            .current;
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index);
+    baseline_ = stats.allocated_bytes[kAggregate].current;
+    reserved_baseline_ = stats.reserved_bytes[kAggregate].current;
     return;
   }
   // Writing 5 to clear_refs resets the high-water mark VmHWM to the current resident set.
@@ -79,14 +80,21 @@ std::optional<int64_t> PeakMemory::bytes() const {
   if (device_.is_cuda()) {
     const auto index = device_.has_index() ? device_.index() : c10::cuda::current_device();
     const auto peak =
-        c10::cuda::CUDACachingAllocator::getDeviceStats(index)
-            .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
-            .peak;
+        c10::cuda::CUDACachingAllocator::getDeviceStats(index).allocated_bytes[kAggregate].peak;
     return std::max<int64_t>(0, peak - baseline_);
   }
   if (!reset_)
     return std::nullopt;
   return std::max<int64_t>(0, proc_status_bytes("VmHWM") - baseline_);
+}
+
+std::optional<int64_t> PeakMemory::reserved_bytes() const {
+  if (!device_.is_cuda())
+    return std::nullopt;
+  const auto index = device_.has_index() ? device_.index() : c10::cuda::current_device();
+  const auto peak =
+      c10::cuda::CUDACachingAllocator::getDeviceStats(index).reserved_bytes[kAggregate].peak;
+  return std::max<int64_t>(0, peak - reserved_baseline_);
 }
 
 std::string PeakMemory::kind() const {
@@ -96,6 +104,14 @@ std::string PeakMemory::kind() const {
 void release_cuda_cache() {
   if (torch::cuda::is_available())
     c10::cuda::CUDACachingAllocator::emptyCache();
+}
+
+void set_memory_fraction(torch::Device device, double fraction, const std::string& option) {
+  TORCH_CHECK(fraction > 0 && fraction <= 1, option, " must be in (0, 1], got ", fraction);
+  TORCH_CHECK(device.is_cuda(), option, " caps a CUDA device's memory, got ", device.str());
+  TORCH_CHECK(torch::cuda::is_available(), option, " needs a CUDA device; there is none");
+  const auto index = device.has_index() ? device.index() : c10::cuda::current_device();
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, index);
 }
 
 } // namespace kan::bench

@@ -2,10 +2,12 @@
 
 #include "kan/bench/measure.h"
 #include "kan/diagnostics/device_audit.h"
+#include "kan/diagnostics/device_monitor.h"
 #include "kan/diagnostics/environment.h"
 #include "kan/diagnostics/nvtx.h"
 #include "kan/io/clock.h"
 #include "kan/io/text.h"
+#include "kan/reports/statistics.h"
 
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
@@ -81,40 +83,58 @@ double default_time_limit(const std::string& suite) {
 } // namespace
 
 std::vector<Target> resolve_targets(const std::string& devices, torch::Dtype dtype) {
-  std::vector<std::string> names;
-  if (devices == "auto") {
-    names = {"cpu"};
-    if (torch::cuda::is_available())
-      names.push_back("cuda");
-  } else {
-    std::stringstream in(devices);
-    std::string name;
-    while (std::getline(in, name, ',')) {
-      TORCH_CHECK(name == "cpu" || name == "cuda",
-                  "--devices must be auto or a list of cpu and "
-                  "cuda, got '",
-                  devices, "'");
-      if (std::find(names.begin(), names.end(), name) == names.end())
-        names.push_back(name);
-    }
-    TORCH_CHECK(!names.empty(), "--devices names no device: '", devices, "'");
-  }
-  std::vector<Target> targets;
-  bool gpu_runs = false;
-  for (const auto& name : names) {
-    Target t{name, name == "cuda" ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU),
-             dtype, ""};
-    if (name == "cuda" && !torch::cuda::is_available())
+  const int64_t gpus = torch::cuda::is_available() ? torch::cuda::device_count() : 0;
+  auto cuda_target = [&](const std::string& name, int64_t index) {
+    Target t{name, torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index)), dtype, ""};
+    if (gpus == 0)
       t.unavailable =
-          "cuda requested but no CUDA device: " + diagnostics::cuda_unavailable_reason();
-    gpu_runs = gpu_runs || (name == "cuda" && t.unavailable.empty());
-    targets.push_back(t);
+          name + " requested but no CUDA device: " + diagnostics::cuda_unavailable_reason();
+    else if (index >= gpus)
+      t.unavailable = name + " requested but " + std::to_string(gpus) +
+                      " CUDA device(s) are visible (cuda:0 to cuda:" + std::to_string(gpus - 1) +
+                      "; CUDA_VISIBLE_DEVICES decides which)";
+    return t;
+  };
+  std::vector<Target> targets;
+  auto add = [&](Target t) {
+    if (std::none_of(targets.begin(), targets.end(),
+                     [&](const Target& o) { return o.device == t.device; }))
+      targets.push_back(std::move(t));
+  };
+  std::stringstream in(devices == "auto" ? (gpus > 0 ? "cpu,cuda" : "cpu") : devices);
+  std::string name;
+  while (std::getline(in, name, ',')) {
+    const std::string index = name.rfind("cuda:", 0) == 0 ? name.substr(5) : "";
+    if (name == "cpu") {
+      add({"cpu", torch::kCPU, dtype, ""});
+    } else if (name == "cuda") {
+      add(cuda_target("cuda", 0));
+    } else if (index == "all") {
+      if (gpus == 0)
+        add(cuda_target(name, 0));
+      for (int64_t i = 0; i < gpus; ++i)
+        add(cuda_target("cuda:" + std::to_string(i), i));
+    } else {
+      TORCH_CHECK(!index.empty() && index.size() <= 4 &&
+                      std::all_of(index.begin(), index.end(), ::isdigit),
+                  "--devices must be auto or a list of cpu, cuda, cuda:N and cuda:all, got '",
+                  devices, "'");
+      add(cuda_target(name, std::stoll(index)));
+    }
   }
-  if (!gpu_runs && names.front() == "cpu") {
+  TORCH_CHECK(!targets.empty(), "--devices names no device: '", devices, "'");
+  const bool gpu_runs = std::any_of(targets.begin(), targets.end(), [](const Target& t) {
+    return t.device.is_cuda() && t.unavailable.empty();
+  });
+  if (!gpu_runs && targets.front().name == "cpu") {
     const auto other = dtype == torch::kFloat64 ? torch::kFloat32 : torch::kFloat64;
     targets.push_back({"cpu-" + kan::to_string(other), torch::kCPU, other, ""});
   }
   return targets;
+}
+
+StopOnNoise StopOnNoise::defaults_for(const std::string& suite) {
+  return {0.02, suite == "quick" ? 0.5 : suite == "full" ? 30.0 : 5.0, 200};
 }
 
 ParityTolerances parity_tolerances(torch::Dtype less_precise, Optimizer opt) {
@@ -156,7 +176,21 @@ public:
         memory_(target.device),
         tracer_(diagnostics::CuptiTracerOptions()
                     .enabled(instrumentation.cupti && target.device.is_cuda())
-                    .keep_records(instrumentation.keep_trace)) {}
+                    .keep_records(instrumentation.keep_trace)) {
+    if (inst_.monitor_interval_seconds <= 0)
+      return;
+    const auto options =
+        diagnostics::DeviceMonitorOptions().interval_seconds(inst_.monitor_interval_seconds);
+    if (!target.device.is_cuda()) {
+      monitor_.emplace(diagnostics::DeviceMonitor::process_cpu(options));
+      return;
+    }
+    // NVML finds the GPU by its PCI bus id: its own indices ignore CUDA_VISIBLE_DEVICES.
+    std::string reason;
+    nvml_ = diagnostics::load_nvml(&reason);
+    bus_id_ = diagnostics::cuda_pci_bus_id(target.device.index());
+    monitor_.emplace(diagnostics::DeviceMonitor::gpu(nvml_, bus_id_, options, reason));
+  }
 
   void step_begins(int64_t step) {
     if (step % w_.steps_per_epoch() == 0) {
@@ -165,6 +199,12 @@ public:
                                              std::to_string(epoch));
       if (timed(epoch) && target_.device.is_cuda())
         tracer_.start();
+      if (timed(epoch) && monitor_ && !monitor_->running()) {
+        // After the warm-up: a GPU whose clock is still below its maximum is worth a warning.
+        if (nvml_)
+          clock_warning_ = diagnostics::gpu_clock_warning(*nvml_, bus_id_);
+        monitor_->start();
+      }
       timer_.start();
     }
     step_range_.emplace("step", step);
@@ -190,11 +230,17 @@ public:
     return epoch;
   }
 
-  // After training (before evaluation adds its own allocations): peak memory, GPU activity,
-  // and the kept kernel and copy records for --trace.
+  // After training (which includes one evaluation of the test set, between two epochs): peak
+  // memory, GPU activity, and the kept kernel and copy records for --trace.
   void finish() {
+    if (monitor_) {
+      result_.monitoring = monitor_->stop();
+      if (clock_warning_)
+        result_.monitoring->findings.push_back(*clock_warning_);
+    }
     result_.peak_memory_bytes = memory_.bytes();
     result_.memory_kind = memory_.kind();
+    result_.peak_reserved_bytes = memory_.reserved_bytes();
     if (target_.device.is_cuda())
       result_.gpu_activity = tracer_.gpu_activity();
     if (inst_.keep_trace) {
@@ -215,6 +261,10 @@ private:
   EpochTimer timer_;
   PeakMemory memory_;
   diagnostics::CuptiTracer tracer_;
+  std::shared_ptr<diagnostics::NvmlApi> nvml_;
+  std::string bus_id_;
+  std::optional<diagnostics::DeviceMonitor> monitor_;
+  std::optional<std::string> clock_warning_;
   std::optional<diagnostics::TraceRangeScope> epoch_range_;
   std::optional<diagnostics::NvtxRange> step_range_;
 };
@@ -255,15 +305,17 @@ void clear_measurements(reports::CaseResult& r) {
   r.final_accuracy.reset();
   r.peak_memory_bytes.reset();
   r.memory_kind.reset();
+  r.peak_reserved_bytes.reset();
+  r.epoch_cv.reset();
+  r.cv_target.reset();
+  r.cv_target_met.reset();
+  r.monitoring.reset();
 }
 
-// The trained model's final metric, loss curves and (where the workload asks) activations.
-void record_training(reports::CaseResult& r, const Workload& w, KAN& model, const Dataset& data,
-                     const FitHistory& history) {
-  for (const auto& e : history.epochs) {
-    r.train_loss_per_epoch.push_back(e.train_loss);
-    r.test_loss_per_epoch.push_back(e.test_loss);
-  }
+// The model's metric on the test set (and, where the workload asks, its activations) after the
+// workload's own epochs: the figures parity compares, whatever stop-on-noise adds afterwards.
+void record_final_metric(reports::CaseResult& r, const Workload& w, KAN& model,
+                         const Dataset& data) {
   const auto final = evaluate(model, data, w.loss);
   if (w.plot_activations)
     r.activations = activation_curves(model);
@@ -271,6 +323,14 @@ void record_training(reports::CaseResult& r, const Workload& w, KAN& model, cons
     r.final_test_rmse = final.test_rmse;
   else
     r.final_accuracy = final.test_accuracy;
+}
+
+// The loss curves of every epoch trained, and the epoch statistics.
+void record_training(reports::CaseResult& r, const FitHistory& history) {
+  for (const auto& e : history.epochs) {
+    r.train_loss_per_epoch.push_back(e.train_loss);
+    r.test_loss_per_epoch.push_back(e.test_loss);
+  }
   reports::fill_epoch_statistics(r);
 }
 
@@ -278,7 +338,7 @@ void record_training(reports::CaseResult& r, const Workload& w, KAN& model, cons
 
 reports::CaseResult run_case(const Workload& w, const Target& target, double time_limit_seconds,
                              const std::function<void(int64_t, int64_t)>& on_epoch,
-                             Instrumentation* instrumentation) {
+                             Instrumentation* instrumentation, const StopOnNoise& noise) {
   auto r = new_case_result(w, target, time_limit_seconds);
   if (!target.unavailable.empty()) {
     r.status = reports::CaseStatus::kSkipped;
@@ -298,24 +358,46 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
 
     Instrumentation local;
     EpochMeasurement measurement(w, target, instrumentation ? *instrumentation : local, r);
-    const int64_t epochs = w.warmup_epochs + w.epochs;
-    auto options = w.fit_options();
+    // The workload's epochs always run; stop-on-noise may add more, up to its caps.
+    const bool on_noise = noise.cv_target > 0;
+    const int64_t least = w.warmup_epochs + w.epochs;
+    const int64_t most = on_noise ? w.warmup_epochs + std::max(w.epochs, noise.max_epochs) : least;
+    auto options = w.fit_options().steps(most * w.steps_per_epoch());
+    bool measured_enough = false;
     options.on_step_begin(
         [&](int64_t step, torch::optim::Optimizer&) { measurement.step_begins(step); });
     options.on_step([&](const StepRecord& record, int64_t) {
       const int64_t epoch = measurement.step_ends(record.step);
       if (epoch == 0)
         return;
-      if (on_epoch)
-        on_epoch(epoch, epochs);
-      if (seconds_since(start) > time_limit_seconds && epoch < epochs)
-        throw CaseTimeout{time_limit_seconds, epoch};
+      if (on_epoch) // the least epochs until stop-on-noise adds one
+        on_epoch(epoch, std::max(least, epoch));
+      const bool past_limit = seconds_since(start) > time_limit_seconds;
+      if (epoch < least) {
+        if (past_limit)
+          throw CaseTimeout{time_limit_seconds, epoch};
+        return;
+      }
+      if (epoch == least) // between timed epochs: evaluation is not timed
+        record_final_metric(r, w, model, data);
+      const auto cv = reports::coefficient_of_variation(r.epoch_seconds);
+      double timed = 0;
+      for (double seconds : r.epoch_seconds)
+        timed += seconds;
+      measured_enough =
+          !on_noise || (cv && *cv <= noise.cv_target) || timed >= noise.max_seconds || past_limit;
     });
+    options.stop_early([&](const StepRecord&) { return measured_enough; });
     // A device-mismatch error names the misplaced tensors instead of LibTorch's bare message.
     FitHistory history;
     diagnostics::diagnose_device_errors([&] { history = fit(model, data, options); }, audit);
     measurement.finish();
-    record_training(r, w, model, data, history);
+    record_training(r, history);
+    r.epoch_cv = reports::coefficient_of_variation(r.epoch_seconds);
+    if (on_noise) {
+      r.cv_target = noise.cv_target;
+      r.cv_target_met = r.epoch_cv && *r.epoch_cv <= noise.cv_target;
+    }
     if (!r.median_epoch_seconds) {
       r.status = reports::CaseStatus::kFailed;
       r.reason = "no timed epoch";
@@ -381,10 +463,14 @@ reports::Comparison compare_targets(const Workload& w, const Target& a, const Ta
   check("max_rel_grad_diff", c.max_rel_grad_diff, tol.grad_rel);
 
   // Training: the per-epoch loss curves and the final metric.
-  if (!ra.train_loss_per_epoch.empty() &&
-      ra.train_loss_per_epoch.size() == rb.train_loss_per_epoch.size()) {
+  // Over the workload's own epochs, as the final metric: stop-on-noise's further epochs time the
+  // training but do not widen the comparison (each one amplifies rounding, and the tolerances
+  // are for the workload's epochs).
+  const size_t common = std::min({ra.train_loss_per_epoch.size(), rb.train_loss_per_epoch.size(),
+                                  static_cast<size_t>(w.warmup_epochs + w.epochs)});
+  if (common > 0) {
     double worst = 0;
-    for (size_t i = 0; i < ra.train_loss_per_epoch.size(); ++i) {
+    for (size_t i = 0; i < common; ++i) {
       const double la = ra.train_loss_per_epoch[i], lb = rb.train_loss_per_epoch[i];
       worst = std::max(worst, std::abs(la - lb) / std::max(std::abs(la), 1e-30));
     }
@@ -451,6 +537,14 @@ reports::RunConfig run_config(const SuiteOptions& o, const std::vector<Target>& 
     config.trace = o.trace_file;
   if (!o.model.empty())
     config.extra = {{"model", o.model}, {"data", o.data.empty() ? "synthetic" : o.data}};
+  config.extra["cv_target"] = o.cv_target;
+  if (o.cv_max_seconds > 0)
+    config.extra["cv_max_seconds"] = o.cv_max_seconds;
+  if (o.memory_fraction > 0)
+    config.extra["memory_fraction"] = o.memory_fraction;
+  if (o.empty_cache)
+    config.extra["empty_cache"] = true;
+  config.extra["monitor_interval_seconds"] = o.monitor_interval_seconds;
   return config;
 }
 
@@ -566,7 +660,25 @@ reports::Results run_suite(const SuiteOptions& o) {
   Instrumentation instrumentation;
   instrumentation.cupti = o.cupti;
   instrumentation.keep_trace = !o.trace_file.empty();
+  TORCH_CHECK(o.monitor_interval_seconds >= 0 && std::isfinite(o.monitor_interval_seconds),
+              "--monitor-interval must be a number of seconds >= 0, got ",
+              o.monitor_interval_seconds);
+  instrumentation.monitor_interval_seconds = o.monitor_interval_seconds;
   ProgressReporter progress(o, static_cast<int64_t>(workloads.size() * targets.size()));
+  TORCH_CHECK(o.cv_target >= 0 && o.cv_target < 1, "--cv-target must be in [0, 1), got ",
+              o.cv_target);
+  TORCH_CHECK(o.cv_max_seconds >= 0 && std::isfinite(o.cv_max_seconds),
+              "--cv-max-time must be a number of seconds >= 0, got ", o.cv_max_seconds);
+  auto noise = StopOnNoise::defaults_for(o.suite);
+  noise.cv_target = o.cv_target;
+  if (o.cv_max_seconds > 0)
+    noise.max_seconds = o.cv_max_seconds;
+  TORCH_CHECK(o.memory_fraction == 0 || (o.memory_fraction > 0 && o.memory_fraction <= 1),
+              "--memory-fraction must be in (0, 1], got ", o.memory_fraction);
+  if (o.memory_fraction != 0)
+    for (const auto& t : targets)
+      if (t.device.is_cuda() && t.unavailable.empty())
+        set_memory_fraction(t.device, o.memory_fraction);
 
   reports::Results results;
   results.environment = diagnostics::collect_environment();
@@ -575,9 +687,11 @@ reports::Results run_suite(const SuiteOptions& o) {
     std::vector<reports::CaseResult> per_target;
     for (const auto& t : targets) {
       progress.case_begins(w, t);
+      if (o.empty_cache)
+        release_cuda_cache();
       per_target.push_back(run_case(
           w, t, limit, [&](int64_t epoch, int64_t epochs) { progress.epoch_ends(epoch, epochs); },
-          &instrumentation));
+          &instrumentation, noise));
       progress.case_ends();
       results.cases.push_back(per_target.back());
     }

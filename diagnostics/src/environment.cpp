@@ -225,13 +225,25 @@ reports::Environment collect_environment() {
                             "Unset OMP_NUM_THREADS (or set it to " + std::to_string(env.cpu_cores) +
                                 ") for CPU timings that use the whole machine."});
   }
-  double load = 0;
-  if (std::ifstream("/proc/loadavg") >> load; load > static_cast<double>(env.cpu_cores)) {
+  if (double load = 0; std::ifstream("/proc/loadavg") >> load)
+    env.load_average = load;
+  if (env.load_average && *env.load_average > static_cast<double>(env.cpu_cores)) {
+    const double load = *env.load_average;
     char text[160];
     std::snprintf(text, sizeof text, "the machine is busy: load average %.1f on %lld usable CPUs",
                   load, static_cast<long long>(env.cpu_cores));
     env.problems.push_back({text, "Run timings on an idle machine; CPU epoch times (and LibTorch's "
                                   "spinning OpenMP threads) suffer from other processes."});
+  }
+  // Another governor than "performance" lets the clock drift with load during a timing.
+  if (std::string governor;
+      std::ifstream("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor") >> governor) {
+    env.cpu_governor = governor;
+    if (governor != "performance")
+      env.problems.push_back(
+          {"the CPU frequency governor is \"" + governor + "\", not \"performance\"",
+           "For stable CPU timings: sudo cpupower frequency-set -g performance (or write "
+           "performance to /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor)."});
   }
 #ifdef KAN_HAS_NVTX
   env.nvtx_available = true;
@@ -259,6 +271,7 @@ std::string to_text(const reports::Environment& e) {
   line("CUDA usable", e.cuda_available ? "yes" : "no: " + e.cuda_unavailable_reason);
   line("CUDA_VISIBLE_DEVICES",
        e.cuda_visible_devices ? "'" + *e.cuda_visible_devices + "'" : "(unset)");
+  line("CUDA devices", std::to_string(e.cuda_devices.size()));
   for (const auto& d : e.cuda_devices) {
     char memory[96];
     std::snprintf(memory, sizeof memory, "%.1f GiB total, %.1f GiB free",
@@ -270,6 +283,12 @@ std::string to_text(const reports::Environment& e) {
   line("CPU", e.cpu_model);
   line("CPUs usable", std::to_string(e.cpu_cores));
   line("LibTorch threads", std::to_string(e.torch_threads));
+  line("CPU governor", e.cpu_governor.value_or("(not exposed)"));
+  if (e.load_average) {
+    char load[32];
+    std::snprintf(load, sizeof load, "%.2f", *e.load_average);
+    line("load average", load);
+  }
   line("NVTX3 ranges", yes_no(e.nvtx_available));
   line("CUPTI", yes_no(e.cupti_available));
   for (const auto& p : e.problems)

@@ -520,6 +520,8 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
       history.epochs.push_back(*epoch);
     if (o.on_step())
       o.on_step()(record, o.steps());
+    if (o.stop_early() && o.stop_early()(record))
+      break;
   }
   history.seconds = seconds_since(start);
   return history;

@@ -330,6 +330,80 @@ json chart_data(const Results& r) {
          {"datasets", datasets}});
   }
 
+  if (r.sweep && !r.sweep->points.empty()) {
+    // Throughput against batch size, log axes, one line per case and target; each crossover a
+    // dashed vertical line across the measured range.
+    std::vector<std::pair<std::string, std::string>> series;
+    double low = 0, high = 0;
+    for (const auto& p : r.sweep->points) {
+      if (std::find(series.begin(), series.end(), std::pair{p.case_name, p.target}) == series.end())
+        series.emplace_back(p.case_name, p.target);
+      if (p.samples_per_second) {
+        low = low == 0 ? *p.samples_per_second : std::min(low, *p.samples_per_second);
+        high = std::max(high, *p.samples_per_second);
+      }
+    }
+    const bool one_case = std::all_of(series.begin(), series.end(), [&](const auto& s) {
+      return s.first == series.front().first;
+    });
+    json datasets = json::array();
+    for (const auto& [case_name, target] : series) {
+      json points = json::array();
+      for (const auto& p : r.sweep->points)
+        if (p.case_name == case_name && p.target == target && p.samples_per_second)
+          points.push_back({p.batch, *p.samples_per_second});
+      datasets.push_back(
+          {{"label", one_case ? target : case_name + " on " + target}, {"points", points}});
+    }
+    for (const auto& c : r.sweep->crossovers)
+      if (c.batch && high > 0)
+        datasets.push_back({{"label", c.case_name + ": " + c.b + " overtakes " + c.a},
+                            {"points", {{*c.batch, low}, {*c.batch, high}}},
+                            {"dashed", true}});
+    add({{"id", "chart-sweep"},
+         {"kind", "xy"},
+         {"title", "Throughput against batch size (samples/s, log axes)"},
+         {"x_label", "batch size"},
+         {"y_label", "samples/s"},
+         {"log_x", true},
+         {"log_y", true},
+         {"datasets", datasets}});
+  }
+
+  // What the devices did during the timed epochs: GPU utilisation (NVML) and the process's CPU
+  // utilisation, one line per case and target, against seconds since timing started.
+  for (const auto& [id, metric, title, y_label] :
+       {std::tuple{"chart-monitor-gpu", "gpu_utilization_percent",
+                   "GPU utilisation during the timed epochs (NVML)", "GPU busy, %"},
+        std::tuple{"chart-monitor-cpu", "cpu_utilization_percent",
+                   "Process CPU utilisation during the timed epochs (100 % = one core)",
+                   "CPU, %"}}) {
+    json datasets = json::array();
+    for (const auto& c : r.cases) {
+      if (!c.monitoring)
+        continue;
+      json points = json::array();
+      for (const auto& sample : c.monitoring->samples) {
+        const auto& value = std::string(metric) == "gpu_utilization_percent"
+                                ? sample.gpu_utilization_percent
+                                : sample.cpu_utilization_percent;
+        if (value)
+          points.push_back({sample.seconds, *value});
+      }
+      if (points.size() >= 2)
+        datasets.push_back({{"label", c.name + " on " + c.target}, {"points", points}});
+    }
+    if (!datasets.empty())
+      add({{"id", id},
+           {"kind", "xy"},
+           {"title", title},
+           {"x_label", "seconds since the first timed epoch"},
+           {"y_label", y_label},
+           {"log_x", false},
+           {"log_y", false},
+           {"datasets", datasets}});
+  }
+
   add(grouped_bars(
       r, "chart-memory", "Peak memory per case and target", "MiB",
       [](const CaseResult& c) -> std::optional<double> {
@@ -542,17 +616,25 @@ std::string cases_section(const Results& r) {
          status_cell(to_string(c.status)), e(c.reason), seconds_or_dash(c.median_epoch_seconds),
          seconds_or_dash(c.iqr_epoch_seconds), f.times ? io::format_seconds(f.times->min) : "-",
          f.times ? io::format_seconds(f.times->max) : "-", std::to_string(c.epoch_seconds.size()),
+         or_dash(c.epoch_cv, [](double v) { return number(v * 100, 3) + "%"; }) +
+             (c.cv_target ? " <small>target " + number(*c.cv_target * 100, 3) + "%" +
+                                (c.cv_target_met.value_or(false) ? " met" : " not met") + "</small>"
+                          : ""),
          or_dash(c.steps_per_second, [](double v) { return number(v); }),
          or_dash(c.samples_per_second, [](double v) { return number(v); }),
          or_dash(c.peak_memory_bytes, [](int64_t v) { return bytes(static_cast<double>(v)); }) +
-             (c.memory_kind ? " <small>" + e(*c.memory_kind) + "</small>" : ""),
+             (c.memory_kind ? " <small>" + e(*c.memory_kind) + "</small>" : "") +
+             (c.peak_reserved_bytes
+                  ? " <small>reserved " + bytes(static_cast<double>(*c.peak_reserved_bytes)) +
+                        "</small>"
+                  : ""),
          metric, or_dash(c.threads, [](int64_t v) { return std::to_string(v); }),
          f.busy ? number(*f.busy * 100, 3) + "%" : "-"});
   }
   return "<section id=\"cases\"><h2>Cases</h2>\n" +
          detail::html_table("cases-table",
                             {"case", "target", "device", "dtype", "backend", "status", "reason",
-                             "median epoch", "IQR", "min", "max", "repetitions", "steps/s",
+                             "median epoch", "IQR", "min", "max", "repetitions", "CV", "steps/s",
                              "samples/s", "peak memory", "final metric", "threads", "GPU busy"},
                             rows) +
          "</section>\n";
@@ -634,6 +716,99 @@ std::string scaling_section(const Results& r) {
                              "collectives per step", "bytes per step", "max rel loss diff",
                              "reason"},
                             rows) +
+         "</section>\n";
+}
+
+std::string monitoring_section(const Results& r) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> warnings;
+  for (const auto& c : r.cases) {
+    if (!c.monitoring)
+      continue;
+    const auto& m = *c.monitoring;
+    auto figure = [&](const char* metric, double scale, const char* unit) {
+      const auto it = m.summary.find(metric);
+      if (it == m.summary.end())
+        return std::string("-");
+      return number(it->second.mean * scale, 3) + " / " + number(it->second.max * scale, 3) + unit;
+    };
+    std::string throttling;
+    for (const auto& reason : m.throttle_reasons)
+      throttling += (throttling.empty() ? "" : ", ") + e(reason);
+    rows.push_back(
+        {e(c.name), e(c.target), e(m.source), m.available ? std::to_string(m.samples.size()) : "-",
+         figure("gpu_utilization_percent", 1, " %"), figure("memory_utilization_percent", 1, " %"),
+         figure("memory_used_bytes", 1.0 / (1 << 20), " MiB"), figure("sm_clock_mhz", 1, " MHz"),
+         figure("power_watts", 1, " W"), figure("temperature_celsius", 1, " &deg;C"),
+         figure("cpu_utilization_percent", 1, " %"), throttling.empty() ? "-" : throttling,
+         m.available ? "" : e(m.reason)});
+    for (const auto& finding : m.findings)
+      warnings.push_back(e(c.name) + " on " + e(c.target) + ": " + e(finding));
+  }
+  if (rows.empty())
+    return "";
+  std::string html = "<section id=\"monitoring\"><h2>What the devices did</h2>\n"
+                     "<p>Sampled during the timed epochs (mean / max): NVML on a GPU, the "
+                     "process's CPU time on the CPU. A figure the device could not report is "
+                     "&ldquo;-&rdquo;, never 0. These findings are warnings, not failures.</p>\n";
+  if (!warnings.empty()) {
+    html += "<ul class=\"warnings\">";
+    for (const auto& w : warnings)
+      html += "<li>warning: " + w + "</li>";
+    html += "</ul>\n";
+  }
+  return html +
+         detail::html_table("monitoring-table",
+                            {"case", "target", "source", "samples", "GPU busy", "memory busy",
+                             "memory used", "SM clock", "power", "temperature", "CPU",
+                             "throttled by", "not monitored because"},
+                            rows) +
+         "</section>\n";
+}
+
+std::string sweep_section(const Results& r) {
+  if (!r.sweep)
+    return "";
+  const auto& s = *r.sweep;
+  auto count = [](const std::optional<int64_t>& v) {
+    return or_dash(v, [](int64_t x) { return std::to_string(x); });
+  };
+  std::string html = "<section id=\"sweep\"><h2>Batch-size sweep</h2>\n"
+                     "<p>Throughput (training samples per second, from the median epoch) of each "
+                     "workload at each batch size on each target. A target saturates where its "
+                     "throughput comes within 10 % of its best.</p>\n";
+  if (!s.crossovers.empty()) {
+    html += "<ul class=\"crossovers\">";
+    for (const auto& c : s.crossovers)
+      html += "<li>" + e(c.case_name) + ": " + e(c.message) + "</li>";
+    html += "</ul>\n";
+  }
+  std::vector<std::vector<std::string>> targets;
+  for (const auto& t : s.targets)
+    targets.push_back(
+        {e(t.case_name), e(t.target), count(t.best_batch),
+         or_dash(t.best_samples_per_second, [](double v) { return number(v); }),
+         count(t.saturation_batch), count(t.max_batch),
+         t.max_batch_attempts.empty() ? "-" : std::to_string(t.max_batch_attempts.size()),
+         e(t.max_batch_reason)});
+  html += detail::html_table("sweep-targets-table",
+                             {"case", "target", "best batch", "best samples/s", "saturation batch",
+                              "max batch", "search attempts", "note"},
+                             targets);
+  std::vector<std::vector<std::string>> points;
+  for (const auto& p : s.points)
+    points.push_back(
+        {e(p.case_name), e(p.target), std::to_string(p.batch), status_cell(to_string(p.status)),
+         seconds_or_dash(p.median_epoch_seconds),
+         or_dash(p.samples_per_second, [](double v) { return number(v); }),
+         or_dash(p.epoch_cv, [](double v) { return number(v * 100, 3) + "%"; }),
+         or_dash(p.peak_memory_bytes, [](int64_t v) { return bytes(static_cast<double>(v)); }),
+         e(p.reason)});
+  return html +
+         detail::html_table("sweep-table",
+                            {"case", "target", "batch", "status", "median epoch", "samples/s", "CV",
+                             "peak memory", "reason"},
+                            points) +
          "</section>\n";
 }
 
@@ -731,6 +906,8 @@ std::string environment_section(const Environment& env) {
       {"CPU", text(env.cpu_model)},
       {"CPU cores", std::to_string(env.cpu_cores)},
       {"LibTorch threads", std::to_string(env.torch_threads)},
+      {"CPU governor", env.cpu_governor ? e(*env.cpu_governor) : "not exposed"},
+      {"load average", env.load_average ? number(*env.load_average) : "-"},
       {"NVTX", env.nvtx_available ? "built in" : "not built in"},
       {"CUPTI", env.cupti_available ? "built in" : "not built in"}};
   for (const auto& d : env.cuda_devices)
@@ -805,7 +982,9 @@ std::string render_html_report(const Results& results, const HtmlReportOptions& 
   html += cases_section(results);
   html += comparisons_section(results);
   html += edge_cases_section(results);
+  html += monitoring_section(results);
   html += scaling_section(results);
+  html += sweep_section(results);
   html += audit_section(results);
   if (baseline)
     html += baseline_section(*baseline, options.baseline_source);

@@ -70,6 +70,22 @@
         }
       };
     }
+    if (spec.kind === 'xy') {
+      // Lines through [x, y] points on numeric (optionally logarithmic) axes.
+      options.scales = { x: axis(spec.x_label, spec.log_x ? 'logarithmic' : 'linear'),
+                         y: axis(spec.y_label, spec.log_y ? 'logarithmic' : 'linear') };
+      return {
+        type: 'scatter', options: options,
+        data: {
+          datasets: spec.datasets.map(function (d, i) {
+            var color = d.dashed ? '#444' : palette[i % palette.length];
+            return { label: d.label, showLine: true, borderColor: color, backgroundColor: color,
+                     borderDash: d.dashed ? [6, 4] : [], pointRadius: d.dashed ? 0 : 3,
+                     data: d.points.map(function (p) { return { x: p[0], y: p[1] }; }) };
+          })
+        }
+      };
+    }
     // A curve phi(x); with `fit`, phi as points and the fit as a line (a symbolic edge).
     options.plugins.title.font = { size: 11 };
     options.scales = { x: { type: 'linear', ticks: { maxTicksLimit: 5 } },

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <random>
 #include <tuple>
 
@@ -69,8 +70,9 @@ auto tie(const CaseResult& c) {
                   c.final_test_rmse, c.final_accuracy, c.backend, c.threads, c.warmup_epochs,
                   c.min_epoch_seconds, c.max_epoch_seconds, c.steps_per_epoch, c.samples_per_epoch,
                   c.steps_per_second, c.samples_per_second, c.timer, c.memory_kind,
+                  c.peak_reserved_bytes, c.epoch_cv, c.cv_target, c.cv_target_met,
                   c.train_loss_per_epoch, c.test_loss_per_epoch, c.config, c.gpu_activity,
-                  c.audit_findings, c.activations);
+                  c.monitoring, c.audit_findings, c.activations);
 }
 auto tie(const Comparison& c) {
   return std::tie(c.case_name, c.a, c.b, c.speedup, c.max_abs_output_diff, c.max_rel_loss_diff,
@@ -88,13 +90,28 @@ auto tie(const ScalingResult& s) {
                   s.collectives_per_step, s.bytes_per_step, s.train_loss_per_epoch,
                   s.max_rel_loss_diff);
 }
+auto tie(const SweepPoint& p) {
+  return std::tie(p.case_name, p.target, p.device, p.dtype, p.batch, p.status, p.reason,
+                  p.epoch_seconds, p.median_epoch_seconds, p.samples_per_second, p.epoch_cv,
+                  p.peak_memory_bytes);
+}
+auto tie(const SweepTarget& t) {
+  return std::tie(t.case_name, t.target, t.best_batch, t.best_samples_per_second,
+                  t.saturation_batch, t.max_batch, t.max_batch_attempts, t.max_batch_reason);
+}
+auto tie(const Crossover& c) {
+  return std::tie(c.case_name, c.a, c.b, c.batch, c.message);
+}
+auto tie(const Sweep& s) {
+  return std::tie(s.batches, s.points, s.targets, s.crossovers);
+}
 auto tie(const RunConfig& c) {
   return std::tie(c.suite, c.devices, c.repeat, c.warmup, c.cases, c.seed, c.time_limit_seconds,
                   c.cupti, c.trace, c.out, c.extra);
 }
 auto tie(const Results& r) {
   return std::tie(r.schema_version, r.run_id, r.environment, r.config, r.cases, r.comparisons,
-                  r.edge_cases, r.scaling, r.wall_seconds);
+                  r.edge_cases, r.scaling, r.sweep, r.wall_seconds);
 }
 auto tie(const CudaDevice& d) {
   return std::tie(d.index, d.name, d.compute_capability, d.multiprocessors, d.total_memory_bytes,
@@ -108,7 +125,7 @@ auto tie(const Environment& e) {
                   e.cuda_build_version, e.cudnn_build_version, e.cuda_runtime_version,
                   e.cuda_driver_version, e.cuda_available, e.cuda_unavailable_reason,
                   e.cuda_visible_devices, e.cuda_devices, e.cpu_model, e.cpu_cores, e.torch_threads,
-                  e.nvtx_available, e.cupti_available, e.problems);
+                  e.nvtx_available, e.cupti_available, e.cpu_governor, e.load_average, e.problems);
 }
 } // namespace
 
@@ -134,6 +151,18 @@ bool EdgeCaseResult::operator==(const EdgeCaseResult& o) const {
   return tie(*this) == tie(o);
 }
 bool ScalingResult::operator==(const ScalingResult& o) const {
+  return tie(*this) == tie(o);
+}
+bool SweepPoint::operator==(const SweepPoint& o) const {
+  return tie(*this) == tie(o);
+}
+bool SweepTarget::operator==(const SweepTarget& o) const {
+  return tie(*this) == tie(o);
+}
+bool Crossover::operator==(const Crossover& o) const {
+  return tie(*this) == tie(o);
+}
+bool Sweep::operator==(const Sweep& o) const {
   return tie(*this) == tie(o);
 }
 bool RunConfig::operator==(const RunConfig& o) const {
@@ -264,6 +293,93 @@ void fill_scaling_comparisons(std::vector<ScalingResult>& scaling) {
       }
       s.max_rel_loss_diff = worst;
     }
+  }
+}
+
+namespace {
+
+// Throughput per batch of one target of one case, from its measured points.
+std::map<int64_t, double> throughput_by_batch(const Sweep& sweep, const std::string& case_name,
+                                              const std::string& target) {
+  std::map<int64_t, double> by_batch;
+  for (const auto& p : sweep.points)
+    if (p.case_name == case_name && p.target == target && p.status == CaseStatus::kOk &&
+        p.samples_per_second)
+      by_batch[p.batch] = *p.samples_per_second;
+  return by_batch;
+}
+
+Crossover crossover_of(const Sweep& sweep, const std::string& case_name, const std::string& a,
+                       const std::string& b) {
+  Crossover c{case_name, a, b, std::nullopt, ""};
+  const auto ta = throughput_by_batch(sweep, case_name, a);
+  const auto tb = throughput_by_batch(sweep, case_name, b);
+  std::vector<int64_t> both;
+  for (const auto& [batch, rate] : tb)
+    if (ta.count(batch))
+      both.push_back(batch);
+  if (both.empty()) {
+    c.message = "no batch size measured on both " + a + " and " + b;
+    return c;
+  }
+  // Walk down from the largest common batch while b stays at least as fast.
+  for (auto it = both.rbegin(); it != both.rend() && tb.at(*it) >= ta.at(*it); ++it)
+    c.batch = *it;
+  const auto largest = std::to_string(both.back());
+  if (!c.batch)
+    c.message = b + " does not overtake " + a + " (up to batch " + largest + ")";
+  else if (*c.batch == both.front())
+    c.message = b + " is at least as fast as " + a + " at every batch size (" +
+                std::to_string(both.front()) + " to " + largest + ")";
+  else
+    c.message = b + " overtakes " + a + " from batch " + std::to_string(*c.batch);
+  return c;
+}
+
+} // namespace
+
+void fill_sweep_summaries(Sweep& sweep) {
+  // Targets in the order their cases' points first appear.
+  std::vector<std::pair<std::string, std::string>> order;
+  for (const auto& p : sweep.points)
+    if (std::find(order.begin(), order.end(), std::pair{p.case_name, p.target}) == order.end())
+      order.emplace_back(p.case_name, p.target);
+  std::vector<SweepTarget> targets;
+  for (const auto& [case_name, target] : order) {
+    SweepTarget t;
+    for (const auto& old : sweep.targets)
+      if (old.case_name == case_name && old.target == target)
+        t = old; // keeps the max-batch search
+    t.case_name = case_name;
+    t.target = target;
+    t.best_batch = t.saturation_batch = std::nullopt;
+    t.best_samples_per_second = std::nullopt;
+    const auto rates = throughput_by_batch(sweep, case_name, target);
+    for (const auto& [batch, rate] : rates)
+      if (!t.best_samples_per_second || rate > *t.best_samples_per_second) {
+        t.best_batch = batch;
+        t.best_samples_per_second = rate;
+      }
+    for (const auto& [batch, rate] : rates)
+      if (rate >= 0.9 * *t.best_samples_per_second) {
+        t.saturation_batch = batch;
+        break;
+      }
+    targets.push_back(std::move(t));
+  }
+  sweep.targets = std::move(targets);
+  sweep.crossovers.clear();
+  for (size_t i = 0; i < sweep.targets.size(); ++i) {
+    const auto& first = sweep.targets[i];
+    const bool is_first =
+        std::none_of(sweep.targets.begin(), sweep.targets.begin() + i,
+                     [&](const SweepTarget& t) { return t.case_name == first.case_name; });
+    if (!is_first)
+      continue;
+    for (size_t j = i + 1; j < sweep.targets.size(); ++j)
+      if (sweep.targets[j].case_name == first.case_name)
+        sweep.crossovers.push_back(
+            crossover_of(sweep, first.case_name, first.target, sweep.targets[j].target));
   }
 }
 

@@ -50,6 +50,36 @@ json to_json(const GpuActivity& g) {
   return {{"traced", g.traced}, {"reason", g.reason}, {"epochs", epochs}};
 }
 
+json to_json(const MonitorSample& m) {
+  json j{{"seconds", m.seconds}};
+  put_optional(j, "gpu_utilization_percent", m.gpu_utilization_percent);
+  put_optional(j, "memory_utilization_percent", m.memory_utilization_percent);
+  put_optional(j, "memory_used_bytes", m.memory_used_bytes);
+  put_optional(j, "sm_clock_mhz", m.sm_clock_mhz);
+  put_optional(j, "power_watts", m.power_watts);
+  put_optional(j, "temperature_celsius", m.temperature_celsius);
+  put_optional(j, "throttle_reasons", m.throttle_reasons);
+  put_optional(j, "cpu_utilization_percent", m.cpu_utilization_percent);
+  return j;
+}
+
+json to_json(const DeviceMonitoring& m) {
+  json samples = json::array(), summary = json::object();
+  for (const auto& s : m.samples)
+    samples.push_back(to_json(s));
+  for (const auto& [metric, s] : m.summary)
+    summary[metric] = {{"mean", s.mean}, {"max", s.max}};
+  json j{{"source", m.source},
+         {"available", m.available},
+         {"interval_seconds", m.interval_seconds},
+         {"samples", samples},
+         {"summary", summary}};
+  put_nonempty(j, "reason", m.reason);
+  put_nonempty(j, "throttle_reasons", m.throttle_reasons);
+  put_nonempty(j, "findings", m.findings);
+  return j;
+}
+
 json to_json(const ActivationCurve& c) {
   return {{"layer", c.layer}, {"input", c.input}, {"output", c.output}, {"x", c.x}, {"y", c.y}};
 }
@@ -79,12 +109,18 @@ json to_json(const CaseResult& c) {
   put_optional(j, "samples_per_second", c.samples_per_second);
   put_optional(j, "timer", c.timer);
   put_optional(j, "memory_kind", c.memory_kind);
+  put_optional(j, "peak_reserved_bytes", c.peak_reserved_bytes);
+  put_optional(j, "epoch_cv", c.epoch_cv);
+  put_optional(j, "cv_target", c.cv_target);
+  put_optional(j, "cv_target_met", c.cv_target_met);
   put_nonempty(j, "train_loss_per_epoch", c.train_loss_per_epoch);
   put_nonempty(j, "test_loss_per_epoch", c.test_loss_per_epoch);
   if (!c.config.is_null())
     j["config"] = c.config;
   if (c.gpu_activity)
     j["gpu_activity"] = to_json(*c.gpu_activity);
+  if (c.monitoring)
+    j["monitoring"] = to_json(*c.monitoring);
   if (!c.audit_findings.empty()) {
     json findings = json::array();
     for (const auto& f : c.audit_findings)
@@ -150,6 +186,55 @@ json to_json(const ScalingResult& s) {
   put_optional(j, "bytes_per_step", s.bytes_per_step);
   put_nonempty(j, "train_loss_per_epoch", s.train_loss_per_epoch);
   return j;
+}
+
+json to_json(const SweepPoint& p) {
+  json j{{"case", p.case_name},
+         {"target", p.target},
+         {"device", p.device},
+         {"dtype", p.dtype},
+         {"batch", p.batch},
+         {"status", to_string(p.status)},
+         {"epoch_seconds", p.epoch_seconds},
+         {"median_epoch_seconds", nullable(p.median_epoch_seconds)},
+         {"samples_per_second", nullable(p.samples_per_second)}};
+  put_nonempty(j, "reason", p.reason);
+  put_optional(j, "epoch_cv", p.epoch_cv);
+  put_optional(j, "peak_memory_bytes", p.peak_memory_bytes);
+  return j;
+}
+
+json to_json(const SweepTarget& t) {
+  json j{{"case", t.case_name},
+         {"target", t.target},
+         {"best_batch", nullable(t.best_batch)},
+         {"best_samples_per_second", nullable(t.best_samples_per_second)},
+         {"saturation_batch", nullable(t.saturation_batch)},
+         {"max_batch", nullable(t.max_batch)}};
+  if (!t.max_batch_attempts.empty()) {
+    json attempts = json::array();
+    for (const auto& [batch, fits] : t.max_batch_attempts)
+      attempts.push_back({{"batch", batch}, {"fits", fits}});
+    j["max_batch_attempts"] = attempts;
+  }
+  put_nonempty(j, "max_batch_reason", t.max_batch_reason);
+  return j;
+}
+
+json to_json(const Sweep& s) {
+  json points = json::array(), targets = json::array(), crossovers = json::array();
+  for (const auto& p : s.points)
+    points.push_back(to_json(p));
+  for (const auto& t : s.targets)
+    targets.push_back(to_json(t));
+  for (const auto& c : s.crossovers)
+    crossovers.push_back({{"case", c.case_name},
+                          {"a", c.a},
+                          {"b", c.b},
+                          {"batch", nullable(c.batch)},
+                          {"message", c.message}});
+  return {
+      {"batches", s.batches}, {"points", points}, {"targets", targets}, {"crossovers", crossovers}};
 }
 
 json to_json(const RunConfig& c) {
@@ -251,6 +336,47 @@ GpuActivity gpu_activity_from_json(const json& value, const std::string& path, b
   return g;
 }
 
+MonitorSample monitor_sample_from_json(const json& value, const std::string& path, bool lenient) {
+  ObjectReader r(value, path, lenient);
+  MonitorSample m;
+  m.seconds = r.number("seconds", Bound::kNonNegative);
+  m.gpu_utilization_percent = r.optional_number("gpu_utilization_percent", Bound::kNonNegative);
+  m.memory_utilization_percent =
+      r.optional_number("memory_utilization_percent", Bound::kNonNegative);
+  m.memory_used_bytes = r.optional_integer("memory_used_bytes", Bound::kNonNegative);
+  m.sm_clock_mhz = r.optional_number("sm_clock_mhz", Bound::kNonNegative);
+  m.power_watts = r.optional_number("power_watts", Bound::kNonNegative);
+  m.temperature_celsius = r.optional_number("temperature_celsius");
+  m.throttle_reasons = r.optional_unsigned("throttle_reasons");
+  m.cpu_utilization_percent = r.optional_number("cpu_utilization_percent", Bound::kNonNegative);
+  r.finish();
+  return m;
+}
+
+DeviceMonitoring monitoring_from_json(const json& value, const std::string& path, bool lenient) {
+  ObjectReader r(value, path, lenient);
+  DeviceMonitoring m;
+  m.source = r.string("source");
+  m.available = r.boolean("available");
+  m.reason = r.optional_string("reason").value_or("");
+  m.interval_seconds = r.number("interval_seconds", Bound::kNonNegative);
+  m.samples = read_array<MonitorSample>(
+      r.required("samples"), r.path_of("samples"),
+      [&](const json& v, const std::string& p) { return monitor_sample_from_json(v, p, lenient); });
+  const auto& summary = detail::as_object(r.required("summary"), r.path_of("summary"));
+  for (const auto& [metric, figures] : summary.items()) {
+    ObjectReader s(figures, detail::child_path(r.path_of("summary"), metric), lenient);
+    m.summary[metric] = {s.number("mean"), s.number("max")};
+    s.finish();
+  }
+  m.throttle_reasons = r.optional_strings("throttle_reasons");
+  m.findings = r.optional_strings("findings");
+  r.finish();
+  if (!m.available && m.reason.empty())
+    detail::fail(r.path_of("reason"), "is empty but available is false (say why)");
+  return m;
+}
+
 ActivationCurve activation_from_json(const json& value, const std::string& path, bool lenient) {
   ObjectReader r(value, path, lenient);
   ActivationCurve c;
@@ -336,11 +462,17 @@ CaseResult case_from_json(const json& value, const std::string& path, bool lenie
   c.samples_per_second = r.optional_number("samples_per_second", Bound::kNonNegative);
   c.timer = r.optional_string("timer");
   c.memory_kind = r.optional_string("memory_kind");
+  c.peak_reserved_bytes = r.optional_integer("peak_reserved_bytes", Bound::kNonNegative);
+  c.epoch_cv = r.optional_number("epoch_cv", Bound::kNonNegative);
+  c.cv_target = r.optional_number("cv_target", Bound::kNonNegative);
+  c.cv_target_met = r.optional_bool("cv_target_met");
   c.train_loss_per_epoch = r.optional_numbers("train_loss_per_epoch");
   c.test_loss_per_epoch = r.optional_numbers("test_loss_per_epoch");
   c.config = r.optional_object("config");
   if (const auto* g = r.optional("gpu_activity"))
     c.gpu_activity = gpu_activity_from_json(*g, r.path_of("gpu_activity"), lenient);
+  if (const auto* m = r.optional("monitoring"))
+    c.monitoring = monitoring_from_json(*m, r.path_of("monitoring"), lenient);
   c.audit_findings = read_optional_array<AuditFinding>(
       r, "audit_findings",
       [&](const json& v, const std::string& p) { return finding_from_json(v, p, lenient); });
@@ -441,6 +573,92 @@ ScalingResult scaling_from_json(const json& value, const std::string& path, bool
   return s;
 }
 
+SweepPoint sweep_point_from_json(const json& value, const std::string& path, bool lenient) {
+  ObjectReader r(value, path, lenient);
+  SweepPoint p;
+  p.case_name = r.string("case");
+  p.target = r.string("target");
+  p.device = r.string("device");
+  p.dtype = r.string("dtype");
+  p.batch = r.integer("batch", Bound::kNonNegative);
+  if (p.batch < 1)
+    detail::fail(r.path_of("batch"), "expected an integer >= 1, got " + std::to_string(p.batch));
+  p.status = parse_enum(r.required("status"), r.path_of("status"), kCaseStatuses);
+  p.reason = r.optional_string("reason").value_or("");
+  p.epoch_seconds = r.numbers("epoch_seconds", Bound::kNonNegative);
+  p.median_epoch_seconds = r.nullable_number("median_epoch_seconds", Bound::kNonNegative);
+  p.samples_per_second = r.nullable_number("samples_per_second", Bound::kNonNegative);
+  p.epoch_cv = r.optional_number("epoch_cv", Bound::kNonNegative);
+  p.peak_memory_bytes = r.optional_integer("peak_memory_bytes", Bound::kNonNegative);
+  r.finish();
+  if (p.status == CaseStatus::kOk && !p.median_epoch_seconds)
+    detail::fail(r.path_of("median_epoch_seconds"), "is null but status is \"ok\"");
+  if (p.status != CaseStatus::kOk && p.reason.empty())
+    detail::fail(r.path_of("reason"),
+                 "is empty but status is \"" + to_string(p.status) + "\" (say why)");
+  return p;
+}
+
+SweepTarget sweep_target_from_json(const json& value, const std::string& path, bool lenient) {
+  ObjectReader r(value, path, lenient);
+  SweepTarget t;
+  t.case_name = r.string("case");
+  t.target = r.string("target");
+  t.best_batch = r.nullable_integer("best_batch", Bound::kNonNegative);
+  t.best_samples_per_second = r.nullable_number("best_samples_per_second", Bound::kNonNegative);
+  t.saturation_batch = r.nullable_integer("saturation_batch", Bound::kNonNegative);
+  t.max_batch = r.nullable_integer("max_batch", Bound::kNonNegative);
+  t.max_batch_attempts = read_optional_array<
+      std::pair<int64_t, bool>>(r, "max_batch_attempts", [&](const json& v, const std::string& p) {
+    ObjectReader a(v, p, lenient);
+    std::pair<int64_t, bool> attempt{a.integer("batch", Bound::kNonNegative), a.boolean("fits")};
+    a.finish();
+    return attempt;
+  });
+  t.max_batch_reason = r.optional_string("max_batch_reason").value_or("");
+  r.finish();
+  return t;
+}
+
+Crossover crossover_from_json(const json& value, const std::string& path, bool lenient) {
+  ObjectReader r(value, path, lenient);
+  Crossover c;
+  c.case_name = r.string("case");
+  c.a = r.string("a");
+  c.b = r.string("b");
+  c.batch = r.nullable_integer("batch", Bound::kNonNegative);
+  c.message = r.string("message");
+  r.finish();
+  return c;
+}
+
+Sweep sweep_from_json(const json& value, const std::string& path, bool lenient) {
+  ObjectReader r(value, path, lenient);
+  Sweep s;
+  s.batches = read_array<int64_t>(
+      r.required("batches"), r.path_of("batches"), [](const json& v, const std::string& p) {
+        const auto batch = detail::as_integer(v, p, Bound::kNonNegative);
+        if (batch < 1)
+          detail::fail(p, "expected an integer >= 1, got " + std::to_string(batch));
+        return batch;
+      });
+  s.points = read_array<SweepPoint>(
+      r.required("points"), r.path_of("points"),
+      [&](const json& v, const std::string& p) { return sweep_point_from_json(v, p, lenient); });
+  s.targets = read_array<SweepTarget>(
+      r.required("targets"), r.path_of("targets"),
+      [&](const json& v, const std::string& p) { return sweep_target_from_json(v, p, lenient); });
+  s.crossovers = read_array<Crossover>(
+      r.required("crossovers"), r.path_of("crossovers"),
+      [&](const json& v, const std::string& p) { return crossover_from_json(v, p, lenient); });
+  r.finish();
+  for (size_t i = 0; i < s.points.size(); ++i)
+    if (std::find(s.batches.begin(), s.batches.end(), s.points[i].batch) == s.batches.end())
+      detail::fail(detail::child_path(detail::index_path(r.path_of("points"), i), "batch"),
+                   std::to_string(s.points[i].batch) + " is not one of the sweep's batches");
+  return s;
+}
+
 RunConfig config_from_json(const json& value, const std::string& path, bool lenient) {
   ObjectReader r(value, path, lenient);
   RunConfig c;
@@ -505,6 +723,8 @@ Environment environment_from_json_at(const json& value, const std::string& path,
   e.torch_threads = r.integer("torch_threads", Bound::kNonNegative);
   e.nvtx_available = r.boolean("nvtx_available");
   e.cupti_available = r.boolean("cupti_available");
+  e.cpu_governor = r.optional_string("cpu_governor");
+  e.load_average = r.optional_number("load_average", Bound::kNonNegative);
   e.problems = read_array<EnvironmentProblem>(
       r.required("problems"), r.path_of("problems"),
       [&](const json& v, const std::string& p) { return problem_from_json(v, p, lenient); });
@@ -525,25 +745,28 @@ json to_json(const Environment& e) {
                        {"free_memory_bytes", d.free_memory_bytes}});
   for (const auto& p : e.problems)
     problems.push_back({{"what", p.what}, {"fix", p.fix}});
-  return {{"kanbench_version", e.kanbench_version},
-          {"git_commit", e.git_commit},
-          {"date", e.date},
-          {"hostname", e.hostname},
-          {"libtorch_version", e.libtorch_version},
-          {"cuda_build_version", e.cuda_build_version},
-          {"cudnn_build_version", e.cudnn_build_version},
-          {"cuda_runtime_version", e.cuda_runtime_version},
-          {"cuda_driver_version", e.cuda_driver_version},
-          {"cuda_available", e.cuda_available},
-          {"cuda_unavailable_reason", e.cuda_unavailable_reason},
-          {"cuda_visible_devices", nullable(e.cuda_visible_devices)},
-          {"cuda_devices", devices},
-          {"cpu_model", e.cpu_model},
-          {"cpu_cores", e.cpu_cores},
-          {"torch_threads", e.torch_threads},
-          {"nvtx_available", e.nvtx_available},
-          {"cupti_available", e.cupti_available},
-          {"problems", problems}};
+  json j{{"kanbench_version", e.kanbench_version},
+         {"git_commit", e.git_commit},
+         {"date", e.date},
+         {"hostname", e.hostname},
+         {"libtorch_version", e.libtorch_version},
+         {"cuda_build_version", e.cuda_build_version},
+         {"cudnn_build_version", e.cudnn_build_version},
+         {"cuda_runtime_version", e.cuda_runtime_version},
+         {"cuda_driver_version", e.cuda_driver_version},
+         {"cuda_available", e.cuda_available},
+         {"cuda_unavailable_reason", e.cuda_unavailable_reason},
+         {"cuda_visible_devices", nullable(e.cuda_visible_devices)},
+         {"cuda_devices", devices},
+         {"cpu_model", e.cpu_model},
+         {"cpu_cores", e.cpu_cores},
+         {"torch_threads", e.torch_threads},
+         {"nvtx_available", e.nvtx_available},
+         {"cupti_available", e.cupti_available},
+         {"problems", problems}};
+  put_optional(j, "cpu_governor", e.cpu_governor);
+  put_optional(j, "load_average", e.load_average);
+  return j;
 }
 
 json to_json(const AuditFinding& f) {
@@ -600,6 +823,8 @@ json to_json(const Results& results) {
       scaling.push_back(to_json(x));
     j["scaling"] = scaling;
   }
+  if (results.sweep)
+    j["sweep"] = to_json(*results.sweep);
   put_optional(j, "wall_seconds", results.wall_seconds);
   // Required since 1.1.0; left out only for a Results read from a 1.0 file (which had none).
   put_nonempty(j, "run_id", results.run_id);
@@ -658,6 +883,12 @@ Results results_from_json(const json& value, const std::string& source) {
           read_array<ScalingResult>(*scaling, "scaling", [&](const json& v, const std::string& p) {
             return scaling_from_json(v, p, lenient);
           });
+    }
+    // From 1.4.0; absent when the run swept no batch sizes.
+    if (const auto* sweep = r.optional("sweep")) {
+      if (minor < 4)
+        detail::fail("sweep", "not part of schema " + results.schema_version + " (from 1.4.0)");
+      results.sweep = sweep_from_json(*sweep, "sweep", lenient);
     }
     results.wall_seconds = r.optional_number("wall_seconds", Bound::kNonNegative);
     r.finish();

@@ -30,6 +30,20 @@ std::optional<Summary> summarize(const std::vector<double>& values) {
   return s;
 }
 
+std::optional<double> coefficient_of_variation(const std::vector<double>& values) {
+  if (values.size() < 2)
+    return std::nullopt;
+  double mean = 0;
+  for (double v : values)
+    mean += v / static_cast<double>(values.size());
+  if (!(mean > 0))
+    return std::nullopt;
+  double squares = 0;
+  for (double v : values)
+    squares += (v - mean) * (v - mean);
+  return std::sqrt(squares / static_cast<double>(values.size() - 1)) / mean;
+}
+
 namespace {
 
 // counts[u] = number of orderings of n1 + n2 distinct values whose U statistic is u.

@@ -113,6 +113,10 @@ struct FitOptions {
   TORCH_ARG(std::function<void(int64_t, torch::optim::Optimizer&)>, on_step_begin) = nullptr;
   /// Called after every step with the record and the total number of steps (progress).
   TORCH_ARG(std::function<void(const StepRecord&, int64_t)>, on_step) = nullptr;
+  /// Asked after every step (after on_step): true ends training there, and fit() returns the
+  /// history so far (a benchmark that has measured enough). With data-parallel training every
+  /// rank must give the same answer.
+  TORCH_ARG(std::function<bool(const StepRecord&)>, stop_early) = nullptr;
   /// Data-parallel training (kan/data_parallel.h): every rank holds the whole dataset and runs
   /// fit() with the same options; each trains on its shard of every global batch, and the step
   /// equals one process's step on the global batch. Empty: one process.

@@ -40,14 +40,24 @@ public:
   std::optional<int64_t> bytes() const;
   /// "cpu_rss_growth" or "cuda_peak_allocated".
   std::string kind() const;
+  /// The caching allocator's peak reserved bytes (allocated plus cached) above the level at
+  /// construction; nullopt on the CPU.
+  std::optional<int64_t> reserved_bytes() const;
 
 private:
   torch::Device device_;
   int64_t baseline_ = 0;
+  int64_t reserved_baseline_ = 0;
   bool reset_ = true;
 };
 
 /// Frees what the CUDA caching allocator holds (after an out-of-memory error).
 void release_cuda_cache();
+
+/// Caps the CUDA caching allocator of `device` at `fraction` of its memory (PyTorch's
+/// torch.cuda.set_per_process_memory_fraction): an allocation past it fails with an
+/// out-of-memory error. `fraction` must be in (0, 1]; `option` names it in the error.
+void set_memory_fraction(torch::Device device, double fraction,
+                         const std::string& option = "--memory-fraction");
 
 } // namespace kan::bench

@@ -19,19 +19,34 @@ namespace kan::bench {
 
 /// Where a case runs: a device and a dtype, under a name that is unique per workload.
 struct Target {
-  std::string name; ///< "cpu", "cuda", "cpu-float64"
+  std::string name; ///< "cpu", "cuda", "cuda:1", "cpu-float64"
   torch::Device device = torch::kCPU;
   torch::Dtype dtype = torch::kFloat32;
   std::string unavailable; ///< why it cannot run here; "" when it can
 };
 
-/// The targets for the devices asked for ("auto", "cpu", "cuda", "cpu,cuda"), in `dtype` (the
-/// suite's float32, or a user's model's own). A CUDA device that is not there stays in the list,
-/// `unavailable` saying why, so its cases are reported as skipped. With one CPU target and no GPU,
-/// a CPU target in the other precision is added so that parity is still measured, labelled as
-/// what it is ("cpu-float64", or "cpu-float32" beside a float64 "cpu").
+/// The targets for the devices asked for: "auto" (the CPU, and cuda:0 where there is one) or a
+/// comma-separated list of "cpu", "cuda" (cuda:0, named "cuda"), "cuda:N" and "cuda:all" (every
+/// visible GPU, named "cuda:0", "cuda:1", ...), in `dtype` (the suite's float32, or a user's
+/// model's own). A CUDA device that is not there stays in the list, `unavailable` saying why, so
+/// its cases are reported as skipped. With one CPU target and no GPU, a CPU target in the other
+/// precision is added so that parity is still measured, labelled as what it is ("cpu-float64",
+/// or "cpu-float32" beside a float64 "cpu").
 std::vector<Target> resolve_targets(const std::string& devices,
                                     torch::Dtype dtype = torch::kFloat32);
+
+/// Stop-on-noise timing (as nvbench's): after a workload's own timed epochs, more while the
+/// coefficient of variation of the epoch times is above `cv_target`, until `max_seconds` of
+/// timed epochs, `max_epochs` timed epochs or the case's time limit.
+struct StopOnNoise {
+  double cv_target = 0; ///< e.g. 0.02; 0: off, exactly the workload's epochs
+  double max_seconds = 0;
+  int64_t max_epochs = 200;
+
+  /// The suite's default: a 2 % target, capped at 0.5 s (quick), 5 s (default), 30 s (full) of
+  /// timed epochs per case.
+  static StopOnNoise defaults_for(const std::string& suite);
+};
 
 /// Parity tolerances per dtype (the less precise side of a comparison decides) and optimiser;
 /// documented in the README and written into every comparison.
@@ -49,6 +64,9 @@ ParityTolerances parity_tolerances(torch::Dtype less_precise, Optimizer opt);
 struct Instrumentation {
   bool cupti = true;       ///< trace GPU epochs with CUPTI (off: --no-cupti)
   bool keep_trace = false; ///< keep records and ranges for write_chrome_trace
+  /// Sample the device during the timed epochs (NVML on a GPU, the process's CPU utilisation on
+  /// the CPU) at this interval, seconds; 0: off.
+  double monitor_interval_seconds = 0.1;
   diagnostics::ActivityRecords records;
   std::vector<diagnostics::TraceRange> ranges;
 };
@@ -79,6 +97,17 @@ struct SuiteOptions {
   bool edge_cases = true;
   /// Count kernels and copies of GPU epochs with CUPTI.
   bool cupti = true;
+  /// Seconds between device-monitor samples during timed epochs (Instrumentation); 0: off.
+  double monitor_interval_seconds = 0.1;
+  /// Stop-on-noise target for the epoch times' coefficient of variation (0: off, exactly
+  /// `repeat` epochs), and the timed seconds per case it may use (0: the suite's default).
+  double cv_target = 0.02;
+  double cv_max_seconds = 0;
+  /// Caps the CUDA caching allocator of every GPU target at this fraction of the device's
+  /// memory (0 < F <= 1), so a large GPU stands in for a smaller one; 0: no cap.
+  double memory_fraction = 0;
+  /// Frees the caching allocator's cached blocks before every case.
+  bool empty_cache = false;
   /// Write a Chrome trace (kernels, copies, epoch and step ranges) here; "" = none.
   std::string trace_file;
   std::function<void(const Progress&)> on_progress;
@@ -97,10 +126,11 @@ reports::Results run_suite(const SuiteOptions& options);
 
 /// One workload on one target (the building block of run_suite). Each epoch is an NVTX range
 /// (steps too); on a GPU each timed epoch is traced by CUPTI unless instrumentation says not.
+/// `on_epoch` gets the epoch and the most epochs the case may run.
 reports::CaseResult
 run_case(const Workload& workload, const Target& target, double time_limit_seconds,
          const std::function<void(int64_t epoch, int64_t epochs)>& on_epoch = {},
-         Instrumentation* instrumentation = nullptr);
+         Instrumentation* instrumentation = nullptr, const StopOnNoise& noise = {});
 
 /// Result parity and speed of a workload on two targets that both ran.
 reports::Comparison compare_targets(const Workload& workload, const Target& a, const Target& b,

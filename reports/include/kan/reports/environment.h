@@ -48,6 +48,12 @@ struct Environment {
   int64_t cpu_cores = 0;     ///< logical CPUs this process may run on
   int64_t torch_threads = 0; ///< at::get_num_threads()
 
+  /// The CPU frequency scaling governor ("performance", "powersave", ...); nullopt where the
+  /// machine does not expose one (a VM without cpufreq).
+  std::optional<std::string> cpu_governor;
+  /// The 1-minute load average when the run started; nullopt where unreadable.
+  std::optional<double> load_average;
+
   bool nvtx_available = false;  ///< built with NVTX3 ranges
   bool cupti_available = false; ///< built with CUPTI (whether it can start is a run-time matter)
 

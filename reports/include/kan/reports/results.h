@@ -9,6 +9,7 @@
 /// written at all when empty. No number is ever invented: leave it empty.
 
 #include "kan/reports/environment.h"
+#include "kan/reports/monitoring.h"
 
 #include <nlohmann/json.hpp>
 
@@ -22,7 +23,7 @@ namespace kan::reports {
 
 /// The version of the results.json format this library writes; a file with another major
 /// version is refused. Bump on every change (major: incompatible, minor: keys added).
-inline constexpr const char* kSchemaVersion = "1.3.0";
+inline constexpr const char* kSchemaVersion = "1.4.0";
 
 /// A fresh id for one run: its start time (UTC, to the second) and 64 random bits,
 /// "20261129T183608Z-9f3c0a7d51e2b486". Sortable by time; two runs get the same id with
@@ -129,8 +130,10 @@ struct CaseResult {
   std::optional<double> median_epoch_seconds; ///< null unless measured
   std::optional<double> iqr_epoch_seconds;    ///< q3 - q1, seconds; null unless measured
   std::optional<int64_t> peak_memory_bytes;   ///< see memory_kind; null unless measured
-  std::optional<double> final_test_rmse;      ///< regression cases
-  std::optional<double> final_accuracy;       ///< classification cases, 0..1
+  /// The metric after the workload's own (warm-up and --repeat) epochs, so that targets compare
+  /// however many epochs stop-on-noise added: test RMSE (regression cases) or accuracy (0..1).
+  std::optional<double> final_test_rmse;
+  std::optional<double> final_accuracy;
 
   // Optional extras; absent from the JSON when empty.
   std::optional<std::string> backend;   ///< "reference", "fused"
@@ -144,10 +147,22 @@ struct CaseResult {
   std::optional<double> samples_per_second; ///< samples_per_epoch / median_epoch_seconds
   std::optional<std::string> timer;       ///< how epochs were timed: "cuda_events", "steady_clock"
   std::optional<std::string> memory_kind; ///< "cpu_rss_growth", "cuda_peak_allocated"
+  /// The caching allocator's peak reserved bytes (allocated plus cached) while the case
+  /// trained, above the level at its start (GPU cases).
+  std::optional<int64_t> peak_reserved_bytes;
+  /// Stop-on-noise timing: the epoch times' coefficient of variation (std / mean), the target
+  /// it was driven towards, and whether it got there before the time cap.
+  std::optional<double> epoch_cv;
+  std::optional<double> cv_target;
+  std::optional<bool> cv_target_met;
   std::vector<double> train_loss_per_epoch; ///< loss after each epoch (warm-up included)
   std::vector<double> test_loss_per_epoch;
-  nlohmann::json config;                    ///< the case's configuration (object); null = none
-  std::optional<GpuActivity> gpu_activity;  ///< GPU cases only
+  nlohmann::json config;                   ///< the case's configuration (object); null = none
+  std::optional<GpuActivity> gpu_activity; ///< GPU cases only
+  /// What the device did during the timed epochs: NVML's view of a GPU, the process's CPU
+  /// utilisation on a CPU target. Its findings (throttling, low utilisation, a clock below its
+  /// maximum at start) are warnings, not CI failures.
+  std::optional<DeviceMonitoring> monitoring;
   std::vector<AuditFinding> audit_findings; ///< pre-flight audit and "GPU not used" findings
   std::vector<ActivationCurve> activations; ///< learned phi(x) per edge (toy case)
 
@@ -220,6 +235,68 @@ struct ScalingResult {
   bool operator==(const ScalingResult&) const;
 };
 
+/// One workload at one batch size on one target (`kanbench sweep`).
+struct SweepPoint {
+  std::string case_name; ///< JSON `case`: the workload
+  std::string target;    ///< "cpu", "cuda", "cpu-float64"
+  std::string device;    ///< "cpu", "cuda:0"
+  std::string dtype;     ///< "float32"
+  int64_t batch = 0;     ///< samples per step
+  CaseStatus status = CaseStatus::kOk;
+  std::string reason; ///< why not ok; "" when ok
+
+  std::vector<double> epoch_seconds;          ///< timed epochs
+  std::optional<double> median_epoch_seconds; ///< null unless measured
+  std::optional<double> samples_per_second;   ///< samples per epoch / median; null unless measured
+  std::optional<double> epoch_cv;             ///< coefficient of variation of epoch_seconds
+  std::optional<int64_t> peak_memory_bytes;   ///< as CaseResult's
+
+  bool operator==(const SweepPoint&) const;
+};
+
+/// What a sweep found for one target of one workload.
+struct SweepTarget {
+  std::string case_name; ///< JSON `case`
+  std::string target;
+  std::optional<int64_t> best_batch;             ///< the batch with the highest throughput
+  std::optional<double> best_samples_per_second; ///< that throughput
+  /// Where throughput stops growing: the smallest batch within 10 % of the best throughput.
+  std::optional<int64_t> saturation_batch;
+  /// The largest batch that trains one step within the memory cap (max-batch search), and the
+  /// batches it tried in order, each with whether it fit; null where not searched (`reason`).
+  std::optional<int64_t> max_batch;
+  std::vector<std::pair<int64_t, bool>> max_batch_attempts;
+  std::string max_batch_reason; ///< why no search ran, or what bounded it; "" when none
+
+  bool operator==(const SweepTarget&) const;
+};
+
+/// Where target `b` overtakes target `a` (the first target) as the batch grows.
+struct Crossover {
+  std::string case_name; ///< JSON `case`
+  std::string a, b;
+  /// The smallest batch from which b's throughput is at least a's at every measured batch;
+  /// null when b is slower at the largest batch both measured.
+  std::optional<int64_t> batch;
+  std::string message; ///< "cuda overtakes cpu from batch 1024"
+
+  bool operator==(const Crossover&) const;
+};
+
+/// A batch-size sweep: throughput per batch size per target, and what it shows.
+struct Sweep {
+  std::vector<int64_t> batches; ///< the batch sizes swept, ascending
+  std::vector<SweepPoint> points;
+  std::vector<SweepTarget> targets;
+  std::vector<Crossover> crossovers;
+
+  bool operator==(const Sweep&) const;
+};
+
+/// Sets every target's best and saturation batch (keeping its max-batch search) and the
+/// crossovers of every target against the first one of its case, from the measured points.
+void fill_sweep_summaries(Sweep& sweep);
+
 /// The configuration of a run, as given on the command line (written back for reproduction).
 struct RunConfig {
   std::string suite = "default";    ///< "quick", "default", "full"
@@ -252,6 +329,7 @@ struct Results {
   std::vector<Comparison> comparisons;
   std::vector<EdgeCaseResult> edge_cases;
   std::vector<ScalingResult> scaling; ///< `kanbench scaling`; not written when empty (from 1.3)
+  std::optional<Sweep> sweep;         ///< `kanbench sweep`; not written when empty (from 1.4)
   std::optional<double> wall_seconds; ///< the whole run
 
   bool operator==(const Results&) const;

@@ -24,6 +24,11 @@ struct Summary {
 /// median_epoch_seconds / iqr_epoch_seconds / min / max so every file agrees on the definition.
 std::optional<Summary> summarize(const std::vector<double>& values);
 
+/// The coefficient of variation of `values`: sample standard deviation (n - 1) / mean, the
+/// relative spread that stop-on-noise timing drives below a target (as nvbench does).
+/// std::nullopt with fewer than two values or a mean that is not positive.
+std::optional<double> coefficient_of_variation(const std::vector<double>& values);
+
 /// The result of a two-sided Mann-Whitney U test.
 struct UTest {
   double u = 0;           ///< U statistic of the first sample

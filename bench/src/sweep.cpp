@@ -1,0 +1,248 @@
+#include "kan/bench/sweep.h"
+
+#include "kan/bench/measure.h"
+#include "kan/diagnostics/environment.h"
+#include "kan/diagnostics/nvtx.h"
+#include "kan/io/clock.h"
+
+#include <c10/util/Exception.h>
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace kan::bench {
+
+MaxBatchSearch search_max_batch(const std::function<bool(int64_t)>& fits, int64_t start,
+                                int64_t limit, double resolution) {
+  TORCH_CHECK(start >= 1, "the max-batch search starts at a batch >= 1, got ", start);
+  TORCH_CHECK(limit >= start, "the max-batch search's limit ", limit, " is below its start ",
+              start);
+  TORCH_CHECK(resolution > 0 && resolution < 1,
+              "the max-batch search's resolution must be in "
+              "(0, 1), got ",
+              resolution);
+  MaxBatchSearch search;
+  auto attempt = [&](int64_t batch) {
+    const bool ok = fits(batch);
+    search.attempts.emplace_back(batch, ok);
+    return ok;
+  };
+  // Doubling: `good` fit, `bad` did not (0: none found yet).
+  int64_t good = 0, bad = 0;
+  for (int64_t batch = start;; batch = std::min(limit, batch * 2)) {
+    if (!attempt(batch)) {
+      bad = batch;
+      break;
+    }
+    good = batch;
+    if (batch == limit) {
+      search.largest = good;
+      search.bound = "limit";
+      return search;
+    }
+  }
+  search.bound = "memory";
+  if (good == 0)
+    return search;
+  // Bisection: the answer lies in [good, bad).
+  while (bad - good > std::max<int64_t>(1, static_cast<int64_t>(std::floor(
+                                               static_cast<double>(good) * resolution)))) {
+    const int64_t middle = good + (bad - good) / 2;
+    (attempt(middle) ? good : bad) = middle;
+  }
+  search.largest = good;
+  return search;
+}
+
+bool trains_one_step(const Workload& w, const Target& target, int64_t batch) {
+  try {
+    KAN model = w.make_model(target.device, target.dtype);
+    // Inputs across the first layer's grid, labels of the output's shape: one step's memory.
+    const auto grid = model->layer(0)->grid;
+    const int64_t k = model->layer(0)->options().k();
+    const auto lo = grid.select(1, k), hi = grid.select(1, grid.size(1) - 1 - k);
+    const auto options = torch::TensorOptions().device(target.device).dtype(target.dtype);
+    Dataset data;
+    data.train_input = lo + torch::rand({batch, grid.size(0)}, options) * (hi - lo);
+    data.test_input = data.train_input.narrow(0, 0, 1);
+    const int64_t outputs = w.width.back();
+    if (w.loss == Loss::kCrossEntropy) {
+      data.train_label = torch::zeros({batch}, options.dtype(torch::kLong));
+    } else {
+      data.train_label = torch::zeros({batch, outputs}, options);
+    }
+    data.test_label = data.train_label.narrow(0, 0, 1);
+    fit(model, data, w.fit_options().batch(-1).steps(1));
+    if (target.device.is_cuda())
+      torch::cuda::synchronize(target.device.index());
+    return true;
+  } catch (const c10::OutOfMemoryError&) {
+    release_cuda_cache();
+    return false;
+  }
+}
+
+namespace {
+
+// Every point's result, from run_case's.
+reports::SweepPoint sweep_point(const reports::CaseResult& c, int64_t batch) {
+  reports::SweepPoint p;
+  p.case_name = c.name;
+  p.target = c.target;
+  p.device = c.device;
+  p.dtype = c.dtype;
+  p.batch = batch;
+  p.status = c.status;
+  p.reason = c.reason;
+  p.epoch_seconds = c.epoch_seconds;
+  p.median_epoch_seconds = c.median_epoch_seconds;
+  p.samples_per_second = c.samples_per_second;
+  p.epoch_cv = c.epoch_cv;
+  p.peak_memory_bytes = c.peak_memory_bytes;
+  return p;
+}
+
+// The workload at one batch size: at least one whole batch of training samples.
+Workload at_batch(Workload w, int64_t batch) {
+  w.batch = batch;
+  w.train_num = std::max(w.train_num, batch);
+  w.plot_activations = false;
+  return w;
+}
+
+std::vector<int64_t> powers_of_two(int64_t from, int64_t up_to) {
+  std::vector<int64_t> batches;
+  for (int64_t b = from; b <= up_to; b *= 2)
+    batches.push_back(b);
+  return batches;
+}
+
+int64_t next_power_of_two(int64_t n) {
+  int64_t p = 1;
+  while (p < n)
+    p *= 2;
+  return p;
+}
+
+} // namespace
+
+reports::Results run_sweep(const SweepOptions& o) {
+  for (const int64_t b : o.batches)
+    TORCH_CHECK(b >= 1, "--batch sizes must be >= 1, got ", b);
+  TORCH_CHECK(!o.cases.empty(), "--case names no workload");
+  TORCH_CHECK(o.max_batch_limit >= 16, "--max-batch-limit must be >= 16, got ", o.max_batch_limit);
+  TORCH_CHECK(o.memory_fraction == 0 || (o.memory_fraction > 0 && o.memory_fraction <= 1),
+              "--memory-fraction must be in (0, 1], got ", o.memory_fraction);
+  TORCH_CHECK(o.cv_target >= 0 && o.cv_target < 1, "--cv-target must be in [0, 1), got ",
+              o.cv_target);
+  TORCH_CHECK(o.repeat >= 0, "--repeat must be >= 1, got ", o.repeat);
+  std::vector<Workload> workloads;
+  for (const auto& name : o.cases) {
+    const auto all = suite_workloads(o.suite);
+    const auto it =
+        std::find_if(all.begin(), all.end(), [&](const Workload& w) { return w.name == name; });
+    TORCH_CHECK(it != all.end(), "--case ", name, " is not a workload of the ", o.suite,
+                " suite (toy, deep, wide, million)");
+    workloads.push_back(*it);
+    if (o.repeat > 0)
+      workloads.back().epochs = o.repeat;
+  }
+  const auto targets = resolve_targets(o.devices);
+  const double limit = o.time_limit_seconds > 0 ? o.time_limit_seconds
+                       : o.suite == "quick"     ? 60
+                       : o.suite == "full"      ? 900
+                                                : 120;
+  auto noise = StopOnNoise::defaults_for(o.suite);
+  noise.cv_target = o.cv_target;
+  if (o.cv_max_seconds > 0)
+    noise.max_seconds = o.cv_max_seconds;
+  if (o.memory_fraction > 0)
+    for (const auto& t : targets)
+      if (t.device.is_cuda() && t.unavailable.empty())
+        set_memory_fraction(t.device, o.memory_fraction);
+  diagnostics::NvtxScopes nvtx_scopes;
+  const auto start = io::Clock::now();
+
+  reports::Results results;
+  results.environment = diagnostics::collect_environment();
+  results.config.suite = o.suite;
+  for (const auto& t : targets)
+    results.config.devices.push_back(t.name);
+  results.config.repeat = workloads.front().epochs;
+  results.config.cases = o.cases;
+  results.config.seed = 0;
+  results.config.time_limit_seconds = limit;
+  results.config.extra = {
+      {"command", "sweep"},
+      {"batches", o.batches.empty() ? nlohmann::json("auto") : nlohmann::json(o.batches)},
+      {"cv_target", o.cv_target}};
+  if (o.memory_fraction > 0)
+    results.config.extra["memory_fraction"] = o.memory_fraction;
+
+  reports::Sweep sweep;
+  for (const auto& w : workloads) {
+    // The max-batch search on every GPU target that runs; the CPU is bounded by the host's
+    // memory, which a search would exhaust (and swap) rather than measure.
+    int64_t largest_fitting = o.max_batch_limit;
+    bool searched = false;
+    for (const auto& t : targets) {
+      reports::SweepTarget st;
+      st.case_name = w.name;
+      st.target = t.name;
+      if (!t.unavailable.empty()) {
+        st.max_batch_reason = t.unavailable;
+      } else if (!t.device.is_cuda()) {
+        st.max_batch_reason = "not searched on the CPU: host memory, not a device's, bounds it";
+      } else if (!(o.max_batch || o.batches.empty())) {
+        st.max_batch_reason = "not searched (ask with --max-batch)";
+      } else {
+        if (o.on_progress)
+          o.on_progress(
+              {0, 0, w.name + " max-batch search", t.name, 0, 0, io::seconds_since(start), -1});
+        const auto search = search_max_batch(
+            [&](int64_t batch) { return trains_one_step(w, t, batch); }, 16, o.max_batch_limit);
+        st.max_batch = search.largest;
+        st.max_batch_attempts = search.attempts;
+        st.max_batch_reason = search.bound == "limit" ? "reached --max-batch-limit" : "";
+        if (search.largest)
+          largest_fitting = std::min(largest_fitting, *search.largest);
+        searched = true;
+      }
+      sweep.targets.push_back(st);
+    }
+    std::vector<int64_t> batches = o.batches;
+    if (batches.empty())
+      batches = powers_of_two(16, searched ? largest_fitting : next_power_of_two(w.train_num));
+    for (const int64_t b : batches)
+      if (std::find(sweep.batches.begin(), sweep.batches.end(), b) == sweep.batches.end())
+        sweep.batches.push_back(b);
+
+    const auto count = static_cast<int64_t>(batches.size() * targets.size());
+    int64_t index = 0;
+    for (const int64_t b : batches) {
+      const auto wb = at_batch(w, b);
+      for (const auto& t : targets) {
+        ++index;
+        if (o.empty_cache)
+          release_cuda_cache();
+        auto on_epoch = [&](int64_t epoch, int64_t epochs) {
+          if (o.on_progress)
+            o.on_progress({index, count, w.name + " batch " + std::to_string(b), t.name, epoch,
+                           epochs, io::seconds_since(start), -1});
+        };
+        Instrumentation instrumentation; // CUPTI's "GPU not used" check; no monitor
+        instrumentation.monitor_interval_seconds = 0;
+        sweep.points.push_back(
+            sweep_point(run_case(wb, t, limit, on_epoch, &instrumentation, noise), b));
+      }
+    }
+  }
+  std::sort(sweep.batches.begin(), sweep.batches.end());
+  reports::fill_sweep_summaries(sweep);
+  results.sweep = std::move(sweep);
+  results.wall_seconds = io::seconds_since(start);
+  return results;
+}
+
+} // namespace kan::bench
