@@ -364,6 +364,24 @@ TEST_F(Cli, RunStopsOnNoiseAndRecordsTheSpread) {
   EXPECT_NE(html.find("target 0.01% not met"), std::string::npos);
 }
 
+TEST_F(Cli, RunComparesEachPrecisionWithFloat32) {
+  const auto run =
+      kanbench("run --suite quick --case deep --devices cpu --precision float32,bf16,fp16 "
+               "--repeat 2 --cv-target 0 --no-edge-cases --out " +
+               dir_.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto results = read_json(dir_ / "results.json");
+  ASSERT_EQ(results["cases"].size(), 3u);
+  EXPECT_EQ(results["cases"][1]["target"], "cpu-bf16");
+  EXPECT_EQ(results["cases"][1]["precision"], "bf16");
+  // fp16 needs CUDA: a skipped target that says why, never a number.
+  EXPECT_EQ(results["cases"][2]["status"], "skipped");
+  EXPECT_NE(results["cases"][2]["reason"].get<std::string>().find("CUDA only"), std::string::npos);
+  ASSERT_EQ(results["comparisons"].size(), 1u);
+  EXPECT_EQ(results["comparisons"][0]["label"], "float32 vs bf16 on cpu");
+  EXPECT_NE(run.output.find("deep cpu vs cpu-bf16: speedup"), std::string::npos) << run.output;
+}
+
 TEST_F(Cli, SweepWritesThroughputPerBatchAndTheCrossover) {
   const auto run = kanbench("sweep --suite quick --case deep --batch 16,64 --repeat 2 "
                             "--cv-target 0 --devices cpu --out " +

@@ -95,6 +95,8 @@ TEST_F(HostileCli, BadValuesAreRefusedWithOneLineNamingTheOption) {
       {"run --memory-fraction 1.5 --out @/run", 2, "--memory-fraction"},
       {"run --memory-fraction -0.1 --out @/run", 2, "--memory-fraction"},
       {"run --devices cuda:x --out @/run", 2, "--devices"},
+      {"run --precision half --out @/run", 2, "--precision"},
+      {"run --precision bf16,bf16 --out @/run", 2, "--precision"},
       {"sweep --max-batch-limit 8 --out @/run", 2, "--max-batch-limit"},
       {"sweep --batch 0 --out @/run", 2, "--batch"},
       {"audit --width 2,3,1 --samples 0", 2, "--samples"},

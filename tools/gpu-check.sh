@@ -4,7 +4,7 @@
 # test including the *_CUDA ones, the default suite on cpu and cuda, and bench_kan; leave logs,
 # results and summary.txt in OUTDIR.
 #
-#   tools/gpu-check.sh OUTDIR [STEP ...]     steps: build test audit run bench symbolic distributed
+#   tools/gpu-check.sh OUTDIR [STEP ...]     steps: build test audit run sweep bench symbolic distributed
 #                                            (default: all)
 #
 # Steps can be split across calls (a device call is limited to 10 minutes): the build folder
@@ -15,9 +15,9 @@
 #                   into a prefix under /tmp; or KANBENCH_DEPS_PREFIX, an already unpacked prefix
 #   KANBENCH_JOBS   parallel CPU tests (default: nproc / 2)
 set -uo pipefail
-out=${1:?usage: tools/gpu-check.sh OUTDIR [build|test|audit|run|bench|symbolic|distributed ...]}
+out=${1:?usage: tools/gpu-check.sh OUTDIR [build|test|audit|run|sweep|bench|symbolic|distributed ...]}
 shift
-steps=${*:-build test audit run bench symbolic distributed}
+steps=${*:-build test audit run sweep bench symbolic distributed}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${KANBENCH_BUILD:-$root/build-gpu}
 jobs=${KANBENCH_JOBS:-$(($(nproc) > 1 ? $(nproc) / 2 : 1))}
@@ -30,8 +30,8 @@ log() {
 }
 want() { [[ " $steps " == *" $1 "* ]]; }
 for step in $steps; do
-  [[ " build test audit run bench symbolic distributed " == *" $step "* ]] ||
-    { echo "gpu-check: unknown step '$step' (build test audit run bench symbolic distributed)" >&2; exit 2; }
+  [[ " build test audit run sweep bench symbolic distributed " == *" $step "* ]] ||
+    { echo "gpu-check: unknown step '$step' (build test audit run sweep bench symbolic distributed)" >&2; exit 2; }
 done
 rc=0
 fail() { rc=1; log "FAILED: $*"; }
@@ -116,6 +116,26 @@ if want run; then
     --out "$out/run-no-cupti" > "$out/run-no-cupti.log" 2>&1 ||
     fail "kanbench run --no-cupti, exit $? (run-no-cupti.log)"
   grep -E '^[^ ]+ on cuda: ' "$out/run-no-cupti.log" | sed 's/^/no cupti: /' |
+    tee -a "$out/summary.txt" >&2
+  # Each precision on the GPU against float32: speed and parity.
+  "$build/bin/kanbench" run --suite default --case toy --case deep --devices cuda \
+    --precision float32,tf32,bf16,fp16 --no-edge-cases --out "$out/run-precision" \
+    > "$out/run-precision.log" 2>&1 || fail "kanbench run --precision, exit $? (run-precision.log)"
+  grep -E ' vs ' "$out/run-precision.log" | sed 's/^/precision: /' | tee -a "$out/summary.txt" >&2
+fi
+
+if want sweep; then
+  # Throughput against batch size on cpu and every GPU, the crossover, and the max-batch search
+  # at two memory caps (the whole H200, and a tenth of it standing in for a smaller GPU).
+  "$build/bin/kanbench" sweep --suite default --case deep --devices cpu,cuda:all \
+    --batch 64,256,1024,4096,16384 --max-batch --max-batch-limit 4194304 \
+    --out "$out/sweep" > "$out/sweep.log" 2>&1 || fail "kanbench sweep, exit $? (sweep.log)"
+  grep -E 'overtakes|best |max batch' "$out/sweep.log" | tee -a "$out/summary.txt" >&2
+  "$build/bin/kanbench" sweep --suite default --case deep --devices cuda --batch auto \
+    --memory-fraction 0.1 --max-batch-limit 4194304 --cv-max-time 2 \
+    --out "$out/sweep-capped" > "$out/sweep-capped.log" 2>&1 ||
+    fail "kanbench sweep --memory-fraction 0.1, exit $? (sweep-capped.log)"
+  grep -E 'best |max batch' "$out/sweep-capped.log" | sed 's/^/capped at 10%: /' |
     tee -a "$out/summary.txt" >&2
 fi
 

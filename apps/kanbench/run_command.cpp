@@ -22,6 +22,7 @@ struct RunArgs {
   std::string devices = "auto";
   int64_t repeat = 0;
   std::vector<std::string> cases;
+  std::string precisions;
   std::string model;
   std::string data;
   double time_limit = 0;
@@ -66,6 +67,8 @@ int run(const RunArgs& a) {
   options.devices = a.devices;
   options.repeat = a.repeat;
   options.cases = a.cases;
+  if (!a.precisions.empty())
+    options.precisions = kan::bench::parse_precisions(a.precisions);
   options.model = a.model;
   options.data = a.data;
   options.time_limit_seconds = a.time_limit;
@@ -149,6 +152,10 @@ void add_run_command(CLI::App& app, int& exit_code) {
       ->check(integer_at_least(0))
       ->capture_default_str();
   cmd->add_option("--case", args->cases, "Only these workloads (toy, deep, wide, million)");
+  cmd->add_option("--precision", args->precisions,
+                  "Precisions to run every device in, e.g. float64,float32,tf32,bf16,fp16: each a "
+                  "target, compared with float32 on its device (tf32 and fp16: CUDA only; bf16 "
+                  "and fp16 under autocast, fp16 with loss scaling). Default: float32");
   cmd->add_option("--model", args->model,
                   "Instead of the workloads: time, compare and audit this model (a kanbench "
                   "checkpoint or a pykan saveckpt prefix), trained with LBFGS at full batch");

@@ -1,11 +1,13 @@
 #include "kan/bench/suite.h"
 
+#include "kan/autocast.h"
 #include "kan/bench/measure.h"
 #include "kan/diagnostics/device_audit.h"
 #include "kan/diagnostics/device_monitor.h"
 #include "kan/diagnostics/environment.h"
 #include "kan/diagnostics/nvtx.h"
 #include "kan/io/clock.h"
+#include "kan/io/json_reader.h"
 #include "kan/io/text.h"
 #include "kan/reports/statistics.h"
 
@@ -82,6 +84,82 @@ double default_time_limit(const std::string& suite) {
 
 } // namespace
 
+std::string to_string(Precision precision) {
+  switch (precision) {
+  case Precision::kFloat64:
+    return "float64";
+  case Precision::kFloat32:
+    return "float32";
+  case Precision::kTF32:
+    return "tf32";
+  case Precision::kBF16:
+    return "bf16";
+  case Precision::kFP16:
+    return "fp16";
+  }
+  return "unknown";
+}
+
+std::vector<Precision> parse_precisions(const std::string& list, const std::string& option) {
+  const std::vector<Precision> all{Precision::kFloat64, Precision::kFloat32, Precision::kTF32,
+                                   Precision::kBF16, Precision::kFP16};
+  std::vector<Precision> precisions;
+  std::stringstream in(list);
+  std::string name;
+  while (std::getline(in, name, ',')) {
+    const auto it =
+        std::find_if(all.begin(), all.end(), [&](Precision p) { return to_string(p) == name; });
+    TORCH_CHECK(it != all.end(), option,
+                " must be a list of float64, float32, tf32, bf16 and fp16, got '", list, "'");
+    TORCH_CHECK(std::find(precisions.begin(), precisions.end(), *it) == precisions.end(), option,
+                " names ", name, " twice: '", list, "'");
+    precisions.push_back(*it);
+  }
+  TORCH_CHECK(!precisions.empty(), option, " names no precision: '", list, "'");
+  return precisions;
+}
+
+Precision Target::effective_precision() const {
+  if (precision)
+    return *precision;
+  return dtype == torch::kFloat64 ? Precision::kFloat64 : Precision::kFloat32;
+}
+
+std::vector<Target> resolve_targets(const std::string& devices, torch::Dtype dtype,
+                                    const std::vector<Precision>& precisions) {
+  if (precisions.empty())
+    return resolve_targets(devices, dtype);
+  const auto own = dtype == torch::kFloat64 ? Precision::kFloat64 : Precision::kFloat32;
+  std::vector<Target> targets;
+  for (auto device : resolve_targets(devices, dtype)) {
+    if (device.name.rfind("cpu-", 0) == 0)
+      continue; // resolve_targets' parity partner: the precisions are compared instead
+    for (const auto p : precisions) {
+      Target t = device;
+      t.name = p == own ? device.name : device.name + "-" + to_string(p);
+      t.dtype = p == Precision::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+      if (p != Precision::kFloat64 && p != Precision::kFloat32)
+        t.precision = p;
+      if (t.unavailable.empty() && !t.device.is_cuda() && p == Precision::kTF32)
+        t.unavailable = "tf32 is a mode of CUDA's tensor cores; the CPU has none";
+      if (t.unavailable.empty() && !t.device.is_cuda() && p == Precision::kFP16)
+        t.unavailable = "fp16 autocast runs on CUDA only; bf16 is the CPU's half precision";
+      targets.push_back(t);
+    }
+  }
+  return targets;
+}
+
+size_t reference_target(const std::vector<Target>& targets, size_t i, torch::Dtype dtype) {
+  const auto own = dtype == torch::kFloat64 ? Precision::kFloat64 : Precision::kFloat32;
+  if (targets[i].effective_precision() != own)
+    for (size_t j = 0; j < targets.size(); ++j)
+      if (j != i && targets[j].device == targets[i].device &&
+          targets[j].effective_precision() == own)
+        return j;
+  return 0;
+}
+
 std::vector<Target> resolve_targets(const std::string& devices, torch::Dtype dtype) {
   const int64_t gpus = torch::cuda::is_available() ? torch::cuda::device_count() : 0;
   auto cuda_target = [&](const std::string& name, int64_t index) {
@@ -137,6 +215,25 @@ StopOnNoise StopOnNoise::defaults_for(const std::string& suite) {
   return {0.02, suite == "quick" ? 0.5 : suite == "full" ? 30.0 : 5.0, 200};
 }
 
+ParityTolerances parity_tolerances(Precision less_precise, Optimizer opt) {
+  const bool lbfgs = opt == Optimizer::kLBFGS;
+  switch (less_precise) {
+  case Precision::kFloat64:
+    return parity_tolerances(torch::kFloat64, opt);
+  case Precision::kFloat32:
+    return parity_tolerances(torch::kFloat32, opt);
+  // Beyond the rounding floor (compare_targets): the excess of a loss-curve or metric difference
+  // over what the precision's own rounding of the outputs explains.
+  case Precision::kTF32: // 10 mantissa bits in the matmuls; the spline kernels stay float32
+    return {5e-3, 5e-3, lbfgs ? 0.25 : 0.1, 0.1, 0.5};
+  case Precision::kFP16: // 10 mantissa bits in autocast's operations
+    return {5e-3, 1e-2, lbfgs ? 0.25 : 0.1, 0.1, 1.0};
+  case Precision::kBF16: // 7 mantissa bits in autocast's operations (measured: 7e-3, 5e-3)
+    return {2e-2, 2e-2, lbfgs ? 0.25 : 0.1, 0.1, 1.0};
+  }
+  TORCH_INTERNAL_ASSERT(false, "unknown precision");
+}
+
 ParityTolerances parity_tolerances(torch::Dtype less_precise, Optimizer opt) {
   if (less_precise == torch::kFloat64)
     return {1e-10, 1e-8, 1e-6, 1e-4, 0.5};
@@ -148,6 +245,54 @@ ParityTolerances parity_tolerances(torch::Dtype less_precise, Optimizer opt) {
 
 namespace {
 
+// A target's precision for a piece of work: TF32 matmuls for tf32 (a global mode of the
+// context, restored after), autocast for bf16 and fp16 (`forward_only`: fit() places its own
+// autocast around forward passes, so a scope around training asks for TF32 alone).
+class PrecisionScope {
+public:
+  PrecisionScope(const Target& t, bool autocast) {
+    const auto p = t.effective_precision();
+    if (p == Precision::kTF32) {
+      previous_ = at::globalContext().allowTF32CuBLAS();
+      at::globalContext().setAllowTF32CuBLAS(true);
+    }
+    if (autocast && (p == Precision::kBF16 || p == Precision::kFP16))
+      autocast_.emplace(t.device.type(), autocast_dtype(p));
+  }
+  ~PrecisionScope() {
+    if (previous_)
+      at::globalContext().setAllowTF32CuBLAS(*previous_);
+  }
+  PrecisionScope(const PrecisionScope&) = delete;
+  PrecisionScope& operator=(const PrecisionScope&) = delete;
+
+  static torch::Dtype autocast_dtype(Precision p) {
+    return p == Precision::kFP16 ? torch::kHalf : torch::kBFloat16;
+  }
+
+private:
+  std::optional<bool> previous_; ///< cuBLAS's TF32 setting before (tf32 targets)
+  std::optional<AutocastGuard> autocast_;
+};
+
+// What a precision target computes in which precision, for its results.
+std::string precision_detail(const Target& t) {
+  switch (t.effective_precision()) {
+  case Precision::kTF32:
+    return "TF32 tensor cores for float32 matmuls (the base branch); the fused spline kernels, "
+           "the loss and the optimiser in float32";
+  case Precision::kBF16:
+  case Precision::kFP16:
+    return std::string("autocast to ") +
+           (t.effective_precision() == Precision::kBF16 ? "bfloat16" : "float16") +
+           ": the matmuls (the base branch) in half precision; the fused spline kernels (no "
+           "half-precision kernels yet: float32 inputs, float32 accumulation), the loss and "
+           "the optimiser in float32";
+  default:
+    return "";
+  }
+}
+
 // A case's result before it runs: what it is, where, and its configuration.
 reports::CaseResult new_case_result(const Workload& w, const Target& target,
                                     double time_limit_seconds) {
@@ -156,6 +301,10 @@ reports::CaseResult new_case_result(const Workload& w, const Target& target,
   r.target = target.name;
   r.device = target.device.str();
   r.dtype = kan::to_string(target.dtype);
+  if (target.precision) {
+    r.precision = to_string(*target.precision);
+    r.precision_detail = precision_detail(target);
+  }
   r.config = w.to_json();
   r.config["time_limit_seconds"] = time_limit_seconds;
   r.warmup_epochs = w.warmup_epochs;
@@ -388,9 +537,20 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
           !on_noise || (cv && *cv <= noise.cv_target) || timed >= noise.max_seconds || past_limit;
     });
     options.stop_early([&](const StepRecord&) { return measured_enough; });
+    const auto precision = target.effective_precision();
+    if (precision == Precision::kBF16 || precision == Precision::kFP16)
+      options.autocast(PrecisionScope::autocast_dtype(precision));
+    if (precision == Precision::kFP16)
+      options.grad_scaler(std::make_shared<GradScaler>());
+    PrecisionScope tf32(target, /*autocast=*/false);
     // A device-mismatch error names the misplaced tensors instead of LibTorch's bare message.
     FitHistory history;
     diagnostics::diagnose_device_errors([&] { history = fit(model, data, options); }, audit);
+    if (options.grad_scaler())
+      r.precision_detail = *r.precision_detail + "; dynamic loss scaling: " +
+                           std::to_string(options.grad_scaler()->overflowed_steps()) +
+                           " overflowing evaluation(s) skipped or repeated, final scale " +
+                           io::format_number(options.grad_scaler()->get_scale());
     measurement.finish();
     record_training(r, history);
     r.epoch_cv = reports::coefficient_of_variation(r.epoch_seconds);
@@ -416,19 +576,20 @@ reports::Comparison compare_targets(const Workload& w, const Target& a, const Ta
   c.case_name = w.name;
   c.a = a.name;
   c.b = b.name;
-  c.label =
-      a.device == b.device
-          ? kan::to_string(a.dtype) + " vs " + kan::to_string(b.dtype) + " on " + a.device.str()
-          : a.device.str() + " vs " + b.device.str() + " (" + kan::to_string(b.dtype) + ")";
+  const auto precision_a = a.effective_precision(), precision_b = b.effective_precision();
+  c.label = a.device == b.device
+                ? to_string(precision_a) + " vs " + to_string(precision_b) + " on " + a.device.str()
+                : a.device.str() + " vs " + b.device.str() + " (" + to_string(precision_b) + ")";
   reports::fill_speedup(c, ra, rb);
-  const bool any_float32 = a.dtype == torch::kFloat32 || b.dtype == torch::kFloat32;
-  const auto tol = parity_tolerances(any_float32 ? torch::kFloat32 : torch::kFloat64, w.opt);
+  // The less precise side decides (the enum runs from the most precise to the least).
+  const auto tol = parity_tolerances(std::max(precision_a, precision_b), w.opt);
   std::vector<std::string> failures;
-  auto check = [&](const char* key, std::optional<double> value, double limit) {
+  auto check = [&](const char* key, std::optional<double> value, double limit,
+                   const char* note = "") {
     c.tolerances[key] = limit;
     if (value && !(*value <= limit)) {
       std::ostringstream m;
-      m << key << " " << *value << " > " << limit;
+      m << key << " " << *value << note << " > " << limit;
       failures.push_back(m.str());
     }
   };
@@ -439,9 +600,15 @@ reports::Comparison compare_targets(const Workload& w, const Target& a, const Ta
   const auto y = data.train_label.narrow(0, 0, x.size(0));
   KAN ma = w.make_model(a.device, a.dtype), mb = w.make_model(b.device, b.dtype);
   auto loss_of = [&](KAN& m, const Target& t) {
-    const auto out = m->forward(x.to(t.device, t.dtype));
-    const auto labels = w.loss == Loss::kMSE ? y.to(t.device, t.dtype) : y.to(t.device);
-    compute_loss(w.loss, out, labels).backward();
+    torch::Tensor out, loss;
+    {
+      PrecisionScope precision(t, /*autocast=*/true);
+      out = m->forward(x.to(t.device, t.dtype));
+      const auto labels = w.loss == Loss::kMSE ? y.to(t.device, t.dtype) : y.to(t.device);
+      loss = compute_loss(w.loss, out, labels);
+    }
+    PrecisionScope tf32(t, /*autocast=*/false);
+    loss.backward();
     return out;
   };
   const auto out_a = loss_of(ma, a), out_b = loss_of(mb, b);
@@ -468,19 +635,33 @@ reports::Comparison compare_targets(const Workload& w, const Target& a, const Ta
   // are for the workload's epochs).
   const size_t common = std::min({ra.train_loss_per_epoch.size(), rb.train_loss_per_epoch.size(),
                                   static_cast<size_t>(w.warmup_epochs + w.epochs)});
+  // A reduced precision (tf32, bf16, fp16) rounds every output by about the difference it made
+  // at initialisation, d: a trained metric cannot be told apart from float32's below that floor
+  // (an RMSE within 2d, an MSE within 2d sqrt(mse) + d^2), and only the excess over it counts.
+  const bool reduced = std::max(precision_a, precision_b) > Precision::kFloat32;
+  const double floor = reduced ? 2 * *c.max_abs_output_diff : 0.0;
+  if (reduced)
+    c.tolerances["rounding_floor"] = floor;
   if (common > 0) {
-    double worst = 0;
+    double worst = 0, worst_beyond_floor = 0;
     for (size_t i = 0; i < common; ++i) {
       const double la = ra.train_loss_per_epoch[i], lb = rb.train_loss_per_epoch[i];
-      worst = std::max(worst, std::abs(la - lb) / std::max(std::abs(la), 1e-30));
+      const double scale = std::max(std::abs(la), 1e-30);
+      const double mse_floor = floor * std::sqrt(std::abs(la)) + floor * floor / 4;
+      worst = std::max(worst, std::abs(la - lb) / scale);
+      worst_beyond_floor =
+          std::max(worst_beyond_floor, std::max(0.0, std::abs(la - lb) - mse_floor) / scale);
     }
     c.max_rel_loss_diff = worst;
-    check("max_rel_loss_diff", c.max_rel_loss_diff, tol.loss_curve_rel);
+    check("max_rel_loss_diff", worst_beyond_floor, tol.loss_curve_rel,
+          reduced ? " (beyond the rounding floor)" : "");
   }
   if (ra.final_test_rmse && rb.final_test_rmse) {
-    c.final_metric_rel_diff =
-        std::abs(*ra.final_test_rmse - *rb.final_test_rmse) / std::max(*ra.final_test_rmse, 1e-30);
-    check("final_metric_rel_diff", c.final_metric_rel_diff, tol.final_metric_rel);
+    const double diff = std::abs(*ra.final_test_rmse - *rb.final_test_rmse);
+    const double scale = std::max(*ra.final_test_rmse, 1e-30);
+    c.final_metric_rel_diff = diff / scale;
+    check("final_metric_rel_diff", std::max(0.0, diff - floor) / scale, tol.final_metric_rel,
+          reduced ? " (beyond the rounding floor)" : "");
   } else if (ra.final_accuracy && rb.final_accuracy) {
     c.final_metric_rel_diff =
         std::abs(*ra.final_accuracy - *rb.final_accuracy) / std::max(*ra.final_accuracy, 1e-30);
@@ -545,6 +726,11 @@ reports::RunConfig run_config(const SuiteOptions& o, const std::vector<Target>& 
   if (o.empty_cache)
     config.extra["empty_cache"] = true;
   config.extra["monitor_interval_seconds"] = o.monitor_interval_seconds;
+  if (!o.precisions.empty()) {
+    config.extra["precisions"] = nlohmann::json::array();
+    for (const auto p : o.precisions)
+      config.extra["precisions"].push_back(to_string(p));
+  }
   return config;
 }
 
@@ -591,20 +777,21 @@ private:
 
 // Parity of every further target against the first, where both ran. A comparison that cannot
 // be made is a failed one, with the reason; the run goes on.
-std::vector<reports::Comparison> compare_to_first(const Workload& w,
-                                                  const std::vector<Target>& targets,
-                                                  const std::vector<reports::CaseResult>& results) {
+std::vector<reports::Comparison>
+compare_with_references(const Workload& w, const std::vector<Target>& targets, torch::Dtype dtype,
+                        const std::vector<reports::CaseResult>& results) {
   std::vector<reports::Comparison> comparisons;
   for (size_t i = 1; i < targets.size(); ++i) {
-    if (results[0].status != reports::CaseStatus::kOk ||
+    const size_t ref = reference_target(targets, i, dtype);
+    if (results[ref].status != reports::CaseStatus::kOk ||
         results[i].status != reports::CaseStatus::kOk)
       continue;
     try {
-      comparisons.push_back(compare_targets(w, targets[0], targets[i], results[0], results[i]));
+      comparisons.push_back(compare_targets(w, targets[ref], targets[i], results[ref], results[i]));
     } catch (const std::exception& e) {
       reports::Comparison failed;
       failed.case_name = w.name;
-      failed.a = targets[0].name;
+      failed.a = targets[ref].name;
       failed.b = targets[i].name;
       failed.parity = reports::Parity::kFail;
       failed.message = "comparison could not run: " + io::first_line(e.what());
@@ -620,11 +807,19 @@ std::vector<reports::EdgeCaseResult> edge_cases_on(const std::vector<Target>& ta
                                                    const std::string& suite) {
   std::vector<reports::EdgeCaseResult> results;
   std::vector<torch::Device> done;
-  for (auto t : targets) {
-    if (std::find(done.begin(), done.end(), t.device) != done.end())
+  for (const auto& first : targets) {
+    if (std::find(done.begin(), done.end(), first.device) != done.end())
       continue;
-    done.push_back(t.device);
+    done.push_back(first.device);
+    // The device's first target that can run (tf32 on the CPU cannot; the CPU still can).
+    auto t = first;
+    for (const auto& other : targets)
+      if (other.device == first.device && other.unavailable.empty()) {
+        t = other;
+        break;
+      }
     t.dtype = torch::kFloat32;
+    t.precision.reset();
     if (!t.unavailable.empty()) {
       for (const auto& name : edge_case_names())
         results.push_back(skipped_edge_case(name, t.device.str(), t.unavailable));
@@ -651,8 +846,8 @@ void write_trace(const SuiteOptions& o, const Instrumentation& instrumentation) 
 
 reports::Results run_suite(const SuiteOptions& o) {
   const auto workloads = selected_workloads(o);
-  const auto targets = resolve_targets(
-      o.devices, o.model.empty() ? torch::kFloat32 : workloads.front().model->dtype());
+  const auto dtype = o.model.empty() ? torch::kFloat32 : workloads.front().model->dtype();
+  const auto targets = resolve_targets(o.devices, dtype, o.precisions);
   const double limit =
       o.time_limit_seconds > 0 ? o.time_limit_seconds : default_time_limit(o.suite);
   // Every kan phase (forward, backward, optimizer step, ...) is an NVTX range during the run.
@@ -695,7 +890,7 @@ reports::Results run_suite(const SuiteOptions& o) {
       progress.case_ends();
       results.cases.push_back(per_target.back());
     }
-    for (auto& c : compare_to_first(w, targets, per_target))
+    for (auto& c : compare_with_references(w, targets, dtype, per_target))
       results.comparisons.push_back(std::move(c));
   }
   if (o.edge_cases)

@@ -1,6 +1,7 @@
 #include "kan/fit.h"
 
 #include "detail/checks.h"
+#include "kan/autocast.h"
 #include "kan/data_parallel.h"
 #include "kan/io/clock.h"
 #include "kan/lbfgs.h"
@@ -298,13 +299,18 @@ void optimize(KAN& model, const StepContext& c, const torch::Tensor& x, const to
               int64_t global_rows, StepRecord& record) {
   const auto& o = c.o;
   const bool regularized = o.lamb() > 0;
+  GradScaler* scaler = o.grad_scaler().get();
   torch::Tensor loss, reg;
+  bool overflow = false; // the scaled gradients of the last evaluation overflowed
   auto objective = [&]() {
     torch::Tensor total;
     c10::intrusive_ptr<c10d::Work> loss_sum;
     {
       PhaseScope phase(Phase::kForward);
       c.optimizer.zero_grad();
+      std::optional<AutocastGuard> autocast;
+      if (o.autocast())
+        autocast.emplace(model->device().type(), *o.autocast());
       const auto pred = model->forward(x);
       loss = c.group ? loss_part(o.loss(), pred, y, global_rows) : compute_loss(o.loss(), pred, y);
       total = loss;
@@ -318,7 +324,12 @@ void optimize(KAN& model, const StepContext& c, const torch::Tensor& x, const to
       }
     }
     PhaseScope phase(Phase::kBackward);
-    total.backward();
+    if (scaler == nullptr) {
+      total.backward();
+    } else {
+      scaler->scale(total).backward();
+      overflow = scaler->unscale_(c.optimizer);
+    }
     if (!c.group)
       return total;
     c.sync->finish();
@@ -327,12 +338,29 @@ void optimize(KAN& model, const StepContext& c, const torch::Tensor& x, const to
     return regularized ? loss + o.lamb() * reg.detach() : loss;
   };
   if (o.opt() == Optimizer::kLBFGS) {
+    // With loss scaling, an evaluation whose gradients overflowed runs again at the backed-off
+    // scale: the line search only ever sees finite gradients.
+    auto evaluate = [&]() {
+      for (int attempt = 0;; ++attempt) {
+        auto total = objective();
+        if (scaler == nullptr)
+          return total;
+        scaler->update();
+        if (!overflow)
+          return total;
+        TORCH_CHECK(attempt < 64, "loss scaling: the gradients are still inf or NaN at scale ",
+                    scaler->get_scale(), " (does the loss itself overflow?)");
+      }
+    };
     PhaseScope phase(Phase::kOptimizerStep);
-    c.optimizer.step(objective);
+    c.optimizer.step(evaluate);
   } else {
     objective();
     PhaseScope phase(Phase::kOptimizerStep);
-    c.optimizer.step();
+    if (!overflow) // a step whose scaled gradients overflowed is skipped
+      c.optimizer.step();
+    if (scaler != nullptr)
+      scaler->update();
   }
   record.train_loss = loss.item<double>();
   record.reg = reg.defined() ? reg.item<double>() : 0.0;
@@ -458,6 +486,16 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
   const int64_t batch = full_batch ? n_train : o.batch();
   const int64_t test_batch = full_batch ? n_test : std::min(o.batch(), n_test);
   DataParallel* group = o.data_parallel().get();
+  if (o.autocast()) {
+    check_autocast(model->device().type(), *o.autocast(), "FitOptions::autocast");
+    TORCH_CHECK(model->dtype() == torch::kFloat32,
+                "FitOptions::autocast needs a float32 model (autocast lowers float32 "
+                "operations), got ",
+                model->dtype());
+  }
+  TORCH_CHECK(group == nullptr || (!o.autocast() && !o.grad_scaler()),
+              "mixed precision (FitOptions::autocast, grad_scaler) is not supported with "
+              "data-parallel training");
   if (group != nullptr)
     join_training(model, data, o, *group, batch);
 

@@ -612,9 +612,13 @@ std::string cases_section(const Results& r) {
       metric = (metric == "-" ? "" : metric + ", ") + "accuracy " +
                number(*c.final_accuracy * 100, 4) + "%";
     rows.push_back(
-        {e(c.name), e(c.target), e(c.device), e(c.dtype), e(c.backend.value_or("-")),
-         status_cell(to_string(c.status)), e(c.reason), seconds_or_dash(c.median_epoch_seconds),
-         seconds_or_dash(c.iqr_epoch_seconds), f.times ? io::format_seconds(f.times->min) : "-",
+        {e(c.name), e(c.target), e(c.device),
+         e(c.dtype) + (c.precision ? " <small title=\"" + e(c.precision_detail.value_or("")) +
+                                         "\">" + e(*c.precision) + "</small>"
+                                   : ""),
+         e(c.backend.value_or("-")), status_cell(to_string(c.status)), e(c.reason),
+         seconds_or_dash(c.median_epoch_seconds), seconds_or_dash(c.iqr_epoch_seconds),
+         f.times ? io::format_seconds(f.times->min) : "-",
          f.times ? io::format_seconds(f.times->max) : "-", std::to_string(c.epoch_seconds.size()),
          or_dash(c.epoch_cv, [](double v) { return number(v * 100, 3) + "%"; }) +
              (c.cv_target ? " <small>target " + number(*c.cv_target * 100, 3) + "%" +

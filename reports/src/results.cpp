@@ -70,9 +70,9 @@ auto tie(const CaseResult& c) {
                   c.final_test_rmse, c.final_accuracy, c.backend, c.threads, c.warmup_epochs,
                   c.min_epoch_seconds, c.max_epoch_seconds, c.steps_per_epoch, c.samples_per_epoch,
                   c.steps_per_second, c.samples_per_second, c.timer, c.memory_kind,
-                  c.peak_reserved_bytes, c.epoch_cv, c.cv_target, c.cv_target_met,
-                  c.train_loss_per_epoch, c.test_loss_per_epoch, c.config, c.gpu_activity,
-                  c.monitoring, c.audit_findings, c.activations);
+                  c.peak_reserved_bytes, c.epoch_cv, c.cv_target, c.cv_target_met, c.precision,
+                  c.precision_detail, c.train_loss_per_epoch, c.test_loss_per_epoch, c.config,
+                  c.gpu_activity, c.monitoring, c.audit_findings, c.activations);
 }
 auto tie(const Comparison& c) {
   return std::tie(c.case_name, c.a, c.b, c.speedup, c.max_abs_output_diff, c.max_rel_loss_diff,

@@ -113,6 +113,8 @@ json to_json(const CaseResult& c) {
   put_optional(j, "epoch_cv", c.epoch_cv);
   put_optional(j, "cv_target", c.cv_target);
   put_optional(j, "cv_target_met", c.cv_target_met);
+  put_optional(j, "precision", c.precision);
+  put_optional(j, "precision_detail", c.precision_detail);
   put_nonempty(j, "train_loss_per_epoch", c.train_loss_per_epoch);
   put_nonempty(j, "test_loss_per_epoch", c.test_loss_per_epoch);
   if (!c.config.is_null())
@@ -466,6 +468,11 @@ CaseResult case_from_json(const json& value, const std::string& path, bool lenie
   c.epoch_cv = r.optional_number("epoch_cv", Bound::kNonNegative);
   c.cv_target = r.optional_number("cv_target", Bound::kNonNegative);
   c.cv_target_met = r.optional_bool("cv_target_met");
+  c.precision = r.optional_string("precision");
+  c.precision_detail = r.optional_string("precision_detail");
+  if (c.precision && *c.precision != "tf32" && *c.precision != "bf16" && *c.precision != "fp16")
+    detail::fail(r.path_of("precision"),
+                 "expected \"tf32\", \"bf16\" or \"fp16\", got " + detail::quoted(*c.precision));
   c.train_loss_per_epoch = r.optional_numbers("train_loss_per_epoch");
   c.test_loss_per_epoch = r.optional_numbers("test_loss_per_epoch");
   c.config = r.optional_object("config");

@@ -2,6 +2,7 @@
 /// Training a KAN as pykan's fit() does (docs/kan.md, "Training").
 
 #include "kan/dataset.h"
+#include "kan/grad_scaler.h"
 #include "kan/network.h"
 
 #include <nlohmann/json_fwd.hpp>
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -121,6 +123,15 @@ struct FitOptions {
   /// fit() with the same options; each trains on its shard of every global batch, and the step
   /// equals one process's step on the global batch. Empty: one process.
   TORCH_ARG(std::shared_ptr<DataParallel>, data_parallel) = nullptr;
+  /// Mixed precision: forward passes and losses under LibTorch's autocast to this dtype
+  /// (torch::kBFloat16 on the CPU or CUDA, torch::kHalf on CUDA; kan/autocast.h). Parameters,
+  /// gradients and optimiser state stay float32 (the model's dtype must be). Empty: off. Not
+  /// written by to_json: `kanbench run` records it with each case's precision.
+  TORCH_ARG(std::optional<torch::Dtype>, autocast) = std::nullopt;
+  /// Dynamic loss scaling (float16; kan/grad_scaler.h): the scaled loss is differentiated and
+  /// the gradients unscaled before the step; Adam skips a step whose gradients overflowed, and
+  /// LBFGS's closure evaluates again at the backed-off scale. Null: no scaling.
+  TORCH_ARG(std::shared_ptr<GradScaler>, grad_scaler) = nullptr;
 
 public:
   /// The four regulariser weights as RegularizationOptions.

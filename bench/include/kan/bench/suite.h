@@ -17,12 +17,29 @@
 
 namespace kan::bench {
 
+/// The numeric precision a target trains in (`kanbench run --precision`): float64 and float32
+/// are the parameters' dtype; tf32 is float32 with TF32 tensor-core matmuls (CUDA); bf16 and
+/// fp16 are float32 parameters with forward passes under autocast (bf16 on the CPU or CUDA,
+/// fp16 on CUDA with dynamic loss scaling, kan::GradScaler).
+enum class Precision { kFloat64, kFloat32, kTF32, kBF16, kFP16 };
+/// "float64", "float32", "tf32", "bf16", "fp16".
+std::string to_string(Precision precision);
+/// The precisions of a comma-separated list ("float32,bf16"); an unknown or repeated name is an
+/// error naming `option`.
+std::vector<Precision> parse_precisions(const std::string& list,
+                                        const std::string& option = "--precision");
+
 /// Where a case runs: a device and a dtype, under a name that is unique per workload.
 struct Target {
-  std::string name; ///< "cpu", "cuda", "cuda:1", "cpu-float64"
+  std::string name; ///< "cpu", "cuda", "cuda:1", "cpu-float64", "cuda-bf16"
   torch::Device device = torch::kCPU;
   torch::Dtype dtype = torch::kFloat32;
   std::string unavailable; ///< why it cannot run here; "" when it can
+  /// tf32, bf16 or fp16 (dtype float32); empty: plainly `dtype`.
+  std::optional<Precision> precision = std::nullopt;
+
+  /// The precision the target trains in (`precision`, or the dtype's).
+  Precision effective_precision() const;
 };
 
 /// The targets for the devices asked for: "auto" (the CPU, and cuda:0 where there is one) or a
@@ -34,6 +51,20 @@ struct Target {
 /// or "cpu-float32" beside a float64 "cpu").
 std::vector<Target> resolve_targets(const std::string& devices,
                                     torch::Dtype dtype = torch::kFloat32);
+
+/// The targets for the devices asked for in each precision of `precisions` (device-major:
+/// cpu in every precision, then cuda ...). A target in `dtype`'s own precision keeps the
+/// device's name ("cpu"); the others are suffixed ("cpu-bf16", "cuda-tf32"). A precision a
+/// device cannot run (tf32 and fp16 on the CPU) is a target with `unavailable` saying why. No
+/// parity partner is added: the precisions are compared with each other. Empty `precisions`:
+/// resolve_targets(devices, dtype).
+std::vector<Target> resolve_targets(const std::string& devices, torch::Dtype dtype,
+                                    const std::vector<Precision>& precisions);
+
+/// The target a target is compared with in a run: the one in the run's own precision on the same
+/// device where this one is in another precision (cpu-bf16 against cpu), else the first.
+/// Returns the index into `targets`; `i` > 0.
+size_t reference_target(const std::vector<Target>& targets, size_t i, torch::Dtype dtype);
 
 /// Stop-on-noise timing (as nvbench's): after a workload's own timed epochs, more while the
 /// coefficient of variation of the epoch times is above `cv_target`, until `max_seconds` of
@@ -58,6 +89,9 @@ struct ParityTolerances {
   double accuracy_points;  ///< final accuracy, |a-b| in percentage points
 };
 ParityTolerances parity_tolerances(torch::Dtype less_precise, Optimizer opt);
+/// The same per precision: tf32, fp16 and bf16 have 10, 10 and 7 mantissa bits where float32 has
+/// 23, so their limits are wider (README, "Precision").
+ParityTolerances parity_tolerances(Precision less_precise, Optimizer opt);
 
 /// What a run records beside the timings: CUPTI activity of GPU epochs, and (for --trace) the
 /// kernel and copy records with the epoch and step ranges, for a Chrome trace.
@@ -87,6 +121,9 @@ struct SuiteOptions {
   int64_t repeat = 0;
   /// Workload names to run; empty = all.
   std::vector<std::string> cases;
+  /// Precisions to run each device in (resolve_targets); empty: the suite's float32 (or the
+  /// user's model's dtype), with a parity partner in the other precision on a CPU-only machine.
+  std::vector<Precision> precisions;
   /// A user's model to run instead of the suite's workloads (model_workload); "" = none. Its
   /// dtype is the targets' (resolve_targets). Excludes `cases`.
   std::string model;

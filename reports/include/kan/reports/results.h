@@ -122,7 +122,7 @@ struct CaseResult {
   std::string name;   ///< the workload: "toy", "deep", "wide", "million"
   std::string target; ///< unique per name; comparisons refer to it: "cpu", "cuda", "cpu-float32"
   std::string device; ///< "cpu", "cuda:0"
-  std::string dtype;  ///< "float64", "float32"
+  std::string dtype;  ///< "float64", "float32": the parameters'
   CaseStatus status = CaseStatus::kOk;
   std::string reason; ///< why not ok; "" when ok
 
@@ -130,6 +130,10 @@ struct CaseResult {
   std::optional<double> median_epoch_seconds; ///< null unless measured
   std::optional<double> iqr_epoch_seconds;    ///< q3 - q1, seconds; null unless measured
   std::optional<int64_t> peak_memory_bytes;   ///< see memory_kind; null unless measured
+  /// A precision beyond the dtype: "tf32", "bf16", "fp16" (`kanbench run --precision`), and
+  /// what it computes in which precision (what falls back to float32, and why).
+  std::optional<std::string> precision;
+  std::optional<std::string> precision_detail;
   /// The metric after the workload's own (warm-up and --repeat) epochs, so that targets compare
   /// however many epochs stop-on-noise added: test RMSE (regression cases) or accuracy (0..1).
   std::optional<double> final_test_rmse;
