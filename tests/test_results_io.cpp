@@ -141,6 +141,16 @@ TEST(ResultsJson, SweepFindsTheCrossoverAndSaturation) {
   j = to_json(test::sample_results());
   j["sweep"]["points"][0]["median_epoch_seconds"] = nullptr;
   expect_error(j, "sweep.points[0].median_epoch_seconds", "is null but status is \"ok\"");
+  // A failed point and a finding at a point are problems for the CI gate.
+  auto failing = test::sample_results();
+  failing.sweep->points[3].status = CaseStatus::kFailed;
+  failing.sweep->points[3].reason = "boom";
+  failing.sweep->points[2].audit_findings = {failing.cases[0].audit_findings[0]};
+  const auto problems = run_problems(failing);
+  EXPECT_EQ(problems.size(), run_problems(test::sample_results()).size() + 2);
+  EXPECT_NE(std::find(problems.begin(), problems.end(), "deep at batch 256 on cuda failed: boom"),
+            problems.end());
+  EXPECT_TRUE(results_from_json(to_json(failing)) == failing);
   j = to_json(test::sample_results());
   j["sweep"]["points"].back()["reason"] = "";
   expect_error(j, "sweep.points[8].reason", "is empty but status is \"timeout\"");

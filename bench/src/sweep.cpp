@@ -100,6 +100,7 @@ reports::SweepPoint sweep_point(const reports::CaseResult& c, int64_t batch) {
   p.samples_per_second = c.samples_per_second;
   p.epoch_cv = c.epoch_cv;
   p.peak_memory_bytes = c.peak_memory_bytes;
+  p.audit_findings = c.audit_findings;
   return p;
 }
 

@@ -93,7 +93,7 @@ auto tie(const ScalingResult& s) {
 auto tie(const SweepPoint& p) {
   return std::tie(p.case_name, p.target, p.device, p.dtype, p.batch, p.status, p.reason,
                   p.epoch_seconds, p.median_epoch_seconds, p.samples_per_second, p.epoch_cv,
-                  p.peak_memory_bytes);
+                  p.peak_memory_bytes, p.audit_findings);
 }
 auto tie(const SweepTarget& t) {
   return std::tie(t.case_name, t.target, t.best_batch, t.best_samples_per_second,
@@ -393,6 +393,16 @@ std::vector<std::string> run_problems(const Results& results) {
       problems.push_back(where + ": audit finding " + (f.problem.empty() ? "" : f.problem + ": ") +
                          f.message);
   }
+  if (results.sweep)
+    for (const auto& p : results.sweep->points) {
+      const std::string where =
+          p.case_name + " at batch " + std::to_string(p.batch) + " on " + p.target;
+      if (p.status == CaseStatus::kFailed)
+        problems.push_back(where + " failed: " + p.reason);
+      for (const auto& f : p.audit_findings)
+        problems.push_back(where + ": audit finding " +
+                           (f.problem.empty() ? "" : f.problem + ": ") + f.message);
+    }
   for (const auto& c : results.comparisons)
     if (c.parity == Parity::kFail)
       problems.push_back(c.case_name + " " + c.a + " vs " + c.b + ": parity fails" +

@@ -203,6 +203,12 @@ json to_json(const SweepPoint& p) {
   put_nonempty(j, "reason", p.reason);
   put_optional(j, "epoch_cv", p.epoch_cv);
   put_optional(j, "peak_memory_bytes", p.peak_memory_bytes);
+  if (!p.audit_findings.empty()) {
+    json findings = json::array();
+    for (const auto& f : p.audit_findings)
+      findings.push_back(to_json(f));
+    j["audit_findings"] = findings;
+  }
   return j;
 }
 
@@ -597,6 +603,9 @@ SweepPoint sweep_point_from_json(const json& value, const std::string& path, boo
   p.samples_per_second = r.nullable_number("samples_per_second", Bound::kNonNegative);
   p.epoch_cv = r.optional_number("epoch_cv", Bound::kNonNegative);
   p.peak_memory_bytes = r.optional_integer("peak_memory_bytes", Bound::kNonNegative);
+  p.audit_findings = read_optional_array<AuditFinding>(
+      r, "audit_findings",
+      [&](const json& v, const std::string& path) { return finding_from_json(v, path, lenient); });
   r.finish();
   if (p.status == CaseStatus::kOk && !p.median_epoch_seconds)
     detail::fail(r.path_of("median_epoch_seconds"), "is null but status is \"ok\"");

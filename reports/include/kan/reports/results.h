@@ -254,6 +254,7 @@ struct SweepPoint {
   std::optional<double> samples_per_second;   ///< samples per epoch / median; null unless measured
   std::optional<double> epoch_cv;             ///< coefficient of variation of epoch_seconds
   std::optional<int64_t> peak_memory_bytes;   ///< as CaseResult's
+  std::vector<AuditFinding> audit_findings;   ///< as CaseResult's (a GPU epoch without a kernel)
 
   bool operator==(const SweepPoint&) const;
 };
@@ -356,8 +357,9 @@ void fill_epoch_statistics(CaseResult& result);
 /// with epoch times.
 void fill_speedup(Comparison& comparison, const CaseResult& a, const CaseResult& b);
 
-/// What a CI gate fails a run on, one line each: a case that failed, a comparison whose parity
-/// failed, an edge case that failed, an audit finding (GPU not used included). Skipped targets,
+/// What a CI gate fails a run on, one line each: a case (or sweep point) that failed, a
+/// comparison whose parity failed, an edge case that failed, an audit finding (GPU not used
+/// included). Skipped targets,
 /// timeouts and out-of-memory cases are measurements, not failures. Empty: the run passed.
 std::vector<std::string> run_problems(const Results& results);
 
