@@ -98,6 +98,9 @@ TEST(HtmlReportTest, HasEverySectionWithTheVerdictFirst) {
   EXPECT_EQ(sweep["datasets"][2]["points"], json({{256, 5e3}, {256, 3e5}}));
   EXPECT_TRUE(sweep["datasets"][2]["dashed"].get<bool>());
   EXPECT_NE(html.find("<li>deep: cuda overtakes cpu from batch 256</li>"), std::string::npos);
+  EXPECT_NE(html.find("<b>Batch-size sweep:</b> deep: cuda overtakes cpu from batch 256; deep on "
+                      "cpu peaks at"),
+            std::string::npos);
   // Monitoring: the GPU's utilisation over time, its throttling a warning; a CPU case with one
   // CPU figure has no line of its own.
   const auto& gpu = chart(charts, "chart-monitor-gpu");
@@ -106,6 +109,16 @@ TEST(HtmlReportTest, HasEverySectionWithTheVerdictFirst) {
   EXPECT_EQ(gpu["datasets"][0]["points"][2], json({0.2, 80.0}));
   EXPECT_THROW(chart(charts, "chart-monitor-cpu"), std::exception);
   EXPECT_NE(html.find("warning: toy on cuda: GPU throttled in 1 of 3"), std::string::npos);
+}
+
+TEST(HtmlReportTest, ASweepAloneSaysWhereItRan) {
+  Results r;
+  r.config.devices = {"cpu", "cuda"};
+  r.sweep = test::sample_sweep();
+  const auto html = render_html_report(r, full_options());
+  EXPECT_NE(html.find("<b>Devices:</b> ran on cpu, cuda:0"), std::string::npos);
+  EXPECT_NE(html.find("<section id=\"sweep\">"), std::string::npos);
+  EXPECT_EQ(html.find("<section id=\"scaling\">"), std::string::npos);
 }
 
 TEST(HtmlReportTest, VerdictSaysWhatRanAndHowItWent) {

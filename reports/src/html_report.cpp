@@ -453,6 +453,18 @@ std::string devices_line(const Results& r) {
     else
       group->second += ", " + c.name;
   }
+  // A sweep's points and a scaling run's entries ran somewhere too (they have no cases).
+  auto add_ran = [&](const std::string& device) {
+    if (std::find(ran.begin(), ran.end(), device) == ran.end())
+      ran.push_back(device);
+  };
+  if (r.sweep)
+    for (const auto& p : r.sweep->points)
+      if (p.status == CaseStatus::kOk)
+        add_ran(p.device);
+  for (const auto& s : r.scaling)
+    if (s.status == CaseStatus::kOk)
+      add_ran(s.device);
   std::string line = "<b>Devices:</b> ";
   if (ran.empty())
     line += "nothing ran";
@@ -466,6 +478,22 @@ std::string devices_line(const Results& r) {
               e(not_ran[i].second) + " (" + e(reason) + ")";
     }
   }
+  return line;
+}
+
+// What a batch-size sweep found: each crossover, and each target's best batch.
+std::string sweep_line(const Results& r) {
+  if (!r.sweep)
+    return "";
+  std::string line = "<b>Batch-size sweep:</b> ";
+  for (size_t i = 0; i < r.sweep->crossovers.size(); ++i)
+    line += (i ? "; " : "") + e(r.sweep->crossovers[i].case_name) + ": " +
+            e(r.sweep->crossovers[i].message);
+  for (const auto& t : r.sweep->targets)
+    if (t.best_batch)
+      line += std::string(line.back() == ' ' ? "" : "; ") + e(t.case_name) + " on " + e(t.target) +
+              " peaks at " + number(*t.best_samples_per_second) + " samples/s at batch " +
+              std::to_string(*t.best_batch);
   return line;
 }
 
@@ -556,7 +584,7 @@ std::string verdict_section(const Results& r, const std::optional<BaselineCompar
                             const HtmlReportOptions& options) {
   std::string html = "<section id=\"verdict\"><h2>Verdict</h2><ul class=\"verdict\">";
   for (const auto& item :
-       {outcome_line(r), devices_line(r), speedup_line(r),
+       {outcome_line(r), devices_line(r), sweep_line(r), speedup_line(r),
         r.comparisons.empty() ? std::string() : parity_line(r), edge_cases_line(r), audit_line(r),
         gpu_busy_line(r), baseline_line(baseline, options.baseline_source)})
     if (!item.empty())
