@@ -78,10 +78,6 @@ std::vector<reports::ActivationCurve> activation_curves(KAN& model, int64_t poin
   return curves;
 }
 
-double default_time_limit(const std::string& suite) {
-  return suite == "quick" ? 60 : suite == "full" ? 900 : 120;
-}
-
 } // namespace
 
 std::string to_string(Precision precision) {
@@ -211,8 +207,27 @@ std::vector<Target> resolve_targets(const std::string& devices, torch::Dtype dty
   return targets;
 }
 
-StopOnNoise StopOnNoise::defaults_for(const std::string& suite) {
-  return {0.02, suite == "quick" ? 0.5 : suite == "full" ? 30.0 : 5.0, 200};
+StopOnNoise StopOnNoise::for_suite(const std::string& suite, double cv_target,
+                                   double cv_max_seconds) {
+  TORCH_CHECK(cv_target >= 0 && cv_target < 1, "--cv-target must be in [0, 1), got ", cv_target);
+  TORCH_CHECK(cv_max_seconds >= 0 && std::isfinite(cv_max_seconds),
+              "--cv-max-time must be a number of seconds >= 0, got ", cv_max_seconds);
+  const double cap = suite == "quick" ? 0.5 : suite == "full" ? 30.0 : 5.0;
+  return {cv_target, cv_max_seconds > 0 ? cv_max_seconds : cap, 200};
+}
+
+double suite_time_limit(const std::string& suite) {
+  return suite == "quick" ? 60 : suite == "full" ? 900 : 120;
+}
+
+void cap_gpu_memory(const std::vector<Target>& targets, double fraction) {
+  TORCH_CHECK(fraction == 0 || (fraction > 0 && fraction <= 1),
+              "--memory-fraction must be in (0, 1], got ", fraction);
+  if (fraction == 0)
+    return;
+  for (const auto& t : targets)
+    if (t.device.is_cuda() && t.unavailable.empty())
+      set_memory_fraction(t.device, fraction);
 }
 
 ParityTolerances parity_tolerances(Precision less_precise, Optimizer opt) {
@@ -848,8 +863,7 @@ reports::Results run_suite(const SuiteOptions& o) {
   const auto workloads = selected_workloads(o);
   const auto dtype = o.model.empty() ? torch::kFloat32 : workloads.front().model->dtype();
   const auto targets = resolve_targets(o.devices, dtype, o.precisions);
-  const double limit =
-      o.time_limit_seconds > 0 ? o.time_limit_seconds : default_time_limit(o.suite);
+  const double limit = o.time_limit_seconds > 0 ? o.time_limit_seconds : suite_time_limit(o.suite);
   // Every kan phase (forward, backward, optimizer step, ...) is an NVTX range during the run.
   diagnostics::NvtxScopes nvtx_scopes;
   Instrumentation instrumentation;
@@ -860,20 +874,8 @@ reports::Results run_suite(const SuiteOptions& o) {
               o.monitor_interval_seconds);
   instrumentation.monitor_interval_seconds = o.monitor_interval_seconds;
   ProgressReporter progress(o, static_cast<int64_t>(workloads.size() * targets.size()));
-  TORCH_CHECK(o.cv_target >= 0 && o.cv_target < 1, "--cv-target must be in [0, 1), got ",
-              o.cv_target);
-  TORCH_CHECK(o.cv_max_seconds >= 0 && std::isfinite(o.cv_max_seconds),
-              "--cv-max-time must be a number of seconds >= 0, got ", o.cv_max_seconds);
-  auto noise = StopOnNoise::defaults_for(o.suite);
-  noise.cv_target = o.cv_target;
-  if (o.cv_max_seconds > 0)
-    noise.max_seconds = o.cv_max_seconds;
-  TORCH_CHECK(o.memory_fraction == 0 || (o.memory_fraction > 0 && o.memory_fraction <= 1),
-              "--memory-fraction must be in (0, 1], got ", o.memory_fraction);
-  if (o.memory_fraction != 0)
-    for (const auto& t : targets)
-      if (t.device.is_cuda() && t.unavailable.empty())
-        set_memory_fraction(t.device, o.memory_fraction);
+  const auto noise = StopOnNoise::for_suite(o.suite, o.cv_target, o.cv_max_seconds);
+  cap_gpu_memory(targets, o.memory_fraction);
 
   reports::Results results;
   results.environment = diagnostics::collect_environment();

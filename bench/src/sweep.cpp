@@ -133,10 +133,7 @@ reports::Results run_sweep(const SweepOptions& o) {
     TORCH_CHECK(b >= 1, "--batch sizes must be >= 1, got ", b);
   TORCH_CHECK(!o.cases.empty(), "--case names no workload");
   TORCH_CHECK(o.max_batch_limit >= 16, "--max-batch-limit must be >= 16, got ", o.max_batch_limit);
-  TORCH_CHECK(o.memory_fraction == 0 || (o.memory_fraction > 0 && o.memory_fraction <= 1),
-              "--memory-fraction must be in (0, 1], got ", o.memory_fraction);
-  TORCH_CHECK(o.cv_target >= 0 && o.cv_target < 1, "--cv-target must be in [0, 1), got ",
-              o.cv_target);
+  const auto noise = StopOnNoise::for_suite(o.suite, o.cv_target, o.cv_max_seconds);
   TORCH_CHECK(o.repeat >= 0, "--repeat must be >= 1, got ", o.repeat);
   std::vector<Workload> workloads;
   for (const auto& name : o.cases) {
@@ -150,18 +147,8 @@ reports::Results run_sweep(const SweepOptions& o) {
       workloads.back().epochs = o.repeat;
   }
   const auto targets = resolve_targets(o.devices);
-  const double limit = o.time_limit_seconds > 0 ? o.time_limit_seconds
-                       : o.suite == "quick"     ? 60
-                       : o.suite == "full"      ? 900
-                                                : 120;
-  auto noise = StopOnNoise::defaults_for(o.suite);
-  noise.cv_target = o.cv_target;
-  if (o.cv_max_seconds > 0)
-    noise.max_seconds = o.cv_max_seconds;
-  if (o.memory_fraction > 0)
-    for (const auto& t : targets)
-      if (t.device.is_cuda() && t.unavailable.empty())
-        set_memory_fraction(t.device, o.memory_fraction);
+  const double limit = o.time_limit_seconds > 0 ? o.time_limit_seconds : suite_time_limit(o.suite);
+  cap_gpu_memory(targets, o.memory_fraction);
   diagnostics::NvtxScopes nvtx_scopes;
   const auto start = io::Clock::now();
 

@@ -74,10 +74,20 @@ struct StopOnNoise {
   double max_seconds = 0;
   int64_t max_epochs = 200;
 
-  /// The suite's default: a 2 % target, capped at 0.5 s (quick), 5 s (default), 30 s (full) of
-  /// timed epochs per case.
-  static StopOnNoise defaults_for(const std::string& suite);
+  /// `cv_target` (0 <= it < 1; 0: off) with the time cap `cv_max_seconds`, or where that is 0
+  /// the suite's: 0.5 s (quick), 5 s (default), 30 s (full) of timed epochs per case. A value out
+  /// of range is an error naming --cv-target or --cv-max-time.
+  static StopOnNoise for_suite(const std::string& suite, double cv_target = 0.02,
+                               double cv_max_seconds = 0);
 };
+
+/// A case's time limit in a suite when none is given: 60 s (quick), 120 s (default), 900 s (full).
+double suite_time_limit(const std::string& suite);
+
+/// Caps the caching allocator of every GPU target that can run at `fraction` of its memory
+/// (set_memory_fraction); 0 caps nothing. A fraction outside (0, 1] is an error naming
+/// --memory-fraction.
+void cap_gpu_memory(const std::vector<Target>& targets, double fraction);
 
 /// Parity tolerances per dtype (the less precise side of a comparison decides) and optimiser;
 /// documented in the README and written into every comparison.
