@@ -542,8 +542,10 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
           throw CaseTimeout{time_limit_seconds, epoch};
         return;
       }
-      if (epoch == least) // between timed epochs: evaluation is not timed
+      if (epoch == least) { // between timed epochs: evaluation is not timed
+        PrecisionScope precision(target, /*autocast=*/true);
         record_final_metric(r, w, model, data);
+      }
       const auto cv = reports::coefficient_of_variation(r.epoch_seconds);
       double timed = 0;
       for (double seconds : r.epoch_seconds)

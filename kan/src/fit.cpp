@@ -377,6 +377,9 @@ void evaluate_test_batch(KAN& model, const FitOptions& o, DataParallel* group,
   PhaseScope phase(Phase::kEvaluation);
   torch::NoGradGuard no_grad;
   KeepScope fast_path(*model, false, false);
+  std::optional<AutocastGuard> autocast; // the test loss in the training's precision
+  if (o.autocast())
+    autocast.emplace(model->device().type(), *o.autocast());
   const auto pred = model->forward(x);
   if (group == nullptr) {
     record.test_loss = compute_loss(o.loss(), pred, labels).item<double>();

@@ -123,10 +123,11 @@ struct FitOptions {
   /// fit() with the same options; each trains on its shard of every global batch, and the step
   /// equals one process's step on the global batch. Empty: one process.
   TORCH_ARG(std::shared_ptr<DataParallel>, data_parallel) = nullptr;
-  /// Mixed precision: forward passes and losses under LibTorch's autocast to this dtype
-  /// (torch::kBFloat16 on the CPU or CUDA, torch::kHalf on CUDA; kan/autocast.h). Parameters,
-  /// gradients and optimiser state stay float32 (the model's dtype must be). Empty: off. Not
-  /// written by to_json: `kanbench run` records it with each case's precision.
+  /// Mixed precision: every forward pass (training steps and test batches) and loss under
+  /// LibTorch's autocast to this dtype (torch::kBFloat16 on the CPU or CUDA, torch::kHalf on
+  /// CUDA; kan/autocast.h). Parameters, gradients and optimiser state stay float32 (the model's
+  /// dtype must be). Empty: off. Not written by to_json: `kanbench run` records it with each
+  /// case's precision.
   TORCH_ARG(std::optional<torch::Dtype>, autocast) = std::nullopt;
   /// Dynamic loss scaling (float16; kan/grad_scaler.h): the scaled loss is differentiated and
   /// the gradients unscaled before the step; Adam skips a step whose gradients overflowed, and
