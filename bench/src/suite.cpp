@@ -702,10 +702,7 @@ std::vector<Workload> selected_workloads(const SuiteOptions& o) {
                        ? suite_workloads(o.suite)
                        : std::vector<Workload>{model_workload(o.model, o.data, o.suite)};
   for (const auto& name : o.cases)
-    TORCH_CHECK(std::any_of(workloads.begin(), workloads.end(),
-                            [&](const Workload& w) { return w.name == name; }),
-                "--case ", name, " is not a workload of the ", o.suite,
-                " suite (toy, deep, wide, million)");
+    suite_workload(o.suite, name); // refuses a name the suite does not have
   if (!o.cases.empty())
     workloads.erase(std::remove_if(workloads.begin(), workloads.end(),
                                    [&](const Workload& w) {

@@ -137,12 +137,7 @@ reports::Results run_sweep(const SweepOptions& o) {
   TORCH_CHECK(o.repeat >= 0, "--repeat must be >= 1, got ", o.repeat);
   std::vector<Workload> workloads;
   for (const auto& name : o.cases) {
-    const auto all = suite_workloads(o.suite);
-    const auto it =
-        std::find_if(all.begin(), all.end(), [&](const Workload& w) { return w.name == name; });
-    TORCH_CHECK(it != all.end(), "--case ", name, " is not a workload of the ", o.suite,
-                " suite (toy, deep, wide, million)");
-    workloads.push_back(*it);
+    workloads.push_back(suite_workload(o.suite, name));
     if (o.repeat > 0)
       workloads.back().epochs = o.repeat;
   }

@@ -157,6 +157,15 @@ std::vector<Workload> suite_workloads(const std::string& suite) {
   return w;
 }
 
+Workload suite_workload(const std::string& suite, const std::string& name) {
+  auto all = suite_workloads(suite);
+  const auto it =
+      std::find_if(all.begin(), all.end(), [&](const Workload& w) { return w.name == name; });
+  TORCH_CHECK(it != all.end(), "--case ", name, " is not a workload of the ", suite,
+              " suite (toy, deep, wide, million)");
+  return *it;
+}
+
 namespace {
 
 // Inputs uniform over each input's span of the model's first grid (where its splines live);

@@ -65,6 +65,9 @@ const std::vector<std::string>& suite_names();
 /// job: all cases within 5 minutes on a 2-core CPU-only machine), full (the real sizes).
 std::vector<Workload> suite_workloads(const std::string& suite);
 
+/// The workload `name` of a suite; an error naming --case and the suite otherwise.
+Workload suite_workload(const std::string& suite, const std::string& name);
+
 /// The workload of `kanbench run --model PATH [--data FILE]`, named after the model file: the
 /// model (kan::load_model), trained as pykan's fit() trains by default (LBFGS, full batch, MSE)
 /// for as many epochs as the suite's toy case, without grid updates (like every workload). The
