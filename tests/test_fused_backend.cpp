@@ -410,15 +410,19 @@ RegularisedStep regularised_step(KAN& model, const torch::Tensor& x_in) {
   return step;
 }
 
-void check_regularised(torch::Device device, torch::Dtype dtype, double tol) {
-  const auto options = KANOptions({3, 4, 2}).grid(5).seed(7).dtype(dtype);
+void check_regularised(torch::Device device, torch::Dtype dtype, double tol,
+                       KANOptions options = KANOptions({3, 4, 2}),
+                       const std::vector<int64_t>& sizes = {1, 2, 97}) {
+  options.grid(5).seed(7).dtype(dtype);
+  const int64_t in = options.width()[0];
   KAN reference(KANOptions(options).backend(SplineBackend::kReference));
   KAN fused(KANOptions(options).backend(SplineBackend::kFused));
   {
     // A pruned edge and unequal scales, so that every edge has its own wb and ws.
     torch::NoGradGuard no_grad;
-    reference->layer(0)->mask[1][2] = 0;
-    reference->layer(1)->scale_sp.mul_(torch::linspace(0.5, 1.5, 8, dtype).view({4, 2}));
+    reference->layer(0)->mask.view(-1)[1] = 0;
+    auto& scale_sp = reference->layer(1)->scale_sp;
+    scale_sp.mul_(torch::linspace(0.5, 1.5, scale_sp.numel(), dtype).view_as(scale_sp));
     for (size_t l = 0; l < reference->depth(); ++l)
       for (const auto& p : reference->layer(l)->named_parameters())
         fused->layer(l)->named_parameters()[p.key()].copy_(p.value());
@@ -430,8 +434,8 @@ void check_regularised(torch::Device device, torch::Dtype dtype, double tol) {
   fused->to(device);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
   // Some samples outside the grid, where the splines are zero.
-  for (const int64_t N : {1, 2, 97}) {
-    const auto x = (torch::rand({N, 3}, gen, torch::kFloat64) * 2.4 - 1.2).to(device, dtype);
+  for (const int64_t N : sizes) {
+    const auto x = (torch::rand({N, in}, gen, torch::kFloat64) * 2.4 - 1.2).to(device, dtype);
     const auto r = regularised_step(reference, x), f = regularised_step(fused, x);
     const std::string what = "N=" + std::to_string(N);
     EXPECT_LE(std::abs(f.loss - r.loss), tol * std::abs(r.loss)) << what;
@@ -442,14 +446,37 @@ void check_regularised(torch::Device device, torch::Dtype dtype, double tol) {
   }
   // The fused forward kept the sums, not the (N, I, O) activations.
   const auto& kept = fused->activations();
-  ASSERT_EQ(kept.size(), 2u);
+  ASSERT_EQ(kept.size(), fused->depth());
   EXPECT_FALSE(kept[0].numeric.defined());
-  EXPECT_EQ(kept[0].moments.sizes(), (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(kept[0].moments.sizes(),
+            (std::vector<int64_t>{2, in, fused->layer(0)->options().out_dim()}));
 }
 
 TEST(FusedBackend, RegularisedLossMatchesReference) {
   check_regularised(torch::kCPU, torch::kFloat64, 1e-10);
   check_regularised(torch::kCPU, torch::kFloat32, 1e-5);
+  // Wider layers: the AVX2 kernels' eight outputs at a time and the rest one by one.
+  check_regularised(torch::kCPU, torch::kFloat64, 1e-10, KANOptions({3, 19, 11}));
+  check_regularised(torch::kCPU, torch::kFloat32, 1e-5, KANOptions({3, 19, 11}));
+}
+
+TEST(FusedBackend, RegularisedLossWithOtherBaseFunctionsAndSplineOrders) {
+  for (const auto base : {BaseFunction::kIdentity, BaseFunction::kZero}) {
+    check_regularised(torch::kCPU, torch::kFloat64, 1e-10, KANOptions({3, 4, 2}).base_fun(base));
+    check_regularised(torch::kCPU, torch::kFloat32, 1e-5, KANOptions({3, 4, 2}).base_fun(base));
+  }
+  for (const int64_t k : {1, 2, 4})
+    check_regularised(torch::kCPU, torch::kFloat64, 1e-10, KANOptions({3, 4, 2}).k(k));
+}
+
+TEST(FusedBackend, RegularisedLossInSlicesMatchesReference) {
+  // Enough samples and threads that the CPU's layer node cuts them into slices, each summing into
+  // its own copy (fewer inputs than threads: the backward's slices too).
+  const int threads = at::get_num_threads();
+  at::set_num_threads(4);
+  check_regularised(torch::kCPU, torch::kFloat64, 1e-10, KANOptions({2, 5, 2}), {30000});
+  check_regularised(torch::kCPU, torch::kFloat32, 1e-5, KANOptions({2, 5, 2}), {30000});
+  at::set_num_threads(threads);
 }
 
 TEST(FusedBackend, RegularisedStepMemoryIsPerEdge) {

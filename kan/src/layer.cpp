@@ -40,6 +40,18 @@ torch::Tensor spline_values(SplineBackend backend, const torch::Tensor& x,
   return coef2curve(x, grid, coef, k);
 }
 
+detail::BaseKind base_kind(BaseFunction f) {
+  switch (f) {
+  case BaseFunction::kSiLU:
+    return detail::BaseKind::kSiLU;
+  case BaseFunction::kIdentity:
+    return detail::BaseKind::kIdentity;
+  case BaseFunction::kZero:
+    return detail::BaseKind::kZero;
+  }
+  TORCH_INTERNAL_ASSERT(false, "unknown base function");
+}
+
 } // namespace
 
 KANLayerImpl::KANLayerImpl(KANLayerOptions options) : options_(std::move(options)) {
@@ -182,19 +194,18 @@ LayerActivations KANLayerImpl::forward_with_statistics(const torch::Tensor& x) {
     return forward_with_activations(x);
   LayerActivations acts;
   acts.input = x;
-  const auto base_x = base(x);
-  if (x.is_cpu()) {
-    // The spline part and the sums in one node: one backward pass over the points.
+  const auto wb = scale_base * mask, ws = scale_sp * mask;
+  if (detail::fuses_layer_with_moments(x)) {
+    // The layer and the sums in one node: one pass over the points each way.
     check_input(x);
-    auto [y, moments] = detail::fused_spline_with_moments(x, base_x, grid, coef, scale_base * mask,
-                                                          scale_sp * mask, options_.k());
-    acts.output = add_base_and_symbolic(x, base_x, y);
+    auto [y, moments] = detail::fused_layer_with_moments(
+        x, grid, coef, wb, ws, base_kind(options_.base_fun()), options_.k());
+    acts.output = symbolic_count_ > 0 ? add_symbolic(x, y, {}).first : y;
     acts.moments = moments;
     return acts;
   }
   acts.output = forward(x);
-  acts.moments = detail::fused_edge_moments(x, base_x, grid, coef, scale_base * mask,
-                                            scale_sp * mask, options_.k());
+  acts.moments = detail::fused_edge_moments(x, base(x), grid, coef, wb, ws, options_.k());
   return acts;
 }
 

@@ -8,6 +8,7 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace kan::detail {
@@ -35,12 +36,10 @@ at::Tensor forward_cpu(const at::Tensor& x, const at::Tensor& base, const at::Te
   return sums;
 }
 
-// gy: dL/dy of the layer's spline part when it is in the same node (undefined: the sums alone).
 std::vector<at::Tensor> backward_cpu(const at::Tensor& grad, const at::Tensor& x,
                                      const at::Tensor& base, const at::Tensor& grid,
                                      const at::Tensor& inv, const at::Tensor& weight,
-                                     const at::Tensor& wb, const at::Tensor& ws, int64_t k,
-                                     const at::Tensor& gy = {}) {
+                                     const at::Tensor& wb, const at::Tensor& ws, int64_t k) {
   const int64_t N = x.size(0), I = x.size(1), M = weight.size(1), O = weight.size(2);
   const auto f64 = x.options().dtype(at::kDouble);
   auto gx = at::empty({N, I}, x.options()), gbase = at::empty({N, I}, x.options());
@@ -49,9 +48,7 @@ std::vector<at::Tensor> backward_cpu(const at::Tensor& grad, const at::Tensor& x
   const auto g = grad.to(at::kDouble).contiguous();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_edge_moments_backward_cpu", [&] {
     const auto a = moment_args<scalar_t>(x, base, grid, inv, weight, wb, ws, k);
-    auto grads = moment_grads<scalar_t>(g, gx, gbase, gweight, gwb, gws, 1);
-    if (gy.defined())
-      grads.gy = gy.const_data_ptr<scalar_t>();
+    const auto grads = moment_grads<scalar_t>(g, gx, gbase, gweight, gwb, gws, 1);
     const auto kernel = cpu_spline_kernels<scalar_t>().moments_backward_inputs;
     at::parallel_for(0, I, input_grain(x, weight),
                      [&](int64_t begin, int64_t end) { kernel(a, grads, begin, end); });
@@ -132,38 +129,102 @@ public:
   }
 };
 
-// The layer's spline part y (N, O) = sum_i ws_io spline_nio and the sums, in one node: the
-// backward visits each point once for both (CPU).
-class SplineWithMomentsFunction : public torch::autograd::Function<SplineWithMomentsFunction> {
+// Slices of the samples for the layer's node: one per thread where there is work enough for each
+// (each slice sums into its own copy, so results depend on the thread count only through them).
+int64_t sample_slices(int64_t N, int64_t work_per_sample, int64_t at_most) {
+  const int64_t by_work = N / parallel_grain(work_per_sample);
+  return std::max<int64_t>(1, std::min({by_work, at_most, int64_t{at::get_num_threads()}}));
+}
+
+// Sums over the slices (dimension 0).
+at::Tensor slice_sum(const at::Tensor& t) {
+  return t.size(0) == 1 ? t[0] : t.sum(0);
+}
+
+// The whole layer y (N, O) = sum_i phi_nio, phi = wb base(x) + ws spline, and the sums of phi, in
+// one node whose forward and backward each visit every point once (layer_moments_cpu.inc). Saves
+// x and the parameters only: neither base(x) nor the splines.
+class LayerWithMomentsFunction : public torch::autograd::Function<LayerWithMomentsFunction> {
 public:
   static torch::autograd::tensor_list forward(torch::autograd::AutogradContext* ctx,
-                                              const at::Tensor& x, const at::Tensor& base,
-                                              const at::Tensor& grid, const at::Tensor& coef,
-                                              const at::Tensor& wb, const at::Tensor& ws,
-                                              int64_t k) {
-    const auto a = save_arguments(ctx, x, base, grid, coef, wb, ws, k);
-    // The layer's weight, as KANLayerImpl::spline_weight: coef scaled by ws, (I, M, O).
-    const auto scaled = (a[4] * a[6].unsqueeze(1)).contiguous();
-    auto y = at::zeros({x.size(0), a[4].size(2)}, x.options());
-    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_with_moments_cpu", [&] {
-      spline_forward(cpu_spline_kernels<scalar_t>(), false,
-                     spline_args<scalar_t>(a[0], a[2], a[3], scaled, k),
-                     y.mutable_data_ptr<scalar_t>());
+                                              const at::Tensor& x, const at::Tensor& grid,
+                                              const at::Tensor& coef, const at::Tensor& wb,
+                                              const at::Tensor& ws, int64_t base, int64_t k) {
+    const auto gc = grid.contiguous();
+    // coef as (I, M, O) with k zero rows at both ends (layer_moments_cpu.inc).
+    const auto weight = at::constant_pad_nd(coef.transpose(1, 2), {0, 0, k, k}).contiguous();
+    const std::vector<at::Tensor> a{
+        x.contiguous(), gc, knot_reciprocals(gc, k), weight, wb.contiguous(), ws.contiguous()};
+    ctx->save_for_backward(a);
+    ctx->saved_data["base"] = base;
+    ctx->saved_data["k"] = k;
+    const int64_t N = x.size(0), I = x.size(1), O = coef.size(1);
+    const int64_t slices = sample_slices(N, I * (k + 1) * (O + k + 1), N);
+    auto y = at::zeros({N, O}, x.options());
+    auto sums = at::zeros({slices, 2, I, O}, x.options().dtype(at::kDouble));
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_layer_with_moments_cpu", [&] {
+      const auto args = layer_args<scalar_t>(a, base, k);
+      const auto kernel = cpu_spline_kernels<scalar_t>().layer_with_moments;
+      auto* out = y.mutable_data_ptr<scalar_t>();
+      auto* partial = sums.mutable_data_ptr<double>();
+      at::parallel_for(0, slices, 1, [&](int64_t begin, int64_t end) {
+        kernel(args, out, partial, slices, begin, end);
+      });
     });
-    return {y, forward_cpu(a[0], a[1], a[2], a[3], a[4], a[5], a[6], k)};
+    return {y, slice_sum(sums)};
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grad_outputs) {
     check_no_double_backward();
-    const auto s = ctx->get_saved_variables();
-    const int64_t k = ctx->saved_data["k"].toInt();
+    const auto a = ctx->get_saved_variables();
+    const int64_t base = ctx->saved_data["base"].toInt(), k = ctx->saved_data["k"].toInt();
+    const auto& x = a[0];
+    const int64_t N = x.size(0), I = x.size(1), rows = a[3].size(1), O = a[3].size(2);
+    const auto f64 = x.options().dtype(at::kDouble);
     const auto gy = grad_outputs[0].defined() ? grad_outputs[0].contiguous() : at::Tensor();
-    const auto gm = grad_outputs[1].defined() ? grad_outputs[1].contiguous()
-                                              : at::zeros({2, s[0].size(1), s[4].size(2)},
-                                                          s[0].options().dtype(at::kDouble));
-    const auto g = backward_cpu(gm, s[0], s[1], s[2], s[3], s[4], s[5], s[6], k, gy);
-    return input_gradients(ctx, g, s[0].scalar_type());
+    const auto gm = grad_outputs[1].defined() ? grad_outputs[1].to(at::kDouble).contiguous()
+                                              : at::zeros({2, I, O}, f64);
+    // Slices where the inputs alone leave threads idle.
+    const int64_t threads = at::get_num_threads();
+    const int64_t slices =
+        I >= threads ? 1 : sample_slices(N, 2 * (k + 1) * (O + k + 1), (threads + I - 1) / I);
+    auto gx = at::empty({N, I}, x.options());
+    auto gcoef = at::zeros({slices, I, rows, O}, f64), gwb = at::zeros({slices, I, O}, f64),
+         gws = at::zeros({slices, I, O}, f64);
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_layer_with_moments_backward_cpu", [&] {
+      const auto args = layer_args<scalar_t>(a, base, k);
+      const LayerGrads<scalar_t> g{gy.defined() ? gy.const_data_ptr<scalar_t>() : nullptr,
+                                   gm.const_data_ptr<double>(),
+                                   gm.const_data_ptr<double>() + I * O,
+                                   gx.mutable_data_ptr<scalar_t>(),
+                                   gcoef.mutable_data_ptr<double>(),
+                                   gwb.mutable_data_ptr<double>(),
+                                   gws.mutable_data_ptr<double>(),
+                                   slices};
+      const auto kernel = cpu_spline_kernels<scalar_t>().layer_with_moments_backward;
+      at::parallel_for(0, slices * I, 1,
+                       [&](int64_t begin, int64_t end) { kernel(args, g, begin, end); });
+    });
+    const auto dtype = x.scalar_type();
+    const auto real_rows = slice_sum(gcoef).slice(1, k, rows - k); // drop the padding rows
+    return {gx,
+            at::Tensor(),
+            real_rows.transpose(1, 2).to(dtype), // back to coef's (I, O, M)
+            slice_sum(gwb).to(dtype),
+            slice_sum(gws).to(dtype),
+            at::Tensor(),
+            at::Tensor()};
+  }
+
+private:
+  // The kernels' view of the saved {x, grid, inv, weight, wb, ws}.
+  template <typename T>
+  static LayerArgs<T> layer_args(const std::vector<at::Tensor>& a, int64_t base, int64_t k) {
+    auto spline = spline_args<T>(a[0], a[1], a[2], a[3], k);
+    spline.M -= 2 * k; // the weight's padding rows are not basis functions
+    return {spline, a[4].const_data_ptr<T>(), a[5].const_data_ptr<T>(),
+            static_cast<BaseKind>(base)};
   }
 };
 
@@ -187,13 +248,22 @@ void check_moment_arguments(const at::Tensor& x, const at::Tensor& base, const a
 
 } // namespace
 
+bool fuses_layer_with_moments(const at::Tensor& x) {
+  if (!x.is_cpu())
+    return false;
+  if (x.scalar_type() == at::kDouble)
+    return cpu_spline_kernels<double>().layer_with_moments != nullptr;
+  return cpu_spline_kernels<float>().layer_with_moments != nullptr;
+}
+
 std::pair<at::Tensor, at::Tensor>
-fused_spline_with_moments(const at::Tensor& x, const at::Tensor& base, const at::Tensor& grid,
-                          const at::Tensor& coef, const at::Tensor& wb, const at::Tensor& ws,
-                          int64_t k) {
-  check_moment_arguments(x, base, grid, coef, wb, ws, k);
-  TORCH_CHECK(x.is_cpu(), "fused_spline_with_moments runs on the CPU, got x on ", x.device());
-  auto outputs = SplineWithMomentsFunction::apply(x, base, grid, coef, wb, ws, k);
+fused_layer_with_moments(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& coef,
+                         const at::Tensor& wb, const at::Tensor& ws, BaseKind base, int64_t k) {
+  check_moment_arguments(x, x, grid, coef, wb, ws, k);
+  TORCH_CHECK(fuses_layer_with_moments(x), "fused_layer_with_moments: no kernels for x on ",
+              x.device(), " with this CPU kernel set (KAN_FUSED_CPU_ISA)");
+  auto outputs =
+      LayerWithMomentsFunction::apply(x, grid, coef, wb, ws, static_cast<int64_t>(base), k);
   return {outputs[0], outputs[1]};
 }
 

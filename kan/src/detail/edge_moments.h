@@ -3,6 +3,8 @@
 // the (N, I, O) activations, so a regularised step needs O(I * O) extra memory
 // (edge_moments_threads.h has the arithmetic; docs/kan.md, "Regularisation").
 
+#include "detail/spline_kernels.h"
+
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -20,13 +22,18 @@ at::Tensor fused_edge_moments(const at::Tensor& x, const at::Tensor& base, const
                               const at::Tensor& coef, const at::Tensor& wb, const at::Tensor& ws,
                               int64_t k);
 
-/// The layer's spline part y (N, O) = sum_i ws_io spline_nio (what fused_spline gives for the
-/// weight coef * ws) and fused_edge_moments's sums, as one autograd node whose backward visits
-/// each point once for both (on the CPU; CUDA keeps two nodes).
+/// Whether fused_layer_with_moments has kernels for x: on the CPU, but for the cuda-threads kernel
+/// set (KAN_FUSED_CPU_ISA), whose steps keep the layer and its sums apart as the GPU's do.
+bool fuses_layer_with_moments(const at::Tensor& x);
+
+/// A whole layer's numeric part y (N, O) = sum_i phi_nio, phi_nio = wb_io base(x_ni) + ws_io
+/// spline_nio (the layer's forward without its symbolic edges), and fused_edge_moments's sums of
+/// phi, in one autograd node: its forward and its backward each visit every point once and it
+/// saves x and the parameters only. For x (N, I), grid, coef, wb and ws as fused_edge_moments's;
+/// the CPU only (fuses_layer_with_moments).
 std::pair<at::Tensor, at::Tensor>
-fused_spline_with_moments(const at::Tensor& x, const at::Tensor& base, const at::Tensor& grid,
-                          const at::Tensor& coef, const at::Tensor& wb, const at::Tensor& ws,
-                          int64_t k);
+fused_layer_with_moments(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& coef,
+                         const at::Tensor& wb, const at::Tensor& ws, BaseKind base, int64_t k);
 
 #ifdef KAN_HAS_CUDA_KERNELS
 /// CUDA kernels (edge_moments_cuda.cu), on the current stream; contiguous arguments, weight = coef

@@ -96,11 +96,10 @@ static inline void moments_input(const MomentArgs<T>& a, int64_t i, double* s1, 
 }
 
 // The backward. With g_nio = dL/dS1_io + 2 phi_nio dL/dS2_io, the derivative of L by phi_nio
-// through the sums, and h_nio = g_nio + dL/dy_no where the layer's spline part is in the same node
-// (MomentGrads::gy; else h = g):
-//   gwb_io += sum_n g base_ni          gws_io += sum_n h spline_nio
-//   gcoef_imo += sum_n h ws_io B_m(x_ni)
-//   gbase_ni = sum_o g wb_io           gx_ni = sum_o h ws_io spline'_nio (the spline's share)
+// through the sums:
+//   gwb_io += sum_n g base_ni          gws_io += sum_n g spline_nio
+//   gcoef_imo += sum_n g ws_io B_m(x_ni)
+//   gbase_ni = sum_o g wb_io           gx_ni = sum_o g ws_io spline'_nio (the spline's share)
 
 /// Edge (i, o)'s parameter gradients over the samples of slice s (the CUDA thread (s, i, o) owns
 /// the column gcoef[s, i, :, o]).
@@ -119,10 +118,8 @@ static KAN_HOST_DEVICE void moments_backward_edge(const MomentArgs<T>& a, const 
     const bool inside = point_basis(sa, n, i, &first, value, deriv, &none);
     const auto e = edge_point(a, inside, none, n, i, o, first, value, deriv);
     const double grad = g.g1[io] + 2 * e.phi * g.g2[io];
-    const double spline_grad =
-        g.gy != nullptr ? grad + static_cast<double>(g.gy[n * sa.O + o]) : grad;
     g.gwb[at] += grad * a.base[n * sa.I + i];
-    g.gws[at] += spline_grad * e.spline;
+    g.gws[at] += grad * e.spline;
     if (!inside) {
       if (!is_finite_value(none)) // NaN in every basis function reaches every coefficient
         for (int64_t m = 0; m < sa.M; ++m)
@@ -132,7 +129,7 @@ static KAN_HOST_DEVICE void moments_backward_edge(const MomentArgs<T>& a, const 
     for (int r = 0; r <= sa.k; ++r) {
       const int64_t m = first + r;
       if (m >= 0 && m < sa.M)
-        c[m * sa.O + o] += spline_grad * ws * value[r];
+        c[m * sa.O + o] += grad * ws * value[r];
     }
   }
 }
@@ -150,10 +147,8 @@ static KAN_HOST_DEVICE void moments_backward_point(const MomentArgs<T>& a, const
     const int64_t io = i * sa.O + o;
     const auto e = edge_point(a, inside, none, n, i, o, first, value, deriv);
     const double grad = g.g1[io] + 2 * e.phi * g.g2[io];
-    const double spline_grad =
-        g.gy != nullptr ? grad + static_cast<double>(g.gy[n * sa.O + o]) : grad;
     gbase += grad * a.wb[io];
-    gx += spline_grad * a.ws[io] * e.slope;
+    gx += grad * a.ws[io] * e.slope;
   }
   g.gx[n * sa.I + i] = static_cast<T>(gx);
   g.gbase[n * sa.I + i] = static_cast<T>(gbase);
@@ -183,16 +178,14 @@ static inline void moments_backward_input(const MomentArgs<T>& a, const MomentGr
     point_rows(a, i, inside, first, value, deriv, none, spline, slope);
     const T b = a.base[n * sa.I + i];
     double gx = 0, gbase = 0;
-    const T* gy = g.gy != nullptr ? g.gy + n * O : nullptr;
     for (int64_t o = 0; o < O; ++o) {
       const double phi = static_cast<double>(wb[o] * b + ws[o] * spline[o]);
       const double grad = g1[o] + 2 * phi * g2[o];
-      const double spline_grad = gy != nullptr ? grad + static_cast<double>(gy[o]) : grad;
       gwb[o] += grad * b;
-      gws[o] += spline_grad * spline[o];
+      gws[o] += grad * spline[o];
       gbase += grad * wb[o];
-      gx += spline_grad * ws[o] * slope[o];
-      scaled[o] = static_cast<T>(spline_grad * ws[o]);
+      gx += grad * ws[o] * slope[o];
+      scaled[o] = static_cast<T>(grad * ws[o]);
     }
     g.gx[n * sa.I + i] = static_cast<T>(gx);
     g.gbase[n * sa.I + i] = static_cast<T>(gbase);

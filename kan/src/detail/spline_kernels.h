@@ -40,10 +40,33 @@ template <typename T> struct MomentGrads {
   double* gwb;
   double* gws;
   int64_t slices;
-  /// With the layer's spline part in the same node (fused_spline_with_moments): dL/dy (N, O),
-  /// added to every edge's gradient for the spline's terms (coef, ws, x), not the base's. Null:
-  /// the sums alone.
-  const T* gy = nullptr;
+};
+
+/// A layer's base function, as the kernels compute it (kan::BaseFunction).
+enum class BaseKind : int { kSiLU, kIdentity, kZero };
+
+/// A whole layer and its regulariser sums in one pass on the CPU (layer_moments_cpu.h):
+/// y_no = sum_i phi_nio, phi_nio = wb_io base(x_ni) + ws_io spline_nio, with spline.weight = coef
+/// transposed to (I, M, O).
+template <typename T> struct LayerArgs {
+  SplineArgs<T> spline;
+  const T* wb; ///< (I, O): mask * scale_base
+  const T* ws; ///< (I, O): mask * scale_sp
+  BaseKind base;
+};
+
+/// Where the layer's backward writes, for dL/dy and the sums' gradients: gx (N, I) in T,
+/// overwritten; gcoef (slices, I, M, O), gwb and gws (slices, I, O) in double, zero on entry, each
+/// slice of the samples (slice_bounds) summing into its own copy.
+template <typename T> struct LayerGrads {
+  const T* gy;      ///< (N, O), or null where y is not used
+  const double* g1; ///< (I, O): dL/dS1
+  const double* g2; ///< (I, O): dL/dS2
+  T* gx;
+  double* gcoef;
+  double* gwb;
+  double* gws;
+  int64_t slices;
 };
 
 /// A forward kernel on the items [begin, end) of y.
@@ -64,6 +87,16 @@ template <typename T>
 using MomentsBackwardKernel = void (*)(const MomentArgs<T>& a, const MomentGrads<T>& g,
                                        int64_t begin, int64_t end);
 
+/// The layer's y (N, O) (zero on entry) and sums (slices, 2, I, O) (zero on entry) over the
+/// samples of the slices [begin, end): slice s writes y's rows of its samples and sums[s].
+template <typename T>
+using LayerKernel = void (*)(const LayerArgs<T>& a, T* y, double* sums, int64_t slices,
+                             int64_t begin, int64_t end);
+/// Its backward on the tasks [begin, end), task = slice * I + input.
+template <typename T>
+using LayerBackwardKernel = void (*)(const LayerArgs<T>& a, const LayerGrads<T>& g, int64_t begin,
+                                     int64_t end);
+
 /// The kernels of one instruction set, on a range of the work; the drivers below split the work
 /// over threads. The layer sums over its inputs; the per-edge splines (forward_with_activations)
 /// keep every (sample, input, output).
@@ -74,6 +107,10 @@ template <typename T> struct SplineKernels {
   BackwardKernel<T> edges_backward_tasks; ///< the per-edge splines' backward, gy (N, I, O)
   MomentsKernel<T> moments_inputs;        ///< the regulariser's per-edge sums
   MomentsBackwardKernel<T> moments_backward_inputs;
+  /// The layer and its sums in one pass (the CPU's regularised steps); null in the cuda-threads
+  /// set, whose regularised steps keep the layer and the sums apart as the GPU does.
+  LayerKernel<T> layer_with_moments;
+  LayerBackwardKernel<T> layer_with_moments_backward;
 };
 
 namespace cpu_generic {

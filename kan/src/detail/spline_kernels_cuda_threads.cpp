@@ -75,9 +75,16 @@ void moments_backward_inputs(const MomentArgs<T>& a, const MomentGrads<T>& g, in
 
 } // namespace
 
+// No layer_with_moments: regularised steps keep the layer and its sums apart, as on the GPU.
 template <typename T> SplineKernels<T> kernels() {
-  return {&forward_rows<T>,         &backward_tasks<T>, &edges_forward_pairs<T>,
-          &edges_backward_tasks<T>, &moments_inputs<T>, &moments_backward_inputs<T>};
+  return {&forward_rows<T>,
+          &backward_tasks<T>,
+          &edges_forward_pairs<T>,
+          &edges_backward_tasks<T>,
+          &moments_inputs<T>,
+          &moments_backward_inputs<T>,
+          nullptr,
+          nullptr};
 }
 
 template SplineKernels<float> kernels<float>();

@@ -41,9 +41,13 @@ static KAN_HOST_DEVICE void slice_bounds(int64_t N, int64_t slices, int64_t s, i
   *end = *begin + rows < N ? *begin + rows : N;
 }
 
-template <typename T>
-static KAN_HOST_DEVICE bool local_bspline(const T* t, const T* inv, int64_t P, int k, T x,
-                                          int64_t* first, T* value, T* deriv) {
+//
+// K >= 0 fixes the order at compile time (k must equal it), so that the loops unroll; K < 0
+// reads k.
+template <int K, typename T>
+static KAN_HOST_DEVICE bool local_bspline_order(const T* t, const T* inv, int64_t P, int k_runtime,
+                                                T x, int64_t* first, T* value, T* deriv) {
+  const int k = K >= 0 ? K : k_runtime;
   if (!(x >= t[0] && x < t[P - 1]))
     return false;
   // The span m: the largest index in [0, P - 2] with t[m] <= x. Branch-free binary search (the
@@ -81,6 +85,12 @@ static KAN_HOST_DEVICE bool local_bspline(const T* t, const T* inv, int64_t P, i
     }
   }
   return true;
+}
+
+template <typename T>
+static KAN_HOST_DEVICE bool local_bspline(const T* t, const T* inv, int64_t P, int k, T x,
+                                          int64_t* first, T* value, T* deriv) {
+  return local_bspline_order<-1>(t, inv, P, k, x, first, value, deriv);
 }
 
 } // namespace kan::detail
