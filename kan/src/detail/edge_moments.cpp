@@ -143,7 +143,7 @@ at::Tensor slice_sum(const at::Tensor& t) {
 
 // The whole layer y (N, O) = sum_i phi_nio, phi = wb base(x) + ws spline, and the sums of phi, in
 // one node whose forward and backward each visit every point once (layer_moments_cpu.inc). Saves
-// x and the parameters only: neither base(x) nor the splines.
+// x, sigmoid(x) for silu and the parameters only: neither base(x) nor the splines.
 class LayerWithMomentsFunction : public torch::autograd::Function<LayerWithMomentsFunction> {
 public:
   static torch::autograd::tensor_list forward(torch::autograd::AutogradContext* ctx,
@@ -153,8 +153,12 @@ public:
     const auto gc = grid.contiguous();
     // coef as (I, M, O) with k zero rows at both ends (layer_moments_cpu.inc).
     const auto weight = at::constant_pad_nd(coef.transpose(1, 2), {0, 0, k, k}).contiguous();
+    // silu's sigmoid once per step, vectorised, for both passes.
+    const auto xc = x.contiguous();
+    const auto sigmoid =
+        static_cast<BaseKind>(base) == BaseKind::kSiLU ? at::sigmoid(xc) : at::Tensor();
     const std::vector<at::Tensor> a{
-        x.contiguous(), gc, knot_reciprocals(gc, k), weight, wb.contiguous(), ws.contiguous()};
+        xc, gc, knot_reciprocals(gc, k), weight, wb.contiguous(), ws.contiguous(), sigmoid};
     ctx->save_for_backward(a);
     ctx->saved_data["base"] = base;
     ctx->saved_data["k"] = k;
@@ -218,13 +222,13 @@ public:
   }
 
 private:
-  // The kernels' view of the saved {x, grid, inv, weight, wb, ws}.
+  // The kernels' view of the saved {x, grid, inv, weight, wb, ws, sigmoid}.
   template <typename T>
   static LayerArgs<T> layer_args(const std::vector<at::Tensor>& a, int64_t base, int64_t k) {
     auto spline = spline_args<T>(a[0], a[1], a[2], a[3], k);
     spline.M -= 2 * k; // the weight's padding rows are not basis functions
-    return {spline, a[4].const_data_ptr<T>(), a[5].const_data_ptr<T>(),
-            static_cast<BaseKind>(base)};
+    return {spline, a[4].const_data_ptr<T>(), a[5].const_data_ptr<T>(), static_cast<BaseKind>(base),
+            a[6].defined() ? a[6].const_data_ptr<T>() : nullptr};
   }
 };
 

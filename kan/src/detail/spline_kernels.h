@@ -53,6 +53,7 @@ template <typename T> struct LayerArgs {
   const T* wb; ///< (I, O): mask * scale_base
   const T* ws; ///< (I, O): mask * scale_sp
   BaseKind base;
+  const T* sigmoid; ///< (N, I): sigmoid(x) for kSiLU (silu = x sigmoid(x)), else null
 };
 
 /// Where the layer's backward writes, for dL/dy and the sums' gradients: gx (N, I) in T,

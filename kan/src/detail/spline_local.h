@@ -16,6 +16,9 @@ namespace kan::detail {
 /// Largest spline order the fused backend supports (its per-point arrays are this long + 1).
 constexpr int kFusedMaxOrder = 15;
 
+/// Knot rows up to this long find a point's span by counting, longer ones by bisection.
+constexpr int64_t kLinearSpanSearch = 24;
+
 // `static` gives every translation unit (one per instruction set) its own copy, so the linker
 // cannot swap an AVX2 body into the generic kernels.
 //
@@ -43,26 +46,35 @@ static KAN_HOST_DEVICE void slice_bounds(int64_t N, int64_t slices, int64_t s, i
 
 //
 // K >= 0 fixes the order at compile time (k must equal it), so that the loops unroll; K < 0
-// reads k.
-template <int K, typename T>
+// reads k. With kDeriv false, deriv is neither read nor written (may be null).
+template <int K, typename T, bool kDeriv = true>
 static KAN_HOST_DEVICE bool local_bspline_order(const T* t, const T* inv, int64_t P, int k_runtime,
                                                 T x, int64_t* first, T* value, T* deriv) {
   const int k = K >= 0 ? K : k_runtime;
   if (!(x >= t[0] && x < t[P - 1]))
     return false;
-  // The span m: the largest index in [0, P - 2] with t[m] <= x. Branch-free binary search (the
-  // comparison becomes a conditional move): the answer lies in [lo, lo + len - 1] and t[lo] <= x.
-  int64_t lo = 0, len = P - 1;
-  while (len > 1) {
-    const int64_t half = len / 2;
-    lo = t[lo + half] <= x ? lo + half : lo;
-    len -= half;
+  // The span m: the largest index in [0, P - 2] with t[m] <= x.
+  int64_t m = 0;
+  if (P <= kLinearSpanSearch) {
+    // Few knots (small G): count those <= x, independent comparisons the compiler vectorises
+    // (the knots are sorted and t[0] <= x).
+    for (int64_t j = 1; j <= P - 2; ++j)
+      m += t[j] <= x;
+  } else {
+    // Branch-free binary search (the comparison becomes a conditional move): the answer lies in
+    // [m, m + len - 1] and t[m] <= x.
+    int64_t len = P - 1;
+    while (len > 1) {
+      const int64_t half = len / 2;
+      m = t[m + half] <= x ? m + half : m;
+      len -= half;
+    }
   }
-  const int64_t m = lo;
   *first = m - k;
   value[0] = T(1);
-  for (int r = 0; r <= k; ++r)
-    deriv[r] = T(0);
+  if (kDeriv)
+    for (int r = 0; r <= k; ++r)
+      deriv[r] = T(0);
   for (int p = 1; p <= k; ++p) {
     // value[r] holds B_{m-p+1+r} of order p - 1 (r = 0..p-1); turn it into order p in place,
     // from the top so that value[r - 1] is still of order p - 1 when value[r] is written.
@@ -73,13 +85,13 @@ static KAN_HOST_DEVICE bool local_bspline_order(const T* t, const T* inv, int64_
       const T right = r < p ? value[r] : T(0);     // B_{j+1} of order p - 1
       if (j < 0 || j > P - p - 2) {
         // Not a basis function of this knot row: no knots to build it from.
-        if (p == k)
+        if (kDeriv && p == k)
           deriv[r] = T(0);
         value[r] = T(0);
         continue;
       }
-      if (p ==
-          k) // dB_j/dx = k (B_j / (t_{j+k} - t_j) - B_{j+1} / (t_{j+k+1} - t_{j+1})), order k-1
+      // dB_j/dx = k (B_j / (t_{j+k} - t_j) - B_{j+1} / (t_{j+k+1} - t_{j+1})), order k - 1
+      if (kDeriv && p == k)
         deriv[r] = T(k) * (inv_p[j] * left - inv_p[j + 1] * right);
       value[r] = (x - t[j]) * inv_p[j] * left + (t[j + p + 1] - x) * inv_p[j + 1] * right;
     }
