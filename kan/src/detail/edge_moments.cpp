@@ -143,7 +143,7 @@ at::Tensor slice_sum(const at::Tensor& t) {
 
 // The whole layer y (N, O) = sum_i phi_nio, phi = wb base(x) + ws spline, and the sums of phi, in
 // one node whose forward and backward each visit every point once (layer_moments_cpu.inc). Saves
-// x, sigmoid(x) for silu and the parameters only: neither base(x) nor the splines.
+// x and the parameters only: neither base(x) nor the splines.
 class LayerWithMomentsFunction : public torch::autograd::Function<LayerWithMomentsFunction> {
 public:
   static torch::autograd::tensor_list forward(torch::autograd::AutogradContext* ctx,
@@ -153,12 +153,8 @@ public:
     const auto gc = grid.contiguous();
     // coef as (I, M, O) with k zero rows at both ends (layer_moments_cpu.inc).
     const auto weight = at::constant_pad_nd(coef.transpose(1, 2), {0, 0, k, k}).contiguous();
-    // silu's sigmoid once per step, vectorised, for both passes.
-    const auto xc = x.contiguous();
-    const auto sigmoid =
-        static_cast<BaseKind>(base) == BaseKind::kSiLU ? at::sigmoid(xc) : at::Tensor();
     const std::vector<at::Tensor> a{
-        xc, gc, knot_reciprocals(gc, k), weight, wb.contiguous(), ws.contiguous(), sigmoid};
+        x.contiguous(), gc, knot_reciprocals(gc, k), weight, wb.contiguous(), ws.contiguous()};
     ctx->save_for_backward(a);
     ctx->saved_data["base"] = base;
     ctx->saved_data["k"] = k;
@@ -166,8 +162,9 @@ public:
     const int64_t slices = sample_slices(N, I * (k + 1) * (O + k + 1), N);
     auto y = at::zeros({N, O}, x.options());
     auto sums = at::zeros({slices, 2, I, O}, x.options().dtype(at::kDouble));
+    const auto sigmoid = silu_sigmoid(a[0], base);
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_layer_with_moments_cpu", [&] {
-      const auto args = layer_args<scalar_t>(a, base, k);
+      const auto args = layer_args<scalar_t>(a, sigmoid, base, k);
       const auto kernel = cpu_spline_kernels<scalar_t>().layer_with_moments;
       auto* out = y.mutable_data_ptr<scalar_t>();
       auto* partial = sums.mutable_data_ptr<double>();
@@ -196,8 +193,9 @@ public:
     auto gx = at::empty({N, I}, x.options());
     auto gcoef = at::zeros({slices, I, rows, O}, f64), gwb = at::zeros({slices, I, O}, f64),
          gws = at::zeros({slices, I, O}, f64);
+    const auto sigmoid = silu_sigmoid(x, base);
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_layer_with_moments_backward_cpu", [&] {
-      const auto args = layer_args<scalar_t>(a, base, k);
+      const auto args = layer_args<scalar_t>(a, sigmoid, base, k);
       const LayerGrads<scalar_t> g{gy.defined() ? gy.const_data_ptr<scalar_t>() : nullptr,
                                    gm.const_data_ptr<double>(),
                                    gm.const_data_ptr<double>() + I * O,
@@ -222,13 +220,20 @@ public:
   }
 
 private:
-  // The kernels' view of the saved {x, grid, inv, weight, wb, ws, sigmoid}.
+  // silu = x sigmoid(x): the sigmoid by ATen's vectorised kernel, once per pass (recomputed in
+  // the backward rather than kept: an (N, I) tensor per layer).
+  static at::Tensor silu_sigmoid(const at::Tensor& x, int64_t base) {
+    return static_cast<BaseKind>(base) == BaseKind::kSiLU ? at::sigmoid(x) : at::Tensor();
+  }
+
+  // The kernels' view of the saved {x, grid, inv, weight, wb, ws}.
   template <typename T>
-  static LayerArgs<T> layer_args(const std::vector<at::Tensor>& a, int64_t base, int64_t k) {
+  static LayerArgs<T> layer_args(const std::vector<at::Tensor>& a, const at::Tensor& sigmoid,
+                                 int64_t base, int64_t k) {
     auto spline = spline_args<T>(a[0], a[1], a[2], a[3], k);
     spline.M -= 2 * k; // the weight's padding rows are not basis functions
     return {spline, a[4].const_data_ptr<T>(), a[5].const_data_ptr<T>(), static_cast<BaseKind>(base),
-            a[6].defined() ? a[6].const_data_ptr<T>() : nullptr};
+            sigmoid.defined() ? sigmoid.const_data_ptr<T>() : nullptr};
   }
 };
 
