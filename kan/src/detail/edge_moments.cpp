@@ -205,7 +205,10 @@ public:
                                    gws.mutable_data_ptr<double>(),
                                    slices};
       const auto kernel = cpu_spline_kernels<scalar_t>().layer_with_moments_backward;
-      at::parallel_for(0, slices * I, 1,
+      // Tasks of too little work stay on this thread: waking the OpenMP team for them costs
+      // more than it saves, much more where cores are oversubscribed (spline_kernels_generic.cpp).
+      const int64_t task_work = (N / slices) * 2 * (k + 1) * (O + k + 1);
+      at::parallel_for(0, slices * I, parallel_grain(task_work),
                        [&](int64_t begin, int64_t end) { kernel(args, g, begin, end); });
     });
     const auto dtype = x.scalar_type();
