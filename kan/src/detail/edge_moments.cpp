@@ -20,6 +20,13 @@ int64_t input_grain(const at::Tensor& x, const at::Tensor& weight) {
   return parallel_grain(x.size(0) * weight.size(2) * 8);
 }
 
+// The sums apart from the layer run on the CPU only as the GPU's per-thread code (cuda-threads);
+// the other CPU kernel sets fuse them into the layer (fused_layer_with_moments).
+void check_kernel(bool present) {
+  TORCH_CHECK(present, "fused_edge_moments: the CPU kernel set fuses the sums into the layer; use "
+                       "fused_layer_with_moments (or KAN_FUSED_CPU_ISA=cuda-threads)");
+}
+
 at::Tensor forward_cpu(const at::Tensor& x, const at::Tensor& base, const at::Tensor& grid,
                        const at::Tensor& inv, const at::Tensor& weight, const at::Tensor& wb,
                        const at::Tensor& ws, int64_t k) {
@@ -30,6 +37,7 @@ at::Tensor forward_cpu(const at::Tensor& x, const at::Tensor& base, const at::Te
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_edge_moments_cpu", [&] {
     const auto a = moment_args<scalar_t>(x, base, grid, inv, weight, wb, ws, k);
     const auto kernel = cpu_spline_kernels<scalar_t>().moments_inputs;
+    check_kernel(kernel != nullptr);
     at::parallel_for(0, I, input_grain(x, weight),
                      [&](int64_t begin, int64_t end) { kernel(a, s1, s2, begin, end); });
   });
@@ -50,6 +58,7 @@ std::vector<at::Tensor> backward_cpu(const at::Tensor& grad, const at::Tensor& x
     const auto a = moment_args<scalar_t>(x, base, grid, inv, weight, wb, ws, k);
     const auto grads = moment_grads<scalar_t>(g, gx, gbase, gweight, gwb, gws, 1);
     const auto kernel = cpu_spline_kernels<scalar_t>().moments_backward_inputs;
+    check_kernel(kernel != nullptr);
     at::parallel_for(0, I, input_grain(x, weight),
                      [&](int64_t begin, int64_t end) { kernel(a, grads, begin, end); });
   });

@@ -17,7 +17,9 @@ namespace kan::detail {
 /// phi_nio = wb_io base_ni + ws_io spline_nio, for x (N, I), base (N, I) (the base function at
 /// x), grid (I, G + 2k + 1), coef (I, O, G + k), wb and ws (I, O) (mask * scale_base, mask *
 /// scale_sp), all of x's dtype and device. Differentiable once in x (through the splines), base,
-/// coef, wb and ws: the backward recomputes each point's basis.
+/// coef, wb and ws: the backward recomputes each point's basis. On CUDA, and on the CPU under the
+/// cuda-threads kernel set; the other CPU sets fuse the sums into the layer
+/// (fused_layer_with_moments).
 at::Tensor fused_edge_moments(const at::Tensor& x, const at::Tensor& base, const at::Tensor& grid,
                               const at::Tensor& coef, const at::Tensor& wb, const at::Tensor& ws,
                               int64_t k);

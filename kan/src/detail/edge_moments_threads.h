@@ -5,10 +5,10 @@
 // and their backward, recomputing each point's basis instead of storing it. Sums run in double
 // (S2 - S1^2 / N is a difference of near-equal sums when an edge's values vary little).
 //
-// As spline_threads.h, plain host/device functions: the CPU runs the *_input ones (the basis once
-// per (n, i), every output, one thread per input, which owns every row it writes); the CUDA
-// kernels run the *_thread ones, and so does the CPU under KAN_FUSED_CPU_ISA=cuda-threads. All are
-// static: each instruction set's translation unit keeps its own copy (spline_kernels.h).
+// As spline_threads.h, plain host/device functions: the CUDA kernels run them, and so does the CPU
+// under KAN_FUSED_CPU_ISA=cuda-threads. (The generic and AVX2 CPU sets fuse the sums into the
+// layer instead: layer_moments_cpu.inc.) All are static: each translation unit keeps its own copy
+// (spline_kernels.h).
 
 #include "spline_threads.h"
 
@@ -50,49 +50,6 @@ static KAN_HOST_DEVICE void moments_thread(const MomentArgs<T>& a, int64_t slice
   const int64_t at = (s * a.spline.I + i) * a.spline.O + o;
   s1[at] = sum;
   s2[at] = squares;
-}
-
-// The CPU's rows for the backward: spline[o] and slope[o] of a point of input i for every output,
-// from its basis (point_basis), the weight's rows read in order (consecutive outputs, consecutive
-// addresses) so that the loops vectorise. (The forward needs the splines only: spline_threads.h's
-// edges_forward_row.)
-template <typename T>
-static inline void point_rows(const MomentArgs<T>& a, int64_t i, bool inside, int64_t first,
-                              const T* value, const T* deriv, T none, T* spline, T* slope) {
-  const auto& sa = a.spline;
-  for (int64_t o = 0; o < sa.O; ++o)
-    spline[o] = slope[o] = none;
-  if (!inside)
-    return;
-  for (int r = 0; r <= sa.k; ++r) {
-    const int64_t m = first + r;
-    if (m < 0 || m >= sa.M)
-      continue;
-    const T* w = sa.weight + (i * sa.M + m) * sa.O;
-    for (int64_t o = 0; o < sa.O; ++o) {
-      spline[o] += value[r] * w[o];
-      slope[o] += deriv[r] * w[o];
-    }
-  }
-}
-
-/// S1[i, :], S2[i, :] over every sample (O each, zero on entry); scratch: O values.
-template <typename T>
-static inline void moments_input(const MomentArgs<T>& a, int64_t i, double* s1, double* s2,
-                                 T* scratch) {
-  const int64_t O = a.spline.O;
-  T* spline = scratch;
-  const T* wb = a.wb + i * O;
-  const T* ws = a.ws + i * O;
-  for (int64_t n = 0; n < a.spline.N; ++n) {
-    edges_forward_row(a.spline, n, i, spline);
-    const T b = a.base[n * a.spline.I + i];
-    for (int64_t o = 0; o < O; ++o) {
-      const double phi = static_cast<double>(wb[o] * b + ws[o] * spline[o]);
-      s1[i * O + o] += phi;
-      s2[i * O + o] += phi * phi;
-    }
-  }
 }
 
 // The backward. With g_nio = dL/dS1_io + 2 phi_nio dL/dS2_io, the derivative of L by phi_nio
@@ -152,57 +109,6 @@ static KAN_HOST_DEVICE void moments_backward_point(const MomentArgs<T>& a, const
   }
   g.gx[n * sa.I + i] = static_cast<T>(gx);
   g.gbase[n * sa.I + i] = static_cast<T>(gbase);
-}
-
-/// Everything of input i (one slice): the CPU's backward, the basis once per sample; scratch:
-/// 3 O values.
-template <typename T>
-static inline void moments_backward_input(const MomentArgs<T>& a, const MomentGrads<T>& g,
-                                          int64_t i, T* scratch) {
-  const auto& sa = a.spline;
-  const int64_t O = sa.O;
-  T* spline = scratch;
-  T* slope = scratch + O;
-  T* scaled = scratch + 2 * O; // g ws: the coefficients' share
-  const T* wb = a.wb + i * O;
-  const T* ws = a.ws + i * O;
-  const double* g1 = g.g1 + i * O;
-  const double* g2 = g.g2 + i * O;
-  double* gwb = g.gwb + i * O;
-  double* gws = g.gws + i * O;
-  double* c = g.gcoef + i * sa.M * O;
-  T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1], none;
-  for (int64_t n = 0; n < sa.N; ++n) {
-    int64_t first = 0;
-    const bool inside = point_basis(sa, n, i, &first, value, deriv, &none);
-    point_rows(a, i, inside, first, value, deriv, none, spline, slope);
-    const T b = a.base[n * sa.I + i];
-    double gx = 0, gbase = 0;
-    for (int64_t o = 0; o < O; ++o) {
-      const double phi = static_cast<double>(wb[o] * b + ws[o] * spline[o]);
-      const double grad = g1[o] + 2 * phi * g2[o];
-      gwb[o] += grad * b;
-      gws[o] += grad * spline[o];
-      gbase += grad * wb[o];
-      gx += grad * ws[o] * slope[o];
-      scaled[o] = static_cast<T>(grad * ws[o]);
-    }
-    g.gx[n * sa.I + i] = static_cast<T>(gx);
-    g.gbase[n * sa.I + i] = static_cast<T>(gbase);
-    if (!inside) {
-      if (!is_finite_value(none)) // NaN in every basis function reaches every coefficient
-        for (int64_t j = 0; j < sa.M * O; ++j)
-          c[j] = static_cast<double>(none);
-      continue;
-    }
-    for (int r = 0; r <= sa.k; ++r) {
-      const int64_t m = first + r;
-      if (m < 0 || m >= sa.M)
-        continue;
-      for (int64_t o = 0; o < O; ++o)
-        c[m * O + o] += value[r] * scaled[o];
-    }
-  }
 }
 
 } // namespace kan::detail

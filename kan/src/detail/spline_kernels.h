@@ -106,7 +106,9 @@ template <typename T> struct SplineKernels {
   BackwardKernel<T> backward_tasks;       ///< the layer's backward, gy (N, O)
   ForwardKernel<T> edges_forward_pairs;   ///< pairs t = n * I + i of y (N, I, O) (overwritten)
   BackwardKernel<T> edges_backward_tasks; ///< the per-edge splines' backward, gy (N, I, O)
-  MomentsKernel<T> moments_inputs;        ///< the regulariser's per-edge sums
+  /// The regulariser's per-edge sums apart from the layer (fused_edge_moments): the cuda-threads
+  /// set only (the GPU's per-thread code); null in the generic and AVX2 sets, which fuse them.
+  MomentsKernel<T> moments_inputs;
   MomentsBackwardKernel<T> moments_backward_inputs;
   /// The layer and its sums in one pass (the CPU's regularised steps); null in the cuda-threads
   /// set, whose regularised steps keep the layer and the sums apart as the GPU does.
