@@ -280,7 +280,7 @@ bool fuses_layer_with_moments(const at::Tensor& x) {
 std::pair<at::Tensor, at::Tensor>
 fused_layer_with_moments(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& coef,
                          const at::Tensor& wb, const at::Tensor& ws, BaseKind base, int64_t k) {
-  check_moment_arguments(x, x, grid, coef, wb, ws, k);
+  check_moment_arguments(x, x, grid, coef, wb, ws, k); // no base tensor: the node computes it
   TORCH_CHECK(fuses_layer_with_moments(x), "fused_layer_with_moments: no kernels for x on ",
               x.device(), " with this CPU kernel set (KAN_FUSED_CPU_ISA)");
   auto outputs =

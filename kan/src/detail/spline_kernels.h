@@ -45,9 +45,9 @@ template <typename T> struct MomentGrads {
 /// A layer's base function, as the kernels compute it (kan::BaseFunction).
 enum class BaseKind : int { kSiLU, kIdentity, kZero };
 
-/// A whole layer and its regulariser sums in one pass on the CPU (layer_moments_cpu.h):
+/// A whole layer and its regulariser sums in one pass on the CPU (layer_moments_cpu.inc):
 /// y_no = sum_i phi_nio, phi_nio = wb_io base(x_ni) + ws_io spline_nio, with spline.weight = coef
-/// transposed to (I, M, O).
+/// transposed to (I, M, O) and padded with k zero rows at both ends, (I, M + 2k, O).
 template <typename T> struct LayerArgs {
   SplineArgs<T> spline;
   const T* wb; ///< (I, O): mask * scale_base
