@@ -71,6 +71,31 @@ void BM_LayerForward_CUDA(benchmark::State& state) {
   layer_forward(state, torch::kCUDA);
 }
 
+// ---- A regularised layer's forward and backward, through its output and the regulariser's
+// per-edge sums (kan::detail::fused_layer_with_moments on the CPU): Args dtype (bits), N, I, O,
+// G, k ---------------------------------------------------------------------------------------
+void layer_with_sums(benchmark::State& state, torch::Device device) {
+  if (skip_without_gpu(state, device))
+    return;
+  const auto dtype = dtype_arg(state.range(0));
+  const int64_t N = state.range(1), I = state.range(2), O = state.range(3), G = state.range(4),
+                k = state.range(5);
+  KANLayer layer(KANLayerOptions(I, O).grid(G).k(k).dtype(dtype));
+  layer->to(device);
+  const auto x = uniform_inputs(N, I, device, dtype).requires_grad_(true);
+  run_timed(state, device, [&] {
+    const auto acts = layer->forward_with_statistics(x);
+    (acts.output.sum() + acts.moments.sum()).backward();
+  });
+  set_sample_rate(state, N);
+}
+void BM_LayerWithSums(benchmark::State& state) {
+  layer_with_sums(state, torch::kCPU);
+}
+void BM_LayerWithSums_CUDA(benchmark::State& state) {
+  layer_with_sums(state, torch::kCUDA);
+}
+
 // ---- One optimiser step of KAN [2,5,1] on the toy function: Args optimizer (0 LBFGS, 1 Adam),
 // backend, N -----------------------------------------------------------------------------------
 void train_step(benchmark::State& state, torch::Device device) {
@@ -244,6 +269,14 @@ void register_training_families() {
                  {64, 1, 4096, 100, 100, 5, 3},
                  {32, 0, 4096, 100, 100, 50, 3},
                  {32, 1, 4096, 100, 100, 50, 3}});
+    register_on(cuda, cuda ? "BM_LayerWithSums_CUDA" : "BM_LayerWithSums",
+                cuda ? BM_LayerWithSums_CUDA : BM_LayerWithSums,
+                {"dtype", "batch", "in", "out", "G", "k"},
+                {{64, 1000, 2, 5, 3, 3},
+                 {64, 1000, 5, 1, 3, 3},
+                 {32, 1000, 2, 5, 3, 3},
+                 {64, 1000, 100, 100, 5, 3},
+                 {32, 1000, 100, 100, 5, 3}});
     register_on(cuda, cuda ? "BM_TrainStep_CUDA" : "BM_TrainStep",
                 cuda ? BM_TrainStep_CUDA : BM_TrainStep, {"opt", "backend", "batch"},
                 {{0, 0, 256}, {0, 1, 256}, {1, 0, 256}, {1, 1, 256}, {0, 1, 1000}, {1, 1, 1000}});

@@ -479,6 +479,86 @@ TEST(FusedBackend, RegularisedLossInSlicesMatchesReference) {
   at::set_num_threads(threads);
 }
 
+// One layer's output and regulariser sums, and the gradients of <y, gy> + <sums, gm>: the fused
+// backend's node against the sums of the reference's activations.
+struct LayerSums {
+  torch::Tensor y, sums, grad_x, grad_coef, grad_scale_base, grad_scale_sp;
+};
+
+LayerSums run_with_sums(KANLayer& layer, const torch::Tensor& x, const torch::Tensor& gy,
+                        const torch::Tensor& gm) {
+  layer->zero_grad();
+  const auto xg = x.detach().clone().requires_grad_(true);
+  const auto acts = layer->forward_with_statistics(xg);
+  const auto sums =
+      acts.moments.defined()
+          ? acts.moments
+          : torch::stack({acts.numeric.sum(0), acts.numeric.square().sum(0)}).to(torch::kFloat64);
+  ((acts.output * gy).sum() + (sums * gm).sum()).backward();
+  return {acts.output.detach(),     sums.detach(),         xg.grad(), layer->coef.grad(),
+          layer->scale_base.grad(), layer->scale_sp.grad()};
+}
+
+TEST(FusedBackend, RegularisedLayerOnKnotsOutsideAndRepeatedKnots) {
+  // Points on every knot, between knots and outside the grid, for the kernels with the points
+  // of an input in vector lanes (short knot rows: float64, or float32 with few outputs), the
+  // per-point ones (long rows; float32 with eight or more outputs), and a row with repeated
+  // knots. N is no multiple of the lanes: the per-point kernels finish each slice.
+  struct Case {
+    int64_t out, grid;
+    torch::Dtype dtype;
+    bool repeated;
+  };
+  for (const auto& c : {Case{3, 3, torch::kFloat64, false}, Case{3, 20, torch::kFloat64, false},
+                        Case{3, 6, torch::kFloat64, true}, Case{3, 4, torch::kFloat32, false},
+                        Case{9, 4, torch::kFloat32, false}, Case{3, 6, torch::kFloat32, true}}) {
+    auto [reference, fused] =
+        layer_pair(KANLayerOptions(2, c.out).grid(c.grid).k(3).seed(c.grid).dtype(c.dtype));
+    if (c.repeated) {
+      const auto row = torch::tensor(
+          {-2.0, -1.5, -1.0, -1.0, -0.5, 0.0, 0.0, 0.0, 0.5, 1.0, 1.0, 1.5, 2.0}, c.dtype);
+      torch::NoGradGuard no_grad;
+      reference->grid.copy_(row.expand({2, -1}));
+      fused->grid.copy_(row.expand({2, -1}));
+    }
+    const auto x = probe_points(reference->grid, 37, 5);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(13);
+    const auto gy = torch::randn({x.size(0), c.out}, gen, torch::kFloat64).to(c.dtype);
+    const auto gm = torch::randn({2, 2, c.out}, gen, torch::kFloat64) * 1e-2;
+    const auto r = run_with_sums(reference, x, gy, gm), f = run_with_sums(fused, x, gy, gm);
+    const double tol = c.dtype == torch::kFloat64 ? 1e-10 : 1e-5;
+    const std::string what = "out " + std::to_string(c.out) + ", G " + std::to_string(c.grid) +
+                             (c.repeated ? ", repeated knots, " : ", ") + to_string(c.dtype);
+    EXPECT_LE(max_rel_diff(f.y, r.y), tol) << what;
+    EXPECT_LE(max_rel_diff(f.sums, r.sums), tol) << what;
+    EXPECT_LE(max_rel_diff(f.grad_x, r.grad_x), tol) << what;
+    EXPECT_LE(max_rel_diff(f.grad_coef, r.grad_coef), tol) << what;
+    EXPECT_LE(max_rel_diff(f.grad_scale_base, r.grad_scale_base), tol) << what;
+    EXPECT_LE(max_rel_diff(f.grad_scale_sp, r.grad_scale_sp), tol) << what;
+  }
+}
+
+TEST(FusedBackend, RegularisedLayerGivesNaNForNonFiniteInputsLikeTheReference) {
+  // NaN and +-inf at a point in the lanes and at one the per-point kernels finish (the last).
+  for (const auto dtype : {torch::kFloat64, torch::kFloat32})
+    for (const double bad : {std::nan(""), double(INFINITY), -double(INFINITY)})
+      for (const int64_t at : {int64_t{2}, int64_t{10}}) {
+        auto [reference, fused] = layer_pair(KANLayerOptions(3, 2).grid(5).k(3).dtype(dtype));
+        auto gen = at::make_generator<at::CPUGeneratorImpl>(17);
+        auto x = (torch::rand({11, 3}, gen, torch::kFloat64) * 2 - 1).to(dtype);
+        x[at][1] = bad;
+        const auto gy = torch::ones({11, 2}, dtype);
+        const auto gm = torch::ones({2, 3, 2}, torch::kFloat64);
+        const auto r = run_with_sums(reference, x, gy, gm), f = run_with_sums(fused, x, gy, gm);
+        const std::string what = std::to_string(bad) + " at row " + std::to_string(at);
+        EXPECT_TRUE(torch::equal(f.y.isnan(), r.y.isnan())) << what << "\n" << f.y << r.y;
+        EXPECT_TRUE(torch::equal(f.sums.isnan(), r.sums.isnan())) << what;
+        EXPECT_TRUE(torch::equal(f.grad_x.isnan(), r.grad_x.isnan())) << what;
+        EXPECT_TRUE(torch::equal(f.grad_coef.isnan(), r.grad_coef.isnan())) << what;
+        EXPECT_TRUE(f.y[0].isfinite().all().item<bool>()) << what;
+      }
+}
+
 TEST(FusedBackend, RegularisedStepMemoryIsPerEdge) {
   // Kept activations would be (N, I, O) tensors of 65536 * 32 * 32 * 4 B = 256 MiB each; the
   // regularised step on sums must stay below one of them (its own (N, I) tensors, x and the
