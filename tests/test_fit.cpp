@@ -58,6 +58,14 @@ TEST(Fit, RegularisedReferenceTraining) {
   EXPECT_LE(evaluate(model, data).test_rmse, 2.5e-2);
   EXPECT_GT(history.steps.back().reg, 0.0);
   EXPECT_FALSE(model->save_activations()); // restored after fit
+  // LBFGS: up to 20 iterations a step, each with its line search (fewer once it stops
+  // progressing).
+  int64_t evaluations = 0;
+  for (const auto& step : history.steps) {
+    EXPECT_GE(step.evaluations, 1) << "step " << step.step;
+    evaluations += step.evaluations;
+  }
+  EXPECT_GE(evaluations, 20 * 20);
 }
 
 TEST(Fit, AdamMinibatchCountsEpochs) {
@@ -84,6 +92,7 @@ TEST(Fit, AdamMinibatchCountsEpochs) {
   EXPECT_GT(history.epochs[1].epoch_seconds, 0.0);
   for (size_t i = 1; i < history.steps.size(); ++i) {
     EXPECT_GE(history.steps[i].seconds, history.steps[i - 1].seconds);
+    EXPECT_EQ(history.steps[i].evaluations, 1);
   }
   EXPECT_LT(evaluate(model, data).train_rmse, 0.5 * initial);
 }

@@ -106,6 +106,7 @@ TEST(Records, KanOptionsFitOptionsAndHistoryRoundTrip) {
   step.train_rmse = step.test_rmse = std::numeric_limits<double>::quiet_NaN(); // classification
   step.test_accuracy = 0.75;
   step.grid_updated = true;
+  step.evaluations = 23;
   history.steps.push_back(step);
   history.grid_updates = 1;
   const auto j = to_json(history);
@@ -113,7 +114,11 @@ TEST(Records, KanOptionsFitOptionsAndHistoryRoundTrip) {
   const auto back = fit_history_from_json(j);
   EXPECT_TRUE(std::isnan(back.steps[0].train_rmse));
   EXPECT_EQ(back.steps[0].test_accuracy, 0.75);
+  EXPECT_EQ(back.steps[0].evaluations, 23);
   EXPECT_EQ(to_json(back), j);
+  auto older = j; // results from before the count
+  older["steps"][0].erase("evaluations");
+  EXPECT_EQ(fit_history_from_json(older).steps[0].evaluations, 0);
 }
 
 TEST(Records, KanReadersNameTheKeyPath) {

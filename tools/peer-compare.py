@@ -75,11 +75,23 @@ def work_pykan(w, steps):
                              test_num=TEST_NUM, seed=SEED)
     # auto_save=False: no checkpoint written at every change of the model
     model = KAN(width=w["width"], grid=GRID, k=K, seed=SEED, device="cpu", auto_save=False)
+    # Objective evaluations: fit's closure is the only caller of backward.
+    evaluations = 0
+    backward = torch.Tensor.backward
+
+    def counted_backward(*args, **kwargs):
+        nonlocal evaluations
+        evaluations += 1
+        return backward(*args, **kwargs)
+
+    torch.Tensor.backward = counted_backward
     start = time.perf_counter()
     results = model.fit(dataset, opt=w["opt"], steps=steps, lr=w["lr"], lamb=w["lamb"],
                         lamb_entropy=w["lamb_entropy"], update_grid=w["update_grid"])
     seconds = time.perf_counter() - start
-    return dict(seconds=seconds, train_rmse=float(results["train_loss"][-1]),
+    torch.Tensor.backward = backward
+    return dict(seconds=seconds, evaluations=evaluations,
+                train_rmse=float(results["train_loss"][-1]),
                 version="pykan " + importlib.metadata.version("pykan"))
 
 
@@ -111,7 +123,7 @@ def work_efficient_kan(w, steps, source):
         with torch.no_grad():
             torch.mean((model(test_x) - test_y) ** 2)
     seconds = time.perf_counter() - start
-    return dict(seconds=seconds, train_rmse=train_loss.item() ** 0.5,
+    return dict(seconds=seconds, evaluations=steps, train_rmse=train_loss.item() ** 0.5,
                 version="efficient-kan " + source_commit(source))
 
 
@@ -167,9 +179,10 @@ def time_kanbench(kanbench, workload, steps, threads):
             command.append("--no-update-grid")
         run(command, threads, f"kanbench fit ({workload})")
         record = json.loads(Path(out, "fit.json").read_text())
-    last = record["history"]["steps"][-1]
+    steps = record["history"]["steps"]
     # The last step's time since fit() began: training only, before fit.json's device audit.
-    return dict(seconds=last["seconds"], train_rmse=last["train_rmse"],
+    return dict(seconds=steps[-1]["seconds"], train_rmse=steps[-1]["train_rmse"],
+                evaluations=sum(s["evaluations"] for s in steps),
                 version="kanbench", torch=record["environment"]["libtorch"],
                 threads=record["environment"]["threads"])
 
@@ -290,14 +303,22 @@ def main():
         print(f"NOTE: the tools ran on different torch versions: {', '.join(sorted(torches))}")
     print("seconds of training alone: kanbench's fit.json (its training loop), pykan: "
           "model.fit, efficient-kan: the training loop; medians and minima over the runs")
+    print("evals: objective evaluations (forward and backward on the training batch), median; "
+          "an LBFGS step's line search\nevaluates a tool-dependent number of times (rounding "
+          "steers it), so 'x per eval' compares the work done at equal work")
     print()
     header = f"{'workload':10} {'tool':13} {'median s':>9} {'min s':>9} {'x kanbench':>10} " \
-             f"{'last train RMSE':>15}"
+             f"{'evals':>6} {'ms/eval':>8} {'x per eval':>10} {'last train RMSE':>15}"
     print(header)
     print("-" * len(header))
     rows = []
+
+    def per_eval(results):
+        return statistics.median(r["seconds"] / r["evaluations"] for r in results)
+
     for workload in workloads:
-        base = statistics.median(r["seconds"] for r in runs[(workload, "kanbench")])
+        base = runs[(workload, "kanbench")]
+        base_median = statistics.median(r["seconds"] for r in base)
         for tool in tools:
             results = runs.get((workload, tool))
             if not results:
@@ -305,11 +326,16 @@ def main():
             seconds = [r["seconds"] for r in results]
             median = statistics.median(seconds)
             row = dict(workload=workload, tool=tool, seconds=seconds, median=median,
-                       min=min(seconds), ratio=median / base,
+                       min=min(seconds), ratio=median / base_median,
+                       evaluations=[r["evaluations"] for r in results],
+                       seconds_per_evaluation=per_eval(results),
+                       ratio_per_evaluation=per_eval(results) / per_eval(base),
                        train_rmse=results[-1]["train_rmse"])
             rows.append(row)
             print(f"{workload:10} {tool:13} {median:9.3f} {row['min']:9.3f} "
-                  f"{row['ratio']:10.2f} {row['train_rmse']:15.3e}")
+                  f"{row['ratio']:10.2f} {statistics.median(row['evaluations']):6.0f} "
+                  f"{1e3 * row['seconds_per_evaluation']:8.3f} "
+                  f"{row['ratio_per_evaluation']:10.2f} {row['train_rmse']:15.3e}")
     if "efficient-kan" in tools:
         print("\nefficient-kan: not on toy; its regulariser is on the spline weights (pykan's and "
               "kanbench's on the samples' activations); deep-noreg has none for any tool")

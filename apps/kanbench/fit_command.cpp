@@ -429,8 +429,15 @@ int run_fit(FitArgs& a) {
   const auto json_path = (std::filesystem::path(a.out) / "fit.json").string();
   write_outputs(model, (std::filesystem::path(a.out) / record.checkpoint).string(), json_path,
                 kan::diagnostics::to_json(record).dump(2) + "\n");
+  int64_t evaluations = 0; // LBFGS's line searches evaluate a step's objective many times
+  for (const auto& step : record.trained.history.steps)
+    evaluations += step.evaluations;
   std::cout << summary << " (" << kan::to_string(run.fit.opt()) << ", " << run.fit.steps()
-            << " steps, " << kan::to_string(model->dtype()) << ", " << device
+            << " steps, "
+            << (run.fit.opt() == kan::Optimizer::kLBFGS
+                    ? std::to_string(evaluations) + " evaluations, "
+                    : std::string())
+            << kan::to_string(model->dtype()) << ", " << device
             << (group ? ", " + std::to_string(group->world_size()) + " ranks (" +
                             group->backend_name() + ")"
                       : std::string())

@@ -303,6 +303,7 @@ void optimize(KAN& model, const StepContext& c, const torch::Tensor& x, const to
   torch::Tensor loss, reg;
   bool overflow = false; // the scaled gradients of the last evaluation overflowed
   auto objective = [&]() {
+    ++record.evaluations;
     torch::Tensor total;
     c10::intrusive_ptr<c10d::Work> loss_sum;
     {

@@ -172,7 +172,8 @@ json to_json(const FitHistory& h) {
                      {"test_accuracy", number_or_null(s.test_accuracy)},
                      {"reg", s.reg},
                      {"seconds", s.seconds},
-                     {"grid_updated", s.grid_updated}});
+                     {"grid_updated", s.grid_updated},
+                     {"evaluations", s.evaluations}});
   for (const auto& e : h.epochs)
     epochs.push_back({{"epoch", e.epoch},
                       {"last_step", e.last_step},
@@ -206,6 +207,10 @@ FitHistory fit_history_from_json(const json& j, const std::string& path) {
                                      record.reg = s.number("reg");
                                      record.seconds = s.number("seconds", Bound::kNonNegative);
                                      record.grid_updated = s.boolean("grid_updated");
+                                     // Missing in results written before 2026-12-02.
+                                     record.evaluations =
+                                         s.optional_integer("evaluations", Bound::kNonNegative)
+                                             .value_or(0);
                                      s.finish();
                                      return record;
                                    });

@@ -60,6 +60,10 @@ struct StepRecord {
   double reg = 0;            ///< regulariser (0 when lamb = 0)
   double seconds = 0;        ///< wall time since fit() started, after this step
   bool grid_updated = false; ///< a grid update ran before this step
+  /// Objective evaluations (forward and backward on the step's batch) the step took: 1 for Adam,
+  /// LBFGS's iterations and line searches for LBFGS. It is what a step's time is made of: two
+  /// LBFGS runs whose rounding differs take different numbers of evaluations for the same steps.
+  int64_t evaluations = 0;
 };
 
 /// One pass over the training set (one step at full batch, N / batch steps otherwise).
