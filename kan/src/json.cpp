@@ -194,26 +194,24 @@ json to_json(const FitHistory& h) {
 FitHistory fit_history_from_json(const json& j, const std::string& path) {
   ObjectReader r(j, path, /*allow_unknown=*/false);
   FitHistory h;
-  h.steps = read_array<StepRecord>(r.required("steps"), r.path_of("steps"),
-                                   [](const json& value, const std::string& at) {
-                                     ObjectReader s(value, at, false);
-                                     StepRecord record;
-                                     record.step = s.integer("step", Bound::kNonNegative);
-                                     record.train_loss = nan_if_null(s, "train_loss");
-                                     record.test_loss = nan_if_null(s, "test_loss");
-                                     record.train_rmse = nan_if_null(s, "train_rmse");
-                                     record.test_rmse = nan_if_null(s, "test_rmse");
-                                     record.test_accuracy = nan_if_null(s, "test_accuracy");
-                                     record.reg = s.number("reg");
-                                     record.seconds = s.number("seconds", Bound::kNonNegative);
-                                     record.grid_updated = s.boolean("grid_updated");
-                                     // Missing in results written before 2026-12-02.
-                                     record.evaluations =
-                                         s.optional_integer("evaluations", Bound::kNonNegative)
-                                             .value_or(0);
-                                     s.finish();
-                                     return record;
-                                   });
+  h.steps = read_array<StepRecord>(
+      r.required("steps"), r.path_of("steps"), [](const json& value, const std::string& at) {
+        ObjectReader s(value, at, false);
+        StepRecord record;
+        record.step = s.integer("step", Bound::kNonNegative);
+        record.train_loss = nan_if_null(s, "train_loss");
+        record.test_loss = nan_if_null(s, "test_loss");
+        record.train_rmse = nan_if_null(s, "train_rmse");
+        record.test_rmse = nan_if_null(s, "test_rmse");
+        record.test_accuracy = nan_if_null(s, "test_accuracy");
+        record.reg = s.number("reg");
+        record.seconds = s.number("seconds", Bound::kNonNegative);
+        record.grid_updated = s.boolean("grid_updated");
+        // Missing in results written before 2026-12-02.
+        record.evaluations = s.optional_integer("evaluations", Bound::kNonNegative).value_or(0);
+        s.finish();
+        return record;
+      });
   h.epochs = read_array<EpochRecord>(
       r.required("epochs"), r.path_of("epochs"), [](const json& value, const std::string& at) {
         ObjectReader e(value, at, false);
