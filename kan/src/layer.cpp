@@ -194,18 +194,18 @@ LayerActivations KANLayerImpl::forward_with_statistics(const torch::Tensor& x) {
     return forward_with_activations(x);
   LayerActivations acts;
   acts.input = x;
-  const auto wb = scale_base * mask, ws = scale_sp * mask;
   if (detail::fuses_layer_with_moments(x)) {
     // The layer and the sums in one node: one pass over the points each way.
     check_input(x);
     auto [y, moments] = detail::fused_layer_with_moments(
-        x, grid, coef, wb, ws, base_kind(options_.base_fun()), options_.k());
+        x, grid, coef, scale_base, scale_sp, mask, base_kind(options_.base_fun()), options_.k());
     acts.output = symbolic_count_ > 0 ? add_symbolic(x, y, {}).first : y;
     acts.moments = moments;
     return acts;
   }
   acts.output = forward(x);
-  acts.moments = detail::fused_edge_moments(x, base(x), grid, coef, wb, ws, options_.k());
+  acts.moments = detail::fused_edge_moments(x, base(x), grid, coef, scale_base * mask,
+                                            scale_sp * mask, options_.k());
   return acts;
 }
 

@@ -29,13 +29,15 @@ at::Tensor fused_edge_moments(const at::Tensor& x, const at::Tensor& base, const
 bool fuses_layer_with_moments(const at::Tensor& x);
 
 /// A whole layer's numeric part y (N, O) = sum_i phi_nio, phi_nio = wb_io base(x_ni) + ws_io
-/// spline_nio (the layer's forward without its symbolic edges), and fused_edge_moments's sums of
-/// phi, in one autograd node: its forward and its backward each visit every point once and it
-/// saves x and the parameters only. For x (N, I), grid, coef, wb and ws as fused_edge_moments's;
-/// the CPU only (fuses_layer_with_moments).
+/// spline_nio with wb = mask * scale_base and ws = mask * scale_sp (the layer's forward without
+/// its symbolic edges), and fused_edge_moments's sums of phi, in one autograd node: its forward
+/// and its backward each visit every point once and it saves x and the parameters only. For x
+/// (N, I), grid and coef as fused_edge_moments's, scale_base, scale_sp and mask (I, O);
+/// differentiable once in x, coef and the scales. The CPU only (fuses_layer_with_moments).
 std::pair<at::Tensor, at::Tensor>
 fused_layer_with_moments(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& coef,
-                         const at::Tensor& wb, const at::Tensor& ws, BaseKind base, int64_t k);
+                         const at::Tensor& scale_base, const at::Tensor& scale_sp,
+                         const at::Tensor& mask, BaseKind base, int64_t k);
 
 #ifdef KAN_HAS_CUDA_KERNELS
 /// CUDA kernels (edge_moments_cuda.cu), on the current stream; contiguous arguments, weight = coef
