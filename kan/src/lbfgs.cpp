@@ -12,18 +12,116 @@
 #include <torch/types.h>
 #include <torch/utils.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 namespace kan {
 namespace {
 
 using torch::Tensor;
+
+// ---- Vector arithmetic on the host ------------------------------------------------------------
+// A small model's LBFGS step is made of the optimiser's vector operations as much as of its
+// objective: the two-loop recursion alone is four tensor operations per history entry and
+// iteration. On the CPU they run here as plain loops with ATen's own arithmetic, so the numbers
+// are the same bit for bit: ATen's dot is BLAS's ?dot_ (which LibTorch exports), its add with
+// alpha (add_, _foreach_add_) one fused multiply-add per element. The BLAS function is looked up
+// at run time and checked against at::dot once; where it is missing or disagrees (another
+// LibTorch build), and for vectors long enough that ATen's threads win, the tensor operations run.
+
+constexpr int64_t kHostVectorLimit = 1 << 16;
+
+template <typename T> using BlasDot = T (*)(const int*, const T*, const int*, const T*, const int*);
+
+template <typename T> BlasDot<T> blas_dot() {
+  static const BlasDot<T> checked = [] {
+    constexpr bool f64 = std::is_same_v<T, double>;
+    auto* dot = reinterpret_cast<BlasDot<T>>(dlsym(RTLD_DEFAULT, f64 ? "ddot_" : "sdot_"));
+    if (dot == nullptr)
+      return dot;
+    at::NoGradGuard no_grad;
+    const auto type = f64 ? at::kDouble : at::kFloat;
+    const auto a = at::sin(at::arange(37, type) * 0.7), b = at::cos(at::arange(37, type) * 1.3);
+    const int n = 37, one = 1;
+    const T got = dot(&n, a.const_data_ptr<T>(), &one, b.const_data_ptr<T>(), &one);
+    return got == a.dot(b).item<T>() ? dot : nullptr;
+  }();
+  return checked;
+}
+
+// Whether t's arithmetic runs on the host: a contiguous float or double CPU vector, short.
+bool on_host(const Tensor& t) {
+  if (!t.is_cpu() || !t.is_contiguous() || t.numel() > kHostVectorLimit)
+    return false;
+  if (t.scalar_type() == at::kDouble)
+    return blas_dot<double>() != nullptr;
+  return t.scalar_type() == at::kFloat && blas_dot<float>() != nullptr;
+}
+
+bool on_host(const Tensor& a, const Tensor& b) {
+  return on_host(a) && on_host(b) && a.scalar_type() == b.scalar_type();
+}
+
+template <typename F> void dispatch_host(const Tensor& t, F&& f) {
+  if (t.scalar_type() == at::kDouble)
+    f(double{});
+  else
+    f(float{});
+}
+
+// a.dot(b).item<double>().
+double dot_value(const Tensor& a, const Tensor& b) {
+  if (!on_host(a, b))
+    return a.dot(b).item<double>();
+  double result = 0;
+  dispatch_host(a, [&](auto zero) {
+    using T = decltype(zero);
+    const int n = static_cast<int>(a.numel()), one = 1;
+    result = blas_dot<T>()(&n, a.const_data_ptr<T>(), &one, b.const_data_ptr<T>(), &one);
+  });
+  return result;
+}
+
+// self += alpha * other over n elements from self's and other's first, alpha in self's dtype
+// (the host's add_).
+void add_scaled(const Tensor& self, const Tensor& other, int64_t other_offset, double alpha) {
+  dispatch_host(self, [&](auto zero) {
+    using T = decltype(zero);
+    T* s = self.mutable_data_ptr<T>();
+    const T* o = other.const_data_ptr<T>() + other_offset;
+    const T a = static_cast<T>(alpha);
+    for (int64_t j = 0; j < self.numel(); ++j)
+      s[j] = std::fma(o[j], a, s[j]);
+  });
+  self.unsafeGetTensorImpl()->bump_version(); // as an in-place tensor operation does
+}
+
+// self.add_(other, alpha).
+void add_scaled(const Tensor& self, const Tensor& other, double alpha) {
+  if (on_host(self, other))
+    add_scaled(self, other, 0, alpha);
+  else
+    self.add_(other, alpha);
+}
+
+// A 0-dim tensor's value.
+double value(const Tensor& scalar) {
+  if (!on_host(scalar))
+    return scalar.item<double>();
+  double result = 0;
+  dispatch_host(scalar, [&](auto zero) { result = *scalar.const_data_ptr<decltype(zero)>(); });
+  return result;
+}
 
 // _cubic_interpolate: the minimiser of the cubic through (x1, f1) and (x2, f2) with slopes g1
 // and g2, clamped to the bounds ([x1, x2] unless given); their middle where the cubic has none.
@@ -79,7 +177,7 @@ LineSearch strong_wolfe(const Objective& obj_func, const std::vector<Tensor>& x,
   Tensor g_new;
   std::tie(f_new, g_new) = obj_func(x, t, d);
   int64_t ls_func_evals = 1;
-  double gtd_new = g_new.dot(d).item<double>();
+  double gtd_new = dot_value(g_new, d);
 
   // bracket an interval containing a point satisfying the Wolfe criteria
   double t_prev = 0, f_prev = f, gtd_prev = gtd;
@@ -124,7 +222,7 @@ LineSearch strong_wolfe(const Objective& obj_func, const std::vector<Tensor>& x,
     gtd_prev = gtd_new;
     std::tie(f_new, g_new) = obj_func(x, t, d);
     ls_func_evals += 1;
-    gtd_new = g_new.dot(d).item<double>();
+    gtd_new = dot_value(g_new, d);
     ls_iter += 1;
   }
   // reached max number of iterations? (bracket_gtd is then unused: the zoom does not run)
@@ -174,7 +272,7 @@ LineSearch strong_wolfe(const Objective& obj_func, const std::vector<Tensor>& x,
     // Evaluate new point
     std::tie(f_new, g_new) = obj_func(x, t, d);
     ls_func_evals += 1;
-    gtd_new = g_new.dot(d).item<double>();
+    gtd_new = dot_value(g_new, d);
     ls_iter += 1;
 
     if (f_new > (f + c1 * t * gtd) || f_new >= bracket_f[low_pos]) {
@@ -295,6 +393,24 @@ int64_t LBFGS::numel() {
 
 // A parameter without a gradient (not part of the objective) contributes zeros.
 Tensor LBFGS::gather_flat_grad() {
+  const auto& params = param_groups_[0].params();
+  const bool host = host_vectors_ && std::all_of(params.begin(), params.end(), [](const auto& p) {
+                      const auto& grad = p.grad();
+                      return !grad.defined() || (grad.layout() == at::kStrided && on_host(grad, p));
+                    });
+  if (host) {
+    auto flat = at::empty({numel()}, params[0].options());
+    auto* out = static_cast<char*>(flat.mutable_data_ptr());
+    for (const auto& p : params) {
+      const size_t bytes = static_cast<size_t>(p.numel()) * p.element_size();
+      if (p.grad().defined())
+        std::memcpy(out, p.grad().const_data_ptr(), bytes);
+      else
+        std::memset(out, 0, bytes);
+      out += bytes;
+    }
+    return flat;
+  }
   std::vector<Tensor> views;
   for (const auto& p : param_groups_[0].params()) {
     const auto& grad = p.grad();
@@ -312,11 +428,14 @@ Tensor LBFGS::gather_flat_grad() {
 void LBFGS::view_parameters() {
   flat_views_.clear();
   numels_.clear();
-  for (const auto& p : param_groups_[0].params()) {
+  const auto& params = param_groups_[0].params();
+  host_vectors_ = numel() <= kHostVectorLimit;
+  for (const auto& p : params) {
     TORCH_CHECK(p.is_contiguous(), "kan::LBFGS: parameters must be contiguous, one of shape ",
                 p.sizes(), " is not");
     flat_views_.push_back(p.view({-1}));
     numels_.push_back(p.numel());
+    host_vectors_ = host_vectors_ && on_host(p, params[0]);
   }
 }
 
@@ -324,7 +443,15 @@ void LBFGS::view_parameters() {
 // add_ per parameter).
 void LBFGS::add_grad(double step_size, const Tensor& update) {
   TORCH_INTERNAL_ASSERT(update.numel() == numel());
-  at::_foreach_add_(flat_views_, update.split_with_sizes(numels_), step_size);
+  if (!host_vectors_ || !on_host(update, flat_views_[0])) {
+    at::_foreach_add_(flat_views_, update.split_with_sizes(numels_), step_size);
+    return;
+  }
+  int64_t offset = 0;
+  for (const auto& view : flat_views_) {
+    add_scaled(view, update, offset, step_size);
+    offset += view.numel();
+  }
 }
 
 // The parameters as one flat tensor.
@@ -333,7 +460,18 @@ std::vector<Tensor> LBFGS::clone_param() {
 }
 
 void LBFGS::set_param(const std::vector<Tensor>& params_data) {
-  at::_foreach_copy_(flat_views_, params_data.front().split_with_sizes(numels_));
+  const auto& flat = params_data.front();
+  if (!host_vectors_ || !on_host(flat, flat_views_[0])) {
+    at::_foreach_copy_(flat_views_, flat.split_with_sizes(numels_));
+    return;
+  }
+  const auto* in = static_cast<const char*>(flat.const_data_ptr());
+  for (const auto& view : flat_views_) {
+    const size_t bytes = static_cast<size_t>(view.numel()) * view.element_size();
+    std::memcpy(view.mutable_data_ptr(), in, bytes);
+    view.unsafeGetTensorImpl()->bump_version();
+    in += bytes;
+  }
 }
 
 std::pair<double, Tensor> LBFGS::directional_evaluate(const LossClosure& closure,
@@ -426,7 +564,7 @@ Tensor LBFGS::step(LossClosure closure) {
       const Tensor ys = y.dot(s); // y*s
       // pykan: tolerance_ys (1e-32 by default) where PyTorch's LBFGS, LibTorch's too, skips
       // every pair with y·s <= 1e-10: near convergence in float64, that can be all of them.
-      if (ys.item<double>() > tolerance_ys) {
+      if (value(ys) > tolerance_ys) {
         // updating memory
         if (static_cast<int64_t>(old_dirs.size()) == history_size) {
           // shift history by one (limited-memory)
@@ -458,19 +596,19 @@ Tensor LBFGS::step(LossClosure closure) {
       };
       std::vector<double> ro_values(static_cast<size_t>(num_old)), al(ro_values.size());
       for (int64_t i = 0; i < num_old; ++i)
-        ro_values[i] = ro[i].item<double>();
+        ro_values[i] = value(ro[i]);
       Tensor q = flat_grad.neg();
       for (int64_t i = num_old - 1; i > -1; --i) {
-        al[i] = times(old_stps[i].dot(q).item<double>(), ro_values[i]);
-        q.add_(old_dirs[i], -al[i]);
+        al[i] = times(dot_value(old_stps[i], q), ro_values[i]);
+        add_scaled(q, old_dirs[i], -al[i]);
       }
 
       // multiply by initial Hessian; r/d is the final direction
       Tensor r = torch::mul(q, H_diag);
       d = r;
       for (int64_t i = 0; i < num_old; ++i) {
-        const double be_i = times(old_dirs[i].dot(r).item<double>(), ro_values[i]);
-        r.add_(old_stps[i], minus(al[i], be_i));
+        const double be_i = times(dot_value(old_dirs[i], r), ro_values[i]);
+        add_scaled(r, old_stps[i], minus(al[i], be_i));
       }
     }
 
@@ -489,7 +627,7 @@ Tensor LBFGS::step(LossClosure closure) {
     }
 
     // directional derivative
-    const double gtd = flat_grad.dot(d).item<double>(); // g * d
+    const double gtd = dot_value(flat_grad, d); // g * d
 
     // directional derivative is below tolerance
     if (gtd > -tolerance_change)

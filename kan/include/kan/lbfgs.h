@@ -92,6 +92,7 @@ private:
   std::optional<int64_t> numel_cache_;
   std::vector<torch::Tensor> flat_views_;
   std::vector<int64_t> numels_;
+  bool host_vectors_ = false; ///< the parameters' vector arithmetic runs on the host (lbfgs.cpp)
 };
 
 } // namespace kan
