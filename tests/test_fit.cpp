@@ -4,6 +4,8 @@
 #include "test_util.h"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/nn/module.h>
 
 #include <cmath>
@@ -66,6 +68,28 @@ TEST(Fit, RegularisedReferenceTraining) {
     evaluations += step.evaluations;
   }
   EXPECT_GE(evaluations, 20 * 20);
+}
+
+TEST(Fit, MseLossIsAtensInOneNode) {
+  // compute_loss's MSE on the CPU is one node (detail/mean_squared_error.h): its value and both
+  // gradients against ATen's operations, in both dtypes, and ATen's broadcasting where the
+  // shapes differ.
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(4);
+  for (const auto dtype : {torch::kFloat64, torch::kFloat32}) {
+    const double tol = dtype == torch::kFloat64 ? 1e-14 : 1e-6;
+    const auto pred = torch::randn({37, 3}, gen, torch::kFloat64).to(dtype).requires_grad_();
+    const auto labels = torch::randn({37, 3}, gen, torch::kFloat64).to(dtype).requires_grad_();
+    const auto fused = compute_loss(Loss::kMSE, pred, labels);
+    const auto aten = (pred - labels).square().mean();
+    EXPECT_NEAR(fused.item<double>(), aten.item<double>(), tol * aten.item<double>());
+    EXPECT_EQ(fused.scalar_type(), dtype);
+    const auto fused_grads = torch::autograd::grad({fused * 3}, {pred, labels});
+    const auto aten_grads = torch::autograd::grad({aten * 3}, {pred, labels});
+    for (size_t i = 0; i < 2; ++i)
+      EXPECT_LE(test::max_relative_diff(fused_grads[i], aten_grads[i]), tol) << dtype << " " << i;
+  }
+  const auto pred = torch::ones({4, 3}, f64), labels = torch::zeros({4, 1}, f64);
+  EXPECT_DOUBLE_EQ(compute_loss(Loss::kMSE, pred, labels).item<double>(), 1.0);
 }
 
 TEST(Fit, AdamMinibatchCountsEpochs) {

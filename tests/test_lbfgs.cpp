@@ -264,10 +264,11 @@ TEST(LBFGS, StateIsLibTorchsAndSurvivesSaveAndLoad) {
 }
 
 TEST(LBFGS, SmallCpuProblemsDoTheVectorArithmeticOnTheHost) {
-  // The two-loop recursion's dot products and updates, the line search's directional derivatives
-  // and the parameters' updates run as host loops with ATen's arithmetic (lbfgs.cpp): the
-  // step-for-step match with pykan above holds through them; here, that they do run. Without
-  // them a step of the fixture's 20 iterations with a history of 10 makes hundreds of dots.
+  // The two-loop recursion's dot products and updates, the line search's directional derivatives,
+  // the stopping tests' maxima and the parameters' updates run as host loops with ATen's arithmetic
+  // (lbfgs.cpp): the step-for-step match with pykan above holds through them; here, that they do
+  // run. Without them a step of the fixture's 20 iterations with a history of 10 makes hundreds of
+  // dots.
   const auto fixture = test::load_reference("lbfgs_rosenbrock.json");
   const auto& run = fixture["runs"]["rosenbrock_fit_settings"];
   for (const auto dtype : {torch::kFloat64, torch::kFloat32}) {
@@ -284,9 +285,12 @@ TEST(LBFGS, SmallCpuProblemsDoTheVectorArithmeticOnTheHost) {
     lbfgs.step(closure);
     const int64_t before = state_of(lbfgs, p.a).n_iter();
     const auto report = diagnostics::trace_operations(torch::kCPU, [&] { lbfgs.step(closure); });
-    int64_t dots = 0;
-    for (const auto& op : report.operations)
+    int64_t dots = 0, maxima = 0;
+    for (const auto& op : report.operations) {
       dots += op.operation == "aten::dot" ? op.calls : 0;
+      maxima += op.operation == "aten::max" ? op.calls : 0;
+    }
+    EXPECT_EQ(maxima, 0) << dtype << ": the tests on the largest |g| and |t d|";
     const int64_t iterations = state_of(lbfgs, p.a).n_iter() - before;
     EXPECT_GT(iterations, 5) << dtype;
     EXPECT_LE(dots, 2 * iterations) << dtype << ": y.dot(s) and y.dot(y) per iteration, no more";

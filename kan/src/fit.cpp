@@ -1,6 +1,7 @@
 #include "kan/fit.h"
 
 #include "detail/checks.h"
+#include "detail/mean_squared_error.h"
 #include "kan/autocast.h"
 #include "kan/data_parallel.h"
 #include "kan/io/clock.h"
@@ -191,7 +192,7 @@ Loss loss_from_string(const std::string& name) {
 
 torch::Tensor compute_loss(Loss loss, const torch::Tensor& pred, const torch::Tensor& labels) {
   if (loss == Loss::kMSE)
-    return (pred - labels).square().mean();
+    return detail::mean_squared_error(pred, labels);
   return at::cross_entropy_loss(pred, labels);
 }
 
@@ -281,6 +282,14 @@ torch::Tensor loss_part(Loss loss, const torch::Tensor& pred, const torch::Tenso
          static_cast<double>(global_rows);
 }
 
+// Optimizer::zero_grad(), which also detaches every gradient before dropping it: an operation per
+// parameter and evaluation, for nothing.
+void drop_gradients(torch::optim::Optimizer& optimizer) {
+  for (auto& group : optimizer.param_groups())
+    for (auto& p : group.params())
+      p.mutable_grad().reset();
+}
+
 // What a step needs besides the model and its batch.
 struct StepContext {
   torch::optim::Optimizer& optimizer;
@@ -308,7 +317,7 @@ void optimize(KAN& model, const StepContext& c, const torch::Tensor& x, const to
     c10::intrusive_ptr<c10d::Work> loss_sum;
     {
       PhaseScope phase(Phase::kForward);
-      c.optimizer.zero_grad();
+      drop_gradients(c.optimizer);
       std::optional<AutocastGuard> autocast;
       if (o.autocast())
         autocast.emplace(model->device().type(), *o.autocast());

@@ -114,6 +114,24 @@ void add_scaled(const Tensor& self, const Tensor& other, double alpha) {
     self.add_(other, alpha);
 }
 
+// t.mul(scale).abs().max().item<double>(): the largest |t * scale|, scale rounded to t's dtype
+// as a tensor operation rounds it (NaN where t has one).
+double max_abs(const Tensor& t, double scale = 1) {
+  if (!on_host(t))
+    return (scale == 1 ? t : t.mul(scale)).abs().max().item<double>();
+  double largest = 0;
+  dispatch_host(t, [&](auto zero) {
+    using T = decltype(zero);
+    const T* v = t.const_data_ptr<T>();
+    const T s = static_cast<T>(scale);
+    for (int64_t j = 0; j < t.numel() && !std::isnan(largest); ++j) {
+      const double a = std::abs(static_cast<double>(scale == 1 ? v[j] : static_cast<T>(v[j] * s)));
+      largest = std::isnan(a) || a > largest ? a : largest;
+    }
+  });
+  return largest;
+}
+
 // A 0-dim tensor's value.
 double value(const Tensor& scalar) {
   if (!on_host(scalar))
@@ -171,7 +189,7 @@ using Objective =
 LineSearch strong_wolfe(const Objective& obj_func, const std::vector<Tensor>& x, double t,
                         const Tensor& d, double f, const Tensor& g, double gtd, double c1 = 1e-4,
                         double c2 = 0.9, double tolerance_change = 1e-9, int64_t max_ls = 25) {
-  const double d_norm = d.abs().max().item<double>();
+  const double d_norm = max_abs(d);
   // evaluate objective and gradient using initial step
   double f_new = 0;
   Tensor g_new;
@@ -526,7 +544,7 @@ Tensor LBFGS::step(LossClosure closure) {
   state.func_evals(state.func_evals() + 1);
 
   Tensor flat_grad = gather_flat_grad();
-  bool opt_cond = flat_grad.abs().max().item<double>() <= tolerance_grad;
+  bool opt_cond = max_abs(flat_grad) <= tolerance_grad;
 
   // optimal condition
   if (opt_cond)
@@ -648,7 +666,7 @@ Tensor LBFGS::step(LossClosure closure) {
       t = result.t;
       ls_func_evals = result.func_evals;
       add_grad(t, d);
-      opt_cond = flat_grad.abs().max().item<double>() <= tolerance_grad;
+      opt_cond = max_abs(flat_grad) <= tolerance_grad;
     } else {
       // no line search, simply move with fixed-step
       add_grad(t, d);
@@ -657,7 +675,7 @@ Tensor LBFGS::step(LossClosure closure) {
         // no use to re-evaluate that function here
         loss = evaluate().item<double>();
         flat_grad = gather_flat_grad();
-        opt_cond = flat_grad.abs().max().item<double>() <= tolerance_grad;
+        opt_cond = max_abs(flat_grad) <= tolerance_grad;
         ls_func_evals = 1;
       }
     }
@@ -674,7 +692,7 @@ Tensor LBFGS::step(LossClosure closure) {
     if (opt_cond)
       break;
     // lack of progress
-    if (d.mul(t).abs().max().item<double>() <= tolerance_change)
+    if (max_abs(d, t) <= tolerance_change)
       break;
     if (std::abs(loss - prev_loss) < tolerance_change)
       break;
