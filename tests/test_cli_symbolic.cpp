@@ -13,6 +13,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -98,7 +99,15 @@ TEST_F(Cli, MultiplicationNodeEndsInTheProduct) {
                             "--lib x,x^2,sin,exp --seed 1 --out " +
                             dir_.string());
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_NE(run.output.find("formula: x2*x1\n"), std::string::npos) << run.output;
+  // The product, with a factor of 1 to the formula's four digits (0.9999 or none, as rounding in
+  // training has it).
+  std::smatch product;
+  ASSERT_TRUE(
+      std::regex_search(run.output, product, std::regex("formula: (([0-9.]+)\\*)?x2\\*x1\n")))
+      << run.output;
+  if (product[2].matched) {
+    EXPECT_NEAR(std::stod(product[2].str()), 1.0, 1e-4) << run.output;
+  }
   const auto check = check_symbolic_model(dir_, "xy");
   EXPECT_LE(check.test_rmse, 1e-5);
   EXPECT_LT(check.formula_vs_model, 1e-12);
@@ -134,9 +143,13 @@ TEST_F(Cli, NumericEdgesLeaveNoFormula) {
   EXPECT_EQ(fit.symbolic->retrained.history.steps.size(), 1u);
 }
 
-// The faster searches on the command line: recorded in fit.json, and the symbolic model as good.
+// The faster searches on the command line: recorded in fit.json, and every edge's fit as good as
+// pykan's search finds on the same trained model (the training is the same in every run; how good
+// the toy's edges are after 20 steps on 200 samples depends on the machine's rounding: some have
+// an R^2 below 0.5 on one CPU and not on another).
 TEST_F(Cli, SymbolicSearchesAreChosenAndRecorded) {
-  for (const std::string search : {"zoom", "newton"}) {
+  std::vector<double> pykan_r2;
+  for (const std::string search : {"pykan", "zoom", "newton"}) {
     const auto run = kanbench("fit --function toy --steps 20 --symbolic --lib x,x^2,sin,exp "
                               "--symbolic-search " +
                               search +
@@ -147,9 +160,22 @@ TEST_F(Cli, SymbolicSearchesAreChosenAndRecorded) {
     const auto fit = kan::diagnostics::read_fit_record((dir_ / "fit.json").string());
     EXPECT_EQ(fit.config.symbolic->search, search);
     ASSERT_FALSE(fit.symbolic->edges.empty());
-    for (const auto& edge : fit.symbolic->edges)
-      EXPECT_GE(edge.r2, 0.5) << search << ": edge " << edge.layer << "," << edge.i << "," << edge.j
-                              << " " << edge.function;
+    const auto& edges = fit.symbolic->edges;
+    if (search == "pykan") {
+      for (const auto& edge : edges)
+        pykan_r2.push_back(edge.r2);
+      fs::remove_all(dir_);
+      continue;
+    }
+    ASSERT_EQ(edges.size(), pykan_r2.size()) << search;
+    int64_t good = 0;
+    for (size_t e = 0; e < edges.size(); ++e) {
+      EXPECT_GE(edges[e].r2, pykan_r2[e] - 0.01)
+          << search << ": edge " << edges[e].layer << "," << edges[e].i << "," << edges[e].j << " "
+          << edges[e].function;
+      good += edges[e].r2 >= 0.9 ? 1 : 0;
+    }
+    EXPECT_GE(good, static_cast<int64_t>(edges.size()) / 2) << search << ": most edges fit";
     // The reader knows the searches.
     auto j = kan::diagnostics::to_json(fit);
     j["config"]["symbolic"]["search"] = "fast";
