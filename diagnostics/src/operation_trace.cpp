@@ -262,6 +262,14 @@ std::unique_ptr<at::ObserverContext> TraceState::on_start(const at::RecordFuncti
       t_frames.push_back(
           {Frame::Kind::kModule, std::string(name.substr(kModuleScopePrefix.size()))});
       context->pushed = true;
+    } else if (name == kAutogradNodeMark && fn.seqNr() >= 0) {
+      // A custom node made in a module's forward (kan::record_autograd_node).
+      std::string module, phase;
+      bool host_work = false;
+      attribute(module, phase, host_work);
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!module.empty() && phase != "backward")
+        module_of_sequence[fn.seqNr()] = module;
     }
     return context;
   case at::RecordScope::BACKWARD_FUNCTION:

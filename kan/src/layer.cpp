@@ -9,6 +9,7 @@
 #include "kan/bspline.h"
 #include "kan/io/text.h"
 #include "kan/symbolic.h"
+#include "kan/trace_scope.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -199,6 +200,7 @@ LayerActivations KANLayerImpl::forward_with_statistics(const torch::Tensor& x) {
     check_input(x);
     auto [y, moments] = detail::fused_layer_with_moments(
         x, grid, coef, scale_base, scale_sp, mask, base_kind(options_.base_fun()), options_.k());
+    record_autograd_node(y); // its backward is this layer's work in the operation trace
     acts.output = symbolic_count_ > 0 ? add_symbolic(x, y, {}).first : y;
     acts.moments = moments;
     return acts;

@@ -1,5 +1,7 @@
 #include "kan/trace_scope.h"
 
+#include <torch/csrc/autograd/function.h>
+
 #include <string>
 
 namespace kan {
@@ -39,6 +41,14 @@ const char* to_string(Phase phase) {
     return "communication";
   }
   return "unknown";
+}
+
+void record_autograd_node(const at::Tensor& output) {
+  at::RecordFunction guard(at::RecordScope::USER_SCOPE);
+  if (!guard.isActive())
+    return;
+  if (const auto node = output.grad_fn())
+    guard.before(kAutogradNodeMark, static_cast<int64_t>(node->sequence_nr()));
 }
 
 PhaseScope::PhaseScope(Phase phase) : guard_(at::RecordScope::USER_SCOPE) {

@@ -28,6 +28,14 @@ const char* to_string(Phase phase);
 /// RecordFunction names of the scopes: the prefix, then the phase or the module's name.
 inline constexpr std::string_view kPhaseScopePrefix = "kan.phase.";
 inline constexpr std::string_view kModuleScopePrefix = "kan.module.";
+/// RecordFunction name of record_autograd_node's mark; its sequence number is the node's.
+inline constexpr std::string_view kAutogradNodeMark = "kan.autograd_node";
+
+/// Tells observers that the autograd node behind `output` belongs to the enclosing module scope,
+/// so that its backward's work is attributed to that module: for custom nodes
+/// (torch::autograd::Function), whose creation no ATen operation records. Costs one branch when
+/// nothing observes.
+void record_autograd_node(const at::Tensor& output);
 
 /// Marks the work done while it is alive as `phase`.
 ///
