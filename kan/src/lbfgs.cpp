@@ -72,6 +72,7 @@ bool on_host(const Tensor& a, const Tensor& b) {
   return on_host(a) && on_host(b) && a.scalar_type() == b.scalar_type();
 }
 
+// f(T{}) with T t's dtype, of those on_host takes.
 template <typename F> void dispatch_host(const Tensor& t, F&& f) {
   if (t.scalar_type() == at::kDouble)
     f(double{});
@@ -92,7 +93,7 @@ double dot_value(const Tensor& a, const Tensor& b) {
   return result;
 }
 
-// self += alpha * other over n elements from self's and other's first, alpha in self's dtype
+// self += alpha * other[other_offset ...], over self's elements, alpha rounded to self's dtype
 // (the host's add_).
 void add_scaled(const Tensor& self, const Tensor& other, int64_t other_offset, double alpha) {
   dispatch_host(self, [&](auto zero) {
