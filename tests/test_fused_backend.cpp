@@ -248,6 +248,27 @@ TEST(FusedBackend, BackwardInSlicesThatDoNotDivideTheBatch) {
   }
 }
 
+TEST(FusedBackend, LayersOfEveryShapeTileAlike) {
+  // Shapes that make the CUDA block kernels (run by the CudaBlocksOnCpu test) cut their work
+  // every way: one output and seven inputs (the inputs in four chunks), 40 outputs (two strides
+  // of a warp's lanes per pair), 300 outputs (two tiles of 256 outputs, and with 16 sample
+  // slices one slice a block for grad_weight), an order 5 spline in float32.
+  struct Shape {
+    int64_t in, out, k;
+    torch::Dtype dtype;
+  };
+  for (const auto& shape : {Shape{7, 1, 3, torch::kFloat64}, Shape{3, 40, 3, torch::kFloat64},
+                            Shape{2, 300, 3, torch::kFloat64}, Shape{3, 40, 5, torch::kFloat32}}) {
+    auto [reference, fused] = layer_pair(
+        KANLayerOptions(shape.in, shape.out).grid(6).k(shape.k).seed(shape.out).dtype(shape.dtype));
+    const auto x = probe_points(reference->grid, 1000, shape.out);
+    const double tol = shape.dtype == torch::kFloat64 ? 1e-10 : 1e-5;
+    const auto what = std::to_string(shape.in) + " -> " + std::to_string(shape.out);
+    expect_match(reference, fused, x, tol, what);
+    expect_edges_match(reference, fused, x, tol, what + " edges");
+  }
+}
+
 TEST(FusedBackend, InputsWithoutGradientSkipIt) {
   // A first layer's data needs no gradient: the backward leaves grad_x out and must still give
   // coef the reference's gradient, in the layer and in the per-edge splines.

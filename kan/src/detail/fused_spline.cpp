@@ -21,10 +21,11 @@ constexpr int64_t kMaxSliceBytes = 64 << 20;
 // Rows below which a slice is not worth its own copy of grad_weight.
 constexpr int64_t kMinSliceRows = 256;
 
-// The CPU kernels: KAN_FUSED_CPU_ISA names them (generic, avx2, or cuda-threads: the CUDA
-// kernels' per-thread code run on the CPU); unset, the AVX2 ones where they were built and the CPU
-// has AVX2 and FMA. The tests run each.
-enum class CpuIsa { kGeneric, kAvx2, kCudaThreads };
+// The CPU kernels: KAN_FUSED_CPU_ISA names them (generic, avx2, or the CUDA kernels run on the
+// CPU: cuda-threads, the per-thread kernels, and cuda-blocks, the block kernels with the
+// per-thread ones for the regulariser's sums); unset, the AVX2 ones where they were built and the
+// CPU has AVX2 and FMA. The tests run each.
+enum class CpuIsa { kGeneric, kAvx2, kCudaThreads, kCudaBlocks };
 
 bool cpu_has_avx2() {
 #if defined(KAN_HAS_AVX2_KERNELS) && (defined(__x86_64__) || defined(__i386__))
@@ -43,8 +44,10 @@ CpuIsa cpu_isa() {
     return CpuIsa::kGeneric;
   if (isa == "cuda-threads")
     return CpuIsa::kCudaThreads;
+  if (isa == "cuda-blocks")
+    return CpuIsa::kCudaBlocks;
   TORCH_CHECK(isa == "avx2", "KAN_FUSED_CPU_ISA=", isa,
-              ": expected generic, avx2 or cuda-threads (or unset)");
+              ": expected generic, avx2, cuda-threads or cuda-blocks (or unset)");
   TORCH_CHECK(cpu_has_avx2(),
               "KAN_FUSED_CPU_ISA=avx2: this build or CPU has no AVX2 + FMA kernels");
   return CpuIsa::kAvx2;
@@ -53,6 +56,7 @@ CpuIsa cpu_isa() {
 template <typename T> SplineKernels<T> kernels_for(CpuIsa isa) {
   switch (isa) {
   case CpuIsa::kCudaThreads:
+  case CpuIsa::kCudaBlocks:
     return cuda_threads::kernels<T>();
   case CpuIsa::kAvx2:
 #ifdef KAN_HAS_AVX2_KERNELS
@@ -69,6 +73,11 @@ template <typename T> const SplineKernels<T>& cpu_kernels() {
   return kernels;
 }
 
+bool cpu_runs_cuda_blocks() {
+  static const bool blocks = cpu_isa() == CpuIsa::kCudaBlocks;
+  return blocks;
+}
+
 // `edges`: the per-edge splines (N, I, O), else the layer's sum over inputs (N, O); weight is
 // (I, M, O) for both.
 at::Tensor forward_cpu(bool edges, const at::Tensor& x, const at::Tensor& grid,
@@ -76,8 +85,11 @@ at::Tensor forward_cpu(bool edges, const at::Tensor& x, const at::Tensor& grid,
   auto y = edges ? at::empty({x.size(0), x.size(1), weight.size(2)}, x.options())
                  : at::zeros({x.size(0), weight.size(2)}, x.options());
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_forward_cpu", [&] {
-    spline_forward(cpu_kernels<scalar_t>(), edges, spline_args<scalar_t>(x, grid, inv, weight, k),
-                   y.mutable_data_ptr<scalar_t>());
+    const auto args = spline_args<scalar_t>(x, grid, inv, weight, k);
+    if (cpu_runs_cuda_blocks())
+      cuda_blocks::forward(edges, args, y.mutable_data_ptr<scalar_t>());
+    else
+      spline_forward(cpu_kernels<scalar_t>(), edges, args, y.mutable_data_ptr<scalar_t>());
   });
   return y;
 }
@@ -100,15 +112,22 @@ std::pair<at::Tensor, at::Tensor> backward_cpu(bool edges, const at::Tensor& gra
                                                const at::Tensor& x, const at::Tensor& grid,
                                                const at::Tensor& inv, const at::Tensor& weight,
                                                int64_t k, bool need_grad_x) {
-  const int64_t slices = cpu_backward_slices(x, weight);
+  const bool blocks = cpu_runs_cuda_blocks();
+  const int64_t slices = blocks ? cuda_blocks::backward_slices(x.size(0), x.size(1), weight.size(2),
+                                                               weight.numel() * x.element_size())
+                                : cpu_backward_slices(x, weight);
   auto grad_x = need_grad_x ? at::empty_like(x) : at::Tensor();
   auto grad_w_slices =
       at::zeros({slices, weight.size(0), weight.size(1), weight.size(2)}, weight.options());
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_backward_cpu", [&] {
-    spline_backward(cpu_kernels<scalar_t>(), edges, spline_args<scalar_t>(x, grid, inv, weight, k),
-                    grad_y.const_data_ptr<scalar_t>(),
-                    need_grad_x ? grad_x.mutable_data_ptr<scalar_t>() : nullptr,
-                    grad_w_slices.mutable_data_ptr<scalar_t>(), slices);
+    const auto args = spline_args<scalar_t>(x, grid, inv, weight, k);
+    const scalar_t* gy = grad_y.const_data_ptr<scalar_t>();
+    scalar_t* gx = need_grad_x ? grad_x.mutable_data_ptr<scalar_t>() : nullptr;
+    scalar_t* gw = grad_w_slices.mutable_data_ptr<scalar_t>();
+    if (blocks)
+      cuda_blocks::backward(edges, args, gy, gx, gw, slices);
+    else
+      spline_backward(cpu_kernels<scalar_t>(), edges, args, gy, gx, gw, slices);
   });
   return {grad_x, slices == 1 ? grad_w_slices.squeeze(0) : grad_w_slices.sum(0)};
 }

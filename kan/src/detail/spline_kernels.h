@@ -129,6 +129,16 @@ namespace cuda_threads {
 template <typename T> SplineKernels<T> kernels();
 } // namespace cuda_threads
 
+/// The CUDA block kernels (spline_blocks.h) run on the CPU, every thread of every block, for
+/// tests: the layer's or the edges' forward into y, and their backward into gx (unless null) and
+/// gw (slices copies of the weight, zero on entry; slices from backward_slices).
+namespace cuda_blocks {
+template <typename T> void forward(bool edges, const SplineArgs<T>& a, T* y);
+template <typename T>
+void backward(bool edges, const SplineArgs<T>& a, const T* gy, T* gx, T* gw, int64_t slices);
+int64_t backward_slices(int64_t N, int64_t I, int64_t O, int64_t weight_bytes);
+} // namespace cuda_blocks
+
 /// The at::parallel_for grain for items of `work_per_item` multiply-adds each: enough items per
 /// thread that waking the thread pays (spline_kernels_generic.cpp).
 int64_t parallel_grain(int64_t work_per_item);
