@@ -248,11 +248,11 @@ TEST(FusedBackend, BackwardInSlicesThatDoNotDivideTheBatch) {
   }
 }
 
-TEST(FusedBackend, LayersOfEveryShapeTileAlike) {
-  // Shapes that make the CUDA block kernels (run by the CudaBlocksOnCpu test) cut their work
-  // every way: one output and seven inputs (the inputs in four chunks), 40 outputs (two strides
-  // of a warp's lanes per pair), 300 outputs (two tiles of 256 outputs, and with 16 sample
-  // slices one slice a block for grad_weight), an order 5 spline in float32.
+// Shapes that make the CUDA block kernels (run on the CPU by the CudaBlocksOnCpu test) cut their
+// work every way: one output and seven inputs (the inputs in four chunks), 40 outputs (two strides
+// of a warp's lanes per pair), 300 outputs (two tiles of 256 outputs, and with 16 sample slices
+// one slice a block for grad_weight), an order 5 spline in float32.
+void check_every_shape(torch::Device device) {
   struct Shape {
     int64_t in, out, k;
     torch::Dtype dtype;
@@ -261,12 +261,18 @@ TEST(FusedBackend, LayersOfEveryShapeTileAlike) {
                             Shape{2, 300, 3, torch::kFloat64}, Shape{3, 40, 5, torch::kFloat32}}) {
     auto [reference, fused] = layer_pair(
         KANLayerOptions(shape.in, shape.out).grid(6).k(shape.k).seed(shape.out).dtype(shape.dtype));
+    reference->to(device);
+    fused->to(device);
     const auto x = probe_points(reference->grid, 1000, shape.out);
     const double tol = shape.dtype == torch::kFloat64 ? 1e-10 : 1e-5;
     const auto what = std::to_string(shape.in) + " -> " + std::to_string(shape.out);
     expect_match(reference, fused, x, tol, what);
     expect_edges_match(reference, fused, x, tol, what + " edges");
   }
+}
+
+TEST(FusedBackend, LayersOfEveryShapeTileAlike) {
+  check_every_shape(torch::kCPU);
 }
 
 TEST(FusedBackend, InputsWithoutGradientSkipIt) {
@@ -656,6 +662,11 @@ TEST(FusedBackend, RegularisedLossMatchesReference_CUDA) {
   KAN_REQUIRE_CUDA();
   check_regularised(torch::kCUDA, torch::kFloat64, 1e-10);
   check_regularised(torch::kCUDA, torch::kFloat32, 1e-5);
+}
+
+TEST(FusedBackend, LayersOfEveryShapeTileAlike_CUDA) {
+  KAN_REQUIRE_CUDA();
+  check_every_shape(torch::kCUDA);
 }
 
 TEST(FusedBackend, MatchesCpu_CUDA) {

@@ -94,8 +94,15 @@ if want test; then
   (cd "$build" && ctest -j1 -R '_CUDA' --timeout 600 --output-on-failure > "$out/ctest-cuda.log" 2>&1) ||
     fail "_CUDA tests (ctest-cuda.log)"
   log "ctest (_CUDA): $(grep -E 'tests passed|tests failed' "$out/ctest-cuda.log" | tail -1)"
+  # The fused backend once more on the per-thread CUDA kernels (the default is the block ones).
+  (cd "$build" && KAN_CUDA_KERNELS=threads ctest -j1 -R 'FusedBackend.*_CUDA' --timeout 600 \
+    --output-on-failure > "$out/ctest-cuda-threads.log" 2>&1) ||
+    fail "_CUDA tests on the per-thread kernels (ctest-cuda-threads.log)"
+  log "ctest (FusedBackend _CUDA, KAN_CUDA_KERNELS=threads): $(grep -E 'tests passed|tests failed' \
+    "$out/ctest-cuda-threads.log" | tail -1)"
   grep -hE '^\s*[0-9]+ - .*\((Failed|SEGFAULT|Timeout|Subprocess aborted|Exception)' \
-    "$out/ctest-cpu.log" "$out/ctest-cuda.log" | tee -a "$out/summary.txt" >&2
+    "$out/ctest-cpu.log" "$out/ctest-cuda.log" "$out/ctest-cuda-threads.log" |
+    tee -a "$out/summary.txt" >&2
   grep -hE '(Skipped)' "$out/ctest-cuda.log" | head -5 | tee -a "$out/summary.txt" >&2
 fi
 
@@ -146,6 +153,13 @@ if want bench; then
     --benchmark_filter='-BM_AutoSymbolicDeep|BM_FitSymbolicLayer.*/in:100/' \
     > "$out/bench_kan.txt" 2>&1 || fail "bench_kan, exit $? (bench_kan.txt)"
   grep -E '^BM_.*_CUDA/' "$out/bench_kan.txt" | awk '{print $1, $2, $3, $NF}' |
+    tee -a "$out/summary.txt" >&2
+  # The layer families on the per-thread kernels, to compare with the block ones above.
+  KAN_CUDA_KERNELS=threads "$build/bin/bench_kan" --benchmark_min_time=0.05 \
+    --benchmark_out="$out/bench_kan_threads.json" \
+    --benchmark_filter='BM_Layer(ForwardBackward|Forward|Activations)_CUDA' \
+    > "$out/bench_kan_threads.txt" 2>&1 || fail "bench_kan threads, exit $? (bench_kan_threads.txt)"
+  grep -E '^BM_.*_CUDA/' "$out/bench_kan_threads.txt" | awk '{print "threads:", $1, $2, $3}' |
     tee -a "$out/summary.txt" >&2
 fi
 

@@ -1,9 +1,13 @@
-// CUDA kernels of the fused spline backend, on LibTorch's current stream: one thread per output
-// element, each running the per-thread code of spline_threads.h (and of edge_moments_threads.h
-// for the regulariser's statistics), which the CPU tests run too (KAN_FUSED_CPU_ISA=cuda-threads).
+// CUDA kernels of the fused spline backend, on LibTorch's current stream. The spline's forward and
+// backward run the block kernels of spline_blocks.h (a tile's bases computed once, in shared
+// memory, for all outputs); KAN_CUDA_KERNELS=threads runs the per-thread ones of spline_threads.h
+// instead (one thread per output element, each computing its own bases), kept to compare the two
+// and to fall back on. The regulariser's statistics run edge_moments_threads.h's per-thread code.
+// The CPU tests run all of them (KAN_FUSED_CPU_ISA=cuda-blocks, cuda-threads).
 #include "detail/edge_moments.h"
 #include "detail/edge_moments_threads.h"
 #include "detail/fused_spline.h"
+#include "detail/spline_blocks.h"
 #include "detail/spline_threads.h"
 
 #include <ATen/Dispatch.h>
@@ -15,15 +19,26 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <string>
 
 namespace kan::detail {
 namespace {
 
 constexpr int kThreads = 256;
-// Threads the grad_weight kernel aims for; beyond that it stops cutting the samples into slices.
-constexpr int64_t kTargetThreads = int64_t{1} << 18;
-// Cap on the per-slice copies of grad_weight.
-constexpr int64_t kMaxSliceBytes = int64_t{256} << 20;
+
+// The block kernels unless KAN_CUDA_KERNELS=threads.
+bool block_kernels() {
+  static const bool use_blocks = [] {
+    const char* env = std::getenv("KAN_CUDA_KERNELS");
+    const std::string kernels = env == nullptr ? "" : env;
+    TORCH_CHECK(kernels.empty() || kernels == "blocks" || kernels == "threads",
+                "KAN_CUDA_KERNELS=", kernels, ": expected blocks or threads (or unset)");
+    return kernels != "threads";
+  }();
+  return use_blocks;
+}
 
 // A launch that fails because this build has no code for the GPU's architecture says which GPU
 // and which build, instead of CUDA's bare "no kernel image is available for execution".
@@ -84,13 +99,114 @@ __global__ void grad_w_kernel(SplineArgs<T> a, GradRows rows, const T* __restric
   }
 }
 
-// Sample slices of the weight gradient: enough (slice, input, output) threads to fill the GPU,
-// at least 64 samples a slice, and at most kMaxSliceBytes of per-slice copies.
 int64_t backward_slices(int64_t N, int64_t I, int64_t O, const at::Tensor& weight) {
-  const int64_t weight_bytes = std::max<int64_t>(1, weight.numel() * weight.element_size());
-  int64_t slices = std::max<int64_t>(1, kTargetThreads / std::max<int64_t>(1, I * O));
-  slices = std::min(slices, std::max<int64_t>(1, N / 64));
-  return std::min(slices, std::max<int64_t>(1, kMaxSliceBytes / weight_bytes));
+  return blocks::backward_slices(N, I, O, weight.numel() * weight.element_size());
+}
+
+// ---- The block kernels: the phases of spline_blocks.h, __syncthreads() between them ----
+
+// A launch's grid and shared memory, checked: every shape keeps its tile under 48 KiB, the most a
+// block gets without opting in.
+void check_blocks(int64_t count, int64_t shared_bytes) {
+  TORCH_CHECK(count <= INT_MAX, "the fused backend's CUDA kernels need ", count,
+              " blocks, more than a grid holds: use fewer samples per batch");
+  TORCH_INTERNAL_ASSERT(shared_bytes <= 48 * 1024, "tile of ", shared_bytes, " bytes");
+}
+
+template <typename T>
+__global__ void __launch_bounds__(blocks::kThreads)
+    forward_blocks_kernel(SplineArgs<T> a, blocks::ForwardShape s, T* __restrict__ y) {
+  extern __shared__ __align__(16) unsigned char memory[];
+  const auto tile = blocks::tile_at<T>(memory, s.rows * s.chunk, a.k);
+  const int64_t b = blockIdx.x, t = threadIdx.x;
+  T acc = 0;
+  for (int64_t i0 = 0; i0 < a.I; i0 += s.chunk) {
+    blocks::forward_load(a, s, tile, b, i0, t);
+    __syncthreads();
+    blocks::forward_add(a, s, tile, b, i0, t, &acc);
+    __syncthreads(); // the next chunk overwrites the tile
+  }
+  blocks::forward_store(a, s, b, t, acc, y);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(blocks::kThreads)
+    edges_blocks_kernel(SplineArgs<T> a, blocks::PairShape s, T* __restrict__ y) {
+  extern __shared__ __align__(16) unsigned char memory[];
+  const auto tile = blocks::tile_at<T>(memory, s.pairs, a.k);
+  blocks::pairs_load<T, false>(a, s, tile, blockIdx.x, threadIdx.x);
+  __syncthreads();
+  blocks::edges_store(a, s, tile, blockIdx.x, threadIdx.x, y);
+}
+
+// The sum over each group of `lanes` threads (a power of two up to 32, so groups never span two
+// warps), in the first thread of the group; every thread of the warp must call it.
+template <typename T> __device__ __forceinline__ T group_sum(T v, int lanes) {
+  for (int offset = lanes / 2; offset > 0; offset /= 2)
+    v += __shfl_down_sync(0xffffffffu, v, offset, lanes);
+  return v;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(blocks::kThreads)
+    grad_x_blocks_kernel(SplineArgs<T> a, blocks::PairShape s, GradRows rows,
+                         const T* __restrict__ gy, T* __restrict__ gx) {
+  extern __shared__ __align__(16) unsigned char memory[];
+  const auto tile = blocks::tile_at<T>(memory, s.pairs, a.k);
+  const int64_t b = blockIdx.x, t = threadIdx.x;
+  blocks::pairs_load<T, true>(a, s, tile, b, t);
+  __syncthreads();
+  const T sum =
+      group_sum(blocks::grad_x_part(a, s, tile, gy, rows, b, t), static_cast<int>(s.lanes));
+  blocks::grad_x_store(a, s, tile, b, t, sum, gx);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(blocks::kThreads)
+    grad_w_blocks_kernel(SplineArgs<T> a, blocks::WeightShape s, GradRows rows,
+                         const T* __restrict__ gy, T* __restrict__ gw) {
+  extern __shared__ __align__(16) unsigned char memory[];
+  const auto tile = blocks::tile_at<T>(memory, s.rows * s.chunk, a.k);
+  const int64_t b = blockIdx.x, t = threadIdx.x;
+  for (int64_t c0 = 0; c0 < s.rows_per_slice; c0 += s.chunk) {
+    blocks::weight_load(a, s, tile, b, c0, t);
+    __syncthreads();
+    blocks::weight_add(a, s, tile, gy, rows, gw, b, c0, t);
+    __syncthreads(); // the next chunk overwrites the tile
+  }
+}
+
+template <typename T>
+void forward_blocks(bool edges, const SplineArgs<T>& a, T* y, cudaStream_t stream) {
+  if (edges) {
+    const auto s = blocks::pair_shape(a.N, a.I, a.O, a.k, sizeof(T));
+    check_blocks(s.blocks, s.shared_bytes);
+    edges_blocks_kernel<T><<<s.blocks, blocks::kThreads, s.shared_bytes, stream>>>(a, s, y);
+  } else {
+    const auto s = blocks::forward_shape(a.N, a.I, a.O, a.k, sizeof(T));
+    check_blocks(s.blocks, s.shared_bytes);
+    forward_blocks_kernel<T><<<s.blocks, blocks::kThreads, s.shared_bytes, stream>>>(a, s, y);
+  }
+  check_launch();
+}
+
+template <typename T>
+void backward_blocks(const SplineArgs<T>& a, GradRows rows, const T* gy, T* gx, T* gw,
+                     int64_t slices, cudaStream_t stream) {
+  if (gx != nullptr && a.I > 0) {
+    const auto s = blocks::pair_shape(a.N, a.I, a.O, a.k, sizeof(T));
+    check_blocks(s.blocks, s.shared_bytes);
+    grad_x_blocks_kernel<T>
+        <<<s.blocks, blocks::kThreads, s.shared_bytes, stream>>>(a, s, rows, gy, gx);
+    check_launch();
+  }
+  const auto s = blocks::weight_shape(a.N, a.I, a.O, a.k, sizeof(T), slices);
+  if (s.blocks == 0) // no inputs or no outputs
+    return;
+  check_blocks(s.blocks, s.shared_bytes);
+  grad_w_blocks_kernel<T>
+      <<<s.blocks, blocks::kThreads, s.shared_bytes, stream>>>(a, s, rows, gy, gw);
+  check_launch();
 }
 
 // The regulariser's statistics. Thread (s, i, o), o fastest: edge (i, o)'s sums over slice s.
@@ -183,6 +299,8 @@ at::Tensor fused_spline_forward_cuda(bool edges, const at::Tensor& x, const at::
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_forward_cuda", [&] {
     const auto args = spline_args<scalar_t>(x, grid, inv, weight, k);
     auto* out = y.mutable_data_ptr<scalar_t>();
+    if (block_kernels())
+      return forward_blocks(edges, args, out, stream);
     if (edges)
       edges_forward_kernel<scalar_t><<<blocks_for(y.numel()), kThreads, 0, stream>>>(args, out);
     else
@@ -206,6 +324,10 @@ fused_spline_backward_cuda(bool edges, const at::Tensor& grad_y, const at::Tenso
     const auto stream = at::cuda::getCurrentCUDAStream();
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_spline_backward_cuda", [&] {
       const auto args = spline_args<scalar_t>(x, grid, inv, weight, k);
+      if (block_kernels())
+        return backward_blocks(args, rows, grad_y.const_data_ptr<scalar_t>(),
+                               need_grad_x ? grad_x.mutable_data_ptr<scalar_t>() : nullptr,
+                               grad_w.mutable_data_ptr<scalar_t>(), slices, stream);
       if (need_grad_x) {
         grad_x_kernel<scalar_t><<<blocks_for(N * I), kThreads, 0, stream>>>(
             args, rows, grad_y.const_data_ptr<scalar_t>(), grad_x.mutable_data_ptr<scalar_t>());
