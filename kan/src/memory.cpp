@@ -259,13 +259,24 @@ MemoryEstimate estimate_training_memory(const KANOptions& model, const FitOption
   // One forward + backward on the batch: every layer's saved tensors at once, plus the backward's
   // temporaries of one layer at a time.
   int64_t saved = 0, backward = 0, update = 0;
+  // On the CPU a fused regularised layer is one autograd node that saves its input only
+  // (kan/src/detail/edge_moments.cpp), and the regulariser's sample terms are loops.
+  const bool one_node = fused && regularized && model.device().is_cpu();
   for (const auto& l : shapes) {
-    // The input's contiguous copy, b(x), the outputs and their gradients.
-    int64_t layer = sat_mul(batch, sat_add(sat_mul(4, l.in), sat_mul(4, l.out)));
-    if (regularized) {
+    // The input's contiguous copy, b(x), the outputs and their gradients; of one node, the input,
+    // the output and their gradients.
+    const int64_t per_sample = one_node ? sat_add(sat_mul(2, l.in), sat_mul(2, l.out))
+                                        : sat_add(sat_mul(4, l.in), sat_mul(4, l.out));
+    int64_t layer = sat_mul(batch, per_sample);
+    if (regularized && !fused) {
       // Edge splines, edges and the regulariser's centred copy stay; the two scaled terms and
       // their sum exist during the forward; their gradients during the backward.
       layer = sat_add(layer, sat_mul(8, batch, l.edges));
+    } else if (regularized) {
+      // The fused backend keeps per-edge sums over the samples instead (S1, S2 in float64 and
+      // their gradients); off the CPU the regulariser's tensors centre the layer's inputs (a copy
+      // and its gradient).
+      layer = sat_add(layer, sat_add(one_node ? 0 : sat_mul(2, batch, l.in), sat_mul(8, l.edges)));
     }
     if (!fused) {
       // The Cox-de Boor recursion, saved for the backward through x: about 3 tensors of

@@ -27,6 +27,7 @@ namespace kan::detail {
 namespace {
 
 constexpr int kThreads = 256;
+static_assert(kThreads == blocks::kThreads, "the phases of spline_blocks.h stride by its kThreads");
 
 // The block kernels unless KAN_CUDA_KERNELS=threads.
 bool block_kernels() {
@@ -57,8 +58,18 @@ void check_launch() {
   C10_CUDA_CHECK(error);
 }
 
+// A launch's grid and shared memory, checked: every shape keeps its tile under 48 KiB, the most a
+// block gets without opting in.
+void check_blocks(int64_t count, int64_t shared_bytes) {
+  TORCH_CHECK(count <= INT_MAX, "the fused backend's CUDA kernels need ", count,
+              " blocks, more than a grid holds: use fewer samples per batch");
+  TORCH_INTERNAL_ASSERT(shared_bytes <= 48 * 1024, "tile of ", shared_bytes, " bytes");
+}
+
 int64_t blocks_for(int64_t work) {
-  return std::max<int64_t>(1, (work + kThreads - 1) / kThreads);
+  const int64_t count = std::max<int64_t>(1, (work + kThreads - 1) / kThreads);
+  check_blocks(count, 0);
+  return count;
 }
 
 __device__ __forceinline__ int64_t thread_index() {
@@ -104,14 +115,6 @@ int64_t backward_slices(int64_t N, int64_t I, int64_t O, const at::Tensor& weigh
 }
 
 // ---- The block kernels: the phases of spline_blocks.h, __syncthreads() between them ----
-
-// A launch's grid and shared memory, checked: every shape keeps its tile under 48 KiB, the most a
-// block gets without opting in.
-void check_blocks(int64_t count, int64_t shared_bytes) {
-  TORCH_CHECK(count <= INT_MAX, "the fused backend's CUDA kernels need ", count,
-              " blocks, more than a grid holds: use fewer samples per batch");
-  TORCH_INTERNAL_ASSERT(shared_bytes <= 48 * 1024, "tile of ", shared_bytes, " bytes");
-}
 
 template <typename T>
 __global__ void __launch_bounds__(blocks::kThreads)

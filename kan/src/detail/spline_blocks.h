@@ -85,7 +85,8 @@ static KAN_HOST_DEVICE T tile_edge(const SplineArgs<T>& a, const BasisTile<T>& t
 // ---- The layer's forward, y (N, O) ----
 // A block: `rows` samples x `lanes` outputs, one thread each (outputs fastest, so the weight's
 // reads are coalesced), over the inputs in chunks of `chunk`: load the chunk's rows x chunk
-// bases, then add the chunk's edges. Sums in forward_thread's order: bit for bit its result.
+// bases, then add the chunk's edges. Sums in forward_thread's order, so compiled alike (the same
+// FMA contraction) the result is forward_thread's bit for bit.
 
 struct ForwardShape {
   int64_t lanes, rows, chunk, output_tiles, blocks, shared_bytes;
@@ -216,7 +217,7 @@ static KAN_HOST_DEVICE void grad_x_store(const SplineArgs<T>& a, const PairShape
 // ---- The weight gradient, gw (slices, I, M, O) ----
 // A block: one input, `rows` sample slices x `lanes` outputs; thread (slice, output) owns the
 // column gw[slice, i, :, o] as grad_w_columns' thread does, and adds the samples of its slice in
-// order, `chunk` at a time after the block has loaded their bases: bit for bit its result.
+// order, `chunk` at a time after the block has loaded their bases: its sums, in its order.
 
 struct WeightShape {
   int64_t lanes, rows, chunk, output_tiles, slice_groups, blocks, shared_bytes;
