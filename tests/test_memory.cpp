@@ -11,7 +11,6 @@
 #include <c10/util/Exception.h>
 #include <torch/cuda.h>
 
-
 #include <chrono>
 #include <fstream>
 #include <iostream>
