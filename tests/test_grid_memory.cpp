@@ -10,7 +10,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/util/Exception.h>
 
-
 #include <iostream>
 #include <limits>
 #include <string>
