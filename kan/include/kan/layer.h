@@ -172,6 +172,9 @@ private:
   torch::Tensor base(const torch::Tensor& x) const;
   /// The spline weight as one (I * (G + k), O) matrix: mask * scale_sp * coef.
   torch::Tensor spline_weight() const;
+  /// The fused backend's one-node layer on the CPU (detail::fused_layer_with_moments): the output
+  /// with the symbolic branch, and the regulariser's sums.
+  std::pair<torch::Tensor, torch::Tensor> forward_as_one_node(const torch::Tensor& x);
   /// forward's tail: the spline part y plus the base part (base_x = base(x)) and the symbolic
   /// branch.
   torch::Tensor add_base_and_symbolic(const torch::Tensor& x, const torch::Tensor& base_x,
