@@ -88,19 +88,31 @@ static KAN_HOST_DEVICE T tile_edge(const SplineArgs<T>& a, const BasisTile<T>& t
 // bases, then add the chunk's edges. Sums in forward_thread's order, so compiled alike (the same
 // FMA contraction) the result is forward_thread's bit for bit.
 
-struct ForwardShape {
-  int64_t lanes, rows, chunk, output_tiles, blocks, shared_bytes;
+/// A block of rows x lanes threads, lanes along the outputs (tiles of them where O > kThreads),
+/// whose tile holds rows x chunk pairs: the chunk that fits kTileBytes, from 1 to `items`.
+struct RowTiles {
+  int64_t lanes, rows, chunk, output_tiles, shared_bytes;
 };
 
-inline ForwardShape forward_shape(int64_t N, int64_t I, int64_t O, int k, int64_t element_size) {
-  ForwardShape s{};
+inline RowTiles row_tiles(int64_t O, int k, int64_t element_size, int64_t items) {
+  RowTiles s{};
   s.lanes = lanes_for(O, kThreads);
   s.rows = kThreads / s.lanes;
   const int64_t fit = kTileBytes / (s.rows * pair_bytes(k, element_size));
-  s.chunk = fit < 1 ? 1 : (fit < I ? fit : (I < 1 ? 1 : I));
+  s.chunk = fit < 1 ? 1 : (fit < items ? fit : (items < 1 ? 1 : items));
   s.output_tiles = (O + s.lanes - 1) / s.lanes;
-  s.blocks = (N + s.rows - 1) / s.rows * s.output_tiles;
   s.shared_bytes = s.rows * s.chunk * pair_bytes(k, element_size);
+  return s;
+}
+
+struct ForwardShape : RowTiles {
+  int64_t blocks;
+};
+
+/// Rows are samples; the chunk, inputs.
+inline ForwardShape forward_shape(int64_t N, int64_t I, int64_t O, int k, int64_t element_size) {
+  ForwardShape s{row_tiles(O, k, element_size, I), 0};
+  s.blocks = (N + s.rows - 1) / s.rows * s.output_tiles;
   return s;
 }
 
@@ -219,25 +231,17 @@ static KAN_HOST_DEVICE void grad_x_store(const SplineArgs<T>& a, const PairShape
 // column gw[slice, i, :, o] as grad_w_columns' thread does, and adds the samples of its slice in
 // order, `chunk` at a time after the block has loaded their bases: its sums, in its order.
 
-struct WeightShape {
-  int64_t lanes, rows, chunk, output_tiles, slice_groups, blocks, shared_bytes;
-  int64_t slices, rows_per_slice;
+struct WeightShape : RowTiles {
+  int64_t slice_groups, blocks, slices, rows_per_slice;
 };
 
+/// Rows are sample slices; the chunk, samples of each.
 inline WeightShape weight_shape(int64_t N, int64_t I, int64_t O, int k, int64_t element_size,
                                 int64_t slices) {
-  WeightShape s{};
-  s.slices = slices;
-  s.rows_per_slice = (N + slices - 1) / slices;
-  s.lanes = lanes_for(O, kThreads);
-  s.rows = kThreads / s.lanes;
-  const int64_t fit = kTileBytes / (s.rows * pair_bytes(k, element_size));
-  s.chunk =
-      fit < 1 ? 1 : (fit < s.rows_per_slice ? fit : (s.rows_per_slice < 1 ? 1 : s.rows_per_slice));
-  s.output_tiles = (O + s.lanes - 1) / s.lanes;
+  const int64_t rows_per_slice = (N + slices - 1) / slices;
+  WeightShape s{row_tiles(O, k, element_size, rows_per_slice), 0, 0, slices, rows_per_slice};
   s.slice_groups = (slices + s.rows - 1) / s.rows;
   s.blocks = I * s.slice_groups * s.output_tiles;
-  s.shared_bytes = s.rows * s.chunk * pair_bytes(k, element_size);
   return s;
 }
 
