@@ -150,19 +150,13 @@ torch::Tensor KANLayerImpl::spline_weight() const {
   return weighted.permute({0, 2, 1}).reshape({-1, options_.out_dim()});
 }
 
-// The one-node layer wins where the layer's arithmetic is small next to the ten or so tensor
-// operations it replaces (the toy's [2, 5, 1] at N = 1000: 2.3 times the LBFGS steps per second);
-// on wide layers the separate kernels are as fast or faster (it computes the regulariser's sums
-// too: a float64 100 -> 100 forward at N = 4096 took 55 ms against 22).
-constexpr int64_t kOneNodeEdgeEvaluations = int64_t{1} << 20;
-
 torch::Tensor KANLayerImpl::forward(const torch::Tensor& x) {
   check_input(x);
   // On the CPU a small fused layer is one node (base, splines, scales and mask in one pass each
   // way), with or without gradients, so that both give the same numbers; not under autocast,
   // which runs the base part's product in its lower precision.
   if (options_.backend() == SplineBackend::kFused && detail::fuses_layer_with_moments(x) &&
-      x.size(0) * options_.in_dim() * options_.out_dim() <= kOneNodeEdgeEvaluations &&
+      x.size(0) * options_.in_dim() * options_.out_dim() <= detail::kOneNodeEdgeEvaluations &&
       !at::autocast::is_autocast_enabled(at::kCPU))
     return forward_as_one_node(x).first;
   const int64_t k = options_.k(), I = options_.in_dim(), O = options_.out_dim();

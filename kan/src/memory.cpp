@@ -1,5 +1,7 @@
 #include "kan/memory.h"
 
+#include "detail/edge_moments.h"
+
 #include "detail/checks.h"
 #include "detail/saturate.h"
 #include "kan/bspline.h"
@@ -259,10 +261,14 @@ MemoryEstimate estimate_training_memory(const KANOptions& model, const FitOption
   // One forward + backward on the batch: every layer's saved tensors at once, plus the backward's
   // temporaries of one layer at a time.
   int64_t saved = 0, backward = 0, update = 0;
-  // On the CPU a fused regularised layer is one autograd node that saves its input only
-  // (kan/src/detail/edge_moments.cpp), and the regulariser's sample terms are loops.
-  const bool one_node = fused && regularized && model.device().is_cpu();
+  // On the CPU a fused layer that is regularised, or small and outside autocast, is one autograd
+  // node that saves its input only (kan/src/detail/edge_moments.cpp), and the regulariser's
+  // sample terms are loops.
+  const bool cpu_fused = fused && model.device().is_cpu();
   for (const auto& l : shapes) {
+    const bool one_node =
+        cpu_fused && (regularized || (!fit.autocast() &&
+                                      sat_mul(batch, l.edges) <= detail::kOneNodeEdgeEvaluations));
     // The input's contiguous copy, b(x), the outputs and their gradients; of one node, the input,
     // the output and their gradients.
     const int64_t per_sample = one_node ? sat_add(sat_mul(2, l.in), sat_mul(2, l.out))

@@ -28,6 +28,14 @@ at::Tensor fused_edge_moments(const at::Tensor& x, const at::Tensor& base, const
 /// set (KAN_FUSED_CPU_ISA), whose steps keep the layer and its sums apart as the GPU's do.
 bool fuses_layer_with_moments(const at::Tensor& x);
 
+/// Unregularised forwards of layers up to this many edge evaluations (N * I * O) run as that one
+/// node too, outside autocast: it wins where the layer's arithmetic is small next to the ten or so
+/// tensor operations it replaces (the toy's [2, 5, 1] at N = 1000: 2.3 to 3.8 times the LBFGS
+/// steps per second); on wide layers the separate kernels are as fast or faster, as the node
+/// computes the regulariser's sums too (a float64 100 -> 100 forward at N = 4096: 55 ms against
+/// 22).
+constexpr int64_t kOneNodeEdgeEvaluations = int64_t{1} << 20;
+
 /// A whole layer's numeric part y (N, O) = sum_i phi_nio, phi_nio = wb_io base(x_ni) + ws_io
 /// spline_nio with wb = mask * scale_base and ws = mask * scale_sp (the layer's forward without
 /// its symbolic edges), and fused_edge_moments's sums of phi, in one autograd node: its forward
