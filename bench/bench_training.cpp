@@ -48,20 +48,30 @@ void BM_BsplineBasis_CUDA(benchmark::State& state) {
   basis(state, torch::kCUDA);
 }
 
+// A layer family's arguments: dtype (bits) first, then N, I, O, G, k from range(first).
+struct LayerShape {
+  torch::Dtype dtype;
+  int64_t N, I, O, G, k;
+  KANLayerOptions options() const { return KANLayerOptions(I, O).grid(G).k(k).dtype(dtype); }
+};
+
+LayerShape layer_shape(const benchmark::State& state, int first) {
+  return {dtype_arg(state.range(0)), state.range(first),     state.range(first + 1),
+          state.range(first + 2),    state.range(first + 3), state.range(first + 4)};
+}
+
 // ---- Layer forward: Args dtype (bits), backend, N, I, O, G, k ------------------------------
 void layer_forward(benchmark::State& state, torch::Device device) {
   if (skip_without_gpu(state, device))
     return;
-  const auto dtype = dtype_arg(state.range(0));
-  const int64_t N = state.range(2), I = state.range(3), O = state.range(4), G = state.range(5),
-                k = state.range(6);
-  KANLayer layer(
-      KANLayerOptions(I, O).grid(G).k(k).dtype(dtype).backend(backend_arg(state.range(1))));
+  const auto shape = layer_shape(state, 2);
+  KANLayer layer(shape.options().backend(backend_arg(state.range(1))));
   layer->to(device);
-  const auto x = uniform_inputs(N, I, device, dtype);
+  const auto x = uniform_inputs(shape.N, shape.I, device, shape.dtype);
   torch::NoGradGuard no_grad;
   run_timed(state, device, [&] { benchmark::DoNotOptimize(layer(x)); });
-  set_rate_counters(state, N, layer_forward_flops(N, I, O, G, k));
+  set_rate_counters(state, shape.N,
+                    layer_forward_flops(shape.N, shape.I, shape.O, shape.G, shape.k));
   state.SetLabel(to_string(backend_arg(state.range(1))));
 }
 void BM_LayerForward(benchmark::State& state) {
@@ -77,17 +87,15 @@ void BM_LayerForward_CUDA(benchmark::State& state) {
 void layer_with_sums(benchmark::State& state, torch::Device device) {
   if (skip_without_gpu(state, device))
     return;
-  const auto dtype = dtype_arg(state.range(0));
-  const int64_t N = state.range(1), I = state.range(2), O = state.range(3), G = state.range(4),
-                k = state.range(5);
-  KANLayer layer(KANLayerOptions(I, O).grid(G).k(k).dtype(dtype));
+  const auto shape = layer_shape(state, 1);
+  KANLayer layer(shape.options());
   layer->to(device);
-  const auto x = uniform_inputs(N, I, device, dtype).requires_grad_(true);
+  const auto x = uniform_inputs(shape.N, shape.I, device, shape.dtype).requires_grad_(true);
   run_timed(state, device, [&] {
     const auto acts = layer->forward_with_statistics(x);
     (acts.output.sum() + acts.moments.sum()).backward();
   });
-  set_sample_rate(state, N);
+  set_sample_rate(state, shape.N);
 }
 void BM_LayerWithSums(benchmark::State& state) {
   layer_with_sums(state, torch::kCPU);

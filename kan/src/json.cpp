@@ -191,6 +191,21 @@ json to_json(const FitHistory& h) {
           {"seconds", h.seconds}};
 }
 
+namespace {
+
+// The metrics a step's record and an epoch's share.
+template <typename Record> void read_metrics(ObjectReader& r, Record& record) {
+  record.train_loss = nan_if_null(r, "train_loss");
+  record.test_loss = nan_if_null(r, "test_loss");
+  record.train_rmse = nan_if_null(r, "train_rmse");
+  record.test_rmse = nan_if_null(r, "test_rmse");
+  record.test_accuracy = nan_if_null(r, "test_accuracy");
+  record.reg = r.number("reg");
+  record.seconds = r.number("seconds", Bound::kNonNegative);
+}
+
+} // namespace
+
 FitHistory fit_history_from_json(const json& j, const std::string& path) {
   ObjectReader r(j, path, /*allow_unknown=*/false);
   FitHistory h;
@@ -199,13 +214,7 @@ FitHistory fit_history_from_json(const json& j, const std::string& path) {
         ObjectReader s(value, at, false);
         StepRecord record;
         record.step = s.integer("step", Bound::kNonNegative);
-        record.train_loss = nan_if_null(s, "train_loss");
-        record.test_loss = nan_if_null(s, "test_loss");
-        record.train_rmse = nan_if_null(s, "train_rmse");
-        record.test_rmse = nan_if_null(s, "test_rmse");
-        record.test_accuracy = nan_if_null(s, "test_accuracy");
-        record.reg = s.number("reg");
-        record.seconds = s.number("seconds", Bound::kNonNegative);
+        read_metrics(s, record);
         record.grid_updated = s.boolean("grid_updated");
         // Missing in results written before 2026-12-02.
         record.evaluations = s.optional_integer("evaluations", Bound::kNonNegative).value_or(0);
@@ -218,13 +227,7 @@ FitHistory fit_history_from_json(const json& j, const std::string& path) {
         EpochRecord record;
         record.epoch = e.integer("epoch", Bound::kNonNegative);
         record.last_step = e.integer("last_step", Bound::kNonNegative);
-        record.train_loss = nan_if_null(e, "train_loss");
-        record.test_loss = nan_if_null(e, "test_loss");
-        record.train_rmse = nan_if_null(e, "train_rmse");
-        record.test_rmse = nan_if_null(e, "test_rmse");
-        record.test_accuracy = nan_if_null(e, "test_accuracy");
-        record.reg = e.number("reg");
-        record.seconds = e.number("seconds", Bound::kNonNegative);
+        read_metrics(e, record);
         record.epoch_seconds = e.number("epoch_seconds", Bound::kNonNegative);
         e.finish();
         return record;
