@@ -83,7 +83,10 @@ torch::Tensor probe_points(const torch::Tensor& grid, int64_t random, uint64_t s
       .to(grid.scalar_type());
 }
 
-// Compares every output of the two backends (float64: max abs diff, float32: max rel diff).
+// Compares every output of the two backends (float64: max abs diff, relative to the largest
+// value where that exceeds 1; float32: max rel diff). The knots of an updated grid make large
+// coefficients and gradients (a refit of skewed samples at k = 5), whose rounding depends on the
+// BLAS path (1.02e-10 absolute in grad x at G 10, k 5 with MKL_CBWR=COMPATIBLE).
 void expect_match(KANLayer& reference, KANLayer& fused, const torch::Tensor& x, double tol,
                   const std::string& what) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
@@ -96,7 +99,8 @@ void expect_match(KANLayer& reference, KANLayer& fused, const torch::Tensor& x, 
   auto diff = [&](const torch::Tensor& a, const torch::Tensor& b) {
     if (a.numel() == 0)
       return 0.0;
-    return f64 ? max_abs_diff(a, b) : max_rel_diff(a, b);
+    return f64 ? max_abs_diff(a, b) / std::max(1.0, b.abs().max().item<double>())
+               : max_rel_diff(a, b);
   };
   const std::pair<const char*, std::pair<torch::Tensor, torch::Tensor>> outputs[] = {
       {"y", {f.y, r.y}},

@@ -1,7 +1,9 @@
 #include "kan/bspline.h"
 
 #include "detail/curve2coef.h"
+#include "detail/fused_spline.h"
 #include "detail/saturate.h"
+#include "detail/spline_local.h"
 
 #include <ATen/ATen.h>
 
@@ -94,20 +96,21 @@ namespace {
 // Bytes of one input's piece of n samples and o outputs, from PeakMemory measurements of grid
 // updates of float64 layers on both backends (G 5 to 200, N 200 to 20000, O 1 to 2000), with room.
 // Everything runs in float64 (8 bytes) whatever the targets' dtype. The peak is the larger of
-//   the basis: the Cox-de Boor recursion's tensors of n x P (8 to 9 measured, counted 10),
+//   the basis: off the CPU the Cox-de Boor recursion's tensors of n x P (8 to 9 measured, counted
+//               10); on the CPU the local scheme's basis alone (n x M),
 //   the solve:  the basis kept, its QR (a stacked copy, Q and LAPACK's Householder workspace:
-//               5 x n x P) and the triangular factor, its SVD and their copies (6 x M x M),
+//               5 x n x M) and the triangular factor, its SVD and their copies (6 x M x M),
 // plus what the output pieces add: the targets (float32 ones and their float64 copy, 12 bytes),
 // the right-hand side and its projections (6 x M x o), and the samples' column, sorted, with its
 // sort indices (4 x n).
 constexpr int64_t kBasisCopies = 10, kKeptBasisCopies = 5, kNormalCopies = 6, kRhsCopies = 6,
                   kSampleCopies = 4, kTargetBytes = 12;
 
-int64_t piece_bytes(int64_t n, int64_t o, int64_t P, int64_t M) {
+int64_t piece_bytes(int64_t n, int64_t o, int64_t P, int64_t M, bool local_basis) {
   using detail::sat_add;
   using detail::sat_mul;
-  const int64_t basis = sat_mul(kBasisCopies, n, P);
-  const int64_t solve = sat_add(sat_mul(kKeptBasisCopies, n, P), sat_mul(kNormalCopies, M, M));
+  const int64_t basis = local_basis ? sat_mul(n, M) : sat_mul(kBasisCopies, n, P);
+  const int64_t solve = sat_add(sat_mul(kKeptBasisCopies, n, M), sat_mul(kNormalCopies, M, M));
   const int64_t elements = sat_add(std::max(basis, solve),
                                    sat_add(sat_mul(kRhsCopies, M, o), sat_mul(kSampleCopies, n)));
   return sat_add(sat_mul(elements, int64_t{8}), sat_mul(kTargetBytes, n, o));
@@ -172,7 +175,7 @@ private:
 } // namespace
 
 Curve2coefChunks curve2coef_chunks(int64_t N, int64_t I, int64_t O, int64_t G, int64_t k,
-                                   int64_t memory_budget) {
+                                   int64_t memory_budget, const torch::Device& device) {
   TORCH_CHECK(N >= 0 && I >= 0 && O >= 0, "curve2coef_chunks: N, I and O must be >= 0, got N = ", N,
               ", I = ", I, ", O = ", O);
   TORCH_CHECK(G >= 1 && k >= 0, "curve2coef_chunks: G must be >= 1 and k >= 0, got G = ", G,
@@ -188,7 +191,10 @@ Curve2coefChunks curve2coef_chunks(int64_t N, int64_t I, int64_t O, int64_t G, i
   N = std::max<int64_t>(N, 1);
   O = std::max<int64_t>(O, 1);
   Curve2coefChunks c;
-  const int64_t one_input = piece_bytes(N, O, P, M);
+  // The CPU computes the basis by the local scheme (curve2coef_pieces), other devices by the
+  // recursion over whole tensors.
+  const bool local_basis = device.is_cpu() && k <= detail::kFusedMaxOrder;
+  const int64_t one_input = piece_bytes(N, O, P, M, local_basis);
   if (one_input <= memory_budget) {
     c.inputs = std::clamp<int64_t>(memory_budget / one_input, 1, std::max<int64_t>(I, 1));
     c.outputs = O;
@@ -198,7 +204,7 @@ Curve2coefChunks curve2coef_chunks(int64_t N, int64_t I, int64_t O, int64_t G, i
   }
   // One input at a time. With every sample, as many outputs as fit: the basis and its normal
   // equations are computed once and serve every output piece.
-  auto bytes = [&](int64_t n, int64_t o) { return piece_bytes(n, o, P, M); };
+  auto bytes = [&](int64_t n, int64_t o) { return piece_bytes(n, o, P, M, local_basis); };
   if (bytes(N, 1) <= memory_budget) {
     c.outputs = largest_fitting(O, [&](int64_t o) { return bytes(N, o) <= memory_budget; });
     c.samples = N;
@@ -224,8 +230,12 @@ void curve2coef_pieces(const torch::Tensor& x, const torch::Tensor& grid, int64_
   const auto f64 = torch::kFloat64;
   const int64_t N = x.size(0), M = grid.size(1) - k - 1;
   const auto x64 = x.to(f64), grid64 = grid.to(f64);
+  // On the CPU each point's k + 1 functions alone: the same values, a fraction of the time.
+  const bool local = x64.is_cpu() && k <= detail::kFusedMaxOrder;
   auto basis_of = [&](int64_t n0, int64_t nc) { // (inputs, nc, M)
-    return bspline_basis(x64.narrow(0, n0, nc), grid64, k).permute({1, 0, 2});
+    const auto xs = x64.narrow(0, n0, nc);
+    return (local ? detail::local_bspline_basis_cpu(xs, grid64, k) : bspline_basis(xs, grid64, k))
+        .permute({1, 0, 2});
   };
   auto targets_of = [&](int64_t o0, int64_t oc, int64_t n0, int64_t nc) { // (inputs, nc, oc)
     return targets(o0, oc, n0, nc).to(f64).permute({1, 0, 2});
@@ -271,7 +281,8 @@ torch::Tensor curve2coef(const torch::Tensor& x, const torch::Tensor& y, const t
   TORCH_CHECK(y.device() == x.device(), "y is on ", y.device(), " but x is on ", x.device());
 
   const int64_t N = x.size(0), I = x.size(1), O = y.size(2), M = grid.size(1) - k - 1;
-  const auto chunks = curve2coef_chunks(N, I, O, std::max<int64_t>(M - k, 1), k, memory_budget);
+  const auto chunks =
+      curve2coef_chunks(N, I, O, std::max<int64_t>(M - k, 1), k, memory_budget, x.device());
   auto coef = torch::empty({I, O, M}, y.options());
   for (int64_t i0 = 0; i0 < I; i0 += chunks.inputs) {
     const int64_t ic = std::min(chunks.inputs, I - i0);

@@ -371,7 +371,7 @@ void KANLayerImpl::update_grid_from_samples(const torch::Tensor& x, int64_t memo
   // Non-finite samples would otherwise surface as an eigh failure that names no input.
   detail::check_finite(x, "the layer's input x (grid-update samples)");
   torch::NoGradGuard no_grad;
-  const auto chunks = curve2coef_chunks(N, I, O, G, k, memory_budget);
+  const auto chunks = curve2coef_chunks(N, I, O, G, k, memory_budget, x.device());
 
   // Knot i sits at sample rank floor(N / G * i), computed as pykan does, plus the largest.
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(x.device());
@@ -451,7 +451,7 @@ void KANLayerImpl::initialize_from_parent(const KANLayerImpl& parent, const torc
                      : torch::linspace(0, 1, dense_sample_count(G, k), grid.options()).unsqueeze(1);
 
   const int64_t N = given ? x.size(0) : u.size(0);
-  const auto chunks = curve2coef_chunks(N, I, O, G, k, memory_budget);
+  const auto chunks = curve2coef_chunks(N, I, O, G, k, memory_budget, device());
   for (int64_t i0 = 0; i0 < I; i0 += chunks.inputs) {
     const int64_t ic = std::min(chunks.inputs, I - i0);
     const auto knots = parent_knots.narrow(0, i0, ic);

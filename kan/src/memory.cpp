@@ -295,8 +295,8 @@ MemoryEstimate estimate_training_memory(const KANOptions& model, const FitOption
     // Backward: the weight's gradient, its per-thread slices and coef's.
     backward = std::max(backward, sat_mul(3, l.edges, l.M, s));
     if (fit.update_grid()) {
-      const auto chunks =
-          curve2coef_chunks(batch, l.in, l.out, model.grid(), model.k(), fit.grid_update_memory());
+      const auto chunks = curve2coef_chunks(batch, l.in, l.out, model.grid(), model.k(),
+                                            fit.grid_update_memory(), model.device());
       update = std::max(update, sat_add(chunks.bytes, sat_mul(batch, sat_add(l.in, l.out), s)));
     }
   }

@@ -45,10 +45,12 @@ struct Curve2coefChunks {
 };
 
 /// The pieces curve2coef uses for N samples, I inputs, O outputs, G intervals and order k within
-/// `memory_budget` bytes. The budget is a target with a floor: one input's (G + k)^2 triangular
-/// factor and its SVD, one output and one sample are the smallest piece.
+/// `memory_budget` bytes, for a fit on `device` (the CPU needs less: it computes the basis point
+/// by point). The budget is a target with a floor: one input's (G + k)^2 triangular factor and
+/// its SVD, one output and one sample are the smallest piece.
 Curve2coefChunks curve2coef_chunks(int64_t N, int64_t I, int64_t O, int64_t G, int64_t k,
-                                   int64_t memory_budget = kDefaultGridUpdateMemoryBytes);
+                                   int64_t memory_budget = kDefaultGridUpdateMemoryBytes,
+                                   const torch::Device& device = torch::kCPU);
 
 /// Least-squares spline coefficients for every edge: x (N, I), y (N, I, O) -> coef (I, O, G + k)
 /// minimising sum_n (sum_m coef_ijm B_m(x_ni) - y_nij)^2, in y's dtype.

@@ -236,6 +236,55 @@ at::Tensor knot_reciprocals(const at::Tensor& grid, int64_t k) {
 
 namespace {
 
+// Rows [begin, end) of local_bspline_basis_cpu's (N, I, M) basis, zero on entry.
+template <typename T>
+void local_basis_rows(const T* x, const T* knots, const T* reciprocals, int64_t I, int64_t P, int k,
+                      int64_t begin, int64_t end, T* basis) {
+  const int64_t M = P - k - 1;
+  T value[kFusedMaxOrder + 1];
+  for (int64_t n = begin; n < end; ++n)
+    for (int64_t i = 0; i < I; ++i) {
+      const T v = x[n * I + i];
+      T* row = basis + (n * I + i) * M;
+      int64_t first = 0;
+      if (!is_finite_value(v)) {
+        std::fill(row, row + M, v - v); // NaN, as the recursion gives
+      } else if (local_bspline_order<-1, T, false>(knots + i * P, reciprocals + i * k * P, P, k, v,
+                                                   &first, value, nullptr)) {
+        for (int r = 0; r <= k; ++r)
+          if (first + r >= 0 && first + r < M)
+            row[first + r] = value[r];
+      }
+    }
+}
+
+} // namespace
+
+at::Tensor local_bspline_basis_cpu(const at::Tensor& x, const at::Tensor& grid, int64_t k) {
+  TORCH_CHECK(x.is_cpu() && grid.is_cpu() && x.dim() == 2 && grid.dim() == 2 &&
+                  grid.size(0) == x.size(1) && k >= 0 && k <= kFusedMaxOrder &&
+                  grid.size(1) >= k + 2 && x.scalar_type() == grid.scalar_type(),
+              "local_bspline_basis_cpu: x ", x.sizes(), " ", x.scalar_type(), " on ", x.device(),
+              " and grid ", grid.sizes(), " ", grid.scalar_type(), " on ", grid.device(),
+              " do not fit together for k = ", k);
+  const auto xc = x.contiguous(), gc = grid.contiguous();
+  const auto inv = knot_reciprocals(gc, k);
+  const int64_t N = x.size(0), I = x.size(1), P = grid.size(1);
+  auto basis = at::zeros({N, I, P - k - 1}, x.options());
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "local_bspline_basis_cpu", [&] {
+    at::parallel_for(0, N, std::max<int64_t>(1, 4096 / std::max<int64_t>(I, 1)),
+                     [&](int64_t begin, int64_t end) {
+                       local_basis_rows(xc.const_data_ptr<scalar_t>(),
+                                        gc.const_data_ptr<scalar_t>(),
+                                        inv.const_data_ptr<scalar_t>(), I, P, static_cast<int>(k),
+                                        begin, end, basis.mutable_data_ptr<scalar_t>());
+                     });
+  });
+  return basis;
+}
+
+namespace {
+
 // The checks both entry points share; M is the weight's spline dimension.
 void check_arguments(const char* what, const at::Tensor& x, const at::Tensor& grid,
                      const at::Tensor& weight, int64_t M, int64_t k) {

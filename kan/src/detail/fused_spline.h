@@ -33,6 +33,14 @@ at::Tensor fused_spline_edges(const at::Tensor& x, const at::Tensor& grid, const
 /// 0 where those knots coincide or j + p >= P.
 at::Tensor knot_reciprocals(const at::Tensor& grid, int64_t k);
 
+/// kan::bspline_basis's (N, I, P - k - 1) values for x (N, I) on the CPU, each point's k + 1
+/// non-zero functions by the local scheme (spline_local.h) instead of the reference's Cox-de Boor
+/// recursion over whole (N, I, P) tensors, whose ~40 tensor operations made most of a small
+/// model's grid update. The same products in the same order (equal bit for bit where the compiler
+/// contracts none into an FMA); a non-finite x gives a row of NaN, as the recursion does for
+/// k >= 1. Requires x and grid on the CPU, k <= kFusedMaxOrder.
+at::Tensor local_bspline_basis_cpu(const at::Tensor& x, const at::Tensor& grid, int64_t k);
+
 /// The CPU kernels this process uses: KAN_FUSED_CPU_ISA's (generic, avx2, or cuda-threads, the
 /// CUDA kernels' per-thread code), or by default the AVX2 ones where the CPU has them.
 template <typename T> const SplineKernels<T>& cpu_spline_kernels();
