@@ -106,6 +106,12 @@ namespace {
 constexpr int64_t kBasisCopies = 10, kKeptBasisCopies = 5, kNormalCopies = 6, kRhsCopies = 6,
                   kSampleCopies = 4, kTargetBytes = 12;
 
+// Whether curve2coef on `device` computes the basis point by point (local_bspline_basis_cpu)
+// rather than by the recursion over whole tensors.
+bool uses_local_basis(const torch::Device& device, int64_t k) {
+  return device.is_cpu() && k <= detail::kFusedMaxOrder;
+}
+
 int64_t piece_bytes(int64_t n, int64_t o, int64_t P, int64_t M, bool local_basis) {
   using detail::sat_add;
   using detail::sat_mul;
@@ -191,9 +197,7 @@ Curve2coefChunks curve2coef_chunks(int64_t N, int64_t I, int64_t O, int64_t G, i
   N = std::max<int64_t>(N, 1);
   O = std::max<int64_t>(O, 1);
   Curve2coefChunks c;
-  // The CPU computes the basis by the local scheme (curve2coef_pieces), other devices by the
-  // recursion over whole tensors.
-  const bool local_basis = device.is_cpu() && k <= detail::kFusedMaxOrder;
+  const bool local_basis = uses_local_basis(device, k);
   const int64_t one_input = piece_bytes(N, O, P, M, local_basis);
   if (one_input <= memory_budget) {
     c.inputs = std::clamp<int64_t>(memory_budget / one_input, 1, std::max<int64_t>(I, 1));
@@ -231,7 +235,7 @@ void curve2coef_pieces(const torch::Tensor& x, const torch::Tensor& grid, int64_
   const int64_t N = x.size(0), M = grid.size(1) - k - 1;
   const auto x64 = x.to(f64), grid64 = grid.to(f64);
   // On the CPU each point's k + 1 functions alone: the same values, a fraction of the time.
-  const bool local = x64.is_cpu() && k <= detail::kFusedMaxOrder;
+  const bool local = uses_local_basis(x64.device(), k);
   auto basis_of = [&](int64_t n0, int64_t nc) { // (inputs, nc, M)
     const auto xs = x64.narrow(0, n0, nc);
     return (local ? detail::local_bspline_basis_cpu(xs, grid64, k) : bspline_basis(xs, grid64, k))
