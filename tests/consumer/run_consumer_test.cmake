@@ -1,5 +1,5 @@
 # cmake -P script: installs the kanbench build KAN_BUILD_DIR into WORK_DIR/prefix, then configures,
-# builds and runs the consumer project (CONSUMER_DIR) against that install only.
+# builds and runs the consumer project (CONSUMER_DIR) against that install.
 function(run)
   execute_process(COMMAND ${ARGV} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE out)
   if(NOT code EQUAL 0)
@@ -19,8 +19,10 @@ if(SANITIZE)
   list(APPEND cuda_args "-DCMAKE_CXX_FLAGS=-fsanitize=${SANITIZE}"
        "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=${SANITIZE}")
 endif()
+# The install first; then where the build found its dependencies ('|'-separated).
+string(REPLACE "|" ";" prefixes "${WORK_DIR}/prefix|${DEPENDENCY_PREFIXES}")
 run(${CMAKE_COMMAND} -S "${CONSUMER_DIR}" -B "${WORK_DIR}/build" -G Ninja
-    -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix" "-DTorch_DIR=${TORCH_DIR}"
+    -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${prefixes}" "-DTorch_DIR=${TORCH_DIR}"
     ${cuda_args})
 run(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 run("${WORK_DIR}/build/consumer" "${WORK_DIR}/written.txt")

@@ -27,42 +27,49 @@ void check_kernel(bool present) {
                        "fused_layer_with_moments (or KAN_FUSED_CPU_ISA=cuda-threads)");
 }
 
+// The GPU's slices of the samples, so that the CPU runs its kernels' every thread.
+int64_t gpu_slices(const at::Tensor& x, const at::Tensor& weight) {
+  return cuda_blocks::backward_slices(x.size(0), x.size(1), weight.size(2),
+                                      weight.numel() * weight.element_size());
+}
+
 at::Tensor forward_cpu(const at::Tensor& x, const at::Tensor& base, const at::Tensor& grid,
                        const at::Tensor& inv, const at::Tensor& weight, const at::Tensor& wb,
                        const at::Tensor& ws, int64_t k) {
-  const int64_t I = x.size(1), O = weight.size(2);
-  auto sums = at::zeros({2, I, O}, x.options().dtype(at::kDouble));
+  const int64_t I = x.size(1), O = weight.size(2), slices = gpu_slices(x, weight);
+  auto sums = at::zeros({2, slices, I, O}, x.options().dtype(at::kDouble));
   double* s1 = sums.mutable_data_ptr<double>();
-  double* s2 = s1 + I * O;
+  double* s2 = s1 + slices * I * O;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_edge_moments_cpu", [&] {
     const auto a = moment_args<scalar_t>(x, base, grid, inv, weight, wb, ws, k);
     const auto kernel = cpu_spline_kernels<scalar_t>().moments_inputs;
     check_kernel(kernel != nullptr);
     at::parallel_for(0, I, input_grain(x, weight),
-                     [&](int64_t begin, int64_t end) { kernel(a, s1, s2, begin, end); });
+                     [&](int64_t begin, int64_t end) { kernel(a, slices, s1, s2, begin, end); });
   });
-  return sums;
+  return sums.sum(1);
 }
 
 std::vector<at::Tensor> backward_cpu(const at::Tensor& grad, const at::Tensor& x,
                                      const at::Tensor& base, const at::Tensor& grid,
                                      const at::Tensor& inv, const at::Tensor& weight,
                                      const at::Tensor& wb, const at::Tensor& ws, int64_t k) {
-  const int64_t N = x.size(0), I = x.size(1), M = weight.size(1), O = weight.size(2);
+  const int64_t N = x.size(0), I = x.size(1), M = weight.size(1), O = weight.size(2),
+                slices = gpu_slices(x, weight);
   const auto f64 = x.options().dtype(at::kDouble);
   auto gx = at::empty({N, I}, x.options()), gbase = at::empty({N, I}, x.options());
-  auto gweight = at::zeros({I, M, O}, f64), gwb = at::zeros({I, O}, f64),
-       gws = at::zeros({I, O}, f64);
+  auto gweight = at::zeros({slices, I, M, O}, f64), gwb = at::zeros({slices, I, O}, f64),
+       gws = at::zeros({slices, I, O}, f64);
   const auto g = grad.to(at::kDouble).contiguous();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_edge_moments_backward_cpu", [&] {
     const auto a = moment_args<scalar_t>(x, base, grid, inv, weight, wb, ws, k);
-    const auto grads = moment_grads<scalar_t>(g, gx, gbase, gweight, gwb, gws, 1);
+    const auto grads = moment_grads<scalar_t>(g, gx, gbase, gweight, gwb, gws, slices);
     const auto kernel = cpu_spline_kernels<scalar_t>().moments_backward_inputs;
     check_kernel(kernel != nullptr);
     at::parallel_for(0, I, input_grain(x, weight),
                      [&](int64_t begin, int64_t end) { kernel(a, grads, begin, end); });
   });
-  return {gx, gbase, gweight, gwb, gws};
+  return {gx, gbase, gweight.sum(0), gwb.sum(0), gws.sum(0)};
 }
 
 // What both nodes save: the arguments made contiguous, coef transposed to the kernels' weight

@@ -48,7 +48,7 @@ fused_layer_with_moments(const at::Tensor& x, const at::Tensor& grid, const at::
                          const at::Tensor& mask, BaseKind base, int64_t k);
 
 #ifdef KAN_HAS_CUDA_KERNELS
-/// CUDA kernels (edge_moments_cuda.cu), on the current stream; contiguous arguments, weight = coef
+/// CUDA kernels (fused_spline_cuda.cu), on the current stream; contiguous arguments, weight = coef
 /// transposed to (I, M, O), inv from knot_reciprocals. The sums (2, I, O), float64.
 at::Tensor edge_moments_forward_cuda(const at::Tensor& x, const at::Tensor& base,
                                      const at::Tensor& grid, const at::Tensor& inv,

@@ -70,13 +70,15 @@ static KAN_HOST_DEVICE void moments_backward_edge(const MomentArgs<T>& a, const 
   const int64_t io = i * sa.O + o, at = s * sa.I * sa.O + io;
   double* c = g.gcoef + (s * sa.I + i) * sa.M * sa.O;
   const double ws = a.ws[io];
+  // In registers until the end: the compiler cannot keep g.gwb[at] there, as it may alias a.base.
+  double gwb = 0, gws = 0;
   for (int64_t n = n_begin; n < n_end; ++n) {
     int64_t first = 0;
     const bool inside = point_basis(sa, n, i, &first, value, deriv, &none);
     const auto e = edge_point(a, inside, none, n, i, o, first, value, deriv);
     const double grad = g.g1[io] + 2 * e.phi * g.g2[io];
-    g.gwb[at] += grad * a.base[n * sa.I + i];
-    g.gws[at] += grad * e.spline;
+    gwb += grad * a.base[n * sa.I + i];
+    gws += grad * e.spline;
     if (!inside) {
       if (!is_finite_value(none)) // NaN in every basis function reaches every coefficient
         for (int64_t m = 0; m < sa.M; ++m)
@@ -89,6 +91,8 @@ static KAN_HOST_DEVICE void moments_backward_edge(const MomentArgs<T>& a, const 
         c[m * sa.O + o] += grad * ws * value[r];
     }
   }
+  g.gwb[at] = gwb;
+  g.gws[at] = gws;
 }
 
 /// gx[n, i] and gbase[n, i] (the CUDA thread (n, i)).

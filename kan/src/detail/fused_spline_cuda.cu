@@ -276,14 +276,16 @@ std::vector<at::Tensor> edge_moments_backward_cuda(const at::Tensor& grad, const
   auto gweight = at::zeros({slices, I, M, O}, f64), gwb = at::zeros({slices, I, O}, f64),
        gws = at::zeros({slices, I, O}, f64);
   const auto g = grad.to(at::kDouble).contiguous();
-  if (N > 0 && I * O > 0) {
+  if (N * I > 0) { // every point's gx and gbase are written, zero where there are no outputs
     const auto stream = at::cuda::getCurrentCUDAStream();
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "edge_moments_backward_cuda", [&] {
       const auto a = moment_args<scalar_t>(x, base, grid, inv, weight, wb, ws, k);
       const auto grads = moment_grads<scalar_t>(g, gx, gbase, gweight, gwb, gws, slices);
-      moments_backward_edge_kernel<scalar_t>
-          <<<blocks_for(slices * I * O), kThreads, 0, stream>>>(a, grads);
-      check_launch();
+      if (O > 0) {
+        moments_backward_edge_kernel<scalar_t>
+            <<<blocks_for(slices * I * O), kThreads, 0, stream>>>(a, grads);
+        check_launch();
+      }
       moments_backward_point_kernel<scalar_t><<<blocks_for(N * I), kThreads, 0, stream>>>(a, grads);
       check_launch();
     });

@@ -79,11 +79,13 @@ template <typename T>
 using BackwardKernel = void (*)(const SplineArgs<T>& a, const T* gy, T* gx, T* gw, int64_t slices,
                                 int64_t task_begin, int64_t task_end);
 
-/// The regulariser's sums S1, S2 (I, O each, double, zero on entry) of the inputs [begin, end).
+/// The regulariser's sums S1, S2 (slices, I, O each, double, zero on entry) of the inputs
+/// [begin, end), each slice of the samples (slice_bounds) into its own copy, as on the GPU.
 template <typename T>
-using MomentsKernel = void (*)(const MomentArgs<T>& a, double* s1, double* s2, int64_t begin,
-                               int64_t end);
-/// Their backward for the inputs [begin, end) (one slice: every row written is an input's own).
+using MomentsKernel = void (*)(const MomentArgs<T>& a, int64_t slices, double* s1, double* s2,
+                               int64_t begin, int64_t end);
+/// Their backward for the inputs [begin, end), g.slices copies of the parameter gradients (every
+/// row written is an input's own).
 template <typename T>
 using MomentsBackwardKernel = void (*)(const MomentArgs<T>& a, const MomentGrads<T>& g,
                                        int64_t begin, int64_t end);

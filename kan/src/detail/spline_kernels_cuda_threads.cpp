@@ -53,21 +53,24 @@ void edges_backward_tasks(const SplineArgs<T>& a, const T* gy, T* gx, T* gw, int
   backward(a, GradRows{a.I * a.O, a.O}, gy, gx, gw, slices, task_begin, task_end);
 }
 
-// Threads (0, i, o) of the regulariser's sums kernel, one slice.
+// Threads (s, i, o) of the regulariser's sums kernel, for inputs i.
 template <typename T>
-void moments_inputs(const MomentArgs<T>& a, double* s1, double* s2, int64_t begin, int64_t end) {
+void moments_inputs(const MomentArgs<T>& a, int64_t slices, double* s1, double* s2, int64_t begin,
+                    int64_t end) {
   for (int64_t i = begin; i < end; ++i)
-    for (int64_t o = 0; o < a.spline.O; ++o)
-      moments_thread(a, 1, 0, i, o, s1, s2);
+    for (int64_t s = 0; s < slices; ++s)
+      for (int64_t o = 0; o < a.spline.O; ++o)
+        moments_thread(a, slices, s, i, o, s1, s2);
 }
 
-// Threads (0, i, o) of the edge kernel, then (n, i) of the point kernel, for inputs i.
+// Threads (s, i, o) of the edge kernel, then (n, i) of the point kernel, for inputs i.
 template <typename T>
 void moments_backward_inputs(const MomentArgs<T>& a, const MomentGrads<T>& g, int64_t begin,
                              int64_t end) {
   for (int64_t i = begin; i < end; ++i) {
-    for (int64_t o = 0; o < a.spline.O; ++o)
-      moments_backward_edge(a, g, 0, i, o);
+    for (int64_t s = 0; s < g.slices; ++s)
+      for (int64_t o = 0; o < a.spline.O; ++o)
+        moments_backward_edge(a, g, s, i, o);
     for (int64_t n = 0; n < a.spline.N; ++n)
       moments_backward_point(a, g, n, i);
   }
