@@ -326,6 +326,18 @@ TEST_F(Cli, RunQuickSuiteWritesResultsJson) {
     EXPECT_GT(c["median_epoch_seconds"].get<double>(), 0.0);
     EXPECT_TRUE(c.contains(c["name"] == "wide" ? "final_accuracy" : "final_test_rmse"))
         << c["name"];
+    // What the CPU did during the timed epochs: the process's CPU time, sampled.
+    ASSERT_TRUE(c.contains("monitoring")) << c["name"];
+    const auto& m = c["monitoring"];
+    EXPECT_EQ(m["source"], "process_cpu");
+    ASSERT_TRUE(m["available"].get<bool>()) << m.dump();
+    // A sample when timing starts and one when it stops at least; each but the first measures
+    // the interval before it.
+    ASSERT_GE(m["samples"].size(), 2u) << m.dump();
+    EXPECT_TRUE(m["samples"].back().contains("cpu_utilization_percent")) << m.dump();
+    const auto& cpu = m["summary"]["cpu_utilization_percent"];
+    EXPECT_GT(cpu["mean"].get<double>(), 0.0) << m.dump();
+    EXPECT_GE(cpu["max"].get<double>(), cpu["mean"].get<double>());
   }
   ASSERT_EQ(results["comparisons"].size(), 4u);
   for (const auto& c : results["comparisons"]) {
@@ -347,7 +359,8 @@ TEST_F(Cli, RunQuickSuiteWritesResultsJson) {
 
 TEST_F(Cli, RunStopsOnNoiseAndRecordsTheSpread) {
   // A target no machine meets: each case times epochs until its 0.2 s cap.
-  const auto run = kanbench("run --suite quick --repeat 2 --case toy --devices cpu "
+  // (--empty-cache frees nothing on the CPU: accepted, and harmless.)
+  const auto run = kanbench("run --suite quick --repeat 2 --case toy --devices cpu --empty-cache "
                             "--no-edge-cases --cv-target 0.0001 --cv-max-time 0.2 --out " +
                             dir_.string());
   ASSERT_EQ(run.exit_code, 0) << run.output;

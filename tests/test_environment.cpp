@@ -49,6 +49,29 @@ TEST(Environment, TextHasOneLinePerFactAndEachProblemsFix) {
     EXPECT_NE(text.find(key), std::string::npos) << key << "\n" << text;
 }
 
+TEST(Environment, WhatSkewsCpuTimingsIsAProblemWithItsFix) {
+  // An idle machine with every CPU in use and the performance governor: nothing to say.
+  EXPECT_TRUE(timing_problems(8, 8, 0.5, std::string("performance")).empty());
+  EXPECT_TRUE(timing_problems(8, 8, std::nullopt, std::nullopt).empty());      // not exposed
+  EXPECT_TRUE(timing_problems(8, 8, 8.0, std::string("performance")).empty()); // at, not above
+
+  const auto busy = timing_problems(4, 4, 6.5, std::string("performance"));
+  ASSERT_EQ(busy.size(), 1u);
+  EXPECT_NE(busy[0].what.find("load average 6.5 on 4 usable CPUs"), std::string::npos)
+      << busy[0].what;
+  EXPECT_FALSE(busy[0].fix.empty());
+
+  const auto governor = timing_problems(4, 4, 1.0, std::string("powersave"));
+  ASSERT_EQ(governor.size(), 1u);
+  EXPECT_NE(governor[0].what.find("\"powersave\""), std::string::npos) << governor[0].what;
+  EXPECT_NE(governor[0].fix.find("performance"), std::string::npos);
+
+  const auto all = timing_problems(4, 2, 9.0, std::string("ondemand"));
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_NE(all[0].what.find("LibTorch uses 2 of 4 usable CPUs"), std::string::npos);
+  EXPECT_NE(all[0].fix.find("OMP_NUM_THREADS"), std::string::npos);
+}
+
 TEST(Environment, DevicesAreListed_CUDA) {
   KAN_REQUIRE_CUDA();
   const auto env = collect_environment();

@@ -108,6 +108,13 @@ TEST(HtmlReportTest, HasEverySectionWithTheVerdictFirst) {
   EXPECT_EQ(gpu["datasets"][0]["label"], "toy on cuda");
   EXPECT_EQ(gpu["datasets"][0]["points"][2], json({0.2, 80.0}));
   EXPECT_THROW(chart(charts, "chart-monitor-cpu"), std::exception);
+  // And NVML's other figures, each over time.
+  EXPECT_EQ(chart(charts, "chart-monitor-power")["datasets"][0]["points"][1], json({0.1, 300.5}));
+  EXPECT_EQ(chart(charts, "chart-monitor-clock")["datasets"][0]["points"][0], json({0.0, 1980.0}));
+  EXPECT_EQ(chart(charts, "chart-monitor-temperature")["datasets"][0]["points"].size(), 3u);
+  EXPECT_DOUBLE_EQ(
+      chart(charts, "chart-monitor-gpu-memory")["datasets"][0]["points"][2][1].get<double>(),
+      1e9 / (1 << 20));
   EXPECT_NE(html.find("warning: toy on cuda: GPU throttled in 1 of 3"), std::string::npos);
 }
 

@@ -219,10 +219,16 @@ TEST(Suite, EveryPrecisionOnCuda_CUDA) {
   o.cv_target = 0;
   o.edge_cases = false;
   o.precisions = parse_precisions("float32,tf32,bf16,fp16");
+  o.empty_cache = true; // each case starts from an emptied allocator
   const auto results = run_suite(o);
   ASSERT_EQ(results.cases.size(), 4u);
-  for (const auto& c : results.cases)
+  for (const auto& c : results.cases) {
     EXPECT_EQ(c.status, reports::CaseStatus::kOk) << c.target << ": " << c.reason;
+    // The caching allocator's peaks while the case trained.
+    EXPECT_EQ(c.memory_kind, "cuda_peak_allocated") << c.target;
+    EXPECT_GT(c.peak_memory_bytes.value_or(0), 0) << c.target;
+    EXPECT_GT(c.peak_reserved_bytes.value_or(0), 0) << c.target;
+  }
   EXPECT_NE(results.cases[3].precision_detail->find("dynamic loss scaling"), std::string::npos);
   ASSERT_EQ(results.comparisons.size(), 3u);
   for (const auto& c : results.comparisons) {

@@ -106,6 +106,11 @@ if want test; then
   (cd "$build" && ctest -j1 -R '_CUDA' -E 'FusedBackend' --timeout 300 --output-on-failure \
     > "$out/ctest-cuda.log" 2>&1) || fail "_CUDA tests (ctest-cuda.log)"
   log "ctest (other _CUDA): $(grep -E 'tests passed|tests failed' "$out/ctest-cuda.log" | tail -1)"
+  # The CPU tests whose targets or messages change where a GPU is present (devices "auto").
+  (cd "$build" && ctest -j"$jobs" -E '_CUDA|HtmlReport|ResultsJson' --timeout 300 --output-on-failure \
+    -R 'RunModel|Suite.Targets|Suite.StopOnNoise|Environment|Cli.Env|Cli.AuditThatCannotRun|Predict.MissingFiles|Cli.Sweep' \
+    > "$out/ctest-gpu-present.log" 2>&1) || fail "CPU tests with a GPU present (ctest-gpu-present.log)"
+  log "ctest (CPU tests with a GPU present): $(grep -E 'tests passed|tests failed' "$out/ctest-gpu-present.log" | tail -1)"
   # The fused backend once more on the per-thread CUDA kernels (the default is the block ones).
   (cd "$build" && KAN_CUDA_KERNELS=threads ctest -j1 -R 'FusedBackend.*_CUDA' --timeout 300 \
     --output-on-failure > "$out/ctest-cuda-threads.log" 2>&1) ||
@@ -113,7 +118,7 @@ if want test; then
   log "ctest (FusedBackend _CUDA, KAN_CUDA_KERNELS=threads): $(grep -E 'tests passed|tests failed' \
     "$out/ctest-cuda-threads.log" | tail -1)"
   grep -hE '^\s*[0-9]+ - .*\((Failed|SEGFAULT|Timeout|Subprocess aborted|Exception)' \
-    "$out"/ctest-cuda*.log | tee -a "$out/summary.txt" >&2
+    "$out"/ctest-cuda*.log "$out/ctest-gpu-present.log" | tee -a "$out/summary.txt" >&2
   grep -hE '(Skipped)' "$out"/ctest-cuda*.log | head -5 | tee -a "$out/summary.txt" >&2
 fi
 
@@ -127,17 +132,19 @@ if want audit; then
 fi
 
 if want run; then
-  "$build/bin/kanbench" run --suite default --devices cpu,cuda --trace "$out/trace.json" \
-    --out "$out/run" > "$out/run.log" 2>&1 || fail "kanbench run, exit $? (run.log)"
+  "$build/bin/kanbench" run --suite default --devices cpu,cuda --cv-max-time 1 \
+    --trace "$out/trace.json" --out "$out/run" > "$out/run.log" 2>&1 ||
+    fail "kanbench run, exit $? (run.log)"
   grep -E ' vs |problem:|edge cases:' "$out/run.log" | tee -a "$out/summary.txt" >&2
   "$build/bin/kanbench" run --suite default --devices cuda --no-cupti --no-edge-cases \
-    --out "$out/run-no-cupti" > "$out/run-no-cupti.log" 2>&1 ||
+    --cv-max-time 1 --out "$out/run-no-cupti" > "$out/run-no-cupti.log" 2>&1 ||
     fail "kanbench run --no-cupti, exit $? (run-no-cupti.log)"
   grep -E '^[^ ]+ on cuda: ' "$out/run-no-cupti.log" | sed 's/^/no cupti: /' |
     tee -a "$out/summary.txt" >&2
-  # Each precision on the GPU against float32: speed and parity.
+  # Each precision on the GPU against float32: speed and parity; each case from an emptied cache.
   "$build/bin/kanbench" run --suite default --case toy --case deep --devices cuda \
-    --precision float32,tf32,bf16,fp16 --no-edge-cases --out "$out/run-precision" \
+    --precision float32,tf32,bf16,fp16 --no-edge-cases --cv-max-time 1 --empty-cache \
+    --out "$out/run-precision" \
     > "$out/run-precision.log" 2>&1 || fail "kanbench run --precision, exit $? (run-precision.log)"
   grep -E ' vs ' "$out/run-precision.log" | sed 's/^/precision: /' | tee -a "$out/summary.txt" >&2
 fi
@@ -159,9 +166,10 @@ if want sweep; then
 fi
 
 if want bench; then
-  # Without the symbolic searches of whole layers and models: minutes each on a CPU (next step).
+  # The GPU families (the CPU ones are measured on CI's machine), with the dense-GEMM yardstick;
+  # the symbolic searches are the next step.
   "$build/bin/bench_kan" --benchmark_min_time=0.05 --benchmark_out="$out/bench_kan.json" \
-    --benchmark_filter='-BM_AutoSymbolicDeep|BM_FitSymbolicLayer.*/in:100/' \
+    --benchmark_filter='^BM_(BsplineBasis|DenseEquivalentGemm|FitSteps|GridUpdate|Layer[A-Za-z]*|RegularisedStep|TrainStep)_CUDA' \
     > "$out/bench_kan.txt" 2>&1 || fail "bench_kan, exit $? (bench_kan.txt)"
   grep -E '^BM_.*_CUDA/' "$out/bench_kan.txt" | awk '{print $1, $2, $3, $NF}' |
     tee -a "$out/summary.txt" >&2

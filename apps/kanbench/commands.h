@@ -63,6 +63,10 @@ std::pair<std::string, std::string> write_results_and_report(const kan::reports:
                                                              const std::string& title,
                                                              std::vector<std::string>& failures);
 
+/// One "warning: ..." line for each thing of the run's environment that may have skewed its CPU
+/// timings (a busy machine, a governor other than "performance", fewer threads than CPUs).
+void print_timing_warnings(const kan::reports::Environment& environment);
+
 using kan::io::first_line; // the first line of an exception's message (no backtrace)
 
 /// "cpu", "cuda" or "cuda:N" as a device; an unusable CUDA device is an error that says why

@@ -36,6 +36,13 @@ torch::Device parse_device(const std::string& name, const std::string& option) {
   return *device;
 }
 
+void print_timing_warnings(const kan::reports::Environment& e) {
+  for (const auto& p :
+       kan::diagnostics::timing_problems(e.cpu_cores, e.torch_threads, e.load_average,
+                                         e.cpu_governor))
+    std::cout << "warning: " << p.what << ". Fix: " << p.fix << "\n";
+}
+
 void add_noise_options(CLI::App& command, double& cv_target, double& cv_max_time) {
   command
       .add_option("--cv-target", cv_target,

@@ -102,6 +102,7 @@ int run(const RunArgs& a) {
       std::cout << " (" << c.reason << ")";
     std::cout << "\n";
   }
+  print_timing_warnings(results.environment);
   for (const auto& c : results.cases)
     if (c.monitoring)
       for (const auto& finding : c.monitoring->findings)

@@ -95,6 +95,7 @@ int run(SweepArgs& a) {
   }
   for (const auto& c : sweep.crossovers)
     std::printf("%s: %s\n", c.case_name.c_str(), c.message.c_str());
+  print_timing_warnings(results.environment);
   std::printf("%.1f s in all -> %s, %s\n", results.wall_seconds.value_or(0), path.c_str(),
               report.c_str());
   // The CI gate of `run`: a failed point or an audit finding (a GPU epoch without a kernel).

@@ -219,32 +219,14 @@ reports::Environment collect_environment() {
   env.cpu_model = cpu_model();
   env.cpu_cores = usable_cpus();
   env.torch_threads = at::get_num_threads();
-  if (env.torch_threads < env.cpu_cores) {
-    env.problems.push_back({"LibTorch uses " + std::to_string(env.torch_threads) + " of " +
-                                std::to_string(env.cpu_cores) + " usable CPUs",
-                            "Unset OMP_NUM_THREADS (or set it to " + std::to_string(env.cpu_cores) +
-                                ") for CPU timings that use the whole machine."});
-  }
   if (double load = 0; std::ifstream("/proc/loadavg") >> load)
     env.load_average = load;
-  if (env.load_average && *env.load_average > static_cast<double>(env.cpu_cores)) {
-    const double load = *env.load_average;
-    char text[160];
-    std::snprintf(text, sizeof text, "the machine is busy: load average %.1f on %lld usable CPUs",
-                  load, static_cast<long long>(env.cpu_cores));
-    env.problems.push_back({text, "Run timings on an idle machine; CPU epoch times (and LibTorch's "
-                                  "spinning OpenMP threads) suffer from other processes."});
-  }
-  // Another governor than "performance" lets the clock drift with load during a timing.
   if (std::string governor;
-      std::ifstream("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor") >> governor) {
+      std::ifstream("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor") >> governor)
     env.cpu_governor = governor;
-    if (governor != "performance")
-      env.problems.push_back(
-          {"the CPU frequency governor is \"" + governor + "\", not \"performance\"",
-           "For stable CPU timings: sudo cpupower frequency-set -g performance (or write "
-           "performance to /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor)."});
-  }
+  for (auto& p : timing_problems(env.cpu_cores, env.torch_threads, env.load_average,
+                                 env.cpu_governor))
+    env.problems.push_back(std::move(p));
 #ifdef KAN_HAS_NVTX
   env.nvtx_available = true;
 #endif
@@ -252,6 +234,32 @@ reports::Environment collect_environment() {
   env.cupti_available = true;
 #endif
   return env;
+}
+
+std::vector<reports::EnvironmentProblem>
+timing_problems(int64_t cpu_cores, int64_t torch_threads, std::optional<double> load_average,
+                const std::optional<std::string>& governor) {
+  std::vector<reports::EnvironmentProblem> problems;
+  if (torch_threads < cpu_cores) {
+    problems.push_back({"LibTorch uses " + std::to_string(torch_threads) + " of " +
+                            std::to_string(cpu_cores) + " usable CPUs",
+                        "Unset OMP_NUM_THREADS (or set it to " + std::to_string(cpu_cores) +
+                            ") for CPU timings that use the whole machine."});
+  }
+  if (load_average && *load_average > static_cast<double>(cpu_cores)) {
+    char text[160];
+    std::snprintf(text, sizeof text, "the machine is busy: load average %.1f on %lld usable CPUs",
+                  *load_average, static_cast<long long>(cpu_cores));
+    problems.push_back({text, "Run timings on an idle machine; CPU epoch times (and LibTorch's "
+                              "spinning OpenMP threads) suffer from other processes."});
+  }
+  // Another governor than "performance" lets the clock drift with load during a timing.
+  if (governor && *governor != "performance")
+    problems.push_back(
+        {"the CPU frequency governor is \"" + *governor + "\", not \"performance\"",
+         "For stable CPU timings: sudo cpupower frequency-set -g performance (or write "
+         "performance to /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor)."});
+  return problems;
 }
 
 std::string to_text(const reports::Environment& e) {

@@ -370,26 +370,37 @@ json chart_data(const Results& r) {
          {"datasets", datasets}});
   }
 
-  // What the devices did during the timed epochs: GPU utilisation (NVML) and the process's CPU
-  // utilisation, one line per case and target, against seconds since timing started.
-  for (const auto& [id, metric, title, y_label] :
-       {std::tuple{"chart-monitor-gpu", "gpu_utilization_percent",
-                   "GPU utilisation during the timed epochs (NVML)", "GPU busy, %"},
-        std::tuple{"chart-monitor-cpu", "cpu_utilization_percent",
-                   "Process CPU utilisation during the timed epochs (100 % = one core)",
-                   "CPU, %"}}) {
+  // What the devices did during the timed epochs (the nvidia-smi view: NVML on a GPU, the
+  // process's CPU utilisation on the CPU), one line per case and target, against seconds since
+  // timing started; a chart for each figure some case has.
+  using Figure = std::optional<double> (*)(const MonitorSample&);
+  for (const auto& [id, title, y_label, figure] :
+       {std::tuple<const char*, const char*, const char*, Figure>{
+            "chart-monitor-gpu", "GPU utilisation during the timed epochs (NVML)", "GPU busy, %",
+            [](const MonitorSample& s) { return s.gpu_utilization_percent; }},
+        {"chart-monitor-gpu-memory", "GPU memory in use during the timed epochs (NVML)",
+         "memory used, MiB",
+         [](const MonitorSample& s) -> std::optional<double> {
+           if (!s.memory_used_bytes)
+             return std::nullopt;
+           return static_cast<double>(*s.memory_used_bytes) / (1 << 20);
+         }},
+        {"chart-monitor-clock", "SM clock during the timed epochs (NVML)", "SM clock, MHz",
+         [](const MonitorSample& s) { return s.sm_clock_mhz; }},
+        {"chart-monitor-power", "Board power during the timed epochs (NVML)", "power, W",
+         [](const MonitorSample& s) { return s.power_watts; }},
+        {"chart-monitor-temperature", "GPU temperature during the timed epochs (NVML)",
+         "temperature, °C", [](const MonitorSample& s) { return s.temperature_celsius; }},
+        {"chart-monitor-cpu", "Process CPU utilisation during the timed epochs (100 % = one core)",
+         "CPU, %", [](const MonitorSample& s) { return s.cpu_utilization_percent; }}}) {
     json datasets = json::array();
     for (const auto& c : r.cases) {
       if (!c.monitoring)
         continue;
       json points = json::array();
-      for (const auto& sample : c.monitoring->samples) {
-        const auto& value = std::string(metric) == "gpu_utilization_percent"
-                                ? sample.gpu_utilization_percent
-                                : sample.cpu_utilization_percent;
-        if (value)
+      for (const auto& sample : c.monitoring->samples)
+        if (const auto value = figure(sample))
           points.push_back({sample.seconds, *value});
-      }
       if (points.size() >= 2)
         datasets.push_back({{"label", c.name + " on " + c.target}, {"points", points}});
     }

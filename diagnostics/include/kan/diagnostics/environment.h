@@ -4,7 +4,10 @@
 
 #include "kan/reports/environment.h"
 
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace kan::diagnostics {
 
@@ -18,6 +21,14 @@ reports::Environment collect_environment();
 /// Why CUDA cannot be used in this process ("no NVIDIA driver: ...", "CUDA_VISIBLE_DEVICES=''
 /// hides every GPU", ...), or an empty string when it can.
 std::string cuda_unavailable_reason();
+
+/// What would make CPU timings on this machine unreliable, each with its fix: fewer LibTorch
+/// threads than usable CPUs, a load average above the CPU count (other processes), a frequency
+/// governor other than "performance" (the clock drifts with load). collect_environment adds these
+/// to its problems from /proc and /sys.
+std::vector<reports::EnvironmentProblem>
+timing_problems(int64_t cpu_cores, int64_t torch_threads, std::optional<double> load_average,
+                const std::optional<std::string>& governor);
 
 /// The report for a terminal: one "key: value" line each, then the problems with their fixes.
 std::string to_text(const reports::Environment& environment);
