@@ -224,8 +224,8 @@ reports::Environment collect_environment() {
   if (std::string governor;
       std::ifstream("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor") >> governor)
     env.cpu_governor = governor;
-  for (auto& p : timing_problems(env.cpu_cores, env.torch_threads, env.load_average,
-                                 env.cpu_governor))
+  for (auto& p :
+       timing_problems(env.cpu_cores, env.torch_threads, env.load_average, env.cpu_governor))
     env.problems.push_back(std::move(p));
 #ifdef KAN_HAS_NVTX
   env.nvtx_available = true;
