@@ -37,9 +37,8 @@ torch::Device parse_device(const std::string& name, const std::string& option) {
 }
 
 void print_timing_warnings(const kan::reports::Environment& e) {
-  for (const auto& p :
-       kan::diagnostics::timing_problems(e.cpu_cores, e.torch_threads, e.load_average,
-                                         e.cpu_governor))
+  for (const auto& p : kan::diagnostics::timing_problems(e.cpu_cores, e.torch_threads,
+                                                         e.load_average, e.cpu_governor))
     std::cout << "warning: " << p.what << ". Fix: " << p.fix << "\n";
 }
 
