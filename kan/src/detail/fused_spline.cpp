@@ -207,9 +207,9 @@ template const SplineKernels<double>& cpu_spline_kernels<double>();
 at::Tensor knot_reciprocals(const at::Tensor& grid, int64_t k) {
   at::NoGradGuard no_grad;
   const int64_t I = grid.size(0), P = grid.size(1);
+  // One pass (a loop, or one kernel): on small models the ~20 tensor operations below cost more
+  // than the forward itself, and every forward (and the regulariser's sums) needs these.
   if (grid.is_cpu()) {
-    // A plain loop: on small models the ~30 tensor operations below cost more than the forward
-    // itself, and every forward (and the regulariser's sums) needs these.
     const auto g = grid.contiguous();
     auto inv = at::empty({I, k, P}, grid.options());
     AT_DISPATCH_FLOATING_TYPES(grid.scalar_type(), "knot_reciprocals", [&] {
@@ -217,13 +217,15 @@ at::Tensor knot_reciprocals(const at::Tensor& grid, int64_t k) {
       scalar_t* out = inv.data_ptr<scalar_t>();
       for (int64_t i = 0; i < I; ++i)
         for (int64_t p = 1; p <= k; ++p)
-          for (int64_t j = 0; j < P; ++j) {
-            const scalar_t d = j + p < P ? knots[i * P + j + p] - knots[i * P + j] : scalar_t(0);
-            out[(i * k + p - 1) * P + j] = d == scalar_t(0) ? scalar_t(0) : scalar_t(1) / d;
-          }
+          for (int64_t j = 0; j < P; ++j)
+            out[(i * k + p - 1) * P + j] = knot_reciprocal(knots, P, i, p, j);
     });
     return inv;
   }
+#ifdef KAN_HAS_CUDA_KERNELS
+  if (grid.is_cuda())
+    return knot_reciprocals_cuda(grid.contiguous(), k);
+#endif
   auto inv = at::zeros({I, k, P}, grid.options());
   for (int64_t p = 1; p <= k && p < P; ++p) {
     const auto d = grid.narrow(1, p, P - p) - grid.narrow(1, 0, P - p);

@@ -92,6 +92,8 @@ std::pair<at::Tensor, at::Tensor>
 fused_spline_backward_cuda(bool edges, const at::Tensor& grad_y, const at::Tensor& x,
                            const at::Tensor& grid, const at::Tensor& inv, const at::Tensor& weight,
                            int64_t k, bool need_grad_x);
+/// knot_reciprocals of a contiguous CUDA grid, one kernel.
+at::Tensor knot_reciprocals_cuda(const at::Tensor& grid, int64_t k);
 #endif
 
 } // namespace kan::detail

@@ -239,6 +239,15 @@ __global__ void moments_backward_point_kernel(MomentArgs<T> a, MomentGrads<T> g)
     moments_backward_point(a, g, idx / a.spline.I, idx % a.spline.I);
 }
 
+// Thread (i, p - 1, j), j fastest: one entry of knot_reciprocals' table.
+template <typename T>
+__global__ void knot_reciprocals_kernel(const T* __restrict__ knots, int64_t I, int64_t k,
+                                        int64_t P, T* __restrict__ inv) {
+  const int64_t idx = thread_index();
+  if (idx < I * k * P)
+    inv[idx] = knot_reciprocal(knots, P, idx / (k * P), (idx / P) % k + 1, idx % P);
+}
+
 } // namespace
 
 at::Tensor edge_moments_forward_cuda(const at::Tensor& x, const at::Tensor& base,
@@ -291,6 +300,21 @@ std::vector<at::Tensor> edge_moments_backward_cuda(const at::Tensor& grad, const
     });
   }
   return {gx, gbase, gweight.sum(0), gwb.sum(0), gws.sum(0)};
+}
+
+at::Tensor knot_reciprocals_cuda(const at::Tensor& grid, int64_t k) {
+  const c10::cuda::CUDAGuard guard(grid.device());
+  const int64_t I = grid.size(0), P = grid.size(1);
+  auto inv = at::empty({I, k, P}, grid.options());
+  if (inv.numel() == 0)
+    return inv;
+  AT_DISPATCH_FLOATING_TYPES(grid.scalar_type(), "knot_reciprocals_cuda", [&] {
+    knot_reciprocals_kernel<scalar_t>
+        <<<blocks_for(inv.numel()), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+            grid.const_data_ptr<scalar_t>(), I, k, P, inv.mutable_data_ptr<scalar_t>());
+    check_launch();
+  });
+  return inv;
 }
 
 at::Tensor fused_spline_forward_cuda(bool edges, const at::Tensor& x, const at::Tensor& grid,

@@ -35,6 +35,15 @@ template <typename T> static KAN_HOST_DEVICE bool is_finite_value(T x) {
   return x - x == T(0);
 }
 
+/// Entry (i, p - 1, j) of knot_reciprocals' (I, k, P) table for the knots (I, P):
+/// 1 / (t[i, j + p] - t[i, j]), 0 where those knots coincide or j + p >= P (NaN knots give NaN).
+template <typename T>
+static KAN_HOST_DEVICE T knot_reciprocal(const T* knots, int64_t P, int64_t i, int64_t p,
+                                         int64_t j) {
+  const T d = j + p < P ? knots[i * P + j + p] - knots[i * P + j] : T(0);
+  return d == T(0) ? T(0) : T(1) / d;
+}
+
 /// The samples [*begin, *end) of slice s, when N samples are cut into `slices` slices of
 /// ceil(N / slices) (the last ones may be shorter or empty): the backward kernels' unit of work.
 static KAN_HOST_DEVICE void slice_bounds(int64_t N, int64_t slices, int64_t s, int64_t* begin,
