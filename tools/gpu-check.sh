@@ -84,7 +84,7 @@ if want build; then
     sort -u | paste -sd';')}
   [ -n "$arch" ] || arch="8.0;8.6;8.9;9.0+PTX"
   log "torch $(python3 -c 'import torch; print(torch.__version__)'), nvcc $nvcc_release ($toolkit), CUDA architectures $arch, deps in $prefix, build in $build"
-  TORCH_CUDA_ARCH_LIST= cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  env -u TORCH_CUDA_ARCH_LIST cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr" -DCUDAToolkit_ROOT="$toolkit" \
     -DTORCH_CUDA_ARCH_LIST="$arch" -DCMAKE_CUDA_COMPILER="$nvcc" "${cupti[@]}" \
     > "$out/configure.log" 2>&1 ||
