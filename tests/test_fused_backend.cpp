@@ -293,8 +293,9 @@ TEST(FusedBackend, InputsWithoutGradientSkipIt) {
   EXPECT_LE(max_abs_diff(fused->coef.grad(), reference->coef.grad()), 1e-10);
 }
 
-TEST(FusedBackend, RepeatedKnots) {
-  // Coinciding knots make zero denominators, which must contribute 0 (never NaN) in both.
+// Coinciding knots make zero denominators (knot_reciprocals' zeros), which must contribute 0
+// (never NaN) in both backends.
+void check_repeated_knots(torch::Device device) {
   auto [reference, fused] = layer_pair(KANLayerOptions(2, 3).grid(6).k(3).dtype(torch::kFloat64));
   const auto row = torch::tensor(
       {-2.0, -1.5, -1.0, -1.0, -0.5, 0.0, 0.0, 0.0, 0.5, 1.0, 1.0, 1.5, 2.0}, torch::kFloat64);
@@ -303,10 +304,16 @@ TEST(FusedBackend, RepeatedKnots) {
     reference->grid.copy_(row.expand({2, -1}));
     fused->grid.copy_(row.expand({2, -1}));
   }
-  const auto x = probe_points(reference->grid, 64, 3);
+  const auto x = probe_points(reference->grid, 64, 3).to(device);
+  reference->to(device);
+  fused->to(device);
   expect_match(reference, fused, x, 1e-10, "repeated knots");
   EXPECT_FALSE(
-      run(fused, x, torch::ones({x.size(0), 3}, torch::kFloat64)).y.isnan().any().item<bool>());
+      run(fused, x, torch::ones({x.size(0), 3}, x.options())).y.isnan().any().item<bool>());
+}
+
+TEST(FusedBackend, RepeatedKnots) {
+  check_repeated_knots(torch::kCPU);
 }
 
 TEST(FusedBackend, NonFiniteInputsGiveNaNLikeTheReference) {
@@ -666,6 +673,18 @@ TEST(FusedBackend, RegularisedLossMatchesReference_CUDA) {
   KAN_REQUIRE_CUDA();
   check_regularised(torch::kCUDA, torch::kFloat64, 1e-10);
   check_regularised(torch::kCUDA, torch::kFloat32, 1e-5);
+}
+
+TEST(FusedBackend, RegularisedLossInSlicesMatchesReference_CUDA) {
+  // Enough samples that the GPU's sums and their backward run in many slices (one per 64 samples).
+  KAN_REQUIRE_CUDA();
+  check_regularised(torch::kCUDA, torch::kFloat64, 1e-10, KANOptions({2, 5, 2}), {30000});
+  check_regularised(torch::kCUDA, torch::kFloat32, 1e-5, KANOptions({2, 5, 2}), {30000});
+}
+
+TEST(FusedBackend, RepeatedKnots_CUDA) {
+  KAN_REQUIRE_CUDA();
+  check_repeated_knots(torch::kCUDA);
 }
 
 TEST(FusedBackend, LayersOfEveryShapeTileAlike_CUDA) {

@@ -390,7 +390,7 @@ json chart_data(const Results& r) {
         {"chart-monitor-power", "Board power during the timed epochs (NVML)", "power, W",
          [](const MonitorSample& s) { return s.power_watts; }},
         {"chart-monitor-temperature", "GPU temperature during the timed epochs (NVML)",
-         "temperature, °C", [](const MonitorSample& s) { return s.temperature_celsius; }},
+         "temperature, \u00b0C", [](const MonitorSample& s) { return s.temperature_celsius; }},
         {"chart-monitor-cpu", "Process CPU utilisation during the timed epochs (100 % = one core)",
          "CPU, %", [](const MonitorSample& s) { return s.cpu_utilization_percent; }}}) {
     json datasets = json::array();

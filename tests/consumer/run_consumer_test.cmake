@@ -19,10 +19,14 @@ if(SANITIZE)
   list(APPEND cuda_args "-DCMAKE_CXX_FLAGS=-fsanitize=${SANITIZE}"
        "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=${SANITIZE}")
 endif()
-# The install first; then where the build found its dependencies ('|'-separated).
-string(REPLACE "|" ";" prefixes "${WORK_DIR}/prefix|${DEPENDENCY_PREFIXES}")
+# kanbench from the install; its dependencies where the build found them ('|'-separated), through
+# the environment (a list in -D would be split into arguments on its way through run()).
+if(DEPENDENCY_PREFIXES)
+  string(REPLACE "|" ":" dependency_path "${DEPENDENCY_PREFIXES}")
+  set(ENV{CMAKE_PREFIX_PATH} "${dependency_path}")
+endif()
 run(${CMAKE_COMMAND} -S "${CONSUMER_DIR}" -B "${WORK_DIR}/build" -G Ninja
-    -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${prefixes}" "-DTorch_DIR=${TORCH_DIR}"
+    -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix" "-DTorch_DIR=${TORCH_DIR}"
     ${cuda_args})
 run(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 run("${WORK_DIR}/build/consumer" "${WORK_DIR}/written.txt")

@@ -70,7 +70,8 @@ static KAN_HOST_DEVICE void moments_backward_edge(const MomentArgs<T>& a, const 
   const int64_t io = i * sa.O + o, at = s * sa.I * sa.O + io;
   double* c = g.gcoef + (s * sa.I + i) * sa.M * sa.O;
   const double ws = a.ws[io];
-  // In registers until the end: the compiler cannot keep g.gwb[at] there, as it may alias a.base.
+  // In registers until the end: the compiler cannot keep g.gwb[at] there across the stores to c,
+  // which may alias it.
   double gwb = 0, gws = 0;
   for (int64_t n = n_begin; n < n_end; ++n) {
     int64_t first = 0;

@@ -207,7 +207,7 @@ template const SplineKernels<double>& cpu_spline_kernels<double>();
 at::Tensor knot_reciprocals(const at::Tensor& grid, int64_t k) {
   at::NoGradGuard no_grad;
   const int64_t I = grid.size(0), P = grid.size(1);
-  // One pass (a loop, or one kernel): on small models the ~20 tensor operations below cost more
+  // One pass (a loop, or one kernel): on small models the ~30 tensor operations below cost more
   // than the forward itself, and every forward (and the regulariser's sums) needs these.
   if (grid.is_cpu()) {
     const auto g = grid.contiguous();

@@ -285,7 +285,8 @@ std::vector<at::Tensor> edge_moments_backward_cuda(const at::Tensor& grad, const
   auto gweight = at::zeros({slices, I, M, O}, f64), gwb = at::zeros({slices, I, O}, f64),
        gws = at::zeros({slices, I, O}, f64);
   const auto g = grad.to(at::kDouble).contiguous();
-  if (N * I > 0) { // every point's gx and gbase are written, zero where there are no outputs
+  if (N * I > 0) { // every point's gx and gbase are written (zero without outputs: defensive, as
+                   // KANLayer has at least one)
     const auto stream = at::cuda::getCurrentCUDAStream();
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "edge_moments_backward_cuda", [&] {
       const auto a = moment_args<scalar_t>(x, base, grid, inv, weight, wb, ws, k);
