@@ -27,16 +27,10 @@ void check_kernel(bool present) {
                        "fused_layer_with_moments (or KAN_FUSED_CPU_ISA=cuda-threads)");
 }
 
-// The GPU's slices of the samples, so that the CPU runs its kernels' every thread.
-int64_t gpu_slices(const at::Tensor& x, const at::Tensor& weight) {
-  return cuda_blocks::backward_slices(x.size(0), x.size(1), weight.size(2),
-                                      weight.numel() * weight.element_size());
-}
-
 at::Tensor forward_cpu(const at::Tensor& x, const at::Tensor& base, const at::Tensor& grid,
                        const at::Tensor& inv, const at::Tensor& weight, const at::Tensor& wb,
                        const at::Tensor& ws, int64_t k) {
-  const int64_t I = x.size(1), O = weight.size(2), slices = gpu_slices(x, weight);
+  const int64_t I = x.size(1), O = weight.size(2), slices = gpu_backward_slices(x, weight);
   auto sums = at::zeros({2, slices, I, O}, x.options().dtype(at::kDouble));
   double* s1 = sums.mutable_data_ptr<double>();
   double* s2 = s1 + slices * I * O;
@@ -55,7 +49,7 @@ std::vector<at::Tensor> backward_cpu(const at::Tensor& grad, const at::Tensor& x
                                      const at::Tensor& inv, const at::Tensor& weight,
                                      const at::Tensor& wb, const at::Tensor& ws, int64_t k) {
   const int64_t N = x.size(0), I = x.size(1), M = weight.size(1), O = weight.size(2),
-                slices = gpu_slices(x, weight);
+                slices = gpu_backward_slices(x, weight);
   const auto f64 = x.options().dtype(at::kDouble);
   auto gx = at::empty({N, I}, x.options()), gbase = at::empty({N, I}, x.options());
   auto gweight = at::zeros({slices, I, M, O}, f64), gwb = at::zeros({slices, I, O}, f64),

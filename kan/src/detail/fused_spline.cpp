@@ -113,9 +113,7 @@ std::pair<at::Tensor, at::Tensor> backward_cpu(bool edges, const at::Tensor& gra
                                                const at::Tensor& inv, const at::Tensor& weight,
                                                int64_t k, bool need_grad_x) {
   const bool blocks = cpu_runs_cuda_blocks();
-  const int64_t slices = blocks ? cuda_blocks::backward_slices(x.size(0), x.size(1), weight.size(2),
-                                                               weight.numel() * x.element_size())
-                                : cpu_backward_slices(x, weight);
+  const int64_t slices = blocks ? gpu_backward_slices(x, weight) : cpu_backward_slices(x, weight);
   auto grad_x = need_grad_x ? at::empty_like(x) : at::Tensor();
   auto grad_w_slices =
       at::zeros({slices, weight.size(0), weight.size(1), weight.size(2)}, weight.options());
@@ -203,6 +201,11 @@ template <typename T> const SplineKernels<T>& cpu_spline_kernels() {
 }
 template const SplineKernels<float>& cpu_spline_kernels<float>();
 template const SplineKernels<double>& cpu_spline_kernels<double>();
+
+int64_t gpu_backward_slices(const at::Tensor& x, const at::Tensor& weight) {
+  return cuda_blocks::backward_slices(x.size(0), x.size(1), weight.size(2),
+                                      weight.numel() * weight.element_size());
+}
 
 at::Tensor knot_reciprocals(const at::Tensor& grid, int64_t k) {
   at::NoGradGuard no_grad;

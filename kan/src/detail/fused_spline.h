@@ -41,6 +41,11 @@ at::Tensor knot_reciprocals(const at::Tensor& grid, int64_t k);
 /// k >= 1. Requires x and grid on the CPU, k <= kFusedMaxOrder.
 at::Tensor local_bspline_basis_cpu(const at::Tensor& x, const at::Tensor& grid, int64_t k);
 
+/// How many slices of the samples the GPU's weight gradients and regulariser sums cut x (N, I)
+/// into, for weight (I, M, O): each slice sums into its own copy (spline_blocks.h's rule). The
+/// CPU's emulations of the CUDA kernels take the same slices.
+int64_t gpu_backward_slices(const at::Tensor& x, const at::Tensor& weight);
+
 /// The CPU kernels this process uses: KAN_FUSED_CPU_ISA's (generic, avx2, or cuda-threads, the
 /// CUDA kernels' per-thread code), or by default the AVX2 ones where the CPU has them.
 template <typename T> const SplineKernels<T>& cpu_spline_kernels();

@@ -110,10 +110,6 @@ __global__ void grad_w_kernel(SplineArgs<T> a, GradRows rows, const T* __restric
   }
 }
 
-int64_t backward_slices(int64_t N, int64_t I, int64_t O, const at::Tensor& weight) {
-  return blocks::backward_slices(N, I, O, weight.numel() * weight.element_size());
-}
-
 // ---- The block kernels: the phases of spline_blocks.h, __syncthreads() between them ----
 
 template <typename T>
@@ -257,7 +253,7 @@ at::Tensor edge_moments_forward_cuda(const at::Tensor& x, const at::Tensor& base
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t N = x.size(0), I = x.size(1), O = weight.size(2);
   // Slices of the samples as for the weight gradient: enough threads to fill the GPU.
-  const int64_t slices = backward_slices(N, I, O, weight);
+  const int64_t slices = gpu_backward_slices(x, weight);
   auto sums = at::zeros({2, slices, I, O}, x.options().dtype(at::kDouble));
   if (N > 0 && I * O > 0) {
     const auto stream = at::cuda::getCurrentCUDAStream();
@@ -279,7 +275,7 @@ std::vector<at::Tensor> edge_moments_backward_cuda(const at::Tensor& grad, const
                                                    int64_t k) {
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t N = x.size(0), I = x.size(1), M = weight.size(1), O = weight.size(2);
-  const int64_t slices = backward_slices(N, I, O, weight);
+  const int64_t slices = gpu_backward_slices(x, weight);
   const auto f64 = x.options().dtype(at::kDouble);
   auto gx = at::empty({N, I}, x.options()), gbase = at::empty({N, I}, x.options());
   auto gweight = at::zeros({slices, I, M, O}, f64), gwb = at::zeros({slices, I, O}, f64),
@@ -346,7 +342,7 @@ fused_spline_backward_cuda(bool edges, const at::Tensor& grad_y, const at::Tenso
                            int64_t k, bool need_grad_x) {
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t N = x.size(0), I = x.size(1), M = weight.size(1), O = weight.size(2);
-  const int64_t slices = backward_slices(N, I, O, weight);
+  const int64_t slices = gpu_backward_slices(x, weight);
   const GradRows rows = edges ? GradRows{I * O, O} : GradRows{O, 0}; // grad_y (N, I, O) or (N, O)
   auto grad_x = need_grad_x ? at::empty_like(x) : at::Tensor();
   auto grad_w = at::zeros({slices, I, M, O}, weight.options());
