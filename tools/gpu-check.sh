@@ -106,28 +106,30 @@ if want build; then
   log "built; kanbench loads $(grep -E 'libcudart|libcupti' "$out/ldd-kanbench.txt" | awk '{print $3}' | tr '\n' ' ')"
 fi
 
+# ctest in the build folder with the given arguments, its output in OUTDIR/LOG: a selection that
+# matches no test or a test that fails is a failed step; its tally and failures go to the summary.
+ctest_step() {
+  local what=$1 log=$2
+  shift 2
+  (cd "$build" && ctest --no-tests=error --output-on-failure "$@" > "$out/$log" 2>&1) ||
+    fail "$what ($log)"
+  log "ctest ($what): $(grep -E 'tests passed|tests failed' "$out/$log" | tail -1)"
+  grep -hE '^\s*[0-9]+ - .*\((Failed|SEGFAULT|Timeout|Subprocess aborted|Exception)' "$out/$log" |
+    tee -a "$out/summary.txt" >&2
+}
+
 if want test; then
   # The *_CUDA tests one at a time (the out-of-memory edge case takes most of the card for a
   # moment), the fused kernels first: everything else trains on them.
-  (cd "$build" && ctest -j1 -R 'FusedBackend.*_CUDA' --no-tests=error --timeout 300 --output-on-failure \
-    > "$out/ctest-cuda-fused.log" 2>&1) || fail "FusedBackend _CUDA tests (ctest-cuda-fused.log)"
-  log "ctest (FusedBackend _CUDA): $(grep -E 'tests passed|tests failed' "$out/ctest-cuda-fused.log" | tail -1)"
-  (cd "$build" && ctest -j1 -R '_CUDA' -E 'FusedBackend' --no-tests=error --timeout 300 --output-on-failure \
-    > "$out/ctest-cuda.log" 2>&1) || fail "_CUDA tests (ctest-cuda.log)"
-  log "ctest (other _CUDA): $(grep -E 'tests passed|tests failed' "$out/ctest-cuda.log" | tail -1)"
+  ctest_step "FusedBackend _CUDA" ctest-cuda-fused.log -j1 -R 'FusedBackend.*_CUDA' --timeout 300
+  ctest_step "other _CUDA" ctest-cuda.log -j1 -R '_CUDA' -E 'FusedBackend' --timeout 300
   # The CPU tests whose targets or messages change where a GPU is present (devices "auto").
-  (cd "$build" && ctest -j"$jobs" -E '_CUDA|HtmlReport|ResultsJson' --no-tests=error --timeout 300 --output-on-failure \
+  ctest_step "CPU tests with a GPU present" ctest-gpu-present.log -j"$jobs" --timeout 300 \
     -R 'RunModel|Suite.Targets|Suite.StopOnNoise|Environment|Cli.Env|Cli.AuditThatCannotRun|Predict.MissingFiles|Cli.Sweep' \
-    > "$out/ctest-gpu-present.log" 2>&1) || fail "CPU tests with a GPU present (ctest-gpu-present.log)"
-  log "ctest (CPU tests with a GPU present): $(grep -E 'tests passed|tests failed' "$out/ctest-gpu-present.log" | tail -1)"
+    -E '_CUDA|HtmlReport|ResultsJson'
   # The fused backend once more on the per-thread CUDA kernels (the default is the block ones).
-  (cd "$build" && KAN_CUDA_KERNELS=threads ctest -j1 -R 'FusedBackend.*_CUDA' --no-tests=error --timeout 300 \
-    --output-on-failure > "$out/ctest-cuda-threads.log" 2>&1) ||
-    fail "_CUDA tests on the per-thread kernels (ctest-cuda-threads.log)"
-  log "ctest (FusedBackend _CUDA, KAN_CUDA_KERNELS=threads): $(grep -E 'tests passed|tests failed' \
-    "$out/ctest-cuda-threads.log" | tail -1)"
-  grep -hE '^\s*[0-9]+ - .*\((Failed|SEGFAULT|Timeout|Subprocess aborted|Exception)' \
-    "$out"/ctest-cuda*.log "$out/ctest-gpu-present.log" | tee -a "$out/summary.txt" >&2
+  KAN_CUDA_KERNELS=threads ctest_step "FusedBackend _CUDA, KAN_CUDA_KERNELS=threads" \
+    ctest-cuda-threads.log -j1 -R 'FusedBackend.*_CUDA' --timeout 300
   grep -hE '\(Skipped\)' "$out"/ctest-cuda*.log | head -5 | tee -a "$out/summary.txt" >&2
 fi
 
@@ -218,11 +220,7 @@ fi
 if want cputest; then
   # The CPU tests (they need the whole build), with CI's timeout.
   if cmake --build "$build" -j"$(nproc)" > "$out/build-all.log" 2>&1; then
-    (cd "$build" && ctest -j"$jobs" -E '_CUDA' --timeout 1200 \
-      --output-on-failure > "$out/ctest-cpu.log" 2>&1) || fail "CPU tests (ctest-cpu.log)"
-    log "ctest (CPU): $(grep -E 'tests passed|tests failed' "$out/ctest-cpu.log" | tail -1)"
-    grep -hE '^\s*[0-9]+ - .*\((Failed|SEGFAULT|Timeout|Subprocess aborted|Exception)' \
-      "$out/ctest-cpu.log" | tee -a "$out/summary.txt" >&2
+    ctest_step "CPU" ctest-cpu.log -j"$jobs" -E '_CUDA' --timeout 1200
   else
     fail "build of the CPU tests (build-all.log)"
   fi
