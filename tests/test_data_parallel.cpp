@@ -26,50 +26,69 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 // The scenario every rank and the one-process reference run: KAN_DP_* variables select it. The
-// seed, exit and hang steps are rank 1's; the other ranks keep the defaults.
+// exit and hang steps are rank 1's (the other ranks keep the defaults); `rank1` gives rank 1
+// other values of any variable (a configuration that differs on one rank).
 struct Scenario {
   std::string opt = "adam";
   int64_t batch = 64;
   double lamb = 0.01;
   int64_t steps = 12;
-  uint64_t seed = 0;
-  int exit_at_step = -1;       ///< rank 1 leaves abruptly at that step (a dead rank)
-  int hang_at_step = -1;       ///< rank 1 stops answering at that step (a hung rank)
-  double timeout = 60;         ///< DataParallelOptions::timeout_seconds
-  int64_t bucket_bytes = 1024; ///< small, so the model's gradients fill several buckets
-  std::string device = "cpu";  ///< "cuda": rank r on cuda:r, NCCL
+  uint64_t seed = 0;             ///< the data's and the minibatches'
+  std::string width = "2,3,2,1"; ///< the model's
+  int64_t grid = 5;              ///< the model's
+  std::string dtype = "float64"; ///< the model's and the data's
+  double perturbation = 0;       ///< added to the new model's parameters, before fit
+  int exit_at_step = -1;         ///< rank 1 leaves abruptly at that step (a dead rank)
+  int hang_at_step = -1;         ///< rank 1 stops answering at that step (a hung rank)
+  double timeout = 60;           ///< DataParallelOptions::timeout_seconds
+  int64_t bucket_bytes = 1024;   ///< small, so the model's gradients fill several buckets
+  std::string device = "cpu";    ///< "cuda": rank r on cuda:r, NCCL
+  std::map<std::string, std::string> rank1; ///< e.g. {"KAN_DP_GRID", "6"}: rank 1's values
 
   std::map<std::string, std::string> environment() const {
-    return {{"KAN_DP_OPT", opt},
-            {"KAN_DP_BATCH", std::to_string(batch)},
-            {"KAN_DP_LAMB", std::to_string(lamb)},
-            {"KAN_DP_STEPS", std::to_string(steps)},
-            {"KAN_DP_SEED", std::to_string(seed)},
-            {"KAN_DP_EXIT", std::to_string(exit_at_step)},
-            {"KAN_DP_HANG", std::to_string(hang_at_step)},
-            {"KAN_DP_TIMEOUT", std::to_string(timeout)},
-            {"KAN_DP_BUCKET", std::to_string(bucket_bytes)},
-            {"KAN_DP_DEVICE", device}};
+    std::map<std::string, std::string> variables = {
+        {"KAN_DP_OPT", opt},
+        {"KAN_DP_BATCH", std::to_string(batch)},
+        {"KAN_DP_LAMB", std::to_string(lamb)},
+        {"KAN_DP_STEPS", std::to_string(steps)},
+        {"KAN_DP_SEED", std::to_string(seed)},
+        {"KAN_DP_WIDTH", width},
+        {"KAN_DP_GRID", std::to_string(grid)},
+        {"KAN_DP_DTYPE", dtype},
+        {"KAN_DP_PERTURBATION", std::to_string(perturbation)},
+        {"KAN_DP_EXIT", std::to_string(exit_at_step)},
+        {"KAN_DP_HANG", std::to_string(hang_at_step)},
+        {"KAN_DP_TIMEOUT", std::to_string(timeout)},
+        {"KAN_DP_BUCKET", std::to_string(bucket_bytes)},
+        {"KAN_DP_DEVICE", device}};
+    for (const auto& [name, value] : rank1)
+      variables["RANK1_" + name] = value;
+    return variables;
   }
 
   // As rank `rank` of a launch runs it.
   static Scenario from_environment(int rank) {
-    auto get = [](const char* name) { return std::string(std::getenv(name)); };
+    auto get = [rank](const std::string& name) {
+      const char* value = rank == 1 ? std::getenv(("RANK1_" + name).c_str()) : nullptr;
+      return std::string(value != nullptr ? value : std::getenv(name.c_str()));
+    };
     Scenario s;
     s.opt = get("KAN_DP_OPT");
     s.batch = std::stoll(get("KAN_DP_BATCH"));
     s.lamb = std::stod(get("KAN_DP_LAMB"));
     s.steps = std::stoll(get("KAN_DP_STEPS"));
     s.seed = std::stoull(get("KAN_DP_SEED"));
+    s.width = get("KAN_DP_WIDTH");
+    s.grid = std::stoll(get("KAN_DP_GRID"));
+    s.dtype = get("KAN_DP_DTYPE");
+    s.perturbation = std::stod(get("KAN_DP_PERTURBATION"));
     s.exit_at_step = std::stoi(get("KAN_DP_EXIT"));
     s.hang_at_step = std::stoi(get("KAN_DP_HANG"));
     s.timeout = std::stod(get("KAN_DP_TIMEOUT"));
     s.bucket_bytes = std::stoll(get("KAN_DP_BUCKET"));
     s.device = get("KAN_DP_DEVICE");
-    if (rank != 1) {
-      s.seed = 0;
+    if (rank != 1)
       s.exit_at_step = s.hang_at_step = -1;
-    }
     return s;
   }
 
@@ -88,17 +107,26 @@ struct Scenario {
   }
 };
 
-kan::KAN make_model(torch::Device device) {
-  return kan::KAN(
-      kan::KANOptions({2, 3, 2, 1}).grid(5).k(3).seed(7).dtype(torch::kFloat64).device(device));
+kan::KAN make_model(const Scenario& s, torch::Device device) {
+  std::vector<int64_t> width;
+  std::stringstream layers(s.width);
+  for (std::string nodes; std::getline(layers, nodes, ',');)
+    width.push_back(std::stoll(nodes));
+  return kan::KAN(kan::KANOptions(width)
+                      .grid(s.grid)
+                      .k(3)
+                      .seed(7)
+                      .dtype(kan::dtype_from_string(s.dtype))
+                      .device(device));
 }
 
-kan::Dataset make_data(torch::Device device) {
+kan::Dataset make_data(const Scenario& s, torch::Device device) {
   const auto& toy = kan::reference_function("toy");
   return kan::create_dataset(toy.f, kan::DatasetOptions(toy.n_var)
                                         .train_num(203)
                                         .test_num(101)
-                                        .dtype(torch::kFloat64)
+                                        .seed(s.seed)
+                                        .dtype(kan::dtype_from_string(s.dtype))
                                         .device(device));
 }
 
@@ -116,14 +144,19 @@ json flat_parameters(kan::KAN& model) {
 }
 
 // The parameters and buffers a run starts from.
-json flat_parameters_of_new_model() {
-  auto model = make_model(torch::kCPU);
+json flat_parameters_of_new_model(const Scenario& s) {
+  auto model = make_model(s, torch::kCPU);
   return flat_parameters(model);
 }
 
 json train(const Scenario& s, std::shared_ptr<kan::DataParallel> group,
            torch::Device device = torch::kCPU) {
-  auto model = make_model(device);
+  auto model = make_model(s, device);
+  if (s.perturbation != 0) {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->parameters())
+      p.add_(s.perturbation);
+  }
   auto options = s.fit_options().data_parallel(group);
   if (group) {
     options.on_step([&s](const kan::StepRecord& record, int64_t) {
@@ -133,7 +166,7 @@ json train(const Scenario& s, std::shared_ptr<kan::DataParallel> group,
         std::this_thread::sleep_for(std::chrono::hours(1));
     });
   }
-  const auto history = kan::fit(model, make_data(device), options);
+  const auto history = kan::fit(model, make_data(s, device), options);
   json losses = json::array(), tests = json::array(), regs = json::array();
   for (const auto& r : history.steps) {
     losses.push_back(r.train_loss);
@@ -265,7 +298,7 @@ void expect_parity(const Scenario& s, int world = 2) {
   }
   // The run moved away from its start (a parity of two frozen models would prove nothing).
   const auto& p = reference["parameters"];
-  const auto start = flat_parameters_of_new_model();
+  const auto start = flat_parameters_of_new_model(s);
   double moved = 0;
   for (size_t i = 0; i < p.size(); ++i)
     moved = std::max(moved, std::abs(p[i].get<double>() - start[i].get<double>()));
@@ -307,15 +340,47 @@ TEST(DataParallel, NcclOnEveryGpuEqualsOneProcess_CUDA) {
   }
 }
 
+// Each setting that differs on rank 1 is named, also when it changes the data too (the seed, the
+// dtype): the data's fingerprints are compared last.
 TEST(DataParallel, MismatchedConfigurationIsRefusedOnEveryRank) {
-  Scenario s;
-  s.seed = 5; // rank 1 only
-  const auto run = run_ranks(s, 2, 120);
-  for (int r = 0; r < 2; ++r) {
-    ASSERT_TRUE(run.results[r].contains("error")) << "rank " << r << ": " << run.results[r];
-    const std::string error = run.results[r]["error"];
-    EXPECT_NE(error.find("rank 1 has fit.seed = 5 but rank 0 has 0"), std::string::npos) << error;
+  struct Mismatch {
+    const char* variable; // rank 1's value of it differs
+    const char* value;
+    const char* message;
+  };
+  for (const auto& m :
+       {Mismatch{"KAN_DP_SEED", "5", "rank 1 has fit.seed = 5 but rank 0 has 0"},
+        Mismatch{"KAN_DP_DTYPE", "float32",
+                 "rank 1 has model.dtype = \"float32\" but rank 0 has \"float64\""},
+        Mismatch{"KAN_DP_WIDTH", "2,4,2,1",
+                 "rank 1 has model.width = [2,4,2,1] but rank 0 has [2,3,2,1]"},
+        Mismatch{"KAN_DP_GRID", "6", "rank 1 has model.grid = 6 but rank 0 has 5"},
+        Mismatch{"KAN_DP_BATCH", "32", "rank 1 has fit.batch = 32 but rank 0 has 64"}}) {
+    SCOPED_TRACE(m.variable);
+    Scenario s;
+    s.rank1[m.variable] = m.value;
+    const auto run = run_ranks(s, 2, 120);
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_TRUE(run.results[r].contains("error")) << "rank " << r << ": " << run.results[r];
+      const std::string error = run.results[r]["error"];
+      EXPECT_NE(error.find(m.message), std::string::npos) << error;
+    }
   }
+}
+
+// Rank 1 starts from other parameters: the broadcast from rank 0 gives it rank 0's, so the run
+// still equals one process's training of rank 0's model.
+TEST(DataParallel, RankZerosParametersAreBroadcast) {
+  Scenario s;
+  Scenario perturbed; // rank 1's start
+  perturbed.perturbation = 0.1;
+  s.rank1["KAN_DP_PERTURBATION"] = std::to_string(perturbed.perturbation);
+  expect_parity(s);
+  // Trained from rank 1's start, one process ends far from that parity: the perturbation matters.
+  const auto reference = train(s, nullptr);
+  const auto from_rank1s_start = train(perturbed, nullptr);
+  EXPECT_GT(max_relative_difference(from_rank1s_start["train_loss"], reference["train_loss"]),
+            1e-3);
 }
 
 TEST(DataParallel, DeadRankFailsTheOthersQuickly) {
@@ -367,6 +432,45 @@ TEST(DataParallel, KanbenchFitDistributedEqualsOneProcess) {
     lb.push_back(step["train_loss"]);
   EXPECT_LE(max_relative_difference(lb, la), 1e-10);
   EXPECT_NE(two.logs[0].find("2 ranks (gloo)"), std::string::npos) << two.logs[0];
+}
+
+// The command line's settings are named too: --seed (here the rank: launch_local_ranks replaces
+// {rank}) sets the model's, the data's and the minibatches' seeds, and the model's is named.
+TEST(DataParallel, KanbenchFitDistributedNamesAMismatchedFlag) {
+  const auto run =
+      run_ranks(Scenario{}, 2, 120,
+                {KANBENCH_EXECUTABLE, "fit", "--distributed", "--seed", "{rank}", "--steps", "1",
+                 "--train-num", "50", "--test-num", "50", "--trace-steps", "0", "--out", "DIR"});
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(run.exit_codes[r], 0) << run.logs[r];
+    EXPECT_NE(run.logs[r].find("rank 1 has model.seed = 1 but rank 0 has 0"), std::string::npos)
+        << run.logs[r];
+  }
+}
+
+// The README's launch with torchrun itself (the torch wheel's, beside the LibTorch this build
+// uses): two Gloo ranks over loopback, on the store of torchrun's agent.
+TEST(DataParallel, TorchrunLaunchesKanbenchFit) {
+  if (!fs::exists(KAN_TORCHRUN))
+    GTEST_SKIP() << "no torchrun at " << KAN_TORCHRUN << " (tools/setup.sh installs it)";
+  const auto out = fs::temp_directory_path() / ("kan-torchrun-" + std::to_string(getpid()));
+  fs::remove_all(out);
+  const auto run = kan::test::run_kanbench(
+      "fit --distributed --distributed-timeout 60 --opt adam --lr 0.01 --batch 50 --steps 4 "
+      "--train-num 100 --test-num 50 --trace-steps 0 --out " +
+          out.string(),
+      std::string("timeout 120 ") + KAN_TORCHRUN + " --no-python --standalone --nproc-per-node 2 ");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("2 ranks (gloo)"), std::string::npos) << run.output;
+  std::ifstream in(out / "fit.json");
+  ASSERT_TRUE(in) << run.output;
+  const auto fit = json::parse(in);
+  EXPECT_EQ(fit["config"]["distributed"], json({{"world_size", 2}, {"backend", "gloo"}}));
+  const auto& communication = fit["communication"];
+  EXPECT_GT(communication["collectives"].get<int64_t>(), 4 * 3); // gradients, loss, test loss
+  EXPECT_GT(communication["bytes"].get<int64_t>(), 0);
+  EXPECT_GE(communication["wait_seconds"].get<double>(), 0);
+  fs::remove_all(out);
 }
 
 TEST(DataParallel, KanbenchFitDistributedOutsideALaunchIsRefused) {
@@ -430,6 +534,25 @@ TEST(DataParallel, ShardsCoverTheBatchInRankOrder) {
       }
       EXPECT_EQ(next, n);
     }
+  }
+}
+
+// Refused before CUDA or the store is touched, so a machine without a GPU checks it.
+TEST(DataParallel, CudaDeviceOtherThanLocalRanksIsRefused) {
+  kan::LaunchEnvironment launch;
+  launch.rank = launch.local_rank = 1;
+  launch.world_size = launch.local_world_size = 2;
+  launch.master_addr = "127.0.0.1";
+  launch.master_port = 1; // nothing listens: a join past the check fails otherwise, in 5 s
+  try {
+    kan::DataParallel::join(launch, torch::Device(torch::kCUDA, 0),
+                            kan::DataParallelOptions().timeout_seconds(5));
+    ADD_FAILURE() << "LOCAL_RANK 1 was let train on cuda:0";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "data-parallel rank 1 has LOCAL_RANK 1 and must train on cuda:1, not cuda:0"),
+              std::string::npos)
+        << e.what();
   }
 }
 

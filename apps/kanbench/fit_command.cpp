@@ -6,6 +6,7 @@
 
 #include "kan/data_parallel.h"
 #include "kan/diagnostics/audited_fit.h"
+#include "kan/diagnostics/nvtx.h"
 #include "kan/diagnostics/records.h"
 #include "kan/io/atomic_file.h"
 #include "kan/kan.h"
@@ -301,6 +302,9 @@ void write_outputs(const kan::KAN& model, const std::string& checkpoint_path,
 }
 
 int run_fit(FitArgs& a) {
+  // Every kan phase, a data-parallel run's "communication" included, is an NVTX range during the
+  // run, as in the suite and sweep runners.
+  kan::diagnostics::NvtxScopes nvtx_scopes;
   auto& run = a.run;
   auto device = parse_device(run.device);
   // Data-parallel: join the launch first, so that a bad launch fails before any work. Each rank

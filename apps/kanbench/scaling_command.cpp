@@ -7,6 +7,7 @@
 #include "kan/bench/scaling.h"
 #include "kan/data_parallel.h"
 #include "kan/diagnostics/environment.h"
+#include "kan/diagnostics/nvtx.h"
 #include "kan/io/atomic_file.h"
 #include "kan/reports/html_report.h"
 #include "kan/reports/results_io.h"
@@ -51,6 +52,8 @@ kan::bench::Workload find_workload(const std::string& suite, const std::string& 
 
 // A rank: join the launch, train, and (rank 0) write the entry.
 int run_rank(const ScalingArgs& a) {
+  // Every kan phase, the collectives' "communication" included, is an NVTX range during the run.
+  kan::diagnostics::NvtxScopes nvtx_scopes;
   auto group = kan::DataParallel::join(kan::LaunchEnvironment::from_environment(),
                                        parse_device(a.device), a.data_parallel);
   const auto workload = find_workload(a.suite, a.cases.at(0));

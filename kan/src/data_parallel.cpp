@@ -22,24 +22,51 @@ namespace {
 
 using nlohmann::json;
 
-// The first place where `theirs` differs from `ours`, as a key path ("" when equal).
-std::string first_difference(const json& ours, const json& theirs, const std::string& path) {
+// Every key path where `theirs` differs from `ours`, in key order.
+void differences(const json& ours, const json& theirs, const std::string& path,
+                 std::vector<std::string>& found) {
   if (ours.is_object() && theirs.is_object()) {
     for (const auto& [key, value] : ours.items()) {
       const std::string here = path.empty() ? key : path + "." + key;
-      if (!theirs.contains(key))
-        return here;
-      if (auto d = first_difference(value, theirs.at(key), here); !d.empty())
-        return d;
+      if (theirs.contains(key))
+        differences(value, theirs.at(key), here, found);
+      else
+        found.push_back(here);
     }
     for (const auto& [key, value] : theirs.items())
       if (!ours.contains(key))
-        return path.empty() ? key : path + "." + key;
-    return "";
+        found.push_back(path.empty() ? key : path + "." + key);
+    return;
   }
   if (ours != theirs)
-    return path.empty() ? "(the whole configuration)" : path;
-  return "";
+    found.push_back(path.empty() ? "(the whole configuration)" : path);
+}
+
+// The keys whose differences are reported first, in this order; then any other. The settings a
+// user gives come before the data, whose fingerprints follow from them (another seed or dtype
+// changes them too), and the width before the model's other options (mult and node_arity are as
+// long as it).
+const char* const kReportedFirst[] = {"model.width", "model",           "fit",           "backend",
+                                      "data.dtype",  "data.train_rows", "data.test_rows"};
+
+// The difference that names the cause best ("" when equal).
+std::string first_difference(const json& ours, const json& theirs) {
+  std::vector<std::string> found;
+  differences(ours, theirs, "", found);
+  auto order = [](const std::string& path) {
+    size_t place = 0;
+    for (const std::string key : kReportedFirst) {
+      if (path == key || path.rfind(key + ".", 0) == 0)
+        break;
+      ++place;
+    }
+    return place;
+  };
+  const auto first =
+      std::min_element(found.begin(), found.end(), [&](const std::string& a, const std::string& b) {
+        return order(a) < order(b);
+      });
+  return first == found.end() ? "" : *first;
 }
 
 const json& at_path(const json& j, const std::string& path) {
@@ -198,7 +225,7 @@ void DataParallel::check_same_configuration(const json& config) {
   };
 
   const json reference = json::parse(broadcast_text(config.dump(), 0));
-  const std::string differs = first_difference(reference, config, "");
+  const std::string differs = first_difference(reference, config);
   // Which ranks differ: each sets its own slot, the sum tells everyone.
   auto mismatch = at::zeros({world_size_}, long_options);
   if (!differs.empty())

@@ -86,8 +86,11 @@ public:
   /// Every rank's rows of `rows` (ranks may hold different counts), concatenated in rank order.
   at::Tensor gather_rows(const at::Tensor& rows);
 
-  /// Refuses, on every rank, a configuration that differs from rank 0's: the error names the
-  /// first differing key, the rank and both values. `config` must be a JSON object.
+  /// Refuses, on every rank, a configuration that differs from rank 0's: the error names a
+  /// differing key, the rank and both values. `config` must be a JSON object; of several
+  /// differences, the first under model.width, model, fit, backend, data.dtype, data.train_rows,
+  /// data.test_rows (in this order) is named, then any other: a setting that also changes the
+  /// data (a seed, a dtype) is named rather than the data's fingerprint.
   void check_same_configuration(const nlohmann::json& config);
 
   /// Refuses, on every rank, two ranks on one machine that share a CUDA device.
