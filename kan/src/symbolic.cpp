@@ -283,6 +283,10 @@ struct Zoom {
 Tensor r_squared(const Tensor& covariance, const Tensor& post_ss, const Tensor& y_ss) {
   return torch::nan_to_num(covariance.square() / (post_ss * y_ss + 1e-4));
 }
+// The same in the covariances' place, for the first search's largest temporaries.
+Tensor& r_squared_(Tensor& covariance, const Tensor& post_ss, const Tensor& y_ss) {
+  return covariance.square_().div_(post_ss * y_ss + 1e-4).nan_to_num_();
+}
 
 // A range [lo, hi] as a (1, 2) tensor like `like`.
 Tensor range_of(const std::array<double, 2>& range, const Tensor& like) {
@@ -334,20 +338,24 @@ Zoom first_search(const Tensor& x, const std::vector<int64_t>& column, const Ten
   const auto a_flat = a.view({G, 1}).expand({G, G}).reshape({G * G}); // at a_id * G + b_id
   const auto b_flat = b.view({1, G}).expand({G, G}).reshape({G * G});
   const auto used_index = detail::host_list(used, torch::kLong, device);
-  // A few (N, columns, G^2) temporaries and the (columns, G^2, W) covariances live at once.
+  // A few (N, columns, G^2) temporaries and the (columns, G^2, W) covariances live at once. On
+  // the CPU one column at a time: larger blocks are fresh pages on every allocation, whose faults
+  // cost more than the arithmetic (they were half of a deep model's auto_symbolic).
   const int64_t per_column = (N * 4 + W * 3) * G * G * x.element_size();
-  const int64_t chunk = std::max<int64_t>(1, std::min(U, o.memory_budget / per_column));
+  const int64_t budget = x.is_cpu() ? 0 : o.memory_budget;
+  const int64_t chunk = std::max<int64_t>(1, std::min(U, budget / per_column));
   std::vector<Tensor> best, r2;
   for (int64_t first = 0; first < U; first += chunk) {
     const int64_t count = std::min(chunk, U - first);
     const auto xs = x.index_select(1, used_index.narrow(0, first, count)); // (N, count)
-    const auto post = function.f(xs.unsqueeze(2) * a_flat + b_flat);       // (N, count, G^2)
+    const auto post =
+        function.f(torch::addcmul(b_flat, xs.unsqueeze(2), a_flat)); // (N, count, G^2)
+    // Sums over the samples in pykan's order (sample by sample), which decides its ties.
     const auto centered = post - post.mean(0, true);
     const auto post_ss = centered.square().sum(0).unsqueeze(2); // (count, G^2, 1)
-    const auto covariance =
-        torch::bmm(centered.permute({1, 2, 0}), y_padded.narrow(0, first, count));
+    auto covariance = torch::bmm(centered.permute({1, 2, 0}), y_padded.narrow(0, first, count));
     const auto [value, index] =
-        r_squared(covariance, post_ss, y_ss_padded.narrow(0, first, count)).max(1);
+        r_squared_(covariance, post_ss, y_ss_padded.narrow(0, first, count)).max(1);
     best.push_back(index);
     r2.push_back(value);
   }
