@@ -215,6 +215,30 @@ TEST(SymbolicEdges, PykanCheckpointsLoadAndRoundTrip) {
         EXPECT_EQ(again->layer(l)->symbolic_name(i, j), fitted->layer(l)->symbolic_name(i, j));
 }
 
+TEST(SymbolicEdges, PykanCheckpointRefusesAnAddedFunction) {
+  // Symbolic.AddedFunctionJoinsTheLibrary's function: the library is the same whichever runs
+  // first.
+  add_symbolic_function({"cube_root", 3,
+                         [](const torch::Tensor& x) { return x.sign() * x.abs().pow(1.0 / 3); },
+                         nullptr, "", ""});
+  KAN model(KANOptions({2, 3, 1}).dtype(torch::kFloat64));
+  model->fix_symbolic(0, 1, 2, "cube_root");
+  test::TempDir dir("kan_symbolic");
+  // pykan's loadckpt would fail on it with a KeyError.
+  const auto error = test::error_of([&] { save_pykan(model, dir / "added"); });
+  EXPECT_NE(error.find("pykan checkpoint '" + (dir / "added") +
+                       "' not written: edge (0, 1, 2) has symbolic function 'cube_root'"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  EXPECT_FALSE(fs::exists(dir / "added_state"));
+  EXPECT_FALSE(is_pykan_checkpoint(dir / "added"));
+  // pykan's own functions save.
+  model->fix_symbolic(0, 1, 2, "sin");
+  save_pykan(model, dir / "library");
+  EXPECT_EQ(load_pykan(dir / "library")->layer(0)->symbolic_name(1, 2), "sin");
+}
+
 KAN small_symbolic_model(SplineBackend backend = SplineBackend::kFused) {
   KAN model(KANOptions({2, 4, 1}).grid(5).seed(3).dtype(torch::kFloat64).backend(backend));
   model->fix_symbolic(0, 0, 1, "sin");
@@ -412,8 +436,5 @@ TEST(SymbolicEdges, AutoSymbolicFitAndFormulaStayOnTheGpu_CUDA) {
   EXPECT_LT(test::max_relative_diff(values, model(data.test_input).select(1, 0)), 1e-12);
 }
 
-// Not a check: the time auto_symbolic takes on a [4, 100, 100, 100, 1] model, N = 100
-// (--gtest_also_run_disabled_tests; KAN_SYMBOLIC_LIB=x,sin,... picks the library,
-// KAN_SYMBOLIC_WIDTH=4,100,1 the width).
 } // namespace
 } // namespace kan

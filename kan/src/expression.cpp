@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -37,6 +38,60 @@ bool is_grouping(const std::string& pattern, size_t at) {
     return true;
   const char before = pattern[at - 1];
   return !std::isalnum(static_cast<unsigned char>(before)) && before != '_' && before != '{';
+}
+
+// How tightly SymPy text binds outside its parentheses, by Python's grammar (which sympify
+// parses), loosest first: "x1 + 1", "2*x1" or "1/x1", "-x1", "x1**2", then "x1", "2.5", "sin(x1)".
+enum class Binding { kSum, kProduct, kNegation, kPower, kAtom };
+
+// Whether the sign at `at` belongs to a number's exponent, as in "1.5e-07".
+bool is_exponent_sign(const std::string& text, size_t at) {
+  return at >= 2 && (text[at - 1] == 'e' || text[at - 1] == 'E') &&
+         (std::isdigit(static_cast<unsigned char>(text[at - 2])) || text[at - 2] == '.');
+}
+
+Binding binding(const std::string& text) {
+  auto loosest = Binding::kAtom;
+  int depth = 0;
+  bool after_operand = false; // a sign there is a sum's, else a negation's
+  for (size_t at = 0; at < text.size(); ++at) {
+    const char c = text[at];
+    if (c == '(' || c == ')') {
+      depth += c == '(' ? 1 : -1;
+      after_operand = c == ')';
+      continue;
+    }
+    if (depth > 0 || c == ' ')
+      continue;
+    auto found = Binding::kAtom;
+    if ((c == '+' || c == '-') && !is_exponent_sign(text, at)) {
+      found = after_operand ? Binding::kSum : Binding::kNegation;
+    } else if (text.compare(at, 2, "**") == 0) {
+      found = Binding::kPower;
+      ++at;
+    } else if (c == '*' || c == '/') {
+      found = Binding::kProduct;
+    } else {
+      after_operand = true;
+      continue;
+    }
+    loosest = std::min(loosest, found);
+    after_operand = false;
+  }
+  return loosest;
+}
+
+// Whether the SymPy template's grouping parentheses at `at` ("({})") may be left out around an
+// argument that binds as `argument`. A power's base must be an atom: "sin(x1)**2", but
+// "(x1**3)**2" (** groups from the right) and "(-x1)**2". A divisor may be a power: "1/x1**2",
+// but "1/(1/x1)" and "1/(2*x1)". Elsewhere, only an atom, unless the parentheses are the whole
+// template.
+bool may_ungroup(const std::string& pattern, size_t at, Binding argument) {
+  if (pattern.compare(at + 4, 2, "**") == 0)
+    return argument == Binding::kAtom;
+  if (at > 0 && pattern[at - 1] == '/')
+    return argument >= Binding::kPower;
+  return argument == Binding::kAtom || pattern == "({})";
 }
 
 double round_to(double value, int digits) {
@@ -218,6 +273,10 @@ std::string Expression::print(bool latex, int digits) const {
   const auto& n = *node_;
   switch (n.kind) {
   case Kind::kConstant:
+    if (std::isnan(n.value)) // SymPy's names: it reads "inf" as a symbol
+      return latex ? "\\text{NaN}" : "nan";
+    if (std::isinf(n.value))
+      return std::string(n.value < 0 ? "-" : "") + (latex ? "\\infty" : "oo");
     return number(n.value, digits);
   case Kind::kInput:
     return latex ? "x_{" + std::to_string(n.index + 1) + "}" : "x" + std::to_string(n.index + 1);
@@ -247,14 +306,17 @@ std::string Expression::print(bool latex, int digits) const {
   case Kind::kFunction: {
     const auto& f = symbolic_function(n.name);
     auto pattern = latex ? f.latex : f.sympy;
-    // A template's grouping parentheses are dropped around an input, and in SymPy's text around
-    // a call: "x1**2", "sin(x1)**2", not "(x1)**2".
-    const auto argument = n.terms.front().node_->kind;
+    const auto& argument = n.terms.front();
+    const auto text = argument.print(latex, digits);
+    // A template's grouping parentheses stay where precedence needs them: "x1**2" but
+    // "(x1**3)**2". In LaTeX they are left out only around an input ("x_{1}^{2}"): a
+    // superscript takes the single symbol before it.
     const std::string group = latex ? "\\left({}\\right)" : "({})";
-    if (argument == Kind::kInput || (!latex && argument == Kind::kFunction))
-      if (const auto at = pattern.find(group); at != std::string::npos && is_grouping(pattern, at))
-        pattern.replace(at, group.size(), "{}");
-    return fill(pattern, n.terms.front().print(latex, digits));
+    const auto at = pattern.find(group);
+    if (at != std::string::npos && is_grouping(pattern, at) &&
+        (latex ? argument.node_->kind == Kind::kInput : may_ungroup(pattern, at, binding(text))))
+      pattern.replace(at, group.size(), "{}");
+    return fill(pattern, text);
   }
   }
   return {};

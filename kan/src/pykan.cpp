@@ -246,6 +246,16 @@ void read_symbolic(const Config& config, const std::map<std::string, torch::Tens
   layer.set_symbolic_edges(ins, outs, flat, std::vector<double>(flat.size(), 0.0));
 }
 
+// Whether pykan 0.2.8's SYMBOLIC_LIB has `name`: its loadckpt looks every edge's name up there.
+bool in_pykan_library(const std::string& name) {
+  static const std::set<std::string> names{
+      "x",      "x^2",    "x^3",     "x^4",   "x^5",     "1/x",       "1/x^2",   "1/x^3",
+      "1/x^4",  "1/x^5",  "sqrt",    "x^0.5", "x^1.5",   "1/sqrt(x)", "1/x^0.5", "exp",
+      "log",    "abs",    "sin",     "cos",   "tan",     "tanh",      "sgn",     "arcsin",
+      "arccos", "arctan", "arctanh", "0",     "gaussian"};
+  return names.count(name) > 0;
+}
+
 } // namespace
 
 bool is_pykan_checkpoint(const std::string& prefix) {
@@ -360,8 +370,13 @@ void save_pykan(const KAN& model, const std::string& prefix, const torch::Tensor
     out << YAML::Key << "symbolic.funs_name." + std::to_string(l) << YAML::Value << YAML::BeginSeq;
     for (int64_t j = 0; j < outs; ++j) {
       out << YAML::Flow << YAML::BeginSeq;
-      for (int64_t i = 0; i < in; ++i) // quoted: pykan compares names with the string '0'
-        out << YAML::SingleQuoted << layer->symbolic_name(i, j);
+      for (int64_t i = 0; i < in; ++i) {
+        const auto& name = layer->symbolic_name(i, j);
+        TORCH_CHECK(in_pykan_library(name), "pykan checkpoint '", prefix, "' not written: edge (",
+                    l, ", ", i, ", ", j, ") has symbolic function '", name,
+                    "', which pykan 0.2.8's SYMBOLIC_LIB lacks (its loadckpt would fail)");
+        out << YAML::SingleQuoted << name; // quoted: pykan compares names with the string '0'
+      }
       out << YAML::EndSeq;
     }
     out << YAML::EndSeq;
