@@ -1,6 +1,7 @@
 // fit(): pykan's reference training, optimisers, history, and every refusal.
 #include "kan/fit.h"
 
+#include "kan/diagnostics/operation_trace.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>
@@ -119,6 +120,80 @@ TEST(Fit, AdamMinibatchCountsEpochs) {
     EXPECT_EQ(history.steps[i].evaluations, 1);
   }
   EXPECT_LT(evaluate(model, data).train_rmse, 0.5 * initial);
+}
+
+// The losses stay on the model's device until an epoch ends (or a per-step callback needs them):
+// the host reads them in one stack and copy per read, the same numbers either way.
+void check_losses_are_read_per_epoch(torch::Device device) {
+  auto data = toy_data(300, 100, 0, torch::kFloat64, device);
+  struct Run {
+    FitHistory history;
+    int64_t reads = 0, synchronizations = 0;
+  };
+  auto run = [&](const FitOptions& extra) {
+    auto model = toy_model(0, torch::kFloat64, device);
+    diagnostics::OperationTrace trace(model->device());
+    Run r;
+    auto options = FitOptions(extra)
+                       .opt(Optimizer::kAdam)
+                       .lr(0.02)
+                       .steps(10)
+                       .batch(100)
+                       .lamb(0.01)
+                       .update_grid(false);
+    options.on_step_begin([&](int64_t step, torch::optim::Optimizer&) {
+      if (step == 0)
+        trace.start(); // after fit's checks of the data
+    });
+    r.history = fit(model, data, options);
+    trace.stop();
+    const auto report = trace.report();
+    for (const auto& op : report.operations)
+      if (op.operation == "aten::stack" && op.phase == "host_work")
+        r.reads += op.calls;
+    r.synchronizations = report.summary.transfers.synchronizations;
+    return r;
+  };
+  int64_t after_steps = 0;
+  const auto per_epoch = run(FitOptions());
+  const auto with_after_step = run(FitOptions().after_step([&](int64_t, int64_t) {
+    ++after_steps;
+    return false;
+  }));
+  const auto per_step = run(FitOptions().on_step([](const StepRecord&, int64_t) {}));
+  EXPECT_EQ(per_epoch.reads, 4); // epochs end at steps 2, 5 and 8; the last step is 9
+  EXPECT_EQ(with_after_step.reads, 4);
+  EXPECT_EQ(after_steps, 10);
+  EXPECT_EQ(per_step.reads, 10);
+  if (device.is_cuda()) // each read is the host's one wait for the device
+    EXPECT_EQ(per_step.synchronizations - per_epoch.synchronizations, 6);
+  for (const auto* r : {&with_after_step, &per_step}) {
+    ASSERT_EQ(r->history.steps.size(), 10u);
+    ASSERT_EQ(r->history.epochs.size(), 3u);
+    for (size_t i = 0; i < 10; ++i) {
+      const auto &a = per_epoch.history.steps[i], &b = r->history.steps[i];
+      EXPECT_EQ(a.train_loss, b.train_loss);
+      EXPECT_EQ(a.test_loss, b.test_loss);
+      EXPECT_EQ(a.reg, b.reg);
+      EXPECT_GT(a.reg, 0.0);
+    }
+    for (size_t e = 0; e < 3; ++e)
+      EXPECT_EQ(per_epoch.history.epochs[e].train_loss, r->history.epochs[e].train_loss);
+  }
+  // after_step's true ends training after that step, its losses read.
+  const auto stopped =
+      run(FitOptions().after_step([](int64_t step, int64_t) { return step == 3; }));
+  ASSERT_EQ(stopped.history.steps.size(), 4u);
+  EXPECT_EQ(stopped.history.steps[3].train_loss, per_epoch.history.steps[3].train_loss);
+}
+
+TEST(Fit, LossesAreReadOncePerEpochUnlessACallbackNeedsEveryStep) {
+  check_losses_are_read_per_epoch(torch::kCPU);
+}
+
+TEST(Fit, LossesAreReadOncePerEpochOnCuda_CUDA) {
+  KAN_REQUIRE_CUDA();
+  check_losses_are_read_per_epoch(torch::kCUDA);
 }
 
 TEST(Fit, PerEpochDrawsSeeEverySampleOncePerEpoch) {

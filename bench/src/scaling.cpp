@@ -157,8 +157,9 @@ reports::ScalingResult train_data_parallel(const Workload& w, DataParallel& grou
                        if (step == 0)
                          before = group.stats();
                      })
-                     .on_step([&](const StepRecord&, int64_t) {
+                     .after_step([&](int64_t, int64_t) {
                        waited.push_back(group.stats().wait_seconds);
+                       return false;
                      });
   const auto history = fit(model, data, options);
   const auto after = group.stats();

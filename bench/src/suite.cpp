@@ -527,20 +527,20 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
     const int64_t least = w.warmup_epochs + w.epochs;
     const int64_t most = on_noise ? w.warmup_epochs + std::max(w.epochs, noise.max_epochs) : least;
     auto options = w.fit_options().steps(most * w.steps_per_epoch());
-    bool measured_enough = false;
     options.on_step_begin(
         [&](int64_t step, torch::optim::Optimizer&) { measurement.step_begins(step); });
-    options.on_step([&](const StepRecord& record, int64_t) {
-      const int64_t epoch = measurement.step_ends(record.step);
+    // Timers and the stop rule need no loss: after_step lets fit() read the losses per epoch.
+    options.after_step([&](int64_t step, int64_t) {
+      const int64_t epoch = measurement.step_ends(step);
       if (epoch == 0)
-        return;
+        return false;
       if (on_epoch) // the least epochs until stop-on-noise adds one
         on_epoch(epoch, std::max(least, epoch));
       const bool past_limit = seconds_since(start) > time_limit_seconds;
       if (epoch < least) {
         if (past_limit)
           throw CaseTimeout{time_limit_seconds, epoch};
-        return;
+        return false;
       }
       if (epoch == least) { // between timed epochs: evaluation is not timed
         PrecisionScope precision(target, /*autocast=*/true);
@@ -550,10 +550,9 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
       double timed = 0;
       for (double seconds : r.epoch_seconds)
         timed += seconds;
-      measured_enough =
-          !on_noise || (cv && *cv <= noise.cv_target) || timed >= noise.max_seconds || past_limit;
+      return !on_noise || (cv && *cv <= noise.cv_target) || timed >= noise.max_seconds ||
+             past_limit;
     });
-    options.stop_early([&](const StepRecord&) { return measured_enough; });
     const auto precision = target.effective_precision();
     if (precision == Precision::kBF16 || precision == Precision::kFP16)
       options.autocast(PrecisionScope::autocast_dtype(precision));

@@ -61,7 +61,7 @@ AuditedFit audited_fit(KAN& model, const Dataset& data, FitOptions options, int6
   };
 
   const auto user_begin = options.on_step_begin();
-  const auto user_step = options.on_step();
+  const auto user_after = options.after_step();
   options.on_step_begin([&](int64_t step, torch::optim::Optimizer& opt) {
     optimizer = &opt;
     if (step == 0 && trace_steps > 0)
@@ -69,16 +69,15 @@ AuditedFit audited_fit(KAN& model, const Dataset& data, FitOptions options, int6
     if (user_begin)
       user_begin(step, opt);
   });
-  options.on_step([&](const StepRecord& record, int64_t total) {
+  options.after_step([&](int64_t step, int64_t total) {
     if (trace.running()) {
       trace.count_step();
-      if (record.step + 1 == trace_steps || record.step + 1 == total)
+      if (step + 1 == trace_steps || step + 1 == total)
         trace.stop();
     }
-    if (record.step + 1 == total)
+    if (step + 1 == total)
       result.audit = static_audit(); // while the optimiser still exists
-    if (user_step)
-      user_step(record, total);
+    return user_after && user_after(step, total);
   });
 
   try {

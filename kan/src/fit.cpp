@@ -48,9 +48,12 @@ void check_labels(Loss loss, const torch::Tensor& labels, const torch::Tensor& i
   }
 }
 
-// Share of samples whose largest logit is the label.
+// Share of samples whose largest logit is the label, on their device.
+torch::Tensor accuracy_on_device(const torch::Tensor& logits, const torch::Tensor& labels) {
+  return logits.argmax(1).eq(labels).to(torch::kFloat64).mean();
+}
 double accuracy(const torch::Tensor& logits, const torch::Tensor& labels) {
-  return logits.argmax(1).eq(labels).to(torch::kFloat64).mean().item<double>();
+  return accuracy_on_device(logits, labels).item<double>();
 }
 
 // Minibatch indices, drawn on the CPU from the fit's seed so that every device sees the same
@@ -290,6 +293,24 @@ void drop_gradients(torch::optim::Optimizer& optimizer) {
       p.mutable_grad().reset();
 }
 
+// A step's losses, still on the model's device (undefined where the step has none): the host
+// reads many steps' in one copy (read_losses), so the device need not wait for it between steps.
+struct StepLosses {
+  torch::Tensor train_loss, reg, test_loss, test_accuracy;
+};
+
+// Steps whose losses wait on the device at most: a long epoch's are read in parts.
+constexpr size_t kMostQueuedSteps = 1024;
+
+// A queued step whose losses the host has not read yet, with its batch size and whether it
+// closes an epoch.
+struct QueuedStep {
+  StepRecord record;
+  StepLosses losses;
+  int64_t rows = 0;
+  bool closes_epoch = false;
+};
+
 // What a step needs besides the model and its batch.
 struct StepContext {
   torch::optim::Optimizer& optimizer;
@@ -301,11 +322,11 @@ struct StepContext {
 
 // One optimiser step on a batch (data-parallel: on this rank's shard of it, `global_rows` rows in
 // all): the loss (plus lamb * the regulariser when regularised), backward, step (LBFGS
-// re-evaluates the objective in its line search). Sets the record's train_loss and reg.
+// re-evaluates the objective in its line search). Sets the losses' train_loss and reg.
 // Data-parallel, every evaluation sums the loss and the gradients over the ranks, so every rank
 // sees the global objective and takes the same step (and LBFGS the same line search).
 void optimize(KAN& model, const StepContext& c, const torch::Tensor& x, const torch::Tensor& y,
-              int64_t global_rows, StepRecord& record) {
+              int64_t global_rows, StepRecord& record, StepLosses& losses) {
   const auto& o = c.o;
   const bool regularized = o.lamb() > 0;
   GradScaler* scaler = o.grad_scaler().get();
@@ -372,16 +393,16 @@ void optimize(KAN& model, const StepContext& c, const torch::Tensor& x, const to
     if (scaler != nullptr)
       scaler->update();
   }
-  record.train_loss = loss.item<double>();
-  record.reg = reg.defined() ? reg.item<double>() : 0.0;
+  losses.train_loss = loss.detach();
+  if (reg.defined())
+    losses.reg = reg.detach();
 }
 
-// The test loss (and accuracy) of one test batch, without gradients; NaN without test data.
+// The test loss (and accuracy) of one test batch, without gradients; none without test data.
 // Data-parallel, each rank measures its shard and the sums are reduced over the ranks.
 void evaluate_test_batch(KAN& model, const FitOptions& o, DataParallel* group,
                          const torch::Tensor& x, const torch::Tensor& labels, int64_t global_rows,
-                         StepRecord& record) {
-  record.test_loss = record.test_accuracy = kNaN;
+                         StepLosses& losses) {
   if (global_rows == 0)
     return;
   PhaseScope phase(Phase::kEvaluation);
@@ -392,9 +413,9 @@ void evaluate_test_batch(KAN& model, const FitOptions& o, DataParallel* group,
     autocast.emplace(model->device().type(), *o.autocast());
   const auto pred = model->forward(x);
   if (group == nullptr) {
-    record.test_loss = compute_loss(o.loss(), pred, labels).item<double>();
+    losses.test_loss = compute_loss(o.loss(), pred, labels);
     if (o.loss() == Loss::kCrossEntropy)
-      record.test_accuracy = accuracy(pred, labels);
+      losses.test_accuracy = accuracy_on_device(pred, labels);
     return;
   }
   const auto correct = pred.argmax(1).eq(labels).sum().to(torch::kFloat64);
@@ -402,24 +423,55 @@ void evaluate_test_batch(KAN& model, const FitOptions& o, DataParallel* group,
       torch::stack({loss_part(o.loss(), pred, labels, global_rows).to(torch::kFloat64),
                     o.loss() == Loss::kCrossEntropy ? correct : torch::zeros_like(correct)})};
   group->sum_(sums);
-  const auto host = sums[0].cpu();
-  record.test_loss = host[0].item<double>();
+  losses.test_loss = sums[0][0];
   if (o.loss() == Loss::kCrossEntropy)
-    record.test_accuracy = host[1].item<double>() / static_cast<double>(global_rows);
+    losses.test_accuracy = sums[0][1] / static_cast<double>(global_rows);
 }
 
-// Epochs are passes over the training set: steps are added with their batch sizes, and an
-// epoch closes at the step that completes a pass. Its loss weighs each step by its batch.
+// The steps' records completed with their losses, read from the device in one copy.
+void read_losses(std::vector<QueuedStep>& steps, bool mse) {
+  PhaseScope phase(Phase::kHostWork);
+  std::vector<torch::Tensor> values;
+  for (const auto& q : steps)
+    for (const auto* t :
+         {&q.losses.train_loss, &q.losses.reg, &q.losses.test_loss, &q.losses.test_accuracy})
+      if (t->defined())
+        values.push_back(*t);
+  const auto host = torch::stack(values).to(torch::kCPU, torch::kFloat64);
+  const double* next = host.data_ptr<double>();
+  auto take = [&](const torch::Tensor& t, double absent) { return t.defined() ? *next++ : absent; };
+  for (auto& q : steps) {
+    auto& r = q.record;
+    r.train_loss = take(q.losses.train_loss, kNaN);
+    r.reg = take(q.losses.reg, 0.0);
+    r.test_loss = take(q.losses.test_loss, kNaN);
+    r.test_accuracy = take(q.losses.test_accuracy, kNaN);
+    r.train_rmse = mse ? std::sqrt(r.train_loss) : kNaN;
+    r.test_rmse = mse ? std::sqrt(r.test_loss) : kNaN;
+  }
+}
+
+// Epochs are passes over the training set: an epoch closes at the step that completes a pass,
+// known when the step is queued (closes), and its record is made when the step's losses are read
+// (add). Its loss weighs each step by its batch.
 class EpochBook {
 public:
   EpochBook(int64_t n_train, bool mse) : n_train_(n_train), mse_(mse) {}
 
-  // The epoch this step closed, if it closed one.
-  std::optional<EpochRecord> add(const StepRecord& record, int64_t batch_size) {
+  // Whether the step just queued, with its batch size, completes a pass.
+  bool closes(int64_t batch_size) {
+    samples_seen_ += batch_size;
+    if (samples_seen_ / n_train_ <= epochs_queued_)
+      return false;
+    ++epochs_queued_;
+    return true;
+  }
+
+  // The epoch this read step closed, if it closed one.
+  std::optional<EpochRecord> add(const StepRecord& record, int64_t batch_size, bool closes) {
     loss_sum_ += record.train_loss * static_cast<double>(batch_size);
     samples_ += batch_size;
-    samples_seen_ += batch_size;
-    if (samples_seen_ / n_train_ <= epochs_)
+    if (!closes)
       return std::nullopt;
     EpochRecord epoch;
     epoch.epoch = epochs_++;
@@ -441,7 +493,7 @@ public:
 private:
   int64_t n_train_;
   bool mse_;
-  int64_t epochs_ = 0, samples_seen_ = 0, samples_ = 0;
+  int64_t epochs_ = 0, epochs_queued_ = 0, samples_seen_ = 0, samples_ = 0;
   double loss_sum_ = 0;
   Clock::time_point start_ = Clock::now();
 };
@@ -474,7 +526,8 @@ void join_training(KAN& model, const Dataset& data, const FitOptions& o, DataPar
                            {"fit", to_json(o)},
                            {"backend", group.backend_name()},
                            {"data",
-                            {{"train_rows", data.train_input.size(0)},
+                            {{"dtype", to_string(data.train_input.scalar_type())},
+                             {"train_rows", data.train_input.size(0)},
                              {"test_rows", data.test_input.size(0)},
                              {"train_input", fingerprint(data.train_input)},
                              {"train_label", fingerprint(data.train_label)},
@@ -543,36 +596,49 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
   FitHistory history;
   const bool mse = o.loss() == Loss::kMSE;
   EpochBook epochs(n_train, mse);
+  // Read after every step for on_step and stop_early, else at each epoch's last step.
+  std::vector<QueuedStep> queued;
+  const bool read_every_step = o.on_step() || o.stop_early();
+  bool stop = false;
   const auto start = Clock::now();
-  for (int64_t step = 0; step < o.steps(); ++step) {
+  for (int64_t step = 0; step < o.steps() && !stop; ++step) {
     if (o.on_step_begin())
       o.on_step_begin()(step, *optimizer);
-    StepRecord record;
-    record.step = step;
+    QueuedStep q;
+    q.record.step = step;
     const auto train_index = train_batches.next();
     const auto test_index = test_batches.next();
     const auto x = take(data.train_input, train_index);
-    const int64_t train_rows = rows(data.train_input, train_index);
+    q.rows = rows(data.train_input, train_index);
     if (grid_update_due(o, step)) {
       // Every rank updates from the whole batch, so every rank computes the same grid.
       model->update_grid_from_samples(group ? group->gather_rows(x) : x, o.grid_update_memory());
-      record.grid_updated = true;
+      q.record.grid_updated = true;
       ++history.grid_updates;
     }
-    optimize(model, context, x, take(data.train_label, train_index), train_rows, record);
+    optimize(model, context, x, take(data.train_label, train_index), q.rows, q.record, q.losses);
     evaluate_test_batch(model, o, group, take(data.test_input, test_index),
                         take(data.test_label, test_index), rows(data.test_input, test_index),
-                        record);
-    record.train_rmse = mse ? std::sqrt(record.train_loss) : kNaN;
-    record.test_rmse = mse ? std::sqrt(record.test_loss) : kNaN;
-    record.seconds = seconds_since(start);
-    history.steps.push_back(record);
-    if (auto epoch = epochs.add(record, train_rows))
-      history.epochs.push_back(*epoch);
-    if (o.on_step())
-      o.on_step()(record, o.steps());
-    if (o.stop_early() && o.stop_early()(record))
-      break;
+                        q.losses);
+    q.record.seconds = seconds_since(start);
+    q.closes_epoch = epochs.closes(q.rows);
+    queued.push_back(std::move(q));
+    if (o.after_step() && o.after_step()(step, o.steps()))
+      stop = true;
+    if (!read_every_step && !queued.back().closes_epoch && !stop && step + 1 < o.steps() &&
+        queued.size() < kMostQueuedSteps)
+      continue;
+    read_losses(queued, mse);
+    for (const auto& read : queued) {
+      history.steps.push_back(read.record);
+      if (auto epoch = epochs.add(read.record, read.rows, read.closes_epoch))
+        history.epochs.push_back(*epoch);
+      if (o.on_step())
+        o.on_step()(read.record, o.steps());
+      if (o.stop_early() && o.stop_early()(read.record))
+        stop = true;
+    }
+    queued.clear();
   }
   history.seconds = seconds_since(start);
   return history;

@@ -57,8 +57,11 @@ struct StepRecord {
   double train_rmse = 0;
   double test_rmse = 0;
   double test_accuracy = 0;
-  double reg = 0;            ///< regulariser (0 when lamb = 0)
-  double seconds = 0;        ///< wall time since fit() started, after this step
+  double reg = 0; ///< regulariser (0 when lamb = 0)
+  /// Wall time since fit() started, after this step. A step whose losses were not read at once
+  /// (see FitOptions::on_step) is timed when its work was queued: on a GPU, the device's time
+  /// shows at the epoch's last step.
+  double seconds = 0;
   bool grid_updated = false; ///< a grid update ran before this step
   /// Objective evaluations (forward and backward on the step's batch) the step took: 1 for Adam,
   /// LBFGS's iterations and line searches for LBFGS. It is what a step's time is made of: two
@@ -117,12 +120,20 @@ struct FitOptions {
   /// Called before every step (before its grid update) with the step's index and the optimiser,
   /// e.g. to start an operation trace or to audit the optimiser's state.
   TORCH_ARG(std::function<void(int64_t, torch::optim::Optimizer&)>, on_step_begin) = nullptr;
-  /// Called after every step with the record and the total number of steps (progress).
+  /// Called after every step with the record and the total number of steps (progress). A step's
+  /// losses are on the model's device: to hand them over, the host waits for the device after
+  /// every step while on_step or stop_early is set. Without them it reads the steps' losses in
+  /// one copy at each epoch's last step and at the last step, so a GPU never idles between steps.
   TORCH_ARG(std::function<void(const StepRecord&, int64_t)>, on_step) = nullptr;
   /// Asked after every step (after on_step): true ends training there, and fit() returns the
   /// history so far (a benchmark that has measured enough). With data-parallel training every
   /// rank must give the same answer.
   TORCH_ARG(std::function<bool(const StepRecord&)>, stop_early) = nullptr;
+  /// Called after every step with its index and the total number of steps, once its work is
+  /// queued and before its losses are read (timers, traces, stop rules that need no loss): true
+  /// ends training there. Unlike on_step and stop_early, it lets the host read the losses once per
+  /// epoch. Data-parallel, every rank must give the same answer.
+  TORCH_ARG(std::function<bool(int64_t, int64_t)>, after_step) = nullptr;
   /// Data-parallel training (kan/data_parallel.h): every rank holds the whole dataset and runs
   /// fit() with the same options; each trains on its shard of every global batch, and the step
   /// equals one process's step on the global batch. Empty: one process.
