@@ -32,7 +32,9 @@ torch::Tensor load_pykan_cache_data(const std::string& prefix);
 
 /// Writes `model` as saveckpt(prefix) does, so that pykan 0.2.8's KAN.loadckpt(prefix) loads it
 /// and gives the same outputs; `cache_data` (may be undefined) goes to prefix_cache_data. Each
-/// file is written atomically.
+/// file is written atomically. A symbolic edge whose function is not in pykan 0.2.8's
+/// SYMBOLIC_LIB (one added with add_symbolic_function) is refused, naming the edge, before any
+/// file is written: pykan's loadckpt could not read it.
 void save_pykan(const KAN& model, const std::string& prefix, const torch::Tensor& cache_data = {});
 
 } // namespace kan
