@@ -93,6 +93,27 @@ TEST_F(Cli, HelloKanEndsInItsFormula) {
   EXPECT_NE(html.str().find("exp(sin(3.1416*x1) + x2**2)"), std::string::npos);
 }
 
+// The hellokan sequence on the GPU: the formula comes out there too, from a model that never
+// left the device (the saved model and its formula are checked on the CPU).
+TEST_F(Cli, HelloKanOnCuda_CUDA) {
+  KAN_REQUIRE_CUDA();
+  const auto run = kanbench("fit --device cuda --function toy --width 2,5,1 --grid 3 --k 3 "
+                            "--steps 50 --lamb 0.001 --prune 0.01,0.03 --refine 10 --symbolic "
+                            "--lib x,x^2,x^3,x^4,exp,log,sqrt,tanh,sin,abs --seed 1 --out " +
+                            dir_.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("formula: "), std::string::npos) << run.output;
+  const auto fit = kan::diagnostics::read_fit_record((dir_ / "fit.json").string());
+  EXPECT_EQ(fit.config.device, "cuda");
+  EXPECT_TRUE(fit.device_audit.clean())
+      << fit.device_audit.audit.to_text() << fit.device_audit.trace.to_text();
+  ASSERT_TRUE(fit.symbolic.has_value());
+  ASSERT_TRUE(fit.symbolic->formula.has_value()) << fit.symbolic->formula_error;
+  EXPECT_LE(fit.symbolic->retrained.test_rmse, 1e-4);
+  const auto check = check_symbolic_model(dir_, "toy");
+  EXPECT_LT(check.formula_vs_model, 1e-10);
+}
+
 // f = x1 * x2 through one multiplication node (pykan's width [2, [0, 1], 1]).
 TEST_F(Cli, MultiplicationNodeEndsInTheProduct) {
   const auto run = kanbench("fit --function xy --width '2,[0,1],1' --steps 50 --symbolic "
