@@ -196,6 +196,28 @@ TEST(Fit, LossesAreReadOncePerEpochOnCuda_CUDA) {
   check_losses_are_read_per_epoch(torch::kCUDA);
 }
 
+// For small models ATen's per-operation cost is the step's time (README, "Peer comparison"): a
+// toy LBFGS step's operations stay within a budget above the 1.07k (1.31k regularised) measured
+// when the cuts landed, so a change that adds operations to every evaluation shows here.
+TEST(Fit, ToyStepsStayWithinTheirOperationBudget) {
+  auto data = toy_data(1000, 1000);
+  for (const double lamb : {0.0, 0.001}) {
+    auto model = toy_model();
+    auto options = FitOptions().steps(2).lamb(lamb).update_grid(false);
+    fit(model, data, options); // warm up
+    int64_t evaluations = 0;
+    const auto report = diagnostics::trace_operations(torch::kCPU, [&] {
+      for (const auto& step : fit(model, data, options).steps)
+        evaluations += step.evaluations;
+    });
+    const double per_evaluation = static_cast<double>(report.summary.operations) / evaluations;
+    // 46 (58 regularised) per evaluation on 2026-12-03: forward, loss, backward, LBFGS's
+    // arithmetic.
+    EXPECT_LT(per_evaluation, lamb > 0 ? 70.0 : 55.0) << report.summary.operations << " operations";
+    EXPECT_GT(evaluations, 2);
+  }
+}
+
 TEST(Fit, PerEpochDrawsSeeEverySampleOncePerEpoch) {
   // With the model frozen (lr ~ 0), an epoch's loss (step losses weighted by batch size) is the
   // whole training set's loss exactly when its batches cover every sample once; per-step draws
