@@ -576,6 +576,50 @@ TEST(FusedBackend, RegularisedLayerOnKnotsOutsideAndRepeatedKnots) {
   }
 }
 
+// Shapes that make the block kernels of the regulariser's sums (run on the CPU by the
+// CudaBlocksOnCpu test) cut their work every way: 300 outputs (two tiles of 256 outputs), order 15
+// with one output (the point blocks widen their groups to fit the tile; the slices' tiles hold one
+// sample each), 40 outputs of an order 5 spline in float32; 1000 samples, in 15 or more slices on
+// the GPU. A second run must give the same bits (no order of blocks matters).
+void check_regularised_block_shapes(torch::Device device) {
+  struct Shape {
+    int64_t in, out, k;
+    torch::Dtype dtype;
+  };
+  for (const auto& shape : {Shape{2, 300, 3, torch::kFloat64}, Shape{3, 1, 15, torch::kFloat64},
+                            Shape{3, 1, 15, torch::kFloat32}, Shape{5, 40, 5, torch::kFloat32}}) {
+    auto [reference, fused] = layer_pair(
+        KANLayerOptions(shape.in, shape.out).grid(6).k(shape.k).seed(shape.out).dtype(shape.dtype));
+    const auto x = probe_points(reference->grid, 1000, shape.k).to(device);
+    reference->to(device);
+    fused->to(device);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(19);
+    const auto gy =
+        torch::randn({x.size(0), shape.out}, gen, torch::kFloat64).to(device, shape.dtype);
+    const auto gm =
+        (torch::randn({2, shape.in, shape.out}, gen, torch::kFloat64) * 1e-2).to(device);
+    const auto r = run_with_sums(reference, x, gy, gm), f = run_with_sums(fused, x, gy, gm);
+    const double tol = shape.dtype == torch::kFloat64 ? 1e-10 : 1e-5;
+    const std::string what = std::to_string(shape.in) + " -> " + std::to_string(shape.out) +
+                             ", k " + std::to_string(shape.k) + ", " + to_string(shape.dtype);
+    EXPECT_LE(max_rel_diff(f.sums, r.sums), tol) << what;
+    EXPECT_LE(max_rel_diff(f.grad_x, r.grad_x), tol) << what;
+    EXPECT_LE(max_rel_diff(f.grad_coef, r.grad_coef), tol) << what;
+    EXPECT_LE(max_rel_diff(f.grad_scale_base, r.grad_scale_base), tol) << what;
+    EXPECT_LE(max_rel_diff(f.grad_scale_sp, r.grad_scale_sp), tol) << what;
+    const auto again = run_with_sums(fused, x, gy, gm);
+    EXPECT_TRUE(torch::equal(again.sums, f.sums) && torch::equal(again.grad_x, f.grad_x) &&
+                torch::equal(again.grad_coef, f.grad_coef) &&
+                torch::equal(again.grad_scale_base, f.grad_scale_base) &&
+                torch::equal(again.grad_scale_sp, f.grad_scale_sp))
+        << what;
+  }
+}
+
+TEST(FusedBackend, RegularisedLayerOfEveryBlockShape) {
+  check_regularised_block_shapes(torch::kCPU);
+}
+
 TEST(FusedBackend, RegularisedLayerGivesNaNForNonFiniteInputsLikeTheReference) {
   // NaN and +-inf at a point in the lanes and at one the per-point kernels finish (the last).
   for (const auto dtype : {torch::kFloat64, torch::kFloat32})
@@ -680,6 +724,11 @@ TEST(FusedBackend, RegularisedLossInSlicesMatchesReference_CUDA) {
   KAN_REQUIRE_CUDA();
   check_regularised(torch::kCUDA, torch::kFloat64, 1e-10, KANOptions({2, 5, 2}), {30000});
   check_regularised(torch::kCUDA, torch::kFloat32, 1e-5, KANOptions({2, 5, 2}), {30000});
+}
+
+TEST(FusedBackend, RegularisedLayerOfEveryBlockShape_CUDA) {
+  KAN_REQUIRE_CUDA();
+  check_regularised_block_shapes(torch::kCUDA);
 }
 
 TEST(FusedBackend, RepeatedKnots_CUDA) {

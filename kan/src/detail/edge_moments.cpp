@@ -20,11 +20,12 @@ int64_t input_grain(const at::Tensor& x, const at::Tensor& weight) {
   return parallel_grain(x.size(0) * weight.size(2) * 8);
 }
 
-// The sums apart from the layer run on the CPU only as the GPU's per-thread code (cuda-threads);
+// The sums apart from the layer run on the CPU only as the GPU's code (cuda-threads, cuda-blocks);
 // the other CPU kernel sets fuse them into the layer (fused_layer_with_moments).
 void check_kernel(bool present) {
   TORCH_CHECK(present, "fused_edge_moments: the CPU kernel set fuses the sums into the layer; use "
-                       "fused_layer_with_moments (or KAN_FUSED_CPU_ISA=cuda-threads)");
+                       "fused_layer_with_moments (or KAN_FUSED_CPU_ISA=cuda-threads or "
+                       "cuda-blocks)");
 }
 
 at::Tensor forward_cpu(const at::Tensor& x, const at::Tensor& base, const at::Tensor& grid,
@@ -36,6 +37,8 @@ at::Tensor forward_cpu(const at::Tensor& x, const at::Tensor& base, const at::Te
   double* s2 = s1 + slices * I * O;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_edge_moments_cpu", [&] {
     const auto a = moment_args<scalar_t>(x, base, grid, inv, weight, wb, ws, k);
+    if (cpu_runs_cuda_blocks())
+      return cuda_blocks::moments(a, slices, s1, s2);
     const auto kernel = cpu_spline_kernels<scalar_t>().moments_inputs;
     check_kernel(kernel != nullptr);
     at::parallel_for(0, I, input_grain(x, weight),
@@ -58,6 +61,8 @@ std::vector<at::Tensor> backward_cpu(const at::Tensor& grad, const at::Tensor& x
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_edge_moments_backward_cpu", [&] {
     const auto a = moment_args<scalar_t>(x, base, grid, inv, weight, wb, ws, k);
     const auto grads = moment_grads<scalar_t>(g, gx, gbase, gweight, gwb, gws, slices);
+    if (cpu_runs_cuda_blocks())
+      return cuda_blocks::moments_backward(a, grads);
     const auto kernel = cpu_spline_kernels<scalar_t>().moments_backward_inputs;
     check_kernel(kernel != nullptr);
     at::parallel_for(0, I, input_grain(x, weight),

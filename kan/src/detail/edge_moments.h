@@ -18,7 +18,7 @@ namespace kan::detail {
 /// x), grid (I, G + 2k + 1), coef (I, O, G + k), wb and ws (I, O) (mask * scale_base, mask *
 /// scale_sp), all of x's dtype and device. Differentiable once in x (through the splines), base,
 /// coef, wb and ws: the backward recomputes each point's basis. On CUDA, and on the CPU under the
-/// cuda-threads kernel set; the other CPU sets fuse the sums into the layer
+/// cuda-threads and cuda-blocks kernel sets; the other CPU sets fuse the sums into the layer
 /// (fused_layer_with_moments).
 at::Tensor fused_edge_moments(const at::Tensor& x, const at::Tensor& base, const at::Tensor& grid,
                               const at::Tensor& coef, const at::Tensor& wb, const at::Tensor& ws,
@@ -46,6 +46,15 @@ std::pair<at::Tensor, at::Tensor>
 fused_layer_with_moments(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& coef,
                          const at::Tensor& scale_base, const at::Tensor& scale_sp,
                          const at::Tensor& mask, BaseKind base, int64_t k);
+
+/// The CUDA block kernels of the sums and their backward (edge_moments_blocks.h) run on the CPU,
+/// every thread of every block, for tests (KAN_FUSED_CPU_ISA=cuda-blocks): the sums s1, s2
+/// (slices, I, O each) and the gradients g, as the cuda-threads set's kernels write them but over
+/// all inputs at once.
+namespace cuda_blocks {
+template <typename T> void moments(const MomentArgs<T>& a, int64_t slices, double* s1, double* s2);
+template <typename T> void moments_backward(const MomentArgs<T>& a, const MomentGrads<T>& g);
+} // namespace cuda_blocks
 
 #ifdef KAN_HAS_CUDA_KERNELS
 /// CUDA kernels (fused_spline_cuda.cu), on the current stream; contiguous arguments, weight = coef

@@ -5,10 +5,11 @@
 // and their backward, recomputing each point's basis instead of storing it. Sums run in double
 // (S2 - S1^2 / N is a difference of near-equal sums when an edge's values vary little).
 //
-// As spline_threads.h, plain host/device functions: the CUDA kernels run them, and so does the CPU
-// under KAN_FUSED_CPU_ISA=cuda-threads. (The generic and AVX2 CPU sets fuse the sums into the
-// layer instead: layer_moments_cpu.inc.) All are static: each translation unit keeps its own copy
-// (spline_kernels.h).
+// As spline_threads.h, plain host/device functions: the CUDA per-thread kernels run them
+// (KAN_CUDA_KERNELS=threads), and so does the CPU under KAN_FUSED_CPU_ISA=cuda-threads; the
+// default block kernels are edge_moments_blocks.h's. (The generic and AVX2 CPU sets fuse the sums
+// into the layer instead: layer_moments_cpu.inc.) All are static: each translation unit keeps its
+// own copy (spline_kernels.h).
 
 #include "spline_threads.h"
 
@@ -21,6 +22,14 @@ struct EdgePoint {
   double phi, spline, slope;
 };
 
+/// phi_nio for edge (i, o)'s spline value at x_ni.
+template <typename T>
+static KAN_HOST_DEVICE T edge_phi(const MomentArgs<T>& a, int64_t n, int64_t i, int64_t o,
+                                  T spline) {
+  const auto& s = a.spline;
+  return a.wb[i * s.O + o] * a.base[n * s.I + i] + a.ws[i * s.O + o] * spline;
+}
+
 template <typename T>
 static KAN_HOST_DEVICE EdgePoint edge_point(const MomentArgs<T>& a, bool inside, T none, int64_t n,
                                             int64_t i, int64_t o, int64_t first, const T* value,
@@ -28,7 +37,7 @@ static KAN_HOST_DEVICE EdgePoint edge_point(const MomentArgs<T>& a, bool inside,
   const auto& s = a.spline;
   const T spline = inside ? edge_value(s, i, o, first, value) : none;
   const T slope = inside ? edge_value(s, i, o, first, deriv) : none;
-  const T phi = a.wb[i * s.O + o] * a.base[n * s.I + i] + a.ws[i * s.O + o] * spline;
+  const T phi = edge_phi(a, n, i, o, spline);
   return {static_cast<double>(phi), static_cast<double>(spline), static_cast<double>(slope)};
 }
 

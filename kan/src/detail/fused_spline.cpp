@@ -22,9 +22,8 @@ constexpr int64_t kMaxSliceBytes = 64 << 20;
 constexpr int64_t kMinSliceRows = 256;
 
 // The CPU kernels: KAN_FUSED_CPU_ISA names them (generic, avx2, or the CUDA kernels run on the
-// CPU: cuda-threads, the per-thread kernels, and cuda-blocks, the block kernels with the
-// per-thread ones for the regulariser's sums); unset, the AVX2 ones where they were built and the
-// CPU has AVX2 and FMA. The tests run each.
+// CPU: cuda-threads, the per-thread kernels, and cuda-blocks, the block kernels); unset, the AVX2
+// ones where they were built and the CPU has AVX2 and FMA. The tests run each.
 enum class CpuIsa { kGeneric, kAvx2, kCudaThreads, kCudaBlocks };
 
 bool cpu_has_avx2() {
@@ -71,11 +70,6 @@ template <typename T> SplineKernels<T> kernels_for(CpuIsa isa) {
 template <typename T> const SplineKernels<T>& cpu_kernels() {
   static const SplineKernels<T> kernels = kernels_for<T>(cpu_isa());
   return kernels;
-}
-
-bool cpu_runs_cuda_blocks() {
-  static const bool blocks = cpu_isa() == CpuIsa::kCudaBlocks;
-  return blocks;
 }
 
 // `edges`: the per-edge splines (N, I, O), else the layer's sum over inputs (N, O); weight is
@@ -195,6 +189,11 @@ public:
 };
 
 } // namespace
+
+bool cpu_runs_cuda_blocks() {
+  static const bool blocks = cpu_isa() == CpuIsa::kCudaBlocks;
+  return blocks;
+}
 
 template <typename T> const SplineKernels<T>& cpu_spline_kernels() {
   return cpu_kernels<T>();

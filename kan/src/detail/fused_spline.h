@@ -50,6 +50,10 @@ int64_t gpu_backward_slices(const at::Tensor& x, const at::Tensor& weight);
 /// CUDA kernels' per-thread code), or by default the AVX2 ones where the CPU has them.
 template <typename T> const SplineKernels<T>& cpu_spline_kernels();
 
+/// Whether the CPU runs the CUDA block kernels (KAN_FUSED_CPU_ISA=cuda-blocks); cpu_spline_kernels
+/// is then the cuda-threads set.
+bool cpu_runs_cuda_blocks();
+
 /// The raw-array view of one fused spline problem that every kernel reads (spline_kernels.h).
 template <typename T>
 SplineArgs<T> spline_args(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& inv,

@@ -1,10 +1,13 @@
 // CUDA kernels of the fused spline backend, on LibTorch's current stream. The spline's forward and
-// backward run the block kernels of spline_blocks.h (a tile's bases computed once, in shared
-// memory, for all outputs); KAN_CUDA_KERNELS=threads runs the per-thread ones of spline_threads.h
-// instead (one thread per output element, each computing its own bases), kept to compare the two
-// and to fall back on. The regulariser's statistics run edge_moments_threads.h's per-thread code.
-// The CPU tests run all of them (KAN_FUSED_CPU_ISA=cuda-blocks, cuda-threads).
+// backward, and the regulariser's per-edge sums and their backward, run the block kernels of
+// spline_blocks.h and edge_moments_blocks.h (a tile's bases computed once, in shared memory, for
+// all outputs; per-slice copies of the sums over samples, no atomics; the per-edge arrays read
+// with consecutive outputs in consecutive threads); KAN_CUDA_KERNELS=threads runs the per-thread
+// ones of spline_threads.h and edge_moments_threads.h instead (one thread per output element or
+// edge, each computing its own bases), kept to compare the two and to fall back on. The CPU tests
+// run all of them (KAN_FUSED_CPU_ISA=cuda-blocks, cuda-threads).
 #include "detail/edge_moments.h"
+#include "detail/edge_moments_blocks.h"
 #include "detail/edge_moments_threads.h"
 #include "detail/fused_spline.h"
 #include "detail/spline_blocks.h"
@@ -63,7 +66,7 @@ void check_launch() {
 void check_blocks(int64_t count, int64_t shared_bytes) {
   TORCH_CHECK(count <= INT_MAX, "the fused backend's CUDA kernels need ", count,
               " blocks, more than a grid holds: use fewer samples per batch");
-  TORCH_INTERNAL_ASSERT(shared_bytes <= 48 * 1024, "tile of ", shared_bytes, " bytes");
+  TORCH_INTERNAL_ASSERT(shared_bytes <= blocks::kSharedLimit, "tile of ", shared_bytes, " bytes");
 }
 
 int64_t blocks_for(int64_t work) {
@@ -208,7 +211,9 @@ void backward_blocks(const SplineArgs<T>& a, GradRows rows, const T* gy, T* gx, 
   check_launch();
 }
 
-// The regulariser's statistics. Thread (s, i, o), o fastest: edge (i, o)'s sums over slice s.
+// ---- The regulariser's statistics, per thread (KAN_CUDA_KERNELS=threads) ----
+
+// Thread (s, i, o), o fastest: edge (i, o)'s sums over slice s.
 template <typename T>
 __global__ void moments_kernel(MomentArgs<T> a, int64_t slices, double* __restrict__ s1,
                                double* __restrict__ s2) {
@@ -235,6 +240,81 @@ __global__ void moments_backward_point_kernel(MomentArgs<T> a, MomentGrads<T> g)
     moments_backward_point(a, g, idx / a.spline.I, idx % a.spline.I);
 }
 
+// ---- And in blocks: the phases of edge_moments_blocks.h ----
+
+template <typename T>
+__global__ void __launch_bounds__(blocks::kThreads)
+    moments_blocks_kernel(MomentArgs<T> a, blocks::WeightShape s, double* __restrict__ s1,
+                          double* __restrict__ s2) {
+  extern __shared__ __align__(16) unsigned char memory[];
+  const auto tile = blocks::tile_at<T>(memory, s.rows * s.chunk, a.spline.k);
+  const int64_t b = blockIdx.x, t = threadIdx.x;
+  blocks::EdgeSums sums{0, 0};
+  for (int64_t c0 = 0; c0 < s.rows_per_slice; c0 += s.chunk) {
+    blocks::weight_load(a.spline, s, tile, b, c0, t);
+    __syncthreads();
+    blocks::moments_add(a, s, tile, b, c0, t, &sums);
+    __syncthreads(); // the next chunk overwrites the tile
+  }
+  blocks::moments_store(s, a.spline.I, a.spline.O, b, t, sums, s1, s2);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(blocks::kThreads)
+    moments_edge_blocks_kernel(MomentArgs<T> a, MomentGrads<T> g, blocks::WeightShape s) {
+  extern __shared__ __align__(16) unsigned char memory[];
+  const auto tile = blocks::tile_at<T>(memory, s.rows * s.chunk, a.spline.k);
+  const int64_t b = blockIdx.x, t = threadIdx.x;
+  blocks::ScaleGrads acc{0, 0};
+  for (int64_t c0 = 0; c0 < s.rows_per_slice; c0 += s.chunk) {
+    blocks::weight_load(a.spline, s, tile, b, c0, t);
+    __syncthreads();
+    blocks::moments_edge_add(a, g, s, tile, b, c0, t, &acc);
+    __syncthreads(); // the next chunk overwrites the tile
+  }
+  blocks::moments_edge_store(a, g, s, b, t, acc);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(blocks::kThreads)
+    moments_point_blocks_kernel(MomentArgs<T> a, MomentGrads<T> g, blocks::PairShape s) {
+  extern __shared__ __align__(16) unsigned char memory[];
+  const auto tile = blocks::point_tile_at<T>(memory, s.pairs, a.spline.k);
+  const int64_t b = blockIdx.x, t = threadIdx.x;
+  blocks::point_load(a, s, tile, b, t);
+  __syncthreads();
+  const auto part = blocks::point_part(a, g, s, tile, b, t);
+  const int lanes = static_cast<int>(s.lanes);
+  blocks::point_store(a, g, s, b, t, {group_sum(part.gx, lanes), group_sum(part.gbase, lanes)});
+}
+
+template <typename T>
+void moments_blocks(const MomentArgs<T>& a, int64_t slices, double* s1, double* s2,
+                    cudaStream_t stream) {
+  const auto& sa = a.spline;
+  const auto s = blocks::weight_shape(sa.N, sa.I, sa.O, sa.k, sizeof(T), slices);
+  check_blocks(s.blocks, s.shared_bytes);
+  moments_blocks_kernel<T><<<s.blocks, blocks::kThreads, s.shared_bytes, stream>>>(a, s, s1, s2);
+  check_launch();
+}
+
+// Every point's gx and gbase are written, outputs or not (N * I > 0); the edges' gradients where
+// there are outputs.
+template <typename T>
+void moments_backward_blocks(const MomentArgs<T>& a, const MomentGrads<T>& g, cudaStream_t stream) {
+  const auto& sa = a.spline;
+  const auto s = blocks::weight_shape(sa.N, sa.I, sa.O, sa.k, sizeof(T), g.slices);
+  if (s.blocks > 0) {
+    check_blocks(s.blocks, s.shared_bytes);
+    moments_edge_blocks_kernel<T><<<s.blocks, blocks::kThreads, s.shared_bytes, stream>>>(a, g, s);
+    check_launch();
+  }
+  const auto p = blocks::point_shape(sa.N, sa.I, sa.O, sa.k, sizeof(T));
+  check_blocks(p.blocks, p.shared_bytes);
+  moments_point_blocks_kernel<T><<<p.blocks, blocks::kThreads, p.shared_bytes, stream>>>(a, g, p);
+  check_launch();
+}
+
 // Thread (i, p - 1, j), j fastest: one entry of knot_reciprocals' table.
 template <typename T>
 __global__ void knot_reciprocals_kernel(const T* __restrict__ knots, int64_t I, int64_t k,
@@ -258,10 +338,13 @@ at::Tensor edge_moments_forward_cuda(const at::Tensor& x, const at::Tensor& base
   if (N > 0 && I * O > 0) {
     const auto stream = at::cuda::getCurrentCUDAStream();
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "edge_moments_forward_cuda", [&] {
+      const auto a = moment_args<scalar_t>(x, base, grid, inv, weight, wb, ws, k);
       double* s1 = sums.mutable_data_ptr<double>();
-      moments_kernel<scalar_t><<<blocks_for(slices * I * O), kThreads, 0, stream>>>(
-          moment_args<scalar_t>(x, base, grid, inv, weight, wb, ws, k), slices, s1,
-          s1 + slices * I * O);
+      double* s2 = s1 + slices * I * O;
+      if (block_kernels())
+        return moments_blocks(a, slices, s1, s2, stream);
+      moments_kernel<scalar_t>
+          <<<blocks_for(slices * I * O), kThreads, 0, stream>>>(a, slices, s1, s2);
       check_launch();
     });
   }
@@ -287,6 +370,8 @@ std::vector<at::Tensor> edge_moments_backward_cuda(const at::Tensor& grad, const
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "edge_moments_backward_cuda", [&] {
       const auto a = moment_args<scalar_t>(x, base, grid, inv, weight, wb, ws, k);
       const auto grads = moment_grads<scalar_t>(g, gx, gbase, gweight, gwb, gws, slices);
+      if (block_kernels())
+        return moments_backward_blocks(a, grads, stream);
       if (O > 0) {
         moments_backward_edge_kernel<scalar_t>
             <<<blocks_for(slices * I * O), kThreads, 0, stream>>>(a, grads);

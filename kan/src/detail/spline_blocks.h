@@ -7,6 +7,9 @@
 // runs every thread of every block on the CPU (KAN_FUSED_CPU_ISA=cuda-blocks), so that a machine
 // without a GPU checks their indexing and arithmetic.
 //
+// edge_moments_blocks.h runs the regulariser's sums and their backward in these same blocks
+// (weight_shape's, pairs_of_lanes'), on these same tiles.
+//
 // No atomics anywhere: the weight gradient's threads own their columns of one sample slice's copy
 // of grad_weight (as before), summed over the slices at the end, so results do not depend on the
 // order in which blocks run. Each kernel's shape (threads along the outputs, pairs per tile) is
@@ -18,10 +21,11 @@
 
 namespace kan::detail::blocks {
 
-constexpr int kThreads = 256;         ///< threads per block, every kernel
-constexpr int kWarp = 32;             ///< the per-pair kernels' lanes never span two warps
-constexpr int64_t kTileBytes = 32768; ///< shared memory a tile aims at (each fits 48 KiB)
-constexpr int kOutside = -(1 << 30);  ///< a pair's `first` where there is nothing to sum
+constexpr int kThreads = 256;               ///< threads per block, every kernel
+constexpr int kWarp = 32;                   ///< the per-pair kernels' lanes never span two warps
+constexpr int64_t kTileBytes = 32768;       ///< shared memory a tile aims at (each fits 48 KiB)
+constexpr int64_t kSharedLimit = 48 * 1024; ///< the most a block gets without opting in
+constexpr int kOutside = -(1 << 30);        ///< a pair's `first` where there is nothing to sum
 
 /// The bases of a tile's pairs: value[p * (k + 1) + r] is B_{first[p] + r} at pair p's x (or its
 /// derivative, in the grad_x kernel); first[p] = kOutside where the point has none, and none[p]
@@ -42,7 +46,7 @@ inline int64_t backward_slices(int64_t N, int64_t I, int64_t O, int64_t weight_b
   return slices < copies ? slices : copies;
 }
 
-inline int64_t pair_bytes(int k, int64_t element_size) {
+constexpr int64_t pair_bytes(int k, int64_t element_size) {
   return (k + 2) * element_size + static_cast<int64_t>(sizeof(int));
 }
 
@@ -60,18 +64,22 @@ inline int64_t lanes_for(int64_t n, int64_t limit) {
   return lanes;
 }
 
-/// Tile pair p := the basis of x[n, i], or its derivatives with kDeriv.
+/// Tile pair p := the basis of x[n, i], or its derivatives with kDeriv; and, unless null, the
+/// derivatives into slopes[p * (k + 1) + r] too (for kernels that need both, sharing first/none).
 template <typename T, bool kDeriv>
 static KAN_HOST_DEVICE void load_pair(const SplineArgs<T>& a, const BasisTile<T>& tile, int64_t p,
-                                      int64_t n, int64_t i) {
+                                      int64_t n, int64_t i, T* slopes = nullptr) {
   T value[kFusedMaxOrder + 1], deriv[kFusedMaxOrder + 1], none;
   int64_t first = 0;
   const bool inside = point_basis(a, n, i, &first, value, deriv, &none);
   tile.none[p] = none;
   tile.first[p] = inside ? static_cast<int>(first) : kOutside;
   if (inside)
-    for (int r = 0; r <= a.k; ++r)
+    for (int r = 0; r <= a.k; ++r) {
       tile.value[p * (a.k + 1) + r] = kDeriv ? deriv[r] : value[r];
+      if (slopes != nullptr)
+        slopes[p * (a.k + 1) + r] = deriv[r];
+    }
 }
 
 /// Edge (i, o)'s spline at tile pair p: edges_forward_thread's value, from the tile.
@@ -162,22 +170,29 @@ struct PairShape {
   int64_t lanes, pairs, blocks, shared_bytes;
 };
 
-inline PairShape pair_shape(int64_t N, int64_t I, int64_t O, int k, int64_t element_size) {
+/// Groups of `lanes` threads, a pair's tile entry of `bytes_per_pair` each.
+inline PairShape pairs_of_lanes(int64_t N, int64_t I, int64_t lanes, int64_t bytes_per_pair) {
   PairShape s{};
-  s.lanes = lanes_for(O, kWarp);
+  s.lanes = lanes;
   s.pairs = kThreads / s.lanes;
   s.blocks = (N * I + s.pairs - 1) / s.pairs;
-  s.shared_bytes = s.pairs * pair_bytes(k, element_size);
+  s.shared_bytes = s.pairs * bytes_per_pair;
   return s;
 }
 
-/// Phase 1: thread t < pairs loads the block's pair t (derivatives with kDeriv).
+inline PairShape pair_shape(int64_t N, int64_t I, int64_t O, int k, int64_t element_size) {
+  return pairs_of_lanes(N, I, lanes_for(O, kWarp), pair_bytes(k, element_size));
+}
+
+/// Phase 1: thread t < pairs loads the block's pair t (derivatives with kDeriv; into `slopes` too
+/// unless null, see load_pair).
 template <typename T, bool kDeriv>
 static KAN_HOST_DEVICE void pairs_load(const SplineArgs<T>& a, const PairShape& s,
-                                       const BasisTile<T>& tile, int64_t block, int64_t t) {
+                                       const BasisTile<T>& tile, int64_t block, int64_t t,
+                                       T* slopes = nullptr) {
   const int64_t pair = block * s.pairs + t;
   if (t < s.pairs && pair < a.N * a.I)
-    load_pair<T, kDeriv>(a, tile, t, pair / a.I, pair % a.I);
+    load_pair<T, kDeriv>(a, tile, t, pair / a.I, pair % a.I, slopes);
 }
 
 /// Phase 2 of the edges' forward: y[pair, o] for the group's outputs.
@@ -262,21 +277,38 @@ static KAN_HOST_DEVICE void weight_load(const SplineArgs<T>& a, const WeightShap
   }
 }
 
+/// Thread t of a block: its input, its row of the tile (its slice's), slice and output; `active`
+/// unless past the last slice or output.
+struct SliceThread {
+  int64_t i, row, slice, o;
+  bool active;
+};
+
+static KAN_HOST_DEVICE SliceThread slice_thread(const WeightShape& s, int64_t O, int64_t block,
+                                                int64_t t) {
+  SliceThread st{};
+  st.i = block / (s.slice_groups * s.output_tiles);
+  st.row = t / s.lanes;
+  st.slice = block / s.output_tiles % s.slice_groups * s.rows + st.row;
+  st.o = block % s.output_tiles * s.lanes + t % s.lanes;
+  st.active = st.slice < s.slices && st.o < O;
+  return st;
+}
+
 /// Phase 2: thread t adds those samples to its column.
 template <typename T>
 static KAN_HOST_DEVICE void weight_add(const SplineArgs<T>& a, const WeightShape& s,
                                        const BasisTile<T>& tile, const T* gy, GradRows rows, T* gw,
                                        int64_t block, int64_t c0, int64_t t) {
-  const int64_t i = block / (s.slice_groups * s.output_tiles), row = t / s.lanes,
-                slice = block / s.output_tiles % s.slice_groups * s.rows + row,
-                o = block % s.output_tiles * s.lanes + t % s.lanes;
-  if (slice >= s.slices || o >= a.O)
+  const auto st = slice_thread(s, a.O, block, t);
+  if (!st.active)
     return;
+  const int64_t i = st.i, o = st.o;
   int64_t n_begin, n_end;
-  slice_bounds(a.N, s.slices, slice, &n_begin, &n_end);
-  T* c = gw + (slice * a.I + i) * a.M * a.O;
+  slice_bounds(a.N, s.slices, st.slice, &n_begin, &n_end);
+  T* c = gw + (st.slice * a.I + i) * a.M * a.O;
   for (int64_t j = 0; j < s.chunk && n_begin + c0 + j < n_end; ++j) {
-    const int64_t n = n_begin + c0 + j, p = row * s.chunk + j, first = tile.first[p];
+    const int64_t n = n_begin + c0 + j, p = st.row * s.chunk + j, first = tile.first[p];
     if (first == kOutside) {
       if (!is_finite_value(tile.none[p])) // NaN in every basis function reaches every weight row
         for (int64_t m = 0; m < a.M; ++m)

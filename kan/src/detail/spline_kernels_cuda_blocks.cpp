@@ -1,8 +1,11 @@
-// The CUDA block kernels (spline_blocks.h) run on the CPU (KAN_FUSED_CPU_ISA=cuda-blocks): each
-// block's threads one after another, phase by phase, where fused_spline_cuda.cu puts a
+// The CUDA block kernels (spline_blocks.h, edge_moments_blocks.h) run on the CPU
+// (KAN_FUSED_CPU_ISA=cuda-blocks): each block's threads one after another, phase by phase, where
+// fused_spline_cuda.cu puts a
 // __syncthreads() between the phases, and the lanes' tree sums as its warp shuffles do them. It
 // lets the numerics tests check the GPU kernels' indexing and arithmetic on a machine without a
 // GPU; it is slow and meant for nothing else.
+#include "detail/edge_moments.h"
+#include "edge_moments_blocks.h"
 #include "spline_blocks.h"
 #include "spline_kernels.h"
 
@@ -95,6 +98,56 @@ void grad_weight(const SplineArgs<T>& a, GradRows rows, const T* gy, T* gw, int6
 
 } // namespace
 
+template <typename T> void moments(const MomentArgs<T>& a, int64_t slices, double* s1, double* s2) {
+  const auto& sa = a.spline;
+  const auto s = blocks::weight_shape(sa.N, sa.I, sa.O, sa.k, sizeof(T), slices);
+  for_each_block(s.blocks, s.shared_bytes, [&](int64_t b, void* shared) {
+    const auto tile = blocks::tile_at<T>(shared, s.rows * s.chunk, sa.k);
+    blocks::EdgeSums sums[kThreads] = {};
+    for (int64_t c0 = 0; c0 < s.rows_per_slice; c0 += s.chunk) {
+      for (int64_t t = 0; t < kThreads; ++t)
+        blocks::weight_load(sa, s, tile, b, c0, t);
+      for (int64_t t = 0; t < kThreads; ++t)
+        blocks::moments_add(a, s, tile, b, c0, t, &sums[t]);
+    }
+    for (int64_t t = 0; t < kThreads; ++t)
+      blocks::moments_store(s, sa.I, sa.O, b, t, sums[t], s1, s2);
+  });
+}
+
+template <typename T> void moments_backward(const MomentArgs<T>& a, const MomentGrads<T>& g) {
+  const auto& sa = a.spline;
+  const auto s = blocks::weight_shape(sa.N, sa.I, sa.O, sa.k, sizeof(T), g.slices);
+  for_each_block(s.blocks, s.shared_bytes, [&](int64_t b, void* shared) {
+    const auto tile = blocks::tile_at<T>(shared, s.rows * s.chunk, sa.k);
+    blocks::ScaleGrads acc[kThreads] = {};
+    for (int64_t c0 = 0; c0 < s.rows_per_slice; c0 += s.chunk) {
+      for (int64_t t = 0; t < kThreads; ++t)
+        blocks::weight_load(sa, s, tile, b, c0, t);
+      for (int64_t t = 0; t < kThreads; ++t)
+        blocks::moments_edge_add(a, g, s, tile, b, c0, t, &acc[t]);
+    }
+    for (int64_t t = 0; t < kThreads; ++t)
+      blocks::moments_edge_store(a, g, s, b, t, acc[t]);
+  });
+  const auto p = blocks::point_shape(sa.N, sa.I, sa.O, sa.k, sizeof(T));
+  for_each_block(p.blocks, p.shared_bytes, [&](int64_t b, void* shared) {
+    const auto tile = blocks::point_tile_at<T>(shared, p.pairs, sa.k);
+    double gx[kThreads], gbase[kThreads];
+    for (int64_t t = 0; t < kThreads; ++t)
+      blocks::point_load(a, p, tile, b, t);
+    for (int64_t t = 0; t < kThreads; ++t) {
+      const auto part = blocks::point_part(a, g, p, tile, b, t);
+      gx[t] = part.gx;
+      gbase[t] = part.gbase;
+    }
+    group_sums(gx, p.lanes);
+    group_sums(gbase, p.lanes);
+    for (int64_t t = 0; t < kThreads; ++t)
+      blocks::point_store(a, g, p, b, t, {gx[t], gbase[t]});
+  });
+}
+
 template <typename T> void forward(bool edges, const SplineArgs<T>& a, T* y) {
   if (edges)
     edges_forward(a, y);
@@ -116,6 +169,10 @@ int64_t backward_slices(int64_t N, int64_t I, int64_t O, int64_t weight_bytes) {
   return blocks::backward_slices(N, I, O, weight_bytes);
 }
 
+template void moments<float>(const MomentArgs<float>&, int64_t, double*, double*);
+template void moments<double>(const MomentArgs<double>&, int64_t, double*, double*);
+template void moments_backward<float>(const MomentArgs<float>&, const MomentGrads<float>&);
+template void moments_backward<double>(const MomentArgs<double>&, const MomentGrads<double>&);
 template void forward<float>(bool, const SplineArgs<float>&, float*);
 template void forward<double>(bool, const SplineArgs<double>&, double*);
 template void backward<float>(bool, const SplineArgs<float>&, const float*, float*, float*,
