@@ -62,19 +62,21 @@ AuditedFit audited_fit(KAN& model, const Dataset& data, FitOptions options, int6
 
   const auto user_begin = options.on_step_begin();
   const auto user_after = options.after_step();
+  // A traced step ends where the next begins: by then fit() has read its losses, whenever it
+  // reads them (every step, or once per epoch).
   options.on_step_begin([&](int64_t step, torch::optim::Optimizer& opt) {
     optimizer = &opt;
+    if (trace.running()) {
+      trace.count_step();
+      if (step == trace_steps)
+        trace.stop();
+    }
     if (step == 0 && trace_steps > 0)
       trace.start();
     if (user_begin)
       user_begin(step, opt);
   });
   options.after_step([&](int64_t step, int64_t total) {
-    if (trace.running()) {
-      trace.count_step();
-      if (step + 1 == trace_steps || step + 1 == total)
-        trace.stop();
-    }
     if (step + 1 == total)
       result.audit = static_audit(); // while the optimiser still exists
     return user_after && user_after(step, total);
@@ -99,6 +101,10 @@ AuditedFit audited_fit(KAN& model, const Dataset& data, FitOptions options, int6
     if (operations.empty())
       throw;
     TORCH_CHECK(false, error.what_without_backtrace(), "\nThe operation trace saw:", operations);
+  }
+  if (trace.running()) { // a run of fewer steps than trace_steps, or one stopped early
+    trace.count_step();
+    trace.stop();
   }
   if (options.steps() == 0)
     result.audit = static_audit();

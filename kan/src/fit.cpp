@@ -69,9 +69,9 @@ public:
       return {};
     PhaseScope host(Phase::kHostWork);
     if (draw_ == BatchDraw::kPerStep)
-      return torch::randperm(n_, generator_, torch::kLong).narrow(0, 0, count_).to(device_);
+      return to_device(torch::randperm(n_, generator_, torch::kLong).narrow(0, 0, count_));
     if (!permutation_.defined() || position_ == n_) {
-      permutation_ = torch::randperm(n_, generator_, torch::kLong).to(device_);
+      permutation_ = to_device(torch::randperm(n_, generator_, torch::kLong));
       position_ = 0;
     }
     const int64_t count = std::min(count_, n_ - position_); // a pass's last batch: the rest
@@ -80,6 +80,14 @@ public:
   }
 
 private:
+  // To a GPU through pinned memory, without waiting: a copy from pageable memory would make the
+  // host wait for the device's queue at every step.
+  torch::Tensor to_device(const torch::Tensor& host) const {
+    if (!device_.is_cuda())
+      return host.to(device_);
+    return host.pin_memory().to(device_, /*non_blocking=*/true);
+  }
+
   int64_t n_, count_;
   BatchDraw draw_;
   at::Generator& generator_;
@@ -439,13 +447,15 @@ void read_losses(std::vector<QueuedStep>& steps, bool mse) {
         values.push_back(*t);
   const auto host = torch::stack(values).to(torch::kCPU, torch::kFloat64);
   const double* next = host.data_ptr<double>();
-  auto take = [&](const torch::Tensor& t, double absent) { return t.defined() ? *next++ : absent; };
+  auto next_or = [&](const torch::Tensor& t, double absent) {
+    return t.defined() ? *next++ : absent;
+  };
   for (auto& q : steps) {
     auto& r = q.record;
-    r.train_loss = take(q.losses.train_loss, kNaN);
-    r.reg = take(q.losses.reg, 0.0);
-    r.test_loss = take(q.losses.test_loss, kNaN);
-    r.test_accuracy = take(q.losses.test_accuracy, kNaN);
+    r.train_loss = next_or(q.losses.train_loss, kNaN);
+    r.reg = next_or(q.losses.reg, 0.0);
+    r.test_loss = next_or(q.losses.test_loss, kNaN);
+    r.test_accuracy = next_or(q.losses.test_accuracy, kNaN);
     r.train_rmse = mse ? std::sqrt(r.train_loss) : kNaN;
     r.test_rmse = mse ? std::sqrt(r.test_loss) : kNaN;
   }
@@ -596,7 +606,8 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
   FitHistory history;
   const bool mse = o.loss() == Loss::kMSE;
   EpochBook epochs(n_train, mse);
-  // Read after every step for on_step and stop_early, else at each epoch's last step.
+  // Read after every step for on_step and stop_early, else at each epoch's last step, at the
+  // last step, after a stop by after_step, and every kMostQueuedSteps.
   std::vector<QueuedStep> queued;
   const bool read_every_step = o.on_step() || o.stop_early();
   bool stop = false;
@@ -629,6 +640,7 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
         queued.size() < kMostQueuedSteps)
       continue;
     read_losses(queued, mse);
+    queued.back().record.seconds = seconds_since(start); // after the read, which waited
     for (const auto& read : queued) {
       history.steps.push_back(read.record);
       if (auto epoch = epochs.add(read.record, read.rows, read.closes_epoch))

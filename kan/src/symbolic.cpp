@@ -349,7 +349,7 @@ Zoom first_search(const Tensor& x, const std::vector<int64_t>& column, const Ten
     const int64_t count = std::min(chunk, U - first);
     const auto xs = x.index_select(1, used_index.narrow(0, first, count)); // (N, count)
     const auto post =
-        function.f(torch::addcmul(b_flat, xs.unsqueeze(2), a_flat)); // (N, count, G^2)
+        function.f((xs.unsqueeze(2) * a_flat).add_(b_flat)); // (N, count, G^2), pykan's bits
     // Sums over the samples in pykan's order (sample by sample), which decides its ties.
     const auto centered = post - post.mean(0, true);
     const auto post_ss = centered.square().sum(0).unsqueeze(2); // (count, G^2, 1)

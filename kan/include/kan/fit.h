@@ -60,7 +60,7 @@ struct StepRecord {
   double reg = 0; ///< regulariser (0 when lamb = 0)
   /// Wall time since fit() started, after this step. A step whose losses were not read at once
   /// (see FitOptions::on_step) is timed when its work was queued: on a GPU, the device's time
-  /// shows at the epoch's last step.
+  /// shows at the step where they are read (the epoch's last).
   double seconds = 0;
   bool grid_updated = false; ///< a grid update ran before this step
   /// Objective evaluations (forward and backward on the step's batch) the step took: 1 for Adam,
@@ -123,7 +123,8 @@ struct FitOptions {
   /// Called after every step with the record and the total number of steps (progress). A step's
   /// losses are on the model's device: to hand them over, the host waits for the device after
   /// every step while on_step or stop_early is set. Without them it reads the steps' losses in
-  /// one copy at each epoch's last step and at the last step, so a GPU never idles between steps.
+  /// one copy at each epoch's last step, at the last step and every 1024 steps of a long epoch,
+  /// so a minibatch fit on a GPU does not wait for the device between steps.
   TORCH_ARG(std::function<void(const StepRecord&, int64_t)>, on_step) = nullptr;
   /// Asked after every step (after on_step): true ends training there, and fit() returns the
   /// history so far (a benchmark that has measured enough). With data-parallel training every
