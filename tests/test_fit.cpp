@@ -165,8 +165,9 @@ void check_losses_are_read_per_epoch(torch::Device device) {
   EXPECT_EQ(with_after_step.reads, 4);
   EXPECT_EQ(after_steps, 10);
   EXPECT_EQ(per_step.reads, 10);
-  if (device.is_cuda()) // each read is the host's one wait for the device
+  if (device.is_cuda()) { // each read is the host's one wait for the device
     EXPECT_EQ(per_step.synchronizations - per_epoch.synchronizations, 6);
+  }
   for (const auto* r : {&with_after_step, &per_step}) {
     ASSERT_EQ(r->history.steps.size(), 10u);
     ASSERT_EQ(r->history.epochs.size(), 3u);
