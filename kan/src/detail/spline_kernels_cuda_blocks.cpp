@@ -12,6 +12,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 namespace kan::detail::cuda_blocks {
@@ -20,12 +21,16 @@ namespace {
 using blocks::kThreads;
 
 // Runs block(b, tile memory) for the blocks [0, count), a few at a time per CPU thread, each CPU
-// thread with its own stand-in for shared memory.
+// thread with its own stand-in for shared memory. Every block starts from all-ones bytes (NaN
+// values, knot indices of -1), as a GPU's shared memory holds whatever was there: a phase that
+// reads an entry no thread loaded fails here instead of reading a zero or the last block's value.
 template <typename Block> void for_each_block(int64_t count, int64_t shared_bytes, Block block) {
   at::parallel_for(0, count, 16, [&](int64_t begin, int64_t end) {
     std::vector<double> shared(static_cast<size_t>(shared_bytes / sizeof(double) + 1));
-    for (int64_t b = begin; b < end; ++b)
+    for (int64_t b = begin; b < end; ++b) {
+      std::memset(shared.data(), 0xFF, shared.size() * sizeof(double));
       block(b, static_cast<void*>(shared.data()));
+    }
   });
 }
 
