@@ -33,7 +33,7 @@ TEST_F(Cli, FitWritesResultsAndCheckpoint) {
   ASSERT_TRUE(in.good());
   const auto result = nlohmann::json::parse(in);
   for (const char* key : {"schema_version", "config", "history", "test_rmse", "train_rmse",
-                          "refined", "refined_test_rmse", "seconds", "checkpoint"}) {
+                          "refined", "final", "seconds", "checkpoint"}) {
     EXPECT_TRUE(result.contains(key)) << key;
   }
   EXPECT_EQ(result["config"]["model"]["width"], (std::vector<int64_t>{2, 5, 1}));
@@ -42,7 +42,9 @@ TEST_F(Cli, FitWritesResultsAndCheckpoint) {
   EXPECT_EQ(result["config"]["model"]["backend"], "fused");
   EXPECT_EQ(result["history"]["steps"].size(), 3u);
   EXPECT_GT(result["test_rmse"].get<double>(), 0.0);
-  EXPECT_LT(result["refined_test_rmse"].get<double>(), 1.0);
+  EXPECT_EQ(result["refined"][0]["grid"], 5);
+  EXPECT_LT(result["final"]["test_rmse"].get<double>(), 1.0);
+  EXPECT_EQ(result["final"]["test_rmse"], result["refined"][0]["test_rmse"]);
   EXPECT_TRUE(fs::exists(dir_ / "model.pt"));
   EXPECT_FALSE(fs::exists(dir_ / "fit.json.tmp"));
   // The first step ran under the device audit's operation trace.
@@ -174,7 +176,8 @@ TEST_F(Cli, FitPrunesAndTrainsAgain) {
   const auto after = fit.pruned->width_after;
   EXPECT_EQ(model->options().width()[1], after[1].nodes());
   EXPECT_EQ(model->options().grid(), 4);
-  EXPECT_EQ(fit.refined->history.steps.size(), 3u);
+  ASSERT_EQ(fit.refined.size(), 1u);
+  EXPECT_EQ(fit.refined[0].trained.history.steps.size(), 3u);
 
   // Without --steps-after-prune, as many steps as --steps.
   const auto again =

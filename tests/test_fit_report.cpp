@@ -249,6 +249,21 @@ TEST(FitReportTest, PrunedAndRefinedStagesInOrder) {
   EXPECT_NE(html.find("(pruned to [2, 1, 1])"), std::string::npos);
   for (const char* id : {"chart-loss-trained", "chart-loss-pruned", "chart-loss-refined"})
     EXPECT_NO_THROW(chart(embedded(html, "kanbench-charts"), id)) << id;
+  // fit.json 2.x: a grid schedule, one stage per grid.
+  auto schedule = j;
+  schedule["schema_version"] = "2.0.0";
+  auto coarse = j["refined"], fine = j["refined"];
+  coarse["grid"] = 5;
+  schedule["refined"] = json::array({coarse, fine});
+  const auto scheduled = fit_summary_from_json(schedule);
+  ASSERT_EQ(scheduled.stages.size(), 4u);
+  EXPECT_EQ(scheduled.stages[2].title, "after refinement to grid 5");
+  EXPECT_EQ(scheduled.stages[3].title, "after refinement to grid 10");
+  const auto scheduled_html = render_fit_report(scheduled);
+  for (const char* id : {"chart-loss-refined-0", "chart-loss-refined-1"})
+    EXPECT_NO_THROW(chart(embedded(scheduled_html, "kanbench-charts"), id)) << id;
+  schedule["refined"] = coarse; // an object is 1.x's form
+  EXPECT_THROW(fit_summary_from_json(schedule), kan::reports::ResultsError);
   // Multiplication nodes: pykan's [sum, mult] form.
   j["config"]["model"]["width"] = {2, 3, 1};
   j["config"]["model"]["mult"] = {0, 1, 0};
@@ -280,7 +295,7 @@ TEST(FitReportTest, MalformedInputNamesTheKey) {
        "fit.json: symbolic: missing, but config.symbolic is set"},
       {[](json& j) { j["command"] = "audit"; },
        "fit.json: command: expected \"fit\", got \"audit\""},
-      {[](json& j) { j["schema_version"] = "2.0.0"; }, "fit.json: schema_version: "},
+      {[](json& j) { j["schema_version"] = "3.0.0"; }, "fit.json: schema_version: "},
       {[](json& j) { j["config"]["model"]["width"][1] = -1; },
        "fit.json: config.model.width[1]: "}};
   for (const auto& [mutate, message] : cases) {

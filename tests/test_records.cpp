@@ -34,54 +34,36 @@ template <typename Read> std::string json_error(Read read) {
       EXPECT_NE(message.find(fragment), std::string::npos) << message;                             \
   } while (0)
 
-std::vector<double> values_of(const torch::Tensor& t) {
-  const auto c = t.contiguous();
-  return {c.data_ptr<double>(), c.data_ptr<double>() + c.numel()};
-}
-
-// A small real fit: three stages of three steps (trained, pruned, refined), audited, as
-// `kanbench fit` records it.
+// A small real fit: three stages of three steps (trained, pruned, refined), through the library's
+// pipeline with the first stage audited, as `kanbench fit` records it.
 FitRecord small_fit_record() {
   FitRecord record;
   record.config.model = KANOptions({2, 3, 1}).grid(3).dtype(torch::kFloat64).seed(0);
   record.config.fit = FitOptions().steps(3).opt(Optimizer::kAdam).lr(0.01).lamb(0.001);
   record.config.train_num = 64;
   record.config.test_num = 16;
-  record.config.refine = 5;
+  record.config.refine = {5};
+  record.config.prune = PruneStage{0.01, 0.03, 3};
   record.libtorch = "2.11.0";
   record.threads = 2;
   const auto data =
       create_dataset(reference_function("toy").f,
                      DatasetOptions(2).train_num(64).test_num(16).dtype(torch::kFloat64));
   KAN model(record.config.model);
-  record.device_audit = audited_fit(model, data, record.config.fit, 1);
-  record.trained.history = std::move(record.device_audit.history);
-  record.device_audit.history = {};
-  record.trained.train_rmse = 0.25;
-  record.trained.test_rmse = 0.5;
-  record.config.prune = FitPruneRun{0.01, 0.03, 3};
-  FitPruning pruning;
-  pruning.width_before = pykan_width(model->options());
-  const auto scores = model->attribute(data.train_input);
-  model = model->prune_node(scores, 0.01);
-  pruning.width_after = pykan_width(model->options());
-  for (const auto& s : scores.node_scores)
-    pruning.node_scores.push_back(values_of(s));
-  for (const auto& s : model->attribute(data.train_input).edge_scores) {
-    pruning.edge_scores.emplace_back();
-    for (int64_t i = 0; i < s.size(0); ++i)
-      pruning.edge_scores.back().push_back(values_of(s[i]));
-  }
-  pruning.retrained.history = fit(model, data, record.config.fit);
-  pruning.retrained.train_rmse = 0.2;
-  pruning.retrained.test_rmse = 0.4;
-  record.pruned = pruning;
-  FitStage refined;
-  model = model->refine(5, data.train_input);
-  refined.history = fit(model, data, record.config.fit);
-  refined.train_rmse = 0.125;
-  refined.test_rmse = 0.375;
-  record.refined = refined;
+  const auto options =
+      PipelineOptions()
+          .fit(record.config.fit)
+          .prune(record.config.prune)
+          .grids(record.config.refine)
+          .train([&](KAN& m, const Dataset& d, const FitOptions& o, const PipelineStage& stage) {
+            if (stage.kind != PipelineStage::Kind::kTrain)
+              return fit(m, d, o);
+            record.device_audit = audited_fit(m, d, o, 1);
+            auto history = std::move(record.device_audit.history);
+            record.device_audit.history = {};
+            return history;
+          });
+  static_cast<PipelineResult&>(record) = run_pipeline(model, data, options);
   return record;
 }
 
@@ -143,11 +125,16 @@ TEST(Records, FitRecordRoundTrips) {
   const auto record = small_fit_record();
   const auto j = to_json(record);
   EXPECT_EQ(j["schema_version"], kFitSchemaVersion);
-  EXPECT_EQ(j["refined"]["grid"], 5);
+  EXPECT_EQ(j["refined"][0]["grid"], 5);
+  EXPECT_EQ(j["config"]["refine"], json({5}));
+  EXPECT_EQ(j["final"]["stage"], "refined");
+  EXPECT_EQ(j["final"]["test_rmse"], j["refined"][0]["test_rmse"]);
+  EXPECT_TRUE(j["final"]["test_accuracy"].is_null()); // a regression
   const auto back = fit_record_from_json(j);
   EXPECT_EQ(to_json(back), j);
   EXPECT_EQ(back.trained.history.steps.size(), 3u);
-  EXPECT_EQ(back.refined->history.steps.size(), 3u);
+  ASSERT_EQ(back.refined.size(), 1u);
+  EXPECT_EQ(back.refined[0].trained.history.steps.size(), 3u);
   EXPECT_EQ(j["config"]["prune"], json({{"node_th", 0.01}, {"edge_th", 0.03}, {"steps", 3}}));
   EXPECT_EQ(j["pruned"]["width_before"], json({2, 3, 1}));
   EXPECT_EQ(back.pruned->retrained.history.steps.size(), 3u);
@@ -165,13 +152,16 @@ TEST(Records, FitRecordReaderRefusesContradictions) {
   j["seconds"] = j["seconds"].get<double>() + 1;
   EXPECT_REFUSED(fit_record_from_json(j, "fit.json"), "fit.json: seconds", "stages");
   j = good;
-  j.erase("refined");
-  EXPECT_REFUSED(fit_record_from_json(j), "refined", "config.refine is 5");
+  j["refined"] = json::array();
+  EXPECT_REFUSED(fit_record_from_json(j), "refined[].grid", "config.refine is [5]");
+  j = good;
+  j["final"]["test_rmse"] = 0.0;
+  EXPECT_REFUSED(fit_record_from_json(j), "final", "the last stage");
   j = good;
   j["command"] = "audit";
   EXPECT_REFUSED(fit_record_from_json(j), "command", "\"fit\"");
   j = good;
-  j["schema_version"] = "2.0.0";
+  j["schema_version"] = "1.7.0";
   EXPECT_REFUSED(fit_record_from_json(j), "schema_version", "not supported");
   j = good;
   j["config"]["model"]["k"] = "3";
@@ -187,11 +177,11 @@ TEST(Records, FitRecordReaderRefusesContradictions) {
   j = good;
   j["energy_joules"] = 12.5;
   EXPECT_REFUSED(fit_record_from_json(j), "energy_joules", "unknown key");
-  j["schema_version"] = "1.99.0";
+  j["schema_version"] = "2.99.0";
   EXPECT_NO_THROW(fit_record_from_json(j));
 }
 
-// The pruning's widths and scores must fit its model; older files, without pruning, still read.
+// The pruning's widths and scores must fit its model.
 TEST(Records, FitRecordReaderChecksThePruning) {
   const auto good = to_json(small_fit_record());
   auto j = good;
@@ -224,17 +214,9 @@ TEST(Records, FitRecordReaderChecksThePruning) {
   j = good;
   j["pruned"]["seconds"] = 1e6;
   EXPECT_REFUSED(fit_record_from_json(j), "pruned.seconds");
-
-  // A 1.3 file has no config.prune and no pruning.
-  auto record = small_fit_record();
-  record.config.prune.reset();
-  record.pruned.reset();
-  j = to_json(record);
-  j["schema_version"] = "1.3.0";
+  j = good;
   j["config"].erase("prune");
-  const auto old = fit_record_from_json(j);
-  EXPECT_FALSE(old.config.prune.has_value());
-  EXPECT_FALSE(old.pruned.has_value());
+  EXPECT_REFUSED(fit_record_from_json(j), "config.prune", "missing");
 }
 
 TEST(Records, PykanWidthWritesMultiplicationNodesAsPairs) {
@@ -312,8 +294,9 @@ TEST_F(RecordsCli, CommandLineDocumentsReadBack) {
   EXPECT_FALSE(fit.config.fit.update_grid());
   EXPECT_EQ(fit.config.fit.seed(), 7u);
   EXPECT_EQ(fit.trained.history.steps.size(), 4u);
-  ASSERT_TRUE(fit.refined.has_value());
-  EXPECT_EQ(fit.refined->history.steps.size(), 4u);
+  ASSERT_EQ(fit.refined.size(), 1u);
+  EXPECT_EQ(fit.refined[0].grid, 6);
+  EXPECT_EQ(fit.refined[0].trained.history.steps.size(), 4u);
   EXPECT_FALSE(fit.config.prune.has_value());
 
   const auto audit_run = kan::test::run_kanbench(

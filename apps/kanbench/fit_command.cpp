@@ -1,6 +1,7 @@
-// `kanbench fit`: train a KAN (a new one, or a pykan checkpoint's) on a named reference function,
-// optionally prune it and train again, refine its grid and train again; write DIR/fit.json
-// (configuration, history, final RMSE) and DIR/model.pt.
+// `kanbench fit`: the options of kan::run_pipeline (kan/pipeline.h) on the command line: train a
+// KAN (a new one, or a pykan checkpoint's) on a named reference function, optionally prune it,
+// extend its grid and fix its edges to symbolic functions, training again after each; write
+// DIR/fit.json (configuration, every stage's history and metrics) and DIR/model.pt.
 #include "commands.h"
 #include "values.h"
 
@@ -11,6 +12,7 @@
 #include "kan/io/atomic_file.h"
 #include "kan/kan.h"
 #include "kan/memory.h"
+#include "kan/pipeline.h"
 #include "kan/pykan.h"
 
 #include <nlohmann/json.hpp>
@@ -19,7 +21,7 @@
 
 #include <unistd.h>
 
-#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -39,14 +41,11 @@ struct FitArgs {
   std::string mult_arity; // "": the library's default, 2
   std::string dtype;      // "": float64 for a new model, the checkpoint's with --pykan
   std::string out = "results/fit";
-  std::optional<int64_t> steps_after_prune;    // unset: --steps
-  std::optional<int64_t> steps_after_symbolic; // unset: --steps
+  std::optional<int64_t> steps_after_prune; // unset: --steps
   bool symbolic = false;
-  std::optional<std::string> lib; // unset: the whole library
-  double r2_threshold = 0.0;      // pykan's auto_symbolic defaults
-  double weight_simple = 0.8;
-  std::string symbolic_search = "pykan";
-  bool distributed = false; // one rank of a torchrun launch
+  kan::SymbolicStage symbolic_stage; // pykan's auto_symbolic defaults
+  std::optional<std::string> lib;    // unset: the whole library
+  bool distributed = false;          // one rank of a torchrun launch
   kan::DataParallelOptions data_parallel;
 
   // The library's defaults, except pykan's reference run: 50 steps, float64.
@@ -63,31 +62,54 @@ std::string scientific(double value) {
   return text;
 }
 
-// Progress on stderr: one rewritten line on a terminal, a line every tenth of the run otherwise.
+// "toy G=5", "toy G=5 pruned", "toy G=10", "toy G=10 symbolic": a stage as progress names it.
+std::string stage_label(const std::string& subject, const kan::PipelineStage& stage) {
+  std::string label = subject + " G=" + std::to_string(stage.grid);
+  if (stage.kind == kan::PipelineStage::Kind::kPrune)
+    label += " pruned";
+  if (stage.kind == kan::PipelineStage::Kind::kSymbolic)
+    label += " symbolic";
+  return label;
+}
+
+// Progress on stderr: one rewritten line on a terminal, a line every tenth of a stage otherwise.
 // Data-parallel, rank 0 alone reports (every rank has the same record).
 class Progress {
 public:
-  Progress(std::string label, const kan::FitOptions& options)
-      : label_(std::move(label)), tty_(isatty(fileno(stderr))),
-        silent_(options.data_parallel() && options.data_parallel()->rank() != 0) {}
+  Progress(std::string subject, bool silent)
+      : subject_(std::move(subject)), tty_(isatty(fileno(stderr))), silent_(silent) {}
 
-  void operator()(const kan::StepRecord& r, int64_t steps) const {
+  void operator()(const kan::PipelineStage& stage, const kan::StepRecord& r) const {
     if (silent_)
       return;
-    const int64_t done = r.step + 1;
+    const int64_t done = r.step + 1, steps = stage.steps;
     const int64_t every = std::max<int64_t>(1, steps / 10);
     if (!tty_ && done % every != 0 && done != steps)
       return;
     const double left = r.seconds / done * (steps - done);
-    std::fprintf(stderr,
-                 "%s%s step %lld/%lld  train rmse %.3e  test rmse %.3e  %.1f s, ~%.1f s left%s",
-                 tty_ ? "\r" : "", label_.c_str(), static_cast<long long>(done),
-                 static_cast<long long>(steps), r.train_rmse, r.test_rmse, r.seconds, left,
+    // A classification has no RMSE: its loss and accuracy instead.
+    char metrics[96];
+    if (std::isnan(r.train_rmse))
+      std::snprintf(metrics, sizeof metrics, "train loss %.3e  test accuracy %.2f%%", r.train_loss,
+                    100 * r.test_accuracy);
+    else
+      std::snprintf(metrics, sizeof metrics, "train rmse %.3e  test rmse %.3e", r.train_rmse,
+                    r.test_rmse);
+    std::fprintf(stderr, "%s%s step %lld/%lld  %s  %.1f s, ~%.1f s left%s", tty_ ? "\r" : "",
+                 stage_label(subject_, stage).c_str(), static_cast<long long>(done),
+                 static_cast<long long>(steps), metrics, r.seconds, left,
                  tty_ && done != steps ? "" : "\n");
   }
 
+  // auto_symbolic takes seconds to minutes before its stage's first step.
+  void stage_begins(const kan::PipelineStage& stage, size_t functions) const {
+    if (!silent_ && stage.kind == kan::PipelineStage::Kind::kSymbolic)
+      std::fprintf(stderr, "%s: auto_symbolic over %zu functions...\n",
+                   stage_label(subject_, stage).c_str(), functions);
+  }
+
 private:
-  std::string label_;
+  std::string subject_;
   bool tty_, silent_;
 };
 
@@ -108,53 +130,6 @@ void report_audit(const kan::diagnostics::AuditedFit& audited) {
                t.overhead_seconds);
 }
 
-// "2,[2,1],1": a width as --width takes it (pykan's form).
-std::string width_text(const std::vector<kan::diagnostics::LayerWidth>& width) {
-  std::string text;
-  for (const auto& layer : width)
-    text += (text.empty() ? "" : ",") + (layer.mult == 0 ? std::to_string(layer.sum)
-                                                         : "[" + std::to_string(layer.sum) + "," +
-                                                               std::to_string(layer.mult) + "]");
-  return text;
-}
-
-std::vector<double> values_of(const torch::Tensor& t) {
-  const auto cpu = t.to(torch::kCPU, torch::kFloat64).contiguous();
-  return {cpu.data_ptr<double>(), cpu.data_ptr<double>() + cpu.numel()};
-}
-
-// pykan's prune(node_th, edge_th) on the training inputs, as KANImpl::prune does it but keeping
-// the scores each step used for fit.json; then the retraining.
-kan::diagnostics::FitPruning prune_and_retrain(kan::KAN& model, const kan::Dataset& data,
-                                               const kan::diagnostics::FitPruneRun& prune,
-                                               kan::FitOptions options, const std::string& label) {
-  kan::diagnostics::FitPruning pruning;
-  pruning.width_before = kan::diagnostics::pykan_width(model->options());
-  const auto node_scores = model->attribute(data.train_input);
-  try {
-    model = model->prune_node(node_scores, prune.node_th);
-  } catch (const c10::Error& e) {
-    TORCH_CHECK(false, "--prune ", prune.node_th, ",", prune.edge_th, ": ",
-                e.what_without_backtrace());
-  }
-  const auto edge_scores = model->attribute(data.train_input);
-  model->prune_edge(edge_scores, prune.edge_th);
-  pruning.width_after = kan::diagnostics::pykan_width(model->options());
-  for (const auto& scores : node_scores.node_scores)
-    pruning.node_scores.push_back(values_of(scores));
-  for (const auto& scores : edge_scores.edge_scores) {
-    pruning.edge_scores.emplace_back();
-    for (int64_t i = 0; i < scores.size(0); ++i)
-      pruning.edge_scores.back().push_back(values_of(scores[i]));
-  }
-  pruning.retrained.history =
-      kan::fit(model, data, options.steps(prune.steps).on_step(Progress(label, options)));
-  const auto metrics = kan::evaluate(model, data);
-  pruning.retrained.train_rmse = metrics.train_rmse;
-  pruning.retrained.test_rmse = metrics.test_rmse;
-  return pruning;
-}
-
 // --lib's names, each checked against the library.
 std::vector<std::string> symbolic_library(const std::string& text) {
   std::vector<std::string> names;
@@ -171,107 +146,6 @@ std::vector<std::string> symbolic_library(const std::string& text) {
   }
   TORCH_CHECK(!names.empty(), "--lib: the library is empty; name at least one function");
   return names;
-}
-
-// The learned activation of `edges` (layer, i, j) beside c f(a x + b) + d, at kCurvePoints of
-// their training inputs evenly spaced in rank. `acts` are the layer's activations before
-// auto_symbolic; the model holds the fits' a, b, c, d.
-constexpr int64_t kCurvePoints = 48;
-constexpr size_t kMaxCurves = 100;
-
-void add_curves(std::vector<kan::diagnostics::FitSymbolicEdge*>& edges, const kan::KAN& model,
-                const kan::LayerActivations& acts) {
-  if (edges.empty())
-    return;
-  const int64_t N = acts.input.size(0), O = acts.edges.size(2);
-  std::vector<int64_t> in, flat;
-  for (const auto* e : edges) {
-    in.push_back(e->i);
-    flat.push_back(e->i * O + e->j);
-  }
-  const auto device = acts.input.device();
-  const auto x = acts.input.index_select(1, torch::tensor(in).to(device)); // (N, E)
-  const auto y = acts.edges.reshape({N, -1}).index_select(1, torch::tensor(flat).to(device));
-  const auto order = x.argsort(int64_t{0});
-  const auto ranks =
-      torch::linspace(0, static_cast<double>(N - 1), std::min(kCurvePoints, N), torch::kFloat64)
-          .round()
-          .to(torch::kLong)
-          .to(device);
-  const auto picked = order.index_select(0, ranks);
-  const auto xs = x.gather(0, picked).to(torch::kCPU, torch::kFloat64).t().contiguous();
-  const auto ys = y.gather(0, picked).to(torch::kCPU, torch::kFloat64).t().contiguous();
-  const auto& layer = *model->layer(static_cast<size_t>(edges.front()->layer));
-  const auto affine = layer.symbolic_affine.detach().to(torch::kCPU, torch::kFloat64);
-  for (size_t e = 0; e < edges.size(); ++e) {
-    auto& edge = *edges[e];
-    const auto p = affine[edge.j][edge.i];
-    const auto& f = kan::symbolic_function(edge.function).f;
-    const auto fit = p[2] * f(p[0] * xs[e] + p[1]) + p[3];
-    edge.curve =
-        kan::diagnostics::SymbolicCurve{values_of(xs[e]), values_of(ys[e]), values_of(fit)};
-  }
-}
-
-// pykan's auto_symbolic on the training inputs, the curves of the edges it fixed, the training
-// after it, and the formula.
-kan::diagnostics::FitSymbolic symbolic_and_retrain(kan::KAN& model, const kan::Dataset& data,
-                                                   const kan::diagnostics::FitSymbolicRun& run,
-                                                   kan::FitOptions options,
-                                                   const std::string& label) {
-  kan::diagnostics::FitSymbolic symbolic;
-  // The learned activations, before auto_symbolic replaces them.
-  std::vector<kan::LayerActivations> acts;
-  {
-    torch::NoGradGuard no_grad;
-    const bool saved = model->save_activations();
-    model->set_save_activations(true);
-    model->forward(data.train_input);
-    acts = model->activations();
-    model->set_save_activations(saved);
-  }
-  std::fprintf(stderr, "%s: auto_symbolic over %zu functions...\n", label.c_str(), run.lib.size());
-  const auto start = std::chrono::steady_clock::now();
-  const auto choices = model->auto_symbolic(data.train_input, run.lib, run.weight_simple,
-                                            run.r2_threshold, kan::symbolic_search(run.search));
-  symbolic.auto_symbolic_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::fprintf(stderr, "%s: auto_symbolic: %zu edges in %.1f s\n", label.c_str(), choices.size(),
-               symbolic.auto_symbolic_seconds);
-  for (const auto& c : choices)
-    symbolic.edges.push_back(
-        {static_cast<int64_t>(c.layer), c.i, c.j, c.name, c.r2, c.fixed, {}, std::nullopt});
-  // Curves of the first kMaxCurves fitted edges, a layer at a time.
-  std::vector<std::vector<kan::diagnostics::FitSymbolicEdge*>> curved(model->depth());
-  size_t curves = 0;
-  for (auto& edge : symbolic.edges)
-    if (edge.fixed && edge.function != "0" && curves < kMaxCurves) {
-      curved[static_cast<size_t>(edge.layer)].push_back(&edge);
-      ++curves;
-    }
-  for (size_t l = 0; l < curved.size(); ++l)
-    add_curves(curved[l], model, acts[l]);
-  acts.clear();
-
-  symbolic.retrained.history =
-      kan::fit(model, data, options.steps(run.steps).on_step(Progress(label, options)));
-  const auto metrics = kan::evaluate(model, data);
-  symbolic.retrained.train_rmse = metrics.train_rmse;
-  symbolic.retrained.test_rmse = metrics.test_rmse;
-  for (auto& edge : symbolic.edges)
-    if (edge.fixed)
-      edge.params =
-          values_of(model->layer(static_cast<size_t>(edge.layer))->symbolic_affine[edge.j][edge.i]);
-  try {
-    std::vector<kan::diagnostics::FitFormula> formula;
-    for (const auto& output : model->symbolic_formula())
-      formula.push_back(
-          {output.sympy(symbolic.digits), output.latex(symbolic.digits), output.sympy()});
-    symbolic.formula = std::move(formula);
-  } catch (const c10::Error& e) {
-    symbolic.formula_error = e.what_without_backtrace();
-  }
-  return symbolic;
 }
 
 // model.pt and fit.json are one unit: both are written and synced as temporaries first, so a
@@ -338,16 +212,26 @@ int run_fit(FitArgs& a) {
   run.fit.seed(run.seed);
   if (run.prune)
     run.prune->steps = a.steps_after_prune.value_or(run.fit.steps());
-  if (a.symbolic)
-    run.symbolic = kan::diagnostics::FitSymbolicRun{
-        a.lib ? symbolic_library(*a.lib) : kan::symbolic_function_names(), a.r2_threshold,
-        a.weight_simple, a.steps_after_symbolic.value_or(run.fit.steps()), a.symbolic_search};
+  if (a.symbolic) {
+    if (a.lib)
+      a.symbolic_stage.lib = symbolic_library(*a.lib);
+    a.symbolic_stage.steps = a.symbolic_stage.steps.value_or(run.fit.steps());
+    run.symbolic = a.symbolic_stage;
+  }
   const auto& width = run.model.width();
   const char* model_source = initial ? "the --pykan model" : "--width";
   TORCH_CHECK(width.front() == function.n_var, model_source, " starts with ", width.front(),
               " inputs but function '", run.function, "' has ", function.n_var, " variables");
   TORCH_CHECK(width.back() == 1, model_source,
               " must end in 1 output for a regression function, got ", width.back());
+  int64_t grid = run.model.grid();
+  for (const int64_t next : run.refine) {
+    TORCH_CHECK(next > grid,
+                "--refine: each grid must be larger than the one before it (the "
+                "model's is ",
+                run.model.grid(), "), got ", next, " after ", grid);
+    grid = next;
+  }
   if (writes) {
     kan::io::check_output_folder(a.out, "--out");
     for (const char* name : {"model.pt", "fit.json"})
@@ -375,44 +259,59 @@ int run_fit(FitArgs& a) {
   record.config = run;
   record.libtorch = TORCH_VERSION;
   record.threads = at::get_num_threads();
-  const std::string label = run.function + " G=" + std::to_string(run.model.grid());
-  auto options = run.fit;
-  options.data_parallel(group);
-  record.device_audit = kan::diagnostics::audited_fit(
-      model, data, options.on_step(Progress(label, options)), run.trace_steps);
-  report_audit(record.device_audit);
-  record.trained.history = std::move(record.device_audit.history);
-  record.device_audit.history = {};
-  const auto trained = kan::evaluate(model, data);
-  record.trained.train_rmse = trained.train_rmse;
-  record.trained.test_rmse = trained.test_rmse;
-  std::string summary = label + ": test RMSE " + scientific(trained.test_rmse);
-  std::string formulas; // with --symbolic
-
-  if (run.prune) {
-    const auto& pruned = record.pruned =
-        prune_and_retrain(model, data, *run.prune, options, label + " pruned");
-    summary += ", pruned to " + width_text(pruned->width_after) + ": test RMSE " +
-               scientific(pruned->retrained.test_rmse);
+  auto fit_options = run.fit;
+  fit_options.data_parallel(group);
+  const Progress progress(run.function, !writes);
+  bool pruning = false; // between the prune stage's start and its retraining's first step
+  auto pipeline =
+      kan::PipelineOptions()
+          .fit(fit_options)
+          .prune(run.prune)
+          .grids(run.refine)
+          .symbolic(run.symbolic)
+          .on_stage([&](const kan::PipelineStage& stage) {
+            pruning = stage.kind == kan::PipelineStage::Kind::kPrune;
+            progress.stage_begins(stage, run.symbolic ? run.symbolic->lib.size() : 0);
+          })
+          .on_stage_step([&](const kan::PipelineStage& stage, const kan::StepRecord& step) {
+            pruning = false;
+            progress(stage, step);
+          });
+  // The first training runs under the device audit (a trace of its first steps).
+  pipeline.train([&](kan::KAN& m, const kan::Dataset& d, const kan::FitOptions& o,
+                     const kan::PipelineStage& stage) {
+    if (stage.kind != kan::PipelineStage::Kind::kTrain)
+      return kan::fit(m, d, o);
+    record.device_audit = kan::diagnostics::audited_fit(m, d, o, run.trace_steps);
+    report_audit(record.device_audit);
+    auto history = std::move(record.device_audit.history);
+    record.device_audit.history = {};
+    return history;
+  });
+  try {
+    static_cast<kan::PipelineResult&>(record) = kan::run_pipeline(model, data, pipeline);
+  } catch (const c10::Error& e) {
+    // A threshold that prunes everything is the user's --prune, not a failure of the library.
+    TORCH_CHECK(!pruning, "--prune ", run.prune->node_th, ",", run.prune->edge_th, ": ",
+                e.what_without_backtrace());
+    throw;
   }
 
-  if (run.refine >= 1) {
-    model = model->refine(run.refine, data.train_input);
-    const std::string refined_label = run.function + " G=" + std::to_string(run.refine);
-    kan::diagnostics::FitStage refined;
-    refined.history = kan::fit(model, data, options.on_step(Progress(refined_label, options)));
-    const auto metrics = kan::evaluate(model, data);
-    refined.train_rmse = metrics.train_rmse;
-    refined.test_rmse = metrics.test_rmse;
-    record.refined = refined;
-    summary += ", refined " + refined_label + ": test RMSE " + scientific(refined.test_rmse);
-  }
-
-  if (run.symbolic) {
-    const auto& symbolic = record.symbolic = symbolic_and_retrain(
-        model, data, *run.symbolic, options,
-        run.function + " G=" + std::to_string(model->options().grid()) + " symbolic");
+  // One summary line: every stage's test RMSE, then the formula.
+  std::string summary = run.function + " G=" + std::to_string(run.model.grid()) + ": test RMSE " +
+                        scientific(record.trained.test_rmse);
+  if (record.pruned)
+    summary += ", pruned to " + kan::width_text(record.pruned->width_after) + ": test RMSE " +
+               scientific(record.pruned->retrained.test_rmse);
+  for (const auto& refined : record.refined)
+    summary += ", refined " + run.function + " G=" + std::to_string(refined.grid) + ": test RMSE " +
+               scientific(refined.trained.test_rmse);
+  std::string formulas;
+  if (const auto& symbolic = record.symbolic) {
     summary += ", symbolic: test RMSE " + scientific(symbolic->retrained.test_rmse);
+    if (writes)
+      std::fprintf(stderr, "auto_symbolic: %zu edges in %.1f s\n", symbolic->edges.size(),
+                   symbolic->auto_symbolic_seconds);
     if (symbolic->formula) {
       for (size_t out = 0; out < symbolic->formula->size(); ++out)
         formulas += "formula" +
@@ -537,15 +436,15 @@ void add_fit_command(CLI::App& app, int& exit_code) {
                   "Floating type (default float64; with --pykan, the checkpoint's)")
       ->check(CLI::IsMember({"float32", "float64"}));
   cmd->add_option("--device", run.device, "cpu, cuda or cuda:N")->capture_default_str();
-  cmd->add_option(
-         "--refine", run.refine,
-         "After training (and pruning), refine to this G and train again (0: no refinement)")
-      ->check(integer_at_least(0))
-      ->capture_default_str();
+  cmd->add_option("--refine", run.refine,
+                  "After training (and pruning), refine to each grid in turn and train again at "
+                  "each: one grid (10) or a schedule (5,10,20, the KAN paper's grid extension)")
+      ->delimiter(',')
+      ->check(integer_at_least(1));
   auto* prune = add_number_pair_option(
       cmd, "--prune",
       [&run](double node_th, double edge_th) {
-        run.prune = kan::diagnostics::FitPruneRun{node_th, edge_th, 0};
+        run.prune = kan::PruneStage{node_th, edge_th, std::nullopt};
       },
       "NODE_TH,EDGE_TH", 0,
       "After training (before --refine), prune as pykan's prune(node_th, edge_th) on the "
@@ -564,17 +463,17 @@ void add_fit_command(CLI::App& app, int& exit_code) {
          "--symbolic's library, comma separated (default: all of pykan's), e.g. "
          "x,x^2,x^3,x^4,exp,log,sqrt,tanh,sin,abs")
       ->needs(symbolic);
-  cmd->add_option("--r2-threshold", args->r2_threshold,
+  cmd->add_option("--r2-threshold", args->symbolic_stage.r2_threshold,
                   "--symbolic: an edge whose best R^2 is below this stays numeric (pykan's "
                   "default 0)")
       ->check(finite_number(-1e300))
       ->needs(symbolic);
-  cmd->add_option("--weight-simple", args->weight_simple,
+  cmd->add_option("--weight-simple", args->symbolic_stage.weight_simple,
                   "--symbolic: weight of simplicity against R^2 in the choice, in [0, 1] "
                   "(pykan's default 0.8)")
       ->check(CLI::Range(0.0, 1.0))
       ->needs(symbolic);
-  cmd->add_option("--symbolic-search", args->symbolic_search,
+  cmd->add_option("--symbolic-search", args->symbolic_stage.search,
                   "--symbolic: how each edge's (a, b) is searched: pykan (pykan's 101 x 101 grid, "
                   "3 searches), zoom (21-point zoomed searches, 5 searches) or newton (the first "
                   "search, then Newton steps: fastest on deep models)")
@@ -582,7 +481,7 @@ void add_fit_command(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->needs(symbolic);
   cmd->add_option_function<int64_t>(
-         "--steps-after-symbolic", [args](int64_t steps) { args->steps_after_symbolic = steps; },
+         "--steps-after-symbolic", [args](int64_t steps) { args->symbolic_stage.steps = steps; },
          "Steps of the training after --symbolic (default: --steps)")
       ->check(integer_at_least(0))
       ->needs(symbolic);

@@ -4,6 +4,7 @@
 
 #include "kan/checkpoint.h"
 #include "kan/io/atomic_file.h"
+#include "kan/pipeline.h"
 #include "kan/pykan.h"
 
 #include <filesystem>
@@ -13,28 +14,16 @@
 namespace kanbench {
 namespace {
 
-// "2,[2,1],1": pykan's width, multiplication nodes as [addition, multiplication].
-std::string pykan_width(const kan::KANOptions& o) {
-  std::string text;
-  for (size_t l = 0; l < o.width().size(); ++l) {
-    const int64_t mult = kan::mult_nodes(o, l);
-    text += (l ? "," : "") +
-            (mult ? "[" + std::to_string(o.width()[l] - mult) + "," + std::to_string(mult) + "]"
-                  : std::to_string(o.width()[l]));
-  }
-  return text;
-}
-
 void print_model(const kan::KAN& model) {
   const auto& o = model->options();
   int64_t parameters = 0;
   for (const auto& p : model->parameters())
     parameters += p.numel();
   model->pretty_print(std::cout);
-  std::cout << "\n  width " << pykan_width(o) << ", grid " << o.grid() << ", k " << o.k()
-            << ", grid_range [" << o.grid_range()[0] << ", " << o.grid_range()[1] << "], base_fun "
-            << kan::to_string(o.base_fun()) << ", " << kan::to_string(model->dtype()) << ", "
-            << parameters << " parameters\n";
+  std::cout << "\n  width " << kan::width_text(kan::pykan_width(o)) << ", grid " << o.grid()
+            << ", k " << o.k() << ", grid_range [" << o.grid_range()[0] << ", " << o.grid_range()[1]
+            << "], base_fun " << kan::to_string(o.base_fun()) << ", "
+            << kan::to_string(model->dtype()) << ", " << parameters << " parameters\n";
 }
 
 struct ImportArgs {

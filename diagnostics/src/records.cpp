@@ -46,17 +46,31 @@ void check_repeats(const json& value, const json& original, const std::string& p
                        io::elide(original.dump()));
 }
 
-json stage_json(const FitStage& stage) {
-  return {{"history", to_json(stage.history)},
-          {"train_rmse", stage.train_rmse},
-          {"test_rmse", stage.test_rmse}};
+// A metric that does not apply (an RMSE of a classification, an accuracy of a regression, any
+// metric of an empty test set) is NaN, written null.
+json metric(double value) {
+  return std::isnan(value) ? json(nullptr) : json(value);
 }
 
-FitStage stage_from(ObjectReader& r) {
-  FitStage stage;
+double metric_from(ObjectReader& r, const std::string& key, Bound bound = Bound::kNonNegative) {
+  return r.nullable_number(key, bound).value_or(std::nan(""));
+}
+
+json stage_json(const StageResult& stage) {
+  return {{"history", to_json(stage.history)},
+          {"train_rmse", metric(stage.train_rmse)},
+          {"test_rmse", metric(stage.test_rmse)},
+          {"train_accuracy", metric(stage.train_accuracy)},
+          {"test_accuracy", metric(stage.test_accuracy)}};
+}
+
+StageResult stage_from(ObjectReader& r) {
+  StageResult stage;
   stage.history = fit_history_from_json(r.required("history"), r.path_of("history"));
-  stage.train_rmse = r.number("train_rmse", Bound::kNonNegative);
-  stage.test_rmse = r.number("test_rmse", Bound::kNonNegative);
+  stage.train_rmse = metric_from(r, "train_rmse");
+  stage.test_rmse = metric_from(r, "test_rmse");
+  stage.train_accuracy = metric_from(r, "train_accuracy");
+  stage.test_accuracy = metric_from(r, "test_accuracy");
   return stage;
 }
 
@@ -98,7 +112,7 @@ std::vector<LayerWidth> width_from(const json& value, const std::string& path) {
   return width;
 }
 
-json pruning_json(const FitPruning& p) {
+json pruning_json(const PruneResult& p) {
   auto j = stage_json(p.retrained);
   j["width_before"] = width_json(p.width_before);
   j["width_after"] = width_json(p.width_after);
@@ -126,8 +140,8 @@ std::vector<std::vector<double>> scores_from(const json& value, const std::strin
   return scores;
 }
 
-FitPruning pruning_from(ObjectReader& r, const FitRun& config) {
-  FitPruning p;
+PruneResult pruning_from(ObjectReader& r, const FitRun& config) {
+  PruneResult p;
   p.retrained = stage_from(r);
   check_repeats(r.required("width_before"), width_json(pykan_width(config.model)),
                 r.path_of("width_before"), "config.model's width");
@@ -171,7 +185,7 @@ FitPruning pruning_from(ObjectReader& r, const FitRun& config) {
   return p;
 }
 
-json symbolic_json(const FitSymbolic& s) {
+json symbolic_json(const SymbolicResult& s) {
   auto j = stage_json(s.retrained);
   j["auto_symbolic_seconds"] = s.auto_symbolic_seconds;
   j["edges"] = json::array();
@@ -199,9 +213,9 @@ json symbolic_json(const FitSymbolic& s) {
   return j;
 }
 
-FitSymbolicEdge symbolic_edge_from(const json& value, const std::string& path, bool lenient) {
+SymbolicEdgeResult symbolic_edge_from(const json& value, const std::string& path, bool lenient) {
   ObjectReader r(value, path, lenient);
-  FitSymbolicEdge e;
+  SymbolicEdgeResult e;
   e.layer = r.integer("layer", Bound::kNonNegative);
   e.i = r.integer("i", Bound::kNonNegative);
   e.j = r.integer("j", Bound::kNonNegative);
@@ -228,22 +242,22 @@ FitSymbolicEdge symbolic_edge_from(const json& value, const std::string& path, b
   return e;
 }
 
-FitSymbolic symbolic_from(ObjectReader& r, const FitRun& config, bool lenient) {
-  FitSymbolic s;
+SymbolicResult symbolic_from(ObjectReader& r, const FitRun& config, bool lenient) {
+  SymbolicResult s;
   s.retrained = stage_from(r);
   s.auto_symbolic_seconds = r.number("auto_symbolic_seconds", Bound::kNonNegative);
-  s.edges = io::read_array<FitSymbolicEdge>(r.required("edges"), r.path_of("edges"),
-                                            [&](const json& edge, const std::string& at) {
-                                              return symbolic_edge_from(edge, at, lenient);
-                                            });
+  s.edges = io::read_array<SymbolicEdgeResult>(r.required("edges"), r.path_of("edges"),
+                                               [&](const json& edge, const std::string& at) {
+                                                 return symbolic_edge_from(edge, at, lenient);
+                                               });
   const auto& formula = r.required("formula");
   if (formula.is_null()) {
     s.formula_error = r.string("formula_error");
   } else {
-    s.formula = io::read_array<FitFormula>(
+    s.formula = io::read_array<Formula>(
         formula, r.path_of("formula"), [&](const json& f, const std::string& at) {
           ObjectReader o(f, at, lenient);
-          FitFormula out{o.string("sympy"), o.string("latex"), o.string("sympy_exact")};
+          Formula out{o.string("sympy"), o.string("latex"), o.string("sympy_exact")};
           o.finish();
           return out;
         });
@@ -265,29 +279,32 @@ template <typename Read> auto in_file(const std::string& source, Read read) {
   }
 }
 
-} // namespace
-
-std::vector<LayerWidth> pykan_width(const KANOptions& options) {
-  std::vector<LayerWidth> width;
-  for (size_t l = 0; l < options.width().size(); ++l) {
-    const int64_t mult = mult_nodes(options, l);
-    width.push_back({options.width()[l] - mult, mult});
-  }
-  return width;
+// The metrics of the model the fit leaves (its last stage), for readers that want one number.
+json final_json(const FitRecord& f) {
+  auto j = stage_json(f.last());
+  j.erase("history");
+  j["stage"] = f.symbolic           ? "symbolic"
+               : !f.refined.empty() ? "refined"
+               : f.pruned           ? "pruned"
+                                    : "trained";
+  return j;
 }
+
+} // namespace
 
 json to_json(const FitRecord& f) {
   const auto& c = f.config;
   json prune = nullptr;
   if (c.prune)
-    prune = {
-        {"node_th", c.prune->node_th}, {"edge_th", c.prune->edge_th}, {"steps", c.prune->steps}};
+    prune = {{"node_th", c.prune->node_th},
+             {"edge_th", c.prune->edge_th},
+             {"steps", c.prune->steps.value_or(c.fit.steps())}};
   json symbolic = nullptr;
   if (c.symbolic)
     symbolic = {{"lib", c.symbolic->lib},
                 {"r2_threshold", c.symbolic->r2_threshold},
                 {"weight_simple", c.symbolic->weight_simple},
-                {"steps", c.symbolic->steps},
+                {"steps", c.symbolic->steps.value_or(c.fit.steps())},
                 {"search", c.symbolic->search}};
   json distributed = nullptr;
   if (c.distributed)
@@ -315,11 +332,12 @@ json to_json(const FitRecord& f) {
   j["seconds"] = f.seconds();
   if (f.pruned)
     j["pruned"] = pruning_json(*f.pruned);
-  if (f.refined) {
-    j["refined"] = stage_json(*f.refined);
-    j["refined"]["grid"] = c.refine;
-    j["refined"]["seconds"] = f.refined->history.seconds;
-    j["refined_test_rmse"] = f.refined->test_rmse;
+  j["refined"] = json::array();
+  for (const auto& r : f.refined) {
+    auto stage = stage_json(r.trained);
+    stage["grid"] = r.grid;
+    stage["seconds"] = r.trained.history.seconds;
+    j["refined"].push_back(stage);
   }
   if (f.symbolic)
     j["symbolic"] = symbolic_json(*f.symbolic);
@@ -327,6 +345,7 @@ json to_json(const FitRecord& f) {
     j["communication"] = {{"collectives", f.communication->collectives},
                           {"bytes", f.communication->bytes},
                           {"wait_seconds", f.communication->wait_seconds}};
+  j["final"] = final_json(f);
   j["checkpoint"] = f.checkpoint;
   return j;
 }
@@ -344,36 +363,38 @@ FitRecord fit_record_from_json(const json& value, const std::string& source) {
     f.config.test_num = c.integer("test_num", Bound::kNonNegative);
     f.config.seed = io::as_unsigned(c.required("seed"), c.path_of("seed"));
     f.config.device = c.string("device");
-    f.config.refine = c.integer("refine", Bound::kNonNegative);
-    // From fit.json 1.5 on, null without pruning; older files have no key.
-    if (const auto* prune = c.optional("prune")) {
-      ObjectReader p(*prune, c.path_of("prune"), lenient);
-      f.config.prune = FitPruneRun{p.number("node_th", Bound::kNonNegative),
-                                   p.number("edge_th", Bound::kNonNegative),
-                                   p.integer("steps", Bound::kNonNegative)};
+    f.config.refine = io::read_array<int64_t>(
+        c.required("refine"), c.path_of("refine"), [](const json& grid, const std::string& at) {
+          return io::as_integer(grid, at, Bound::kNonNegative);
+        });
+    if (const auto& prune = c.required("prune"); !prune.is_null()) {
+      ObjectReader p(prune, c.path_of("prune"), lenient);
+      PruneStage stage;
+      stage.node_th = p.number("node_th", Bound::kNonNegative);
+      stage.edge_th = p.number("edge_th", Bound::kNonNegative);
+      stage.steps = p.integer("steps", Bound::kNonNegative);
+      f.config.prune = stage;
       p.finish();
     }
-    // From fit.json 1.6 on, null without --symbolic; older files have no key.
-    if (const auto* symbolic = c.optional("symbolic")) {
-      ObjectReader p(*symbolic, c.path_of("symbolic"), lenient);
-      f.config.symbolic = FitSymbolicRun{io::as_strings(p.required("lib"), p.path_of("lib")),
-                                         p.number("r2_threshold"), p.number("weight_simple"),
-                                         p.integer("steps", Bound::kNonNegative)};
-      // From fit.json 1.7 on; older files searched as pykan does.
-      if (p.optional("search")) {
-        f.config.symbolic->search = p.string("search");
-        const auto& names = symbolic_search_names();
-        if (std::find(names.begin(), names.end(), f.config.symbolic->search) == names.end())
-          io::fail(p.path_of("search"),
-                   "expected pykan, zoom or newton, got " + io::quoted(f.config.symbolic->search));
-      }
-      if (f.config.symbolic->lib.empty())
+    if (const auto& symbolic = c.required("symbolic"); !symbolic.is_null()) {
+      ObjectReader p(symbolic, c.path_of("symbolic"), lenient);
+      SymbolicStage stage;
+      stage.lib = io::as_strings(p.required("lib"), p.path_of("lib"));
+      stage.r2_threshold = p.number("r2_threshold");
+      stage.weight_simple = p.number("weight_simple");
+      stage.steps = p.integer("steps", Bound::kNonNegative);
+      stage.search = p.string("search");
+      const auto& names = symbolic_search_names();
+      if (std::find(names.begin(), names.end(), stage.search) == names.end())
+        io::fail(p.path_of("search"),
+                 "expected pykan, zoom or newton, got " + io::quoted(stage.search));
+      if (stage.lib.empty())
         io::fail(p.path_of("lib"), "the library is empty");
+      f.config.symbolic = stage;
       p.finish();
     }
-    // From fit.json 1.7 on, null in one process; older files have no key.
-    if (const auto* distributed = c.optional("distributed")) {
-      ObjectReader p(*distributed, c.path_of("distributed"), lenient);
+    if (const auto& distributed = c.required("distributed"); !distributed.is_null()) {
+      ObjectReader p(distributed, c.path_of("distributed"), lenient);
       f.config.distributed =
           FitDistributedRun{p.integer("world_size", Bound::kNonNegative), p.string("backend")};
       p.finish();
@@ -400,17 +421,21 @@ FitRecord fit_record_from_json(const json& value, const std::string& source) {
     } else if (f.config.prune) {
       io::fail("pruned", "missing, but config.prune is set");
     }
-    if (r.optional("refined")) {
-      ObjectReader refined(r.required("refined"), "refined", lenient);
-      f.refined = stage_from(refined);
-      check_repeats(refined.required("grid"), f.config.refine, "refined.grid", "config.refine");
-      check_seconds(refined, "seconds", f.refined->history.seconds, "refined.history.seconds");
-      refined.finish();
-      check_repeats(r.required("refined_test_rmse"), f.refined->test_rmse, "refined_test_rmse",
-                    "refined.test_rmse");
-    } else if (f.config.refine >= 1) {
-      io::fail("refined", "missing, but config.refine is " + std::to_string(f.config.refine));
-    }
+    f.refined = io::read_array<RefineResult>(
+        r.required("refined"), "refined", [&](const json& stage, const std::string& at) {
+          ObjectReader refined(stage, at, lenient);
+          RefineResult result;
+          result.trained = stage_from(refined);
+          result.grid = refined.integer("grid", Bound::kNonNegative);
+          check_seconds(refined, "seconds", result.trained.history.seconds,
+                        (at + ".history.seconds").c_str());
+          refined.finish();
+          return result;
+        });
+    std::vector<int64_t> grids;
+    for (const auto& stage : f.refined)
+      grids.push_back(stage.grid);
+    check_repeats(json(grids), json(f.config.refine), "refined[].grid", "config.refine");
     if (r.optional("symbolic")) {
       if (!f.config.symbolic)
         io::fail("symbolic", "present, but config.symbolic is null");
@@ -432,6 +457,7 @@ FitRecord fit_record_from_json(const json& value, const std::string& source) {
       io::fail("communication", "missing, but config.distributed is set");
     }
     check_seconds(r, "seconds", f.seconds(), "the stages' training time");
+    check_repeats(r.required("final"), final_json(f), "final", "the last stage");
     f.checkpoint = r.string("checkpoint");
     r.finish();
     return f;

@@ -86,8 +86,8 @@ FitStageSummary stage_from(ObjectReader& r, const std::string& key, const std::s
                                                      nan_if_null(step, "test_rmse")};
                                     });
   stage.seconds = history.number("seconds", Bound::kNonNegative);
-  stage.train_rmse = r.number("train_rmse", Bound::kNonNegative);
-  stage.test_rmse = r.number("test_rmse", Bound::kNonNegative);
+  stage.train_rmse = nan_if_null(r, "train_rmse");
+  stage.test_rmse = nan_if_null(r, "test_rmse");
   return stage;
 }
 
@@ -176,7 +176,10 @@ FitSummary fit_summary_from_json(const json& document, const std::string& source
     const auto version = document.find("schema_version");
     if (version == document.end())
       io::fail("schema_version", "missing (a required key; is this a kanbench fit.json?)");
-    io::check_schema_version(*version, "schema_version", kFitReportSchemaVersion);
+    // 1.x held one refinement as an object; 2.x a list of them.
+    const bool version_1 = version->is_string() && version->get<std::string>().rfind("1.", 0) == 0;
+    if (!version_1)
+      io::check_schema_version(*version, "schema_version", kFitReportSchemaVersion);
 
     ObjectReader r(document, "", kOtherKeys);
     FitSummary fit;
@@ -201,12 +204,23 @@ FitSummary fit_summary_from_json(const json& document, const std::string& source
       fit.pruned_width = pykan_width(pruned.required("width_after"), "pruned.width_after");
       fit.stages.push_back(stage_from(pruned, "pruned", "after pruning"));
     }
-    if (r.optional("refined")) {
-      ObjectReader refined(r.required("refined"), "refined", kOtherKeys);
+    // The stage's key names it in chart ids: "refined" (1.x), "refined-0", "refined-1", ...
+    const auto refined_stage = [&](const json& value, const std::string& at,
+                                   const std::string& key) {
+      ObjectReader refined(value, at, kOtherKeys);
       fit.stages.push_back(
-          stage_from(refined, "refined",
+          stage_from(refined, key,
                      "after refinement to grid " +
                          std::to_string(refined.integer("grid", Bound::kNonNegative))));
+    };
+    if (const auto* refined = r.optional("refined")) {
+      if (version_1) {
+        refined_stage(*refined, "refined", "refined");
+      } else {
+        const auto& list = io::as_array(*refined, "refined");
+        for (size_t i = 0; i < list.size(); ++i)
+          refined_stage(list[i], io::index_path("refined", i), "refined-" + std::to_string(i));
+      }
     }
     // config.symbolic and symbolic came with 1.6; null (or, in older files, missing) together.
     const bool configured = config.optional("symbolic") != nullptr;

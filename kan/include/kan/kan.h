@@ -12,6 +12,7 @@
 #include "kan/memory.h"
 #include "kan/network.h"
 #include "kan/options.h"
+#include "kan/pipeline.h"
 #include "kan/pykan.h"
 #include "kan/symbolic.h"
 #include "kan/torch_file.h"

@@ -8,6 +8,7 @@
 #include "kan/diagnostics/audited_fit.h"
 #include "kan/fit.h"
 #include "kan/network.h"
+#include "kan/pipeline.h"
 #include "kan/reports/results.h"
 
 #include <nlohmann/json_fwd.hpp>
@@ -19,32 +20,13 @@
 
 namespace kan::diagnostics {
 
-/// The version of fit.json this library writes (1.1: device_audit, config.trace_steps; 1.2:
-/// config.fit.batch_draw; 1.3: config.fit.grid_update_memory, test_accuracy in the history; 1.4:
-/// config.initial_model; 1.5: config.prune, pruned; 1.6: config.symbolic, symbolic; 1.7:
-/// config.distributed, communication, config.symbolic.search).
-inline constexpr const char* kFitSchemaVersion = "1.7.0";
+/// The version of fit.json this library writes (2.0: a grid schedule, config.refine and refined
+/// lists; null RMSE and the accuracies of a classification in every stage; 1.x history in
+/// docs/formats.md).
+inline constexpr const char* kFitSchemaVersion = "2.0.0";
 /// The version of audit.json this library writes (1.1: one finding form with the optional
 /// detail keys of results.json 1.2's findings).
 inline constexpr const char* kAuditSchemaVersion = "1.1.0";
-
-/// `kanbench fit --prune`: pykan's prune(node_th, edge_th) on the training inputs after the
-/// first stage, then `steps` more steps with the same fit options.
-struct FitPruneRun {
-  double node_th = 1e-2;
-  double edge_th = 3e-2;
-  int64_t steps = 0;
-};
-
-/// `kanbench fit --symbolic`: pykan's auto_symbolic(lib, r2_threshold, weight_simple) on the
-/// training inputs after the other stages, then `steps` more steps with the same fit options.
-struct FitSymbolicRun {
-  std::vector<std::string> lib; ///< library function names (kan/symbolic.h), in the order given
-  double r2_threshold = 0.0;
-  double weight_simple = 0.8;
-  int64_t steps = 0;
-  std::string search = "pykan"; ///< kan::symbolic_search's name (from fit.json 1.7)
-};
 
 /// `kanbench fit --distributed`: data-parallel training under torchrun (kan/data_parallel.h).
 struct FitDistributedRun {
@@ -64,103 +46,32 @@ struct FitRun {
   std::string function = "toy"; ///< a kan::reference_functions() name
   int64_t train_num = 1000;
   int64_t test_num = 1000;
-  uint64_t seed = 0;                ///< of data, model and minibatches
-  std::string device = "cpu";       ///< as given on the command line, "cuda:0"
-  int64_t refine = 0;               ///< the grid refined to after training (and pruning); 0: none
-  std::optional<FitPruneRun> prune; ///< pruning after the first stage; none: no pruning
-  std::optional<FitSymbolicRun> symbolic; ///< auto_symbolic after the others; none: no formula
-  std::optional<FitDistributedRun> distributed; ///< none: one process. From fit.json 1.7.
+  uint64_t seed = 0;          ///< of data, model and minibatches
+  std::string device = "cpu"; ///< as given on the command line, "cuda:0"
+  /// The grids refined to in turn after training (and pruning), each trained fit.steps() steps.
+  std::vector<int64_t> refine;
+  /// Pruning after the first stage (its steps set); none: no pruning.
+  std::optional<PruneStage> prune;
+  /// auto_symbolic after the others (its steps set); none: no formula.
+  std::optional<SymbolicStage> symbolic;
+  std::optional<FitDistributedRun> distributed; ///< none: one process
   int64_t trace_steps = 1;                      ///< steps traced operation by operation
   KANOptions model{{2, 5, 1}};
   FitOptions fit;
   /// The pykan checkpoint (saveckpt prefix) training started from; empty: a new model drawn from
-  /// `model` and `seed`. From fit.json 1.4.
+  /// `model` and `seed`.
   std::string initial_model;
 };
 
-/// One training of a fit: the first one, or the one after refinement.
-struct FitStage {
-  FitHistory history;    ///< its seconds: the stage's training time
-  double train_rmse = 0; ///< on the whole training set after the stage
-  double test_rmse = 0;
-};
-
-/// One layer of a width as pykan writes it: `sum` addition and `mult` multiplication nodes.
-struct LayerWidth {
-  int64_t sum = 0;
-  int64_t mult = 0;
-  int64_t nodes() const { return sum + mult; }
-  bool operator==(const LayerWidth& other) const { return sum == other.sum && mult == other.mult; }
-};
-/// A network's width in pykan's form; JSON [2, [2, 1], 1] (a plain integer where a layer has no
-/// multiplication node), as --width takes it.
-std::vector<LayerWidth> pykan_width(const KANOptions& options);
-
-/// The pruning of a fit (FitRun::prune) and the training after it.
-struct FitPruning {
-  std::vector<LayerWidth> width_before, width_after;
-  /// The scores it pruned by: prune_node's, of the trained model's nodes (per layer), and
-  /// prune_edge's, of the node-pruned model's edges (per layer, (in, out) as its masks).
-  std::vector<std::vector<double>> node_scores;
-  std::vector<std::vector<std::vector<double>>> edge_scores;
-  FitStage retrained; ///< the steps after pruning
-};
-
-/// One edge's learned activation beside its symbolic fit, at a few of its training inputs.
-struct SymbolicCurve {
-  std::vector<double> x;          ///< ascending
-  std::vector<double> activation; ///< the learned activation at x, before auto_symbolic
-  std::vector<double> fit;        ///< c f(a x + b) + d at x, with the fit's a, b, c, d
-};
-
-/// What auto_symbolic chose for one edge.
-struct FitSymbolicEdge {
-  int64_t layer = 0, i = 0, j = 0;
-  std::string function; ///< "0" for a pruned edge
-  double r2 = 0;        ///< pykan's R^2 (-1e8 for a pruned edge)
-  bool fixed = false;   ///< false: r2 below the threshold, the edge stayed numeric
-  /// a, b, c, d after the training (when fixed).
-  std::vector<double> params;
-  std::optional<SymbolicCurve> curve;
-};
-
-/// One output's formula.
-struct FitFormula {
-  std::string sympy;       ///< constants rounded to FitSymbolic::digits decimals
-  std::string latex;       ///< the same
-  std::string sympy_exact; ///< every constant with 17 significant digits
-};
-
-/// The symbolic stage of a fit (FitRun::symbolic) and the training after it.
-struct FitSymbolic {
-  double auto_symbolic_seconds = 0;
-  std::vector<FitSymbolicEdge> edges;
-  std::optional<std::vector<FitFormula>> formula; ///< per output; none when an edge stayed numeric
-  std::string formula_error;                      ///< why there is no formula
-  int64_t digits = 4;
-  FitStage retrained; ///< the steps after auto_symbolic
-};
-
-/// A whole fit.json.
-struct FitRecord {
+/// A whole fit.json: every stage the pipeline measured (kan/pipeline.h), and what ran it.
+struct FitRecord : PipelineResult {
   std::string schema_version = kFitSchemaVersion;
   FitRun config;
   std::string libtorch;    ///< LibTorch's version, "2.11.0"
   int64_t threads = 0;     ///< intra-op threads
   AuditedFit device_audit; ///< of the first stage (its history is `trained.history`)
-  FitStage trained;
-  std::optional<FitPruning> pruned;              ///< when config.prune, after `trained`
-  std::optional<FitStage> refined;               ///< when config.refine >= 1, at grid config.refine
-  std::optional<FitSymbolic> symbolic;           ///< when config.symbolic, last
   std::optional<FitCommunication> communication; ///< when config.distributed
   std::string checkpoint = "model.pt";           ///< the model file beside fit.json
-
-  /// Training time of all stages.
-  double seconds() const {
-    return trained.history.seconds + (pruned ? pruned->retrained.history.seconds : 0) +
-           (refined ? refined->history.seconds : 0) +
-           (symbolic ? symbolic->retrained.history.seconds : 0);
-  }
 };
 
 nlohmann::json to_json(const FitRecord& record);

@@ -1,6 +1,6 @@
 #pragma once
-/// The report of one `kanbench fit`: what a page needs from fit.json (docs/formats.md, "fit.json,
-/// schema 1.6.0"), read without LibTorch, and the self-contained HTML page made from it.
+/// The report of one `kanbench fit`: what a page needs from fit.json (docs/formats.md,
+/// "fit.json"), read without LibTorch, and the self-contained HTML page made from it.
 ///
 /// The page opens offline like the report of a run (html_report.h: Chart.js and the data
 /// inlined, every string from the file HTML-escaped, embedded JSON unable to close its element).
@@ -28,8 +28,8 @@
 
 namespace kan::reports {
 
-/// The newest fit.json this reader knows; it reads every 1.x.
-inline constexpr const char* kFitReportSchemaVersion = "1.7.0";
+/// The newest fit.json this reader knows; it reads every 1.x and 2.x.
+inline constexpr const char* kFitReportSchemaVersion = "2.0.0";
 
 /// One layer of a width in pykan's form: `sum` addition and `mult` multiplication nodes.
 struct FitLayerWidth {
@@ -48,9 +48,10 @@ struct FitStep {
 };
 
 /// One training of a fit, in the order they ran: "trained" (the first one), "pruned" (after
-/// pruning), "refined" (after grid refinement), "symbolic" (after auto_symbolic).
+/// pruning), "refined-0", "refined-1", ... (after each grid refinement; "refined" in fit.json
+/// 1.x), "symbolic" (after auto_symbolic).
 struct FitStageSummary {
-  std::string key;   ///< as above; where it is in fit.json ("trained": the top level)
+  std::string key;   ///< as above ("trained": fit.json's top level)
   std::string title; ///< for people: "first training", "after refinement to grid 10", ...
   std::vector<FitStep> steps;
   double train_rmse = 0; ///< on the whole sets after the stage
