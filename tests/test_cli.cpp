@@ -228,6 +228,49 @@ TEST_F(Cli, EnvPrintsTheReportAndWritesJson) {
   EXPECT_TRUE(env["problems"].is_array());
 }
 
+TEST_F(Cli, FunctionsListsTheCatalogue) {
+  auto run = kanbench("functions");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  // A header, then one row per function: 5 built-in, 15 special, 27 Feynman.
+  EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1 + 47) << run.output;
+  EXPECT_EQ(run.output.rfind("NAME", 0), 0u) << run.output;
+  for (const char* text : {"INPUTS", "FORMULA", "DOMAIN", "SOURCE", "\ntoy ", "\nlpmv_2 ",
+                           "nu in [0, 3], x in [-0.9, 1]", "theta in [0, 2pi], phi in [0, pi]",
+                           "\nfeynman_III.17.37 ", "Table 2: Feynman dataset"}) {
+    EXPECT_NE(run.output.find(text), std::string::npos) << text << "\n" << run.output;
+  }
+
+  run = kanbench("functions --table special");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1 + 15) << run.output;
+  EXPECT_EQ(run.output.find("feynman_"), std::string::npos) << run.output;
+
+  run = kanbench("functions --table feynman --json");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto json = nlohmann::json::parse(run.output);
+  EXPECT_EQ(json["schema_version"], "1.0.0");
+  const auto& functions = json["functions"];
+  ASSERT_EQ(functions.size(), 27u);
+  for (const auto& f : functions) {
+    SCOPED_TRACE(f.dump());
+    EXPECT_EQ(f["group"], "feynman");
+    for (const char* key : {"name", "inputs", "variables", "formula", "domain", "ranges", "source",
+                            "notes", "paper"}) {
+      EXPECT_TRUE(f.contains(key)) << key;
+    }
+    EXPECT_EQ(f["ranges"].size(), f["inputs"].get<size_t>());
+    EXPECT_EQ(f["variables"].size(), f["inputs"].get<size_t>());
+  }
+  EXPECT_EQ(functions[0]["name"], "feynman_I.6.2");
+  EXPECT_EQ(functions[0]["paper"]["human_kan_shape"], (std::vector<int64_t>{2, 2, 1, 1}));
+  EXPECT_TRUE(functions[0]["paper"]["pruned_kan_shape_minimal"].empty()); // not verified
+  EXPECT_DOUBLE_EQ(functions[0]["paper"]["mlp_test_rmse"].get<double>(), 1.45e-4);
+
+  run = kanbench("functions --table nope");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("--table"), std::string::npos) << run.output;
+}
+
 TEST_F(Cli, AuditOfACorrectModelExitsZero) {
   const auto run = kanbench("audit --device cpu --width 2,3,1 --trace-steps 1 --samples 64 "
                             "--opt adam --json " +

@@ -64,11 +64,13 @@ TEST(Dataset, HonoursTheDevice) {
 }
 
 TEST(Dataset, ReferenceFunctions) {
+  // The five built-in ones come first, then the catalogue's (test_function_catalogue.cpp).
   std::vector<std::string> names;
-  for (const auto& f : reference_functions())
+  for (const auto& f : reference_functions("builtin"))
     names.push_back(f.name);
   EXPECT_EQ(names,
             (std::vector<std::string>{"toy", "xy", "exp_sin4", "highdim100", "feynman_I.6.20a"}));
+  EXPECT_EQ(reference_functions().front().name, "toy");
   // The standard normal density at 0, on pykan's range [-3, 3].
   const auto& feynman = reference_function("feynman_I.6.20a");
   EXPECT_NEAR(feynman.f(torch::zeros({1, 1}, torch::kFloat64)).item<double>(),

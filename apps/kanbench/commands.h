@@ -49,6 +49,10 @@ void add_import_pykan_command(CLI::App& app, int& exit_code);
 /// `kanbench export-pykan CHECKPOINT PREFIX`: a kanbench checkpoint -> a pykan checkpoint.
 void add_export_pykan_command(CLI::App& app, int& exit_code);
 
+/// `kanbench functions`: the reference functions (--table builtin|special|feynman), as a table or
+/// --json.
+void add_functions_command(CLI::App& app, int& exit_code);
+
 /// --cv-target and --cv-max-time (stop-on-noise timing), shared by `run` and `sweep`.
 void add_noise_options(CLI::App& command, double& cv_target, double& cv_max_time);
 

@@ -1,8 +1,11 @@
 #include "kan/dataset.h"
 
+#include "kan/function_catalogue.h"
+
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -68,33 +71,95 @@ Dataset create_dataset(const TargetFunction& f, const DatasetOptions& o) {
                  label(f, test_x).to(target)};
 }
 
-const std::vector<ReferenceFunction>& reference_functions() {
-  static const std::vector<ReferenceFunction> functions{
-      {"toy", 2, "exp(sin(pi x0) + x1^2)",
+namespace {
+
+const char* const kToySource = "KAN paper (arXiv:2404.19756), Section 3.1: toy datasets";
+
+std::vector<ReferenceFunction> builtin_functions() {
+  const GridRange unit{-1.0, 1.0};
+  return {
+      {"toy",
+       2,
+       "exp(sin(pi x0) + x1^2)",
        [](const torch::Tensor& x) {
          return torch::exp(torch::sin(M_PI * x.select(1, 0)) + x.select(1, 1).square())
              .unsqueeze(1);
-       }},
-      {"xy", 2, "x0 * x1",
-       [](const torch::Tensor& x) { return (x.select(1, 0) * x.select(1, 1)).unsqueeze(1); }},
-      {"exp_sin4", 4, "exp((sin(pi (x0^2 + x1^2)) + sin(pi (x2^2 + x3^2))) / 2)",
+       },
+       {unit},
+       "builtin",
+       kToySource,
+       "",
+       {}},
+      {"xy",
+       2,
+       "x0 * x1",
+       [](const torch::Tensor& x) { return (x.select(1, 0) * x.select(1, 1)).unsqueeze(1); },
+       {unit},
+       "builtin",
+       kToySource,
+       "",
+       {}},
+      {"exp_sin4",
+       4,
+       "exp((sin(pi (x0^2 + x1^2)) + sin(pi (x2^2 + x3^2))) / 2)",
        [](const torch::Tensor& x) {
          const auto sq = x.square();
          const auto a = torch::sin(M_PI * (sq.select(1, 0) + sq.select(1, 1)));
          const auto b = torch::sin(M_PI * (sq.select(1, 2) + sq.select(1, 3)));
          return torch::exp((a + b) / 2).unsqueeze(1);
-       }},
-      {"highdim100", 100, "exp(mean_i sin^2(pi x_i / 2)), i = 0..99",
+       },
+       {unit},
+       "builtin",
+       kToySource,
+       "",
+       {}},
+      {"highdim100",
+       100,
+       "exp(mean_i sin^2(pi x_i / 2)), i = 0..99",
        [](const torch::Tensor& x) {
          return torch::exp(torch::sin(M_PI / 2 * x).square().mean(1, /*keepdim=*/true));
-       }},
+       },
+       {unit},
+       "builtin",
+       kToySource,
+       "",
+       {}},
       // pykan's feynman.py, 'I.6.20a': the standard normal density, theta in [-3, 3].
       {"feynman_I.6.20a",
        1,
        "exp(-x0^2 / 2) / sqrt(2 pi)",
        [](const torch::Tensor& x) { return torch::exp(-x.square() / 2) / std::sqrt(2 * M_PI); },
-       {{-3.0, 3.0}}},
+       {{-3.0, 3.0}},
+       "builtin",
+       "pykan 0.2.8 kan/feynman.py 'I.6.20a'",
+       "The one-variable Feynman equation, outside the paper's table (which keeps those with two "
+       "or more variables).",
+       {}},
   };
+}
+
+const std::vector<std::string> kGroups{"builtin", "special", "feynman"};
+
+} // namespace
+
+const std::vector<ReferenceFunction>& reference_functions() {
+  static const std::vector<ReferenceFunction> functions = [] {
+    auto all = builtin_functions();
+    for (const auto* group : {&special_functions(), &feynman_functions()})
+      all.insert(all.end(), group->begin(), group->end());
+    return all;
+  }();
+  return functions;
+}
+
+std::vector<ReferenceFunction> reference_functions(const std::string& group) {
+  TORCH_CHECK(std::find(kGroups.begin(), kGroups.end(), group) != kGroups.end(),
+              "unknown function group '", group, "'; the groups are builtin, special, feynman");
+  std::vector<ReferenceFunction> functions;
+  for (const auto& f : reference_functions()) {
+    if (f.group == group)
+      functions.push_back(f);
+  }
   return functions;
 }
 

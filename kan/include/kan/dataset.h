@@ -56,17 +56,31 @@ Dataset create_dataset(const TargetFunction& f, const DatasetOptions& options);
 
 /// A named function of the KAN literature, for benchmarks and tests.
 struct ReferenceFunction {
-  std::string name;    ///< e.g. "toy"
+  std::string name;    ///< e.g. "toy", "jv", "feynman_I.6.2"
   int64_t n_var;       ///< number of inputs
-  std::string formula; ///< human-readable definition
+  std::string formula; ///< human-readable definition, in the inputs' names (x0, x1, ... or a, b)
   TargetFunction f;    ///< (N, n_var) -> (N, 1)
   /// Where its inputs are drawn (DatasetOptions::ranges): one for all, or one per variable.
   std::vector<GridRange> ranges{{-1.0, 1.0}};
+  /// The catalogue table it belongs to: "builtin", "special" (the KAN paper's special
+  /// functions) or "feynman" (the paper's dimensionless Feynman equations).
+  std::string group = "builtin";
+  /// Where it comes from: the paper and table, or pykan.
+  std::string source;
+  /// The choices made where the source is silent (which output, which convention, why the
+  /// domain stops where it does); empty when there was none.
+  std::string notes;
+  /// The inputs' names in order (e.g. {"nu", "x"}); empty means x0, x1, ...
+  std::vector<std::string> variables;
 };
 
-/// Every reference function: toy, xy, exp_sin4, highdim100, and feynman_I.6.20a (the KAN paper's
-/// Feynman equation I.6.20a on pykan's range).
+/// Every reference function: the five built-in ones (toy, xy, exp_sin4, highdim100 and
+/// feynman_I.6.20a, the KAN paper's Feynman equation I.6.20a on pykan's range), then the
+/// paper's 15 special functions and 27 Feynman equations (kan/function_catalogue.h).
 const std::vector<ReferenceFunction>& reference_functions();
+/// The reference functions of one group ("builtin", "special" or "feynman"), in catalogue
+/// order; another group is an error listing the groups.
+std::vector<ReferenceFunction> reference_functions(const std::string& group);
 /// The reference function called `name`; an unknown name is an error listing the known ones.
 const ReferenceFunction& reference_function(const std::string& name);
 
