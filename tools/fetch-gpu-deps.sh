@@ -7,7 +7,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mkdir -p "$root/.deb"
 cd "$root/.deb"
 packages=(nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev libbenchmark1debian
-          libjs-chart.js libyaml-cpp-dev libyaml-cpp0.7 libgloo-dev)
+          libjs-chart.js libyaml-cpp-dev libyaml-cpp0.7 libgloo-dev zlib1g-dev)
 missing=()
 for p in "${packages[@]}"; do
   ls "${p}"_*.deb >/dev/null 2>&1 || missing+=("$p")
