@@ -233,10 +233,10 @@ TEST_F(Predict, ReadsNpyArrays) {
   auto model = saved_model({4, 3, 2});
   const std::string dir = KAN_DATA_REFERENCE_DIR;
   // table.npy: (12, 4), table[i, j] = (4 i + j) / 8 - 3.
-  const auto x = ((4 * torch::arange(12, torch::kFloat64).unsqueeze(1) +
-                   torch::arange(4, torch::kFloat64)) /
-                      8 -
-                  3);
+  const auto x =
+      ((4 * torch::arange(12, torch::kFloat64).unsqueeze(1) + torch::arange(4, torch::kFloat64)) /
+           8 -
+       3);
   for (const auto* name : {"table.npy", "table_fortran.npy", "table_float32.npy"}) {
     const auto run = kanbench("predict --model " + path("model.pt") + " --input " + dir + "/" +
                               name + " --out " + path("y.csv"));

@@ -67,8 +67,9 @@ std::string csv_text(const torch::Tensor& values, const std::string& header = ""
 // A .npy file of `descr` and `shape` (a Python tuple's text) around raw data bytes.
 std::string npy_bytes(const std::string& descr, const std::string& shape, const std::string& data,
                       bool fortran = false) {
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': " +
-                       (fortran ? "True" : "False") + ", 'shape': " + shape + ", }";
+  std::string header = "{'descr': '" + descr +
+                       "', 'fortran_order': " + (fortran ? "True" : "False") +
+                       ", 'shape': " + shape + ", }";
   while ((10 + header.size() + 1) % 64 != 0)
     header += ' ';
   header += '\n';
@@ -181,9 +182,9 @@ TEST_F(DataFile, DelimitersHeadersAndLineEndsAreDetected) {
   loaded = load_dataset(
       write("crlf.csv", "\xEF\xBB\xBFx , y\r\n 1.5 ,\"-2\"\r\n+3,4e0\r\n5,6\r\n\r\n  \n"), f64);
   EXPECT_EQ(loaded.input_names, (std::vector<std::string>{"x"}));
-  EXPECT_TRUE(torch::equal(all_rows(loaded.data),
-                           torch::tensor({1.5, -2.0, 3.0, 4.0, 5.0, 6.0}, torch::kFloat64)
-                               .reshape({3, 2})));
+  EXPECT_TRUE(torch::equal(
+      all_rows(loaded.data),
+      torch::tensor({1.5, -2.0, 3.0, 4.0, 5.0, 6.0}, torch::kFloat64).reshape({3, 2})));
 }
 
 TEST_F(DataFile, ColumnsAreSelectedByIndexRangeAndName) {
@@ -320,30 +321,30 @@ TEST_F(DataFile, NpyInEveryLayoutReadsTheSameTable) {
     EXPECT_EQ(loaded.input_names, (std::vector<std::string>{"0", "1", "2"})) << name;
     EXPECT_TRUE(torch::equal(all_rows(loaded.data), table())) << name;
   }
-  const auto loaded = load_dataset(fixture("table_fortran.npy"),
-                                   LoadDatasetOptions().inputs("3,1").targets("0"));
+  const auto loaded =
+      load_dataset(fixture("table_fortran.npy"), LoadDatasetOptions().inputs("3,1").targets("0"));
   EXPECT_NE(loaded.description.find("NumPy .npy, float64 (12, 4) (Fortran order)"),
             std::string::npos)
       << loaded.description;
   const auto x = torch::cat({loaded.data.train_input, loaded.data.test_input});
   const auto order = std::get<1>(x.select(1, 0).sort());
-  EXPECT_TRUE(torch::equal(x.index_select(0, order),
-                           torch::stack({table().select(1, 3), table().select(1, 1)}, 1)
-                               .to(torch::kFloat32)));
+  EXPECT_TRUE(torch::equal(
+      x.index_select(0, order),
+      torch::stack({table().select(1, 3), table().select(1, 1)}, 1).to(torch::kFloat32)));
 }
 
 TEST_F(DataFile, NpyOfEveryIntegerTypeAndByteOrder) {
-  for (const auto* type : {"i1", "u1", "le_i2", "be_i2", "le_i4", "be_i4", "le_i8", "be_i8",
-                           "le_u2", "be_u2", "le_u4", "be_u4", "le_u8", "be_u8", "le_f4",
-                           "be_f4"}) {
+  for (const auto* type :
+       {"i1", "u1", "le_i2", "be_i2", "le_i4", "be_i4", "le_i8", "be_i8", "le_u2", "be_u2", "le_u4",
+        "be_u4", "le_u8", "be_u8", "le_f4", "be_f4"}) {
     const auto name = "small_" + std::string(type) + ".npy";
     const auto loaded = load_dataset(fixture(name), LoadDatasetOptions().dtype(torch::kFloat64));
     EXPECT_TRUE(torch::equal(all_rows(loaded.data), small())) << name;
   }
   const auto loaded = load_dataset(fixture("small_bool.npy"));
-  EXPECT_TRUE(torch::equal(all_rows(loaded.data),
-                           torch::tensor({0.f, 1.f, 0.f, 1.f, 0.f, 1.f, 0.f, 1.f, 0.f, 1.f})
-                               .reshape({5, 2})));
+  EXPECT_TRUE(torch::equal(
+      all_rows(loaded.data),
+      torch::tensor({0.f, 1.f, 0.f, 1.f, 0.f, 1.f, 0.f, 1.f, 0.f, 1.f}).reshape({5, 2})));
 }
 
 TEST_F(DataFile, BadNpyIsOneLineNamingTheFile) {
@@ -359,7 +360,8 @@ TEST_F(DataFile, BadNpyIsOneLineNamingTheFile) {
        "x.npy[2, 1]: not a finite number (NaN and Inf are refused) (value 'nan')"},
       {npy_bytes("<f8", "(2, 2, 2)", doubles(values)),
        "an array of shape (2, 2, 2); a 2-D array (rows, columns) or a 1-D one (one column)"},
-      {npy_bytes("<f2", "(4,)", std::string(8, '\0')), "an array of dtype '<f2', which is not read"},
+      {npy_bytes("<f2", "(4,)", std::string(8, '\0')),
+       "an array of dtype '<f2', which is not read"},
       {npy_bytes("<U3", "(4,)", std::string(48, '\0')), "dtype '<U3'"},
       {npy_bytes("<f8", "(99999999999, 99999999999)", ""), "needs more than 2^64 bytes"},
       {npy_bytes("<f8", "(999999999999999999999999, 1)", ""), "a dimension too large"},
@@ -376,8 +378,8 @@ TEST_F(DataFile, BadNpyIsOneLineNamingTheFile) {
   }
   // A structured dtype's descr is a list.
   auto header = std::string("{'descr': [('a', '<f8')], 'fortran_order': False, 'shape': (1,), }");
-  const auto structured = std::string("\x93NUMPY\x01\x00", 8) +
-                          static_cast<char>(header.size()) + '\0' + header + std::string(8, 'x');
+  const auto structured = std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size()) +
+                          '\0' + header + std::string(8, 'x');
   const auto file = write("s.npy", structured);
   EXPECT_NE(error_of([&] { load_dataset(file); }).find("a structured dtype"), std::string::npos);
 }
@@ -396,8 +398,9 @@ TEST_F(DataFile, NpzOfXAndYStoredOrCompressed) {
       << one.description;
   EXPECT_EQ(one.inputs(), 3);
   // A 1-D array is one column: a target without inputs.
-  EXPECT_NE(error_of([&] { load_dataset(fixture("labels_1d.npy")); })
-                .find("labels_1d.npy: 1 column, so no inputs besides the target"),
+  EXPECT_NE(error_of([&] {
+              load_dataset(fixture("labels_1d.npy"));
+            }).find("labels_1d.npy: 1 column, so no inputs besides the target"),
             std::string::npos);
   const auto message =
       error_of([&] { load_dataset(fixture("xy.npz"), LoadDatasetOptions().inputs("0")); });
@@ -408,7 +411,8 @@ TEST_F(DataFile, NpzOfXAndYStoredOrCompressed) {
 }
 
 TEST_F(DataFile, NpzAndTorchFilesOfPykansKeysBringTheirOwnSplit) {
-  const auto loaded = load_dataset(fixture("pykan.npz"), LoadDatasetOptions().dtype(torch::kFloat64));
+  const auto loaded =
+      load_dataset(fixture("pykan.npz"), LoadDatasetOptions().dtype(torch::kFloat64));
   EXPECT_EQ(loaded.train_rows, 8);
   EXPECT_EQ(loaded.test_rows, 4);
   EXPECT_TRUE(torch::equal(loaded.data.train_input, table().slice(0, 0, 8).slice(1, 0, 3)));
@@ -427,8 +431,9 @@ TEST_F(DataFile, NpzAndTorchFilesOfPykansKeysBringTheirOwnSplit) {
     const auto message = error_of([&] { load_dataset(pt, options); });
     EXPECT_NE(message.find("holds its own test set"), std::string::npos) << message;
   }
-  EXPECT_NE(error_of([&] { load_dataset(pt, LoadDatasetOptions().targets("1")); })
-                .find("targets '1' does not apply to"),
+  EXPECT_NE(error_of([&] {
+              load_dataset(pt, LoadDatasetOptions().targets("1"));
+            }).find("targets '1' does not apply to"),
             std::string::npos);
   EXPECT_NE(error_of([&] {
               load_dataset(fixture("table.npy"), LoadDatasetOptions().test_data(pt));
@@ -437,17 +442,18 @@ TEST_F(DataFile, NpzAndTorchFilesOfPykansKeysBringTheirOwnSplit) {
   // A dict missing a key, and one with a NaN.
   const auto x = torch::rand({4, 2}), y = torch::rand({4, 1});
   write_named_tensors(path("missing.pt"), {{"train_input", x}, {"train_label", y}});
-  EXPECT_NE(error_of([&] { load_dataset(path("missing.pt")); })
-                .find("no tensor 'test_input' (the file holds train_input, train_label)"),
+  EXPECT_NE(error_of([&] {
+              load_dataset(path("missing.pt"));
+            }).find("no tensor 'test_input' (the file holds train_input, train_label)"),
             std::string::npos);
   auto nan = y.clone();
   nan[2][0] = std::nan("");
-  write_named_tensors(path("nan.pt"), {{"train_input", x},
-                                       {"train_label", y},
-                                       {"test_input", x},
-                                       {"test_label", nan}});
-  EXPECT_NE(error_of([&] { load_dataset(path("nan.pt")); })
-                .find("nan.pt['test_label'][2, 0]: not a finite number"),
+  write_named_tensors(
+      path("nan.pt"),
+      {{"train_input", x}, {"train_label", y}, {"test_input", x}, {"test_label", nan}});
+  EXPECT_NE(error_of([&] {
+              load_dataset(path("nan.pt"));
+            }).find("nan.pt['test_label'][2, 0]: not a finite number"),
             std::string::npos);
 }
 
@@ -516,12 +522,13 @@ TEST_F(DataFile, ClassLabelsAreInt64AndChecked) {
 TEST_F(DataFile, ATestFileIsReadWithTheSameColumns) {
   const auto train = write("train.csv", csv_text(table(), "a,b,c,y"));
   // The test file's columns in another order: selected by name, they line up.
-  const auto reordered = table().index_select(0, torch::arange(3)).index_select(
-      1, torch::tensor({3, 2, 1, 0}, torch::kLong));
+  const auto reordered = table()
+                             .index_select(0, torch::arange(3))
+                             .index_select(1, torch::tensor({3, 2, 1, 0}, torch::kLong));
   const auto test = write("test.csv", csv_text(reordered, "y,c,b,a"));
-  const auto loaded =
-      load_dataset(train, LoadDatasetOptions().inputs("a,b").targets("y").test_data(test).dtype(
-                              torch::kFloat64));
+  const auto loaded = load_dataset(
+      train,
+      LoadDatasetOptions().inputs("a,b").targets("y").test_data(test).dtype(torch::kFloat64));
   EXPECT_EQ(loaded.train_rows, 12);
   EXPECT_EQ(loaded.test_rows, 3);
   EXPECT_TRUE(torch::equal(loaded.data.train_input, table().slice(1, 0, 2))); // file order
@@ -567,7 +574,8 @@ TEST_F(DataFile, CheckWidthNamesBothCounts) {
       << message;
   message = error_of([&] { check_width(loaded, 3, 2); });
   EXPECT_NE(message.find("gives 2 outputs"), std::string::npos) << message;
-  const auto classes = load_dataset(fixture("classes.npz"), LoadDatasetOptions().classification(true));
+  const auto classes =
+      load_dataset(fixture("classes.npz"), LoadDatasetOptions().classification(true));
   check_width(classes, 3, 3);
   check_width(classes, 3, 5); // a class the data does not hold is fine
   message = error_of([&] { check_width(classes, 3, 2); });
@@ -584,11 +592,11 @@ TEST_F(DataFile, LargeFilesCrossEveryBufferBoundary) {
   const auto file = write("large.csv", csv_text(values, "a,b,c,d,e"));
   const auto loaded = load_dataset(file, LoadDatasetOptions().dtype(torch::kFloat64));
   EXPECT_EQ(loaded.train_rows + loaded.test_rows, rows);
-  EXPECT_TRUE(torch::equal(all_rows(loaded.data), values.index_select(
-                                                      0, std::get<1>(values.select(1, 0).sort()))));
+  EXPECT_TRUE(torch::equal(all_rows(loaded.data),
+                           values.index_select(0, std::get<1>(values.select(1, 0).sort()))));
   const auto wide = torch::rand({3, 100000}, torch::kFloat64);
-  const auto long_lines = load_dataset(write("wide.csv", csv_text(wide)),
-                                       LoadDatasetOptions().dtype(torch::kFloat64));
+  const auto long_lines =
+      load_dataset(write("wide.csv", csv_text(wide)), LoadDatasetOptions().dtype(torch::kFloat64));
   EXPECT_EQ(long_lines.inputs(), 99999);
   EXPECT_TRUE(torch::equal(all_rows(long_lines.data),
                            wide.index_select(0, std::get<1>(wide.select(1, 0).sort()))));
@@ -640,11 +648,13 @@ TEST_F(DataFile, RowReaderStreamsCsvAndNpy) {
     EXPECT_TRUE(torch::equal(torch::cat({first, rest}), table())) << name;
   }
   RowReader npy(fixture("table.npy"));
-  EXPECT_NE(error_of([&] { npy.expect_columns(2, "the model takes 2 inputs"); })
-                .find("table.npy: an array of 4 columns, but the model takes 2 inputs"),
+  EXPECT_NE(error_of([&] {
+              npy.expect_columns(2, "the model takes 2 inputs");
+            }).find("table.npy: an array of 4 columns, but the model takes 2 inputs"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { RowReader reader(fixture("xy.npz")); })
-                .find("is an .npz archive; rows are read from a CSV file or a .npy array"),
+  EXPECT_NE(error_of([&] {
+              RowReader reader(fixture("xy.npz"));
+            }).find("is an .npz archive; rows are read from a CSV file or a .npy array"),
             std::string::npos);
 }
 

@@ -76,11 +76,10 @@ int run(const RunArgs& a) {
   options.model = a.model;
   options.data = a.data;
   // The data file's options only mean something with a file (and --loss with a model).
-  for (const auto& [name, given] :
-       {std::pair<const char*, bool>{"--inputs", !a.inputs.empty()},
-        {"--targets", !a.targets.empty()},
-        {"--test-data", !a.test_data.empty()},
-        {"--test-fraction", a.test_fraction.has_value()}})
+  for (const auto& [name, given] : {std::pair<const char*, bool>{"--inputs", !a.inputs.empty()},
+                                    {"--targets", !a.targets.empty()},
+                                    {"--test-data", !a.test_data.empty()},
+                                    {"--test-fraction", a.test_fraction.has_value()}})
     TORCH_CHECK(!given || !a.data.empty(), name, " needs --data (the file it reads)");
   TORCH_CHECK(a.loss == "mse" || !a.model.empty(), "--loss ", a.loss,
               " needs --model (the suite's workloads have their own losses)");
@@ -197,7 +196,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_option_function<double>(
       "--test-fraction", [args](const double& fraction) { args->test_fraction = fraction; },
       "Fraction of --data's rows held out as the test set by a seeded shuffle, in "
-                  "(0, 1) (default 0.2, without --test-data)");
+      "(0, 1) (default 0.2, without --test-data)");
   cmd->add_option("--loss", args->loss,
                   "Loss of --model's training: mse, or cross-entropy (--data's target: one "
                   "column of integer class labels below the model's output count; accuracy "

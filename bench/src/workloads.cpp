@@ -216,10 +216,10 @@ Workload model_workload(const std::string& model_path, const std::string& data_p
   w.loss = loss;
   const bool classification = loss == Loss::kCrossEntropy;
   if (data_path.empty()) {
-    w.data = classification ? synthetic_classification(w.width.front(), w.width.back(),
-                                                       w.train_num, w.test_num, w.seed,
-                                                       torch::kCPU, torch::kFloat64)
-                            : synthetic_model_data(w);
+    w.data = classification
+                 ? synthetic_classification(w.width.front(), w.width.back(), w.train_num,
+                                            w.test_num, w.seed, torch::kCPU, torch::kFloat64)
+                 : synthetic_model_data(w);
     w.data_source = "synthetic";
   } else {
     auto options = data_options;

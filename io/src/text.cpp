@@ -23,10 +23,11 @@ namespace {
 size_t utf8_length(std::string_view text, size_t i) {
   const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
   const unsigned char lead = byte(i);
-  const size_t n = lead < 0x80 ? 1 : lead >= 0xC2 && lead < 0xE0 ? 2
-                                 : lead >= 0xE0 && lead < 0xF0   ? 3
-                                 : lead >= 0xF0 && lead < 0xF5   ? 4
-                                                                 : 0;
+  const size_t n = lead < 0x80                   ? 1
+                   : lead >= 0xC2 && lead < 0xE0 ? 2
+                   : lead >= 0xE0 && lead < 0xF0 ? 3
+                   : lead >= 0xF0 && lead < 0xF5 ? 4
+                                                 : 0;
   if (n == 0 || i + n > text.size())
     return 0;
   for (size_t k = 1; k < n; ++k)
@@ -54,8 +55,8 @@ void append_printable(std::string& out, std::string_view text, size_t begin, siz
 
 // Moves i back to the start of the UTF-8 character it falls in (at most 3 bytes back).
 size_t character_start(std::string_view text, size_t i) {
-  for (int back = 0; back < 3 && i > 0 && i < text.size() &&
-                     (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80;
+  for (int back = 0;
+       back < 3 && i > 0 && i < text.size() && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80;
        ++back)
     --i;
   return i;

@@ -66,7 +66,6 @@ public:
   virtual int64_t next_rows(double* out, int64_t max_rows) = 0;
 };
 
-
 // The four tensors of a dataset being filled: the source's rows land in train or test (a seeded
 // shuffle's split, or all in one), each value checked and converted as it lands.
 class Destination {
@@ -90,8 +89,10 @@ public:
     for (int part = 0; part < 2; ++part) {
       const int64_t n = part == 0 ? train_rows : test_rows;
       x_[part] = torch::empty({n, inputs}, floating);
-      y_[part] = classification_ ? torch::empty({n}, torch::kLong)
-                                 : torch::empty({n, targets}, floating);
+      y_[part] =
+          classification_ ? torch::empty({n}, torch::kLong) : torch::empty({n, targets}, floating);
+      x_data_[part] = x_[part].data_ptr();
+      y_data_[part] = y_[part].data_ptr();
     }
   }
 
@@ -106,9 +107,9 @@ public:
       index -= part ? split_ : 0;
     }
     if (slot < inputs_) {
-      store(x_[part], index * inputs_ + slot, value, where);
+      store(x_data_[part], index * inputs_ + slot, value, where);
     } else if (!classification_) {
-      store(y_[part], index * targets_ + slot - inputs_, value, where);
+      store(y_data_[part], index * targets_ + slot - inputs_, value, where);
     } else {
       TORCH_CHECK(value == std::trunc(value) && value >= 0, where(),
                   ": not a class label (class labels are integers 0, 1, 2, ...) (value '",
@@ -117,7 +118,7 @@ public:
                   ": class label out of range: there are ", classes_, " classes, 0 to ",
                   classes_ - 1, " (value '", number_text(value), "')");
       const auto label = static_cast<int64_t>(value);
-      y_[part].data_ptr<int64_t>()[index] = label;
+      static_cast<int64_t*>(y_data_[part])[index] = label;
       max_label_ = std::max(max_label_, label);
     }
   }
@@ -128,14 +129,14 @@ public:
 
 private:
   template <typename Where>
-  void store(const torch::Tensor& tensor, int64_t offset, double value, const Where& where) {
+  void store(void* data, int64_t offset, double value, const Where& where) {
     if (float32_) {
       TORCH_CHECK(std::abs(value) <= std::numeric_limits<float>::max(), where(),
                   ": out of float32's range (read the data as float64) (value '",
                   number_text(value), "')");
-      tensor.data_ptr<float>()[offset] = static_cast<float>(value);
+      static_cast<float*>(data)[offset] = static_cast<float>(value);
     } else {
-      tensor.data_ptr<double>()[offset] = value;
+      static_cast<double*>(data)[offset] = value;
     }
   }
 
@@ -146,6 +147,7 @@ private:
   std::vector<int64_t> position_; // per source row its place in perm; empty: no split
   int64_t split_ = 0;
   std::array<torch::Tensor, 2> x_, y_;
+  std::array<void*, 2> x_data_{}, y_data_{}; // their data, float, double or int64_t
   int64_t max_label_ = -1;
 };
 
@@ -215,8 +217,7 @@ public:
         elements_(*bytes_, detail::read_npy_header(*bytes_)) {
     const auto& h = elements_.header();
     TORCH_CHECK(h.shape.size() == 1 || h.shape.size() == 2, name_, ": an array of shape ",
-                h.shape_text(),
-                "; a 2-D array (rows, columns) or a 1-D one (one column) is read");
+                h.shape_text(), "; a 2-D array (rows, columns) or a 1-D one (one column) is read");
     rows_ = h.shape[0];
     columns_ = h.shape.size() == 2 ? h.shape[1] : 1;
   }
@@ -248,8 +249,8 @@ public:
         const double value = chunk[i];
         auto where = [&] { return at(row, column); };
         TORCH_CHECK(std::isfinite(value), where(),
-                    ": not a finite number (NaN and Inf are refused) (value '",
-                    number_text(value), "')");
+                    ": not a finite number (NaN and Inf are refused) (value '", number_text(value),
+                    "')");
         destination.put(row, slot, value, where);
       }
     }
@@ -308,7 +309,7 @@ public:
                 tensor.sizes(), "; a 2-D tensor (rows, columns) or a 1-D one is read");
     TORCH_CHECK(!tensor.is_complex(), name_, ": a complex tensor");
     one_dim_ = tensor.dim() == 1;
-    values_ = tensor.reshape({tensor.size(0), -1}).to(torch::kFloat64).contiguous();
+    values_ = (one_dim_ ? tensor.unsqueeze(1) : tensor).to(torch::kFloat64).contiguous();
   }
   const std::string& name() const override { return name_; }
   int64_t columns() const override { return values_.size(1); }
@@ -324,12 +325,11 @@ public:
           continue;
         const double value = v[r * columns + c];
         auto where = [&] {
-          return name_ + "[" + std::to_string(r) + (one_dim_ ? "" : ", " + std::to_string(c)) +
-                 "]";
+          return name_ + "[" + std::to_string(r) + (one_dim_ ? "" : ", " + std::to_string(c)) + "]";
         };
         TORCH_CHECK(std::isfinite(value), where(),
-                    ": not a finite number (NaN and Inf are refused) (value '",
-                    number_text(value), "')");
+                    ": not a finite number (NaN and Inf are refused) (value '", number_text(value),
+                    "')");
         destination.put(r, slots[c], value, where);
       }
   }
@@ -370,8 +370,7 @@ struct Opened {
 
 DataFormat detect_format(const std::string& path) {
   std::error_code ec;
-  TORCH_CHECK(!std::filesystem::is_directory(path, ec), "cannot read '", path,
-              "': it is a folder");
+  TORCH_CHECK(!std::filesystem::is_directory(path, ec), "cannot read '", path, "': it is a folder");
   TORCH_CHECK(std::filesystem::exists(path, ec), "cannot read '", path, "': no such file");
   char magic[6] = {};
   std::ifstream in(path, std::ios::binary);
@@ -387,21 +386,21 @@ DataFormat detect_format(const std::string& path) {
         return DataFormat::kTorch;
     return DataFormat::kNpz;
   }
-  TORCH_CHECK(!(got >= 2 && static_cast<unsigned char>(magic[0]) == 0x80 && magic[1] >= 2 &&
-                magic[1] <= 5),
-              "'", path,
-              "': a pickle (torch.save's legacy format?), which is not read: save it again with "
-              "torch.save's default zip format");
+  TORCH_CHECK(
+      !(got >= 2 && static_cast<unsigned char>(magic[0]) == 0x80 && magic[1] >= 2 && magic[1] <= 5),
+      "'", path,
+      "': a pickle (torch.save's legacy format?), which is not read: save it again with "
+      "torch.save's default zip format");
   return DataFormat::kCsv;
 }
 
 std::string csv_what(const detail::CsvLayout& layout) {
-  const std::string delimiter = layout.delimiter == '\t' ? "tab" : std::string("'") +
-                                                                       layout.delimiter + "'";
+  const std::string delimiter =
+      layout.delimiter == '\t' ? "tab" : std::string("'") + layout.delimiter + "'";
   return "CSV, " + delimiter + "-separated, " +
-         (layout.header ? "header on line " + std::to_string(layout.first_line) +
-                              " taken as column names"
-                        : std::string("no header"));
+         (layout.header
+              ? "header on line " + std::to_string(layout.first_line) + " taken as column names"
+              : std::string("no header"));
 }
 
 Opened open_data(const std::string& path) {
@@ -465,8 +464,9 @@ Opened open_data(const std::string& path) {
     for (const auto& [name, tensor] : tensors)
       names.push_back(name);
     for (size_t i = 0; i < kPykanKeys.size(); ++i) {
-      const auto found = std::find_if(tensors.begin(), tensors.end(),
-                                      [&](const auto& named) { return named.first == kPykanKeys[i]; });
+      const auto found = std::find_if(tensors.begin(), tensors.end(), [&](const auto& named) {
+        return named.first == kPykanKeys[i];
+      });
       TORCH_CHECK(found != tensors.end(), "'", path, "': no tensor '", kPykanKeys[i],
                   "' (the file holds ", names.empty() ? "none" : name_list(names),
                   "); a torch.save'd dataset is pykan's create_dataset dict (train_input, "
@@ -514,8 +514,9 @@ std::vector<int64_t> resolve_columns(const std::string& text, const char* option
     const auto comma = text.find(',', start);
     auto item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     const auto first = item.find_first_not_of(" \t");
-    item = first == std::string::npos ? "" : item.substr(first, item.find_last_not_of(" \t") -
-                                                                    first + 1);
+    item = first == std::string::npos
+               ? ""
+               : item.substr(first, item.find_last_not_of(" \t") - first + 1);
     fail_unless(!item.empty(), "an empty item (write e.g. 0-3,5 or x,y)");
     // Digits are an index and digits-digits a range, whatever the header says; anything else
     // is a header name.
@@ -558,7 +559,7 @@ std::string column_name(const RowSource& table, int64_t c) {
 
 // Which slot each column of a source fills, and the names of inputs and targets.
 struct Plan {
-  std::vector<int64_t> slots;      // table: per column
+  std::vector<int64_t> slots;            // table: per column
   std::vector<int64_t> x_slots, y_slots; // x and y
   std::vector<std::string> input_names, target_names;
 };
@@ -568,8 +569,7 @@ Plan plan_columns(const Opened& data, const LoadDatasetOptions& o) {
   if (data.table) {
     const auto& table = *data.table;
     const int64_t columns = table.columns();
-    TORCH_CHECK(columns >= 2 || !o.inputs().empty(), table.name(), ": ",
-                plural(columns, "column"),
+    TORCH_CHECK(columns >= 2 || !o.inputs().empty(), table.name(), ": ", plural(columns, "column"),
                 ", so no inputs besides the target (a dataset needs input and target columns)");
     std::vector<int64_t> targets = o.targets().empty()
                                        ? std::vector<int64_t>{columns - 1}
@@ -579,8 +579,8 @@ Plan plan_columns(const Opened& data, const LoadDatasetOptions& o) {
       for (int64_t c = 0; c < columns; ++c)
         if (std::find(targets.begin(), targets.end(), c) == targets.end())
           inputs.push_back(c);
-      TORCH_CHECK(!inputs.empty(), "targets '", io::elided(o.targets()), "' leave ",
-                  table.name(), " no input columns");
+      TORCH_CHECK(!inputs.empty(), "targets '", io::elided(o.targets()), "' leave ", table.name(),
+                  " no input columns");
     } else {
       inputs = resolve_columns(o.inputs(), "inputs", table);
     }
@@ -714,9 +714,8 @@ LoadedDataset load_dataset(const std::string& path, const LoadDatasetOptions& o)
       auto& y = *data.pykan[2 * part + 1];
       rows[part] = count_rows(x, &y);
       TORCH_CHECK(x.columns() == inputs && y.columns() == targets, x.name(), " and ", y.name(),
-                  ": ", x.columns(), " and ", y.columns(), " columns, but ",
-                  data.pykan[0]->name(), " and ", data.pykan[1]->name(), " have ", inputs, " and ",
-                  targets);
+                  ": ", x.columns(), " and ", y.columns(), " columns, but ", data.pykan[0]->name(),
+                  " and ", data.pykan[1]->name(), " have ", inputs, " and ", targets);
       if (part == 0)
         check_not_empty(data, x, rows[0]);
     }
@@ -738,8 +737,8 @@ LoadedDataset load_dataset(const std::string& path, const LoadDatasetOptions& o)
       const double fraction = o.test_fraction().value_or(0.2);
       TORCH_CHECK(rows >= 2, "'", path, "': 1 row, too few to split into train and test (give a ",
                   "test data file)");
-      test_rows = std::clamp<int64_t>(std::llround(static_cast<double>(rows) * fraction), 1,
-                                      rows - 1);
+      test_rows =
+          std::clamp<int64_t>(std::llround(static_cast<double>(rows) * fraction), 1, rows - 1);
       split_text = std::to_string(rows) + " rows: " + std::to_string(rows - test_rows) +
                    " train, " + std::to_string(test_rows) + " test (seeded shuffle, seed " +
                    std::to_string(o.seed()) + ", test fraction " + number_text(fraction) + ")";
@@ -759,9 +758,9 @@ LoadedDataset load_dataset(const std::string& path, const LoadDatasetOptions& o)
       const auto test_plan = plan_columns(test, o);
       TORCH_CHECK(test_plan.input_names.size() == plan.input_names.size() &&
                       test_plan.target_names.size() == plan.target_names.size(),
-                  "test data '", o.test_data(), "': ",
-                  plural(static_cast<int64_t>(test_plan.input_names.size()), "input"), " and ",
-                  plural(static_cast<int64_t>(test_plan.target_names.size()), "target"),
+                  "test data '", o.test_data(),
+                  "': ", plural(static_cast<int64_t>(test_plan.input_names.size()), "input"),
+                  " and ", plural(static_cast<int64_t>(test_plan.target_names.size()), "target"),
                   ", but '", path, "' has ", inputs, " and ", targets);
       RowSource& tx = test.table ? *test.table : *test.x;
       const int64_t n = count_rows(tx, test.table ? nullptr : test.y.get());
@@ -795,8 +794,8 @@ LoadedDataset load_dataset(const std::string& path, const LoadDatasetOptions& o)
 
 void check_width(const LoadedDataset& data, int64_t inputs, int64_t outputs) {
   const auto& source = data.path;
-  const auto model = "the model takes " + plural(inputs, "input") + " and gives " +
-                     plural(outputs, "output");
+  const auto model =
+      "the model takes " + plural(inputs, "input") + " and gives " + plural(outputs, "output");
   if (data.classes > 0) {
     TORCH_CHECK(data.inputs() == inputs && data.classes <= outputs, source, ": ", model,
                 ", but the data has ", plural(data.inputs(), "input column"), " and ",
@@ -823,8 +822,7 @@ RowReader::RowReader(const std::string& path) {
 RowReader::~RowReader() = default;
 
 DataFormat RowReader::format() const {
-  return dynamic_cast<const detail::CsvRows*>(source_.get()) ? DataFormat::kCsv
-                                                             : DataFormat::kNpy;
+  return dynamic_cast<const detail::CsvRows*>(source_.get()) ? DataFormat::kCsv : DataFormat::kNpy;
 }
 
 int64_t RowReader::columns() const {

@@ -31,8 +31,8 @@ public:
 
   size_t read(char* out, size_t n) override {
     const size_t got = std::fread(out, 1, n, file_);
-    TORCH_CHECK(got == n || !std::ferror(file_), "cannot read '", name_, "': ",
-                std::strerror(errno));
+    TORCH_CHECK(got == n || !std::ferror(file_), "cannot read '", name_,
+                "': ", std::strerror(errno));
     return got;
   }
   uint64_t size() const override { return size_; }
@@ -54,8 +54,8 @@ void read_exactly(ByteSource& source, char* out, size_t n, const char* what) {
   size_t done = 0;
   while (done < n) {
     const size_t got = source.read(out + done, n - done);
-    TORCH_CHECK(got > 0, source.name(), ": truncated: it ends within ", what, " (", done, " of ",
-                n, " bytes read)");
+    TORCH_CHECK(got > 0, source.name(), ": truncated: it ends within ", what, " (", done, " of ", n,
+                " bytes read)");
     done += got;
   }
 }

@@ -137,9 +137,8 @@ private:
       begin_ = 0;
     }
     if (end_ == buffer_.size()) {
-      TORCH_CHECK(buffer_.size() < kMaxLineBytes, path_, ":", number_ + 1,
-                  ": a line longer than ", kMaxLineBytes >> 20,
-                  " MiB (not a CSV file of numbers?)");
+      TORCH_CHECK(buffer_.size() < kMaxLineBytes, path_, ":", number_ + 1, ": a line longer than ",
+                  kMaxLineBytes >> 20, " MiB (not a CSV file of numbers?)");
       buffer_.resize(std::min(buffer_.size() * 2, kMaxLineBytes));
     }
     const size_t read = std::fread(buffer_.data() + end_, 1, buffer_.size() - end_, file_);
@@ -268,7 +267,8 @@ bool CsvReader::next(double* values) {
   while (lines_->next(line)) {
     ++line_;
     if (is_blank_line(line)) {
-      blank_line_ = blank_line_ ? blank_line_ : line_;
+      if (line_ > layout_.first_line) // blank lines before the first row shift nothing
+        blank_line_ = blank_line_ ? blank_line_ : line_;
       continue;
     }
     TORCH_CHECK(blank_line_ == 0, path_, ":", blank_line_,
@@ -293,11 +293,11 @@ bool CsvReader::next(double* values) {
       p = slot < 0 ? cell_end(p, end, layout_.delimiter) : parse_cell(p, end, c, values[slot]);
       if (p == end) {
         if (c + 1 < columns) {
-          const auto why = layout_.header ? "the header (line " +
-                                                std::to_string(layout_.first_line) + ") names " +
-                                                std::to_string(columns)
-                                          : "line " + std::to_string(layout_.first_line) +
-                                                " has " + std::to_string(columns);
+          const auto why = layout_.header
+                               ? "the header (line " + std::to_string(layout_.first_line) +
+                                     ") names " + std::to_string(columns)
+                               : "line " + std::to_string(layout_.first_line) + " has " +
+                                     std::to_string(columns);
           TORCH_CHECK(false, where(c + 1), ": missing cell: the row has ", plural(c + 1, "cell"),
                       ", ", why, " (row '", io::elided(std::string_view(row, end - row)), "')");
         }

@@ -30,7 +30,8 @@ struct CsvLayout {
 /// Reads the rows of a numeric CSV file a line at a time through a fixed buffer (a line may not
 /// exceed kMaxLineBytes), parsing each selected cell with std::from_chars. Cells may be quoted
 /// ("1.5"); blanks around them, CRLF line ends and a UTF-8 byte order mark are accepted; blank
-/// lines may end the file but not separate rows. Every value must be a finite double.
+/// lines may come before the first row and end the file, but not separate rows. Every value must be
+/// a finite double.
 class CsvReader {
 public:
   static constexpr size_t kMaxLineBytes = size_t{64} << 20;

@@ -61,8 +61,10 @@ public:
         break;
       }
     }
-    fail_unless(descr && order && shape, "no ", !descr ? "'descr'" : !order ? "'fortran_order'"
-                                                                            : "'shape'");
+    fail_unless(descr && order && shape, "no ",
+                !descr   ? "'descr'"
+                : !order ? "'fortran_order'"
+                         : "'shape'");
     skip_blanks();
     fail_unless(pos_ == text_.size(), "text after the header dict");
     return h;
@@ -70,8 +72,8 @@ public:
 
 private:
   template <typename... Args> void fail_unless(bool ok, const Args&... what) {
-    TORCH_CHECK(ok, name_, ": not a .npy header kanbench reads: ", c10::str(what...),
-                " (header '", io::elided(text_), "')");
+    TORCH_CHECK(ok, name_, ": not a .npy header kanbench reads: ", c10::str(what...), " (header '",
+                io::elided(text_), "')");
   }
   void skip_blanks() {
     while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' ||
@@ -170,7 +172,9 @@ std::string NpyHeader::shape_text() const {
 std::string NpyHeader::dtype_name() const {
   if (kind == 'b')
     return "bool";
-  return std::string(kind == 'f' ? "float" : kind == 'i' ? "int" : "uint") +
+  return std::string(kind == 'f'   ? "float"
+                     : kind == 'i' ? "int"
+                                   : "uint") +
          std::to_string(itemsize * 8);
 }
 
@@ -215,8 +219,8 @@ NpyHeader read_npy_header(ByteSource& source) {
               "are; save float16 as float32)");
   header.kind = kind;
   header.itemsize = itemsize;
-  header.swap = itemsize > 1 && d[0] != '=' && d[0] != '|' &&
-                (d[0] == '<') != little_endian_machine();
+  header.swap =
+      itemsize > 1 && d[0] != '=' && d[0] != '|' && (d[0] == '<') != little_endian_machine();
   // The data must be exactly what the shape says: checked before any allocation of that size.
   uint64_t numel = 1;
   bool overflow = false;

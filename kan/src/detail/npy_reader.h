@@ -13,10 +13,10 @@ namespace kan::detail {
 
 /// What a .npy header says.
 struct NpyHeader {
-  std::string descr;         ///< as written, e.g. "<f8"
-  char kind = 'f';           ///< 'f' floating, 'i' signed, 'u' unsigned integer, 'b' bool
-  int itemsize = 8;          ///< bytes per element
-  bool swap = false;         ///< stored in the other byte order than this machine's
+  std::string descr; ///< as written, e.g. "<f8"
+  char kind = 'f';   ///< 'f' floating, 'i' signed, 'u' unsigned integer, 'b' bool
+  int itemsize = 8;  ///< bytes per element
+  bool swap = false; ///< stored in the other byte order than this machine's
   bool fortran_order = false;
   std::vector<int64_t> shape;
   uint64_t data_offset = 0; ///< bytes before the data (magic, version, header)

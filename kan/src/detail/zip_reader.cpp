@@ -129,8 +129,8 @@ public:
         }
         const int status = inflate(&stream_, Z_NO_FLUSH);
         TORCH_CHECK(status == Z_OK || status == Z_STREAM_END, name_,
-                    ": corrupt compressed data (zlib: ",
-                    stream_.msg ? stream_.msg : zError(status), ")");
+                    ": corrupt compressed data (zlib: ", stream_.msg ? stream_.msg : zError(status),
+                    ")");
         ended_ = status == Z_STREAM_END;
       }
     }
@@ -158,8 +158,8 @@ private:
           stream_.avail_in = static_cast<uInt>(chunk);
         }
         const int status = inflate(&stream_, Z_NO_FLUSH);
-        TORCH_CHECK(stream_.avail_out == 1 && (status == Z_OK || status == Z_STREAM_END ||
-                                               status == Z_BUF_ERROR),
+        TORCH_CHECK(stream_.avail_out == 1 &&
+                        (status == Z_OK || status == Z_STREAM_END || status == Z_BUF_ERROR),
                     name_, ": corrupt: its compressed data holds more than the ", entry_.size,
                     " bytes its header says");
         if (status == Z_STREAM_END)
@@ -235,7 +235,8 @@ ZipReader::ZipReader(std::string path) : path_(std::move(path)) {
   size_t at = 0;
   for (uint64_t i = 0; i < count; ++i) {
     const std::string which = "entry " + std::to_string(i + 1) + " of the central directory";
-    fail_unless(directory_size - at >= kEntryRecord && std::memcmp(&directory[at], "PK\1\2", 4) == 0,
+    fail_unless(directory_size - at >= kEntryRecord &&
+                    std::memcmp(&directory[at], "PK\1\2", 4) == 0,
                 "a corrupt " + which);
     const unsigned char* r = &directory[at];
     Entry entry;
@@ -244,7 +245,8 @@ ZipReader::ZipReader(std::string path) : path_(std::move(path)) {
     entry.crc32 = static_cast<uint32_t>(le(r + 16, 4));
     entry.compressed_size = le(r + 20, 4);
     entry.size = le(r + 24, 4);
-    const size_t name_size = le(r + 28, 2), extra_size = le(r + 30, 2), comment_size = le(r + 32, 2);
+    const size_t name_size = le(r + 28, 2), extra_size = le(r + 30, 2),
+                 comment_size = le(r + 32, 2);
     entry.header_offset = le(r + 42, 4);
     fail_unless(directory_size - at - kEntryRecord >= name_size + extra_size + comment_size,
                 "a corrupt " + which);
@@ -305,8 +307,8 @@ std::unique_ptr<ByteSource> ZipReader::open(const Entry& entry) const {
   file_->read(entry.header_offset, local, kLocalRecord);
   TORCH_CHECK(std::memcmp(local, "PK\3\4", 4) == 0, name, ": corrupt: no local header at byte ",
               entry.header_offset);
-  const uint64_t data_offset = entry.header_offset + kLocalRecord + le(local + 26, 2) +
-                               le(local + 28, 2);
+  const uint64_t data_offset =
+      entry.header_offset + kLocalRecord + le(local + 26, 2) + le(local + 28, 2);
   TORCH_CHECK(data_offset <= size && entry.compressed_size <= size - data_offset, name,
               ": corrupt: its ", entry.compressed_size, " compressed bytes at byte ", data_offset,
               " lie outside the file of ", size);

@@ -22,7 +22,7 @@ public:
     uint16_t flags = 0;
     uint32_t crc32 = 0;
     uint64_t compressed_size = 0;
-    uint64_t size = 0;         ///< uncompressed
+    uint64_t size = 0;          ///< uncompressed
     uint64_t header_offset = 0; ///< of its local header
   };
 
