@@ -4,6 +4,7 @@
 #include "kan/data_file.h"
 
 #include "kan/bench/measure.h"
+#include "kan/torch_file.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>
@@ -252,7 +253,8 @@ TEST_F(DataFile, BadColumnSelectionsAreOneLineNamingTheSelection) {
   const auto wide = write("wide.csv", header + "\n" + csv_text(torch::zeros({2, 200})));
   const auto message = error_of([&] { load_dataset(wide, LoadDatasetOptions().inputs("nope")); });
   EXPECT_NE(message.find("names column_0, column_1"), std::string::npos) << message;
-  EXPECT_NE(message.find("...column_199"), std::string::npos) << message;
+  EXPECT_NE(message.find("..."), std::string::npos) << message;
+  EXPECT_NE(message.find("column_198, column_199)"), std::string::npos) << message;
   EXPECT_LT(message.size(), 400u) << message;
 }
 
@@ -266,8 +268,8 @@ TEST_F(DataFile, BadCsvCellsAreOneLineNamingFileLineColumnAndValue) {
                            "(value '')"},
       {"1,2,3\n4,5\n", "x.csv:2:3: missing cell: the row has 2 cells, line 1 has 3 (row '4,5')"},
       {"1,2\n3,\n", "x.csv:2:2: empty cell (value '')"},
-      {"1,nan\n", "x.csv:1:2: not a finite number (NaN and Inf are refused) (value 'nan')"},
-      {"a,b\n-inf,0\n", "x.csv:2:1 (column 'a'): not a finite number"},
+      {"1,nan\n3,4\n", "x.csv:1:2: not a finite number (NaN and Inf are refused) (value 'nan')"},
+      {"a,b\n-inf,0\n3,4\n", "x.csv:2:1 (column 'a'): not a finite number"},
       {"1,2\n1e999,0\n", "x.csv:2:1: out of the range of a double (value '1e999')"},
       {"1;2\n1,5;3\n", "x.csv:2:1: not a number (decimal commas are not read: write 1.5, not 1,5) "
                        "(value '1,5')"},

@@ -28,8 +28,8 @@ std::string number_text(double value) {
   return error == std::errc() ? std::string(text, end) : "?";
 }
 
-std::string plural(int64_t n, const char* word) {
-  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+std::string plural(int64_t n, const std::string& word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : word.back() == 's' ? "es" : "s");
 }
 
 // Names joined by ", " for a message, elided in the middle when long.
@@ -569,6 +569,8 @@ Plan plan_columns(const Opened& data, const LoadDatasetOptions& o) {
   if (data.table) {
     const auto& table = *data.table;
     const int64_t columns = table.columns();
+    TORCH_CHECK(columns > 0 || data.format != DataFormat::kCsv, "'", data.path,
+                "': no rows (an empty file)");
     TORCH_CHECK(columns >= 2 || !o.inputs().empty(), table.name(), ": ", plural(columns, "column"),
                 ", so no inputs besides the target (a dataset needs input and target columns)");
     std::vector<int64_t> targets = o.targets().empty()

@@ -229,7 +229,7 @@ std::string CsvReader::column_name(int64_t column) const {
 void CsvReader::fail_cell(int64_t column, const char* cell, const char* end,
                           const std::string& problem) const {
   const auto text = std::string_view(cell, static_cast<size_t>(end - cell));
-  TORCH_CHECK(false, where(column), ": ", problem, column_name(column), " (value '",
+  TORCH_CHECK(false, where(column), column_name(column), ": ", problem, " (value '",
               io::elided(text), "')");
 }
 
