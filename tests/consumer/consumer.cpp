@@ -1,4 +1,5 @@
-// Uses each installed library once: a KAN forward, a device audit, a result model, a file.
+// Uses each installed library once: a KAN forward, a device audit, a result model, a file, and
+// a data-file format (which links kan's readers and zlib).
 #include <kan/diagnostics/device_audit.h>
 #include <kan/io/atomic_file.h>
 #include <kan/kan.h>
@@ -13,8 +14,9 @@ int main(int argc, char** argv) {
   kan::reports::Results results;
   if (argc > 1)
     kan::io::write_file_atomically(argv[1], "consumer\n");
-  std::printf("output %lld x %lld, %lld tensors audited, %zu cases\n",
+  std::printf("output %lld x %lld, %lld tensors audited, %zu cases, reads %s\n",
               static_cast<long long>(y.size(0)), static_cast<long long>(y.size(1)),
-              static_cast<long long>(audit.summary.tensors_checked), results.cases.size());
+              static_cast<long long>(audit.summary.tensors_checked), results.cases.size(),
+              kan::to_string(kan::DataFormat::kNpz).c_str());
   return audit.findings.empty() && y.size(0) == 8 ? 0 : 1;
 }
