@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 
 namespace kan {
 namespace {
@@ -745,35 +746,41 @@ LoadedDataset load_dataset(const std::string& path, const LoadDatasetOptions& o)
                    " train, " + std::to_string(test_rows) + " test (seeded shuffle, seed " +
                    std::to_string(o.seed()) + ", test fraction " + number_text(fraction) + ")";
     }
-    detail::Destination destination(rows, inputs, targets, test_rows, o);
-    fill(data, plan, destination);
-    max_label = destination.max_label();
-    result.data.train_input = destination.inputs(0);
-    result.data.train_label = destination.targets(0);
-    if (test_rows > 0) {
-      result.data.test_input = destination.inputs(1);
-      result.data.test_label = destination.targets(1);
-    } else {
-      auto test = open_data(o.test_data());
-      TORCH_CHECK(!test.complete(), "test data '", o.test_data(),
+    // A test file is opened and checked before the data is read: its mistakes cost no parse.
+    std::optional<Opened> test;
+    Plan test_plan;
+    int64_t test_file_rows = 0;
+    if (!o.test_data().empty()) {
+      test = open_data(o.test_data());
+      TORCH_CHECK(!test->complete(), "test data '", o.test_data(),
                   "' holds a whole dataset (pykan's train and test arrays): give it as the data");
-      const auto test_plan = plan_columns(test, o);
+      test_plan = plan_columns(*test, o);
       TORCH_CHECK(test_plan.input_names.size() == plan.input_names.size() &&
                       test_plan.target_names.size() == plan.target_names.size(),
                   "test data '", o.test_data(),
                   "': ", plural(static_cast<int64_t>(test_plan.input_names.size()), "input"),
                   " and ", plural(static_cast<int64_t>(test_plan.target_names.size()), "target"),
                   ", but '", path, "' has ", inputs, " and ", targets);
-      RowSource& tx = test.table ? *test.table : *test.x;
-      const int64_t n = count_rows(tx, test.table ? nullptr : test.y.get());
-      check_not_empty(test, tx, n);
-      detail::Destination test_destination(n, inputs, targets, 0, o);
-      fill(test, test_plan, test_destination);
+      RowSource& tx = test->table ? *test->table : *test->x;
+      test_file_rows = count_rows(tx, test->table ? nullptr : test->y.get());
+      check_not_empty(*test, tx, test_file_rows);
+      split_text = std::to_string(rows) + " train rows; test set " + o.test_data() + " (" +
+                   test->what + ", " + plural(test_file_rows, "row") + ")";
+    }
+    detail::Destination destination(rows, inputs, targets, test_rows, o);
+    fill(data, plan, destination);
+    max_label = destination.max_label();
+    result.data.train_input = destination.inputs(0);
+    result.data.train_label = destination.targets(0);
+    if (!test) {
+      result.data.test_input = destination.inputs(1);
+      result.data.test_label = destination.targets(1);
+    } else {
+      detail::Destination test_destination(test_file_rows, inputs, targets, 0, o);
+      fill(*test, test_plan, test_destination);
       max_label = std::max(max_label, test_destination.max_label());
       result.data.test_input = test_destination.inputs(0);
       result.data.test_label = test_destination.targets(0);
-      split_text = std::to_string(rows) + " train rows; test set " + o.test_data() + " (" +
-                   test.what + ", " + plural(n, "row") + ")";
     }
   }
 
