@@ -216,6 +216,7 @@ int main(int argc, char** argv) {
   kan::bench::register_families();
   kan::bench::register_training_families();
   kan::bench::register_symbolic_families();
+  kan::bench::register_data_families();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

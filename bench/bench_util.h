@@ -115,5 +115,7 @@ void register_training_families();
 /// Registers the symbolic-regression families of bench_symbolic.cpp (a layer's fits, auto_symbolic
 /// on a deep KAN), their _CUDA variants where a GPU is.
 void register_symbolic_families();
+/// Registers the data-file families of bench_data.cpp (kan::load_dataset on a generated CSV).
+void register_data_families();
 
 } // namespace kan::bench

@@ -6,6 +6,8 @@
 #include "kan/network.h"
 #include "kan/torch_file.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -161,17 +163,16 @@ TEST_F(Predict, AnotherDtypeOnRequest) {
 TEST_F(Predict, BadInputIsOneLineNamingLineColumnAndValue) {
   saved_model();
   const std::vector<std::pair<std::string, std::string>> bad{
-      {"0.1,0.2\n0.3,abc\n", "x.csv line 2, column 2: 'abc' is not a number"},
-      {"0.1,0.2\n0.3,0.4,0.5\n", "x.csv line 2, column 3: '0.5' is one value too many: the model "
-                                 "takes 2 inputs per sample"},
-      {"0.1,0.2\n0.3\n", "x.csv line 2: 1 value, but the model takes 2 inputs per sample"},
-      {"0.1,0.2\n0.3,\n", "x.csv line 2, column 2: empty value"},
-      {"0.1,nan\n", "x.csv line 1, column 2: 'nan' is not a finite number"},
-      {"x,y\n0.1,0.2\n-inf,0\n", "x.csv line 3, column 1: '-inf' is not a finite number"},
-      {"0.1,0.2\n1e999,0\n", "x.csv line 2, column 1: '1e999' is out of the range of a double"},
-      {"x,0.5\n0.1,0.2\n", "x.csv line 1, column 1: 'x' is not a number"},
-      {"x,y,z\n0.1,0.2\n", "x.csv line 1: the header names 3 columns, but the model takes 2"},
-      {"0.1,0.2\n\n0.3,0.4\n", "x.csv line 2: blank line between samples"},
+      {"0.1,0.2\n0.3,abc\n", "x.csv:2:2: not a number (value 'abc')"},
+      {"0.1,0.2\n0.3,0.4,0.5\n", "x.csv:2:3: one cell too many: line 1 has 2 cells (value '0.5')"},
+      {"0.1,0.2\n0.3\n", "x.csv:2:2: missing cell: the row has 1 cell, line 1 has 2 (row '0.3')"},
+      {"0.1,0.2\n0.3,\n", "x.csv:2:2: empty cell (value '')"},
+      {"0.1,nan\n", "x.csv:1:2: not a finite number (NaN and Inf are refused) (value 'nan')"},
+      {"x,y\n0.1,0.2\n-inf,0\n", "x.csv:3:1 (column 'x'): not a finite number"},
+      {"0.1,0.2\n1e999,0\n", "x.csv:2:1: out of the range of a double (value '1e999')"},
+      {"0.1,0.2,0.3\n", "x.csv:1: 3 values per row, but the model takes 2 inputs"},
+      {"x,y,z\n0.1,0.2\n", "x.csv:1: the header names 3 columns, but the model takes 2 inputs"},
+      {"0.1,0.2\n\n0.3,0.4\n", "x.csv:2: blank line between rows"},
       {"", "x.csv holds no samples"},
       {"x,y\n", "x.csv holds no samples (only a header)"},
   };
@@ -227,6 +228,31 @@ TEST_F(Predict, APykanCheckpointGivesPykansOutputs) {
     ASSERT_EQ(y.sizes(), expected.sizes()) << name;
     EXPECT_LE((y - expected).abs().max().item<double>(), 1e-12) << name;
   }
+}
+
+// A .npy array (C or Fortran order, any dtype kanbench reads) is predicted as its rows.
+TEST_F(Predict, ReadsNpyArrays) {
+  auto model = saved_model({4, 3, 2});
+  const std::string dir = KAN_DATA_REFERENCE_DIR;
+  // table.npy: (12, 4), table[i, j] = (4 i + j) / 8 - 3.
+  const auto x =
+      ((4 * torch::arange(12, torch::kFloat64).unsqueeze(1) + torch::arange(4, torch::kFloat64)) /
+           8 -
+       3);
+  for (const auto* name : {"table.npy", "table_fortran.npy", "table_float32.npy"}) {
+    const auto run = kanbench("predict --model " + path("model.pt") + " --input " + dir + "/" +
+                              name + " --out " + path("y.csv"));
+    ASSERT_EQ(run.exit_code, 0) << name << ": " << run.output;
+    EXPECT_NE(run.output.find("predicted 12 samples"), std::string::npos) << run.output;
+    const auto y = parse_csv(read_text(dir_ / "y.csv"));
+    EXPECT_LE(max_relative_difference(y, model->forward(x).detach()), 1e-15) << name;
+  }
+  const auto run = kanbench("predict --model " + path("model.pt") + " --input " + dir +
+                            "/xy.npz --out " + path("y.csv"));
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("is an .npz archive; rows are read from a CSV file or a .npy array"),
+            std::string::npos)
+      << run.output;
 }
 
 TEST_F(Predict, OnCudaEqualsTheCpu_CUDA) {
@@ -306,6 +332,100 @@ TEST_F(RunModel, TrainsAPykanModelOnAPykanDataset) {
   }
 }
 
+// A CSV file with a header, columns chosen by name, a held-out fraction.
+TEST_F(RunModel, TrainsOnTheChosenColumnsOfACsvFile) {
+  save_model({2, 3, 1}, torch::kFloat64);
+  std::string text = "id;a;b;y\n";
+  for (int i = 0; i < 50; ++i) {
+    const double a = i / 50.0, b = 1 - i / 25.0;
+    text += "row" + std::to_string(i) + ";" + std::to_string(a) + ";" + std::to_string(b) + ";" +
+            std::to_string(a * b) + "\n";
+  }
+  write_text(dir_ / "data.csv", text);
+  const auto result = run("--data " + path("data.csv") +
+                          " --inputs a,b --targets y --test-fraction 0.3 --repeat 1");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("data: " + path("data.csv") +
+                               ": CSV, ';'-separated, header on line 1 taken as column names; 50 "
+                               "rows: 35 train, 15 test"),
+            std::string::npos)
+      << result.output;
+  const auto results = read_json(dir_ / "out" / "results.json");
+  EXPECT_EQ(results["config"]["extra"]["data"], path("data.csv"));
+  for (const auto& c : results["cases"]) {
+    EXPECT_EQ(c["status"], "ok") << c["reason"];
+    EXPECT_EQ(c["config"]["train_num"], 35);
+    EXPECT_EQ(c["config"]["test_num"], 15);
+    EXPECT_NE(c["config"]["data_description"].get<std::string>().find("inputs a, b; targets y"),
+              std::string::npos);
+  }
+}
+
+// Class labels in one column: cross-entropy, accuracy reported; a test set from another file.
+TEST_F(RunModel, ClassifiesWithCrossEntropy) {
+  save_model({3, 4, 3}, torch::kFloat32);
+  // Three classes along the first input, a fifth of the labels drawn at random: a task that
+  // training improves but cannot solve, so the losses of the two targets stay comparable.
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(5);
+  auto labelled = [&](int64_t n) {
+    const auto x = torch::rand({n, 3}, generator, torch::kFloat64) * 2 - 1;
+    auto label = ((x.select(1, 0) + 1) * 1.5).floor().clamp_max(2);
+    const auto noise = torch::rand({n}, generator, torch::kFloat64) < 0.2;
+    label = torch::where(noise, torch::randint(3, {n}, generator, torch::kFloat64), label);
+    return torch::cat({x, label.unsqueeze(1)}, 1);
+  };
+  write_text(dir_ / "train.csv", csv_of(labelled(300), "u,v,w,class"));
+  write_text(dir_ / "test.csv", csv_of(labelled(100), "u,v,w,class"));
+  const auto result = run("--data " + path("train.csv") + " --test-data " + path("test.csv") +
+                          " --loss cross-entropy --repeat 1");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto results = read_json(dir_ / "out" / "results.json");
+  for (const auto& c : results["cases"]) {
+    EXPECT_EQ(c["status"], "ok") << c["reason"];
+    EXPECT_EQ(c["config"]["loss"], "cross_entropy");
+    EXPECT_EQ(c["config"]["train_num"], 300);
+    EXPECT_EQ(c["config"]["test_num"], 100);
+    EXPECT_TRUE(c.contains("final_accuracy")) << c.dump();
+  }
+  EXPECT_NE(result.output.find("class labels class (3 classes)"), std::string::npos)
+      << result.output;
+}
+
+TEST_F(RunModel, BadDataFilesAndTheirOptionsAreOneLine) {
+  save_model({2, 3, 3}, torch::kFloat32);
+  write_text(dir_ / "three.csv", "a,b,c,y\n1,2,3,0\n4,5,6,1\n7,8,9,2\n");
+  write_text(dir_ / "bad.csv", "a,b,y\n1,2,0\n4,oops,1\n7,8,2\n");
+  write_text(dir_ / "classes.csv", "a,b,y\n1,2,0\n4,5,1\n7,8,3\n");
+  const std::string three = "--data " + path("three.csv");
+  const std::vector<std::pair<std::string, std::string>> bad{
+      {three, path("three.csv") + ": the model takes 2 inputs and gives 3 outputs, but the data "
+                                  "has 3 input columns (a, b, c) and 1 target column (y)"},
+      {three + " --inputs a,b", "the model takes 2 inputs and gives 3 outputs, but the data has "
+                                "2 input columns (a, b) and 1 target column (y)"},
+      {three + " --inputs a,q", "inputs 'a,q': " + path("three.csv") +
+                                    " has no column 'q' (its header, line 1, names a, b, c, y)"},
+      {three + " --inputs 0-1 --test-fraction 1.5", "test fraction must lie in (0, 1), got 1.5"},
+      {"--data " + path("bad.csv"), "bad.csv:3:2 (column 'b'): not a number (value 'oops')"},
+      {"--data " + path("classes.csv") + " --loss cross-entropy",
+       "classes.csv:4:3 (column 'y'): class label out of range: there are 3 classes, 0 to 2 "
+       "(value '3')"},
+      {"--inputs 0-1", "--inputs needs --data (the file it reads)"},
+      {"--test-fraction 0.5", "--test-fraction needs --data"},
+      {"--loss mae", "--loss: mae not in {mse,cross-entropy,cross_entropy}"},
+  };
+  for (const auto& [args, expected] : bad) {
+    const auto result = run(args);
+    EXPECT_EQ(result.exit_code, 2) << args << ": " << result.output;
+    EXPECT_NE(result.output.find(expected), std::string::npos) << args << ": " << result.output;
+    EXPECT_EQ(lines_of(result.output), 1) << args << ": " << result.output;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "results.json"));
+  const auto no_model = kanbench("run --loss cross-entropy --out " + path("out"));
+  EXPECT_EQ(no_model.exit_code, 2);
+  EXPECT_NE(no_model.output.find("--loss cross-entropy needs --model"), std::string::npos)
+      << no_model.output;
+}
+
 TEST_F(RunModel, BadDataAndOptionsAreOneLine) {
   const auto x = torch::rand({10, 2}), y = torch::rand({10, 1});
   const auto x3 = torch::rand({10, 3}), y2 = torch::rand({10, 2}), y9 = torch::rand({9, 1});
@@ -316,23 +436,24 @@ TEST_F(RunModel, BadDataAndOptionsAreOneLine) {
   save_model({2, 3, 1}, torch::kFloat32);
   const std::vector<std::pair<std::string, std::string>> bad{
       {data_file("missing.pt", {{"train_input", x}, {"train_label", y}, {"test_input", x}}),
-       "missing.pt: no tensor 'test_label' (the file holds train_input, train_label, test_input)"},
+       "missing.pt': no tensor 'test_label' (the file holds train_input, train_label, test_input)"},
       {data_file("inputs.pt",
-                 {{"train_input", x3}, {"train_label", y}, {"test_input", x}, {"test_label", y}}),
-       "inputs.pt: train_input has shape [10, 3], expected [N, 2] (the model takes 2 inputs)"},
+                 {{"train_input", x3}, {"train_label", y}, {"test_input", x3}, {"test_label", y}}),
+       "inputs.pt: the model takes 2 inputs and gives 1 output, but the data has 3 input columns "
+       "(x0, x1, x2) and 1 target column (y0)"},
       {data_file("labels.pt",
                  {{"train_input", x}, {"train_label", y}, {"test_input", x}, {"test_label", y2}}),
-       "labels.pt: test_label has shape [10, 2], expected [10, 1]"},
+       "labels.pt['test_label']: 2 and 2 columns, but"},
       {data_file("samples.pt",
                  {{"train_input", x}, {"train_label", y9}, {"test_input", x}, {"test_label", y}}),
-       "samples.pt: train_label has shape [9, 1], expected [10, 1] (one row per sample of "
-       "train_input"},
+       "samples.pt['train_label']: 9 rows, but " + path("samples.pt") +
+           "['train_input'] has 10 (one target row per input row)"},
       {data_file("nan.pt",
                  {{"train_input", x},
                   {"train_label", y},
                   {"test_input", x.clone().fill_(std::numeric_limits<double>::quiet_NaN())},
                   {"test_label", y}}),
-       "nan.pt: test_input holds 20 NaN or Inf value(s)"},
+       "nan.pt['test_input'][0, 0]: not a finite number (NaN and Inf are refused) (value 'nan')"},
       {"--case toy", "--model and --case are alternatives"},
       {"--data " + path("none.pt"), path("none.pt")},
   };

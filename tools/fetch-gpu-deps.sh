@@ -9,7 +9,8 @@ cd "$root/.deb"
 # libboost-dev is only the default-version pointer: the headers and Boost's CMake package
 # (BoostConfig.cmake, found under the unpacked prefix's usr/lib/<arch>/cmake) are libboost1.74-dev's.
 packages=(nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev libbenchmark1debian
-          libjs-chart.js libyaml-cpp-dev libyaml-cpp0.7 libgloo-dev libboost-dev libboost1.74-dev)
+          libjs-chart.js libyaml-cpp-dev libyaml-cpp0.7 libgloo-dev libboost-dev libboost1.74-dev
+          zlib1g-dev)
 missing=()
 for p in "${packages[@]}"; do
   ls "${p}"_*.deb >/dev/null 2>&1 || missing+=("$p")

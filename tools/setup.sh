@@ -22,9 +22,10 @@ kanbench_install_debian_packages() {
   # clang-format: the formatting check (tools/check-format.sh, a ctest)
   # libgloo-dev: declarations for c10d's Gloo backend (kan/CMakeLists.txt says why)
   # libboost-dev: Boost.Math's headers, for the function catalogue's Jacobi elliptic functions
+  # zlib1g-dev: inflates np.savez_compressed's .npz files (kan's data files)
   local wanted=(cmake ninja-build g++ libgtest-dev libbenchmark-dev nlohmann-json3-dev
                 libcli11-dev libyaml-cpp-dev libjs-chart.js chromium clang-format libgloo-dev
-                libboost-dev)
+                libboost-dev zlib1g-dev)
   local missing=() package
   for package in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 namespace kanbench {
 namespace {
@@ -25,6 +26,9 @@ struct RunArgs {
   std::string precisions;
   std::string model;
   std::string data;
+  std::string inputs, targets, test_data;
+  std::optional<double> test_fraction;
+  std::string loss = "mse";
   double time_limit = 0;
   bool no_edge_cases = false;
   bool no_cupti = false;
@@ -71,6 +75,18 @@ int run(const RunArgs& a) {
     options.precisions = kan::bench::parse_precisions(a.precisions);
   options.model = a.model;
   options.data = a.data;
+  // The data file's options only mean something with a file (and --loss with a model).
+  for (const auto& [name, given] : {std::pair<const char*, bool>{"--inputs", !a.inputs.empty()},
+                                    {"--targets", !a.targets.empty()},
+                                    {"--test-data", !a.test_data.empty()},
+                                    {"--test-fraction", a.test_fraction.has_value()}})
+    TORCH_CHECK(!given || !a.data.empty(), name, " needs --data (the file it reads)");
+  TORCH_CHECK(a.loss == "mse" || !a.model.empty(), "--loss ", a.loss,
+              " needs --model (the suite's workloads have their own losses)");
+  options.data_options.inputs(a.inputs).targets(a.targets).test_data(a.test_data);
+  if (a.test_fraction)
+    options.data_options.test_fraction(*a.test_fraction);
+  options.loss = a.loss == "mse" ? kan::Loss::kMSE : kan::Loss::kCrossEntropy;
   options.time_limit_seconds = a.time_limit;
   options.edge_cases = !a.no_edge_cases;
   options.cupti = !a.no_cupti;
@@ -89,6 +105,12 @@ int run(const RunArgs& a) {
 
   // A late write that fails does not stop the others, nor the summary below.
   const auto [path, report] = write_results_and_report(results, a.out, "", write_failures);
+
+  // What was read from --data (format, header, split, columns), once.
+  if (!results.cases.empty() && results.cases.front().config.is_object() &&
+      results.cases.front().config.contains("data_description"))
+    std::cout << "data: " << results.cases.front().config["data_description"].get<std::string>()
+              << "\n";
 
   for (const auto& c : results.cases) {
     std::cout << c.name << " on " << c.target << ": " << kan::reports::to_string(c.status);
@@ -161,8 +183,26 @@ void add_run_command(CLI::App& app, int& exit_code) {
                   "Instead of the workloads: time, compare and audit this model (a kanbench "
                   "checkpoint or a pykan saveckpt prefix), trained with LBFGS at full batch");
   cmd->add_option("--data", args->data,
-                  "The model's data: pykan's create_dataset dict saved with torch.save (default: "
+                  "The model's data: a CSV file, a NumPy .npy or .npz, or pykan's create_dataset "
+                  "dict saved with torch.save (docs/formats.md, \"Data files\"; default: "
                   "synthetic, from the model itself)");
+  cmd->add_option("--inputs", args->inputs,
+                  "Input columns of --data (CSV, .npy): indices from 0, ranges, header names, "
+                  "e.g. 0-3,5 or x,y (default: all but the targets)");
+  cmd->add_option("--targets", args->targets,
+                  "Target columns of --data, written as --inputs (default: the last column)");
+  cmd->add_option("--test-data", args->test_data,
+                  "The test set, a file read as --data is (default: split off --data)");
+  cmd->add_option_function<double>(
+      "--test-fraction", [args](const double& fraction) { args->test_fraction = fraction; },
+      "Fraction of --data's rows held out as the test set by a seeded shuffle, in "
+      "(0, 1) (default 0.2, without --test-data)");
+  cmd->add_option("--loss", args->loss,
+                  "Loss of --model's training: mse, or cross-entropy (--data's target: one "
+                  "column of integer class labels below the model's output count; accuracy "
+                  "reported)")
+      ->check(CLI::IsMember({"mse", "cross-entropy", "cross_entropy"}))
+      ->capture_default_str();
   cmd->add_option("--time-limit", args->time_limit,
                   "Seconds per case before it is recorded as timeout (0: the suite's default)")
       ->check(finite_number(0))

@@ -697,9 +697,10 @@ std::vector<Workload> selected_workloads(const SuiteOptions& o) {
   TORCH_CHECK(o.model.empty() || o.cases.empty(),
               "--model and --case are alternatives: run your model or the suite's workloads");
   TORCH_CHECK(o.data.empty() || !o.model.empty(), "--data needs --model (the data's model)");
-  auto workloads = o.model.empty()
-                       ? suite_workloads(o.suite)
-                       : std::vector<Workload>{model_workload(o.model, o.data, o.suite)};
+  auto workloads =
+      o.model.empty()
+          ? suite_workloads(o.suite)
+          : std::vector<Workload>{model_workload(o.model, o.data, o.suite, o.data_options, o.loss)};
   for (const auto& name : o.cases)
     suite_workload(o.suite, name); // refuses a name the suite does not have
   if (!o.cases.empty())

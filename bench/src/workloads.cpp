@@ -1,7 +1,7 @@
 #include "kan/bench/workloads.h"
 
 #include "kan/checkpoint.h"
-#include "kan/torch_file.h"
+#include "kan/data_file.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <sstream>
 
 namespace kan::bench {
 
@@ -84,6 +83,8 @@ nlohmann::json Workload::to_json() const {
     json["model_options"] = kan::to_json(model->options());
     json["model_dtype"] = kan::to_string(model->dtype());
     json["data"] = data_source;
+    if (!data_description.empty())
+      json["data_description"] = data_description;
   }
   return json;
 }
@@ -192,61 +193,11 @@ Dataset synthetic_model_data(const Workload& w) {
   return d;
 }
 
-// --data FILE: pykan's create_dataset dict, checked against the model, as CPU float64.
-Dataset read_data_file(const std::string& path, const KAN& model) {
-  const auto tensors = read_named_tensors(path);
-  auto get = [&](const std::string& key) {
-    std::string held; // what the file holds instead, the first few names
-    for (size_t i = 0; i < std::min<size_t>(tensors.size(), 6); ++i)
-      held += (i ? ", " : "") + tensors[i].first;
-    if (tensors.size() > 6)
-      held += ", ... (" + std::to_string(tensors.size()) + " in all)";
-    const auto found = std::find_if(tensors.begin(), tensors.end(),
-                                    [&](const auto& named) { return named.first == key; });
-    TORCH_CHECK(found != tensors.end(), path, ": no tensor '", key, "' (the file holds ",
-                held.empty() ? "none" : held,
-                "); --data takes pykan's create_dataset dict (train_input, train_label, "
-                "test_input, test_label) saved with torch.save(dataset, FILE)");
-    return found->second;
-  };
-  const int64_t inputs = model->options().width().front();
-  const int64_t outputs = model->options().width().back();
-  // Each tensor: floating point, 2-D, `columns` wide, `rows` long (-1: any, at least one), finite.
-  auto checked = [&](const std::string& key, int64_t rows, int64_t columns,
-                     const std::string& why) {
-    const auto t = get(key);
-    TORCH_CHECK(t.defined() && t.is_floating_point(), path, ": ", key,
-                " must be a floating-point tensor, got ",
-                t.defined() ? kan::to_string(t.scalar_type()) : "None");
-    std::ostringstream expected;
-    expected << "[" << (rows < 0 ? std::string("N") : std::to_string(rows)) << ", " << columns
-             << "]";
-    TORCH_CHECK(t.dim() == 2 && t.size(1) == columns && (rows < 0 || t.size(0) == rows), path, ": ",
-                key, " has shape ", t.sizes(), ", expected ", expected.str(), " (", why, ")");
-    TORCH_CHECK(t.size(0) > 0, path, ": ", key, " has no samples (shape ", t.sizes(), ")");
-    const auto bad = (~torch::isfinite(t)).sum().item<int64_t>();
-    TORCH_CHECK(bad == 0, path, ": ", key, " holds ", bad, " NaN or Inf value(s)");
-    return t.to(torch::kFloat64).contiguous();
-  };
-  const auto in_why = "the model takes " + std::to_string(inputs) + " inputs";
-  auto label_why = [&](const std::string& input_key, int64_t n) {
-    return "one row per sample of " + input_key + " (" + std::to_string(n) +
-           "), one column per model output (" + std::to_string(outputs) + ")";
-  };
-  Dataset d;
-  d.train_input = checked("train_input", -1, inputs, in_why);
-  d.train_label = checked("train_label", d.train_input.size(0), outputs,
-                          label_why("train_input", d.train_input.size(0)));
-  d.test_input = checked("test_input", -1, inputs, in_why);
-  d.test_label = checked("test_label", d.test_input.size(0), outputs,
-                         label_why("test_input", d.test_input.size(0)));
-  return d;
-}
-
 } // namespace
 
 Workload model_workload(const std::string& model_path, const std::string& data_path,
-                        const std::string& suite) {
+                        const std::string& suite, const LoadDatasetOptions& data_options,
+                        Loss loss) {
   // The toy case is pykan's standard fit (LBFGS, full batch, MSE); its epochs and sizes per suite.
   Workload w = suite_workloads(suite).front();
   TORCH_INTERNAL_ASSERT(w.name == "toy");
@@ -262,15 +213,26 @@ Workload model_workload(const std::string& model_path, const std::string& data_p
   w.opt = Optimizer::kLBFGS;
   w.lr = 1.0;
   w.batch = -1;
-  w.loss = Loss::kMSE;
+  w.loss = loss;
+  const bool classification = loss == Loss::kCrossEntropy;
   if (data_path.empty()) {
-    w.data = synthetic_model_data(w);
+    w.data = classification
+                 ? synthetic_classification(w.width.front(), w.width.back(), w.train_num,
+                                            w.test_num, w.seed, torch::kCPU, torch::kFloat64)
+                 : synthetic_model_data(w);
     w.data_source = "synthetic";
   } else {
-    w.data = read_data_file(data_path, w.model);
+    auto options = data_options;
+    options.dtype(torch::kFloat64).device(torch::kCPU).classification(classification);
+    if (classification && options.classes() == 0)
+      options.classes(w.width.back()); // one output per class: labels must lie below
+    const auto loaded = load_dataset(data_path, options);
+    check_width(loaded, w.width.front(), w.width.back());
+    w.data = loaded.data;
     w.data_source = data_path;
-    w.train_num = w.data->train_input.size(0);
-    w.test_num = w.data->test_input.size(0);
+    w.data_description = loaded.description;
+    w.train_num = loaded.train_rows;
+    w.test_num = loaded.test_rows;
   }
   // One curve per edge in the report: only for models small enough to look at.
   int64_t edges = 0;
@@ -278,7 +240,7 @@ Workload model_workload(const std::string& model_path, const std::string& data_p
     edges += w.width[l] * w.width[l + 1];
   w.plot_activations = edges <= 100;
   w.description = "your model " + model_path + " (" + kan::to_string(w.model->dtype()) +
-                  "), LBFGS full batch, " +
+                  "), LBFGS full batch, " + (classification ? "cross-entropy, " : "") +
                   (data_path.empty() ? "synthetic data from the model itself" : data_path);
   return w;
 }

@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -344,13 +345,20 @@ private:
     if (!cached.defined()) {
       const int64_t numel = id->items[4]->integer;
       fail_unless(numel >= 0, "a storage of ", numel, " elements");
-      cached = torch::empty({numel}, torch::TensorOptions().dtype(*dtype));
       const std::string record = "data/" + key;
       fail_unless(numel == 0 || archive_.hasRecord(record), "no record ", record);
+      // The pickle's element count is checked against the record before it sizes anything.
+      const auto itemsize = static_cast<int64_t>(c10::elementSize(*dtype));
+      const auto size = numel == 0 ? 0 : archive_.getRecordSize(record);
+      TORCH_CHECK(numel <= std::numeric_limits<int64_t>::max() / itemsize &&
+                      size == static_cast<size_t>(numel * itemsize),
+                  "'", path_, "': the record of storage ", key, " holds ", size, " bytes, not ",
+                  numel, " x ", itemsize, " (truncated or corrupt)");
+      cached = torch::empty({numel}, torch::TensorOptions().dtype(*dtype));
       if (numel > 0) {
-        const auto [bytes, size] = archive_.getRecord(record);
-        TORCH_CHECK(size == cached.nbytes(), "'", path_, "': the record of storage ", key,
-                    " holds ", size, " bytes, not ", cached.nbytes(), " (truncated or corrupt)");
+        const auto [bytes, read] = archive_.getRecord(record);
+        TORCH_CHECK(read == size, "'", path_, "': the record of storage ", key, " holds ", read,
+                    " bytes, not ", size, " (truncated or corrupt)");
         std::memcpy(cached.data_ptr(), bytes.get(), size);
       }
     }
@@ -389,12 +397,15 @@ private:
       const auto stride = int_tuple(a[3], "a tensor stride");
       fail_unless(size.size() == stride.size(), "a tensor whose size and stride differ in length");
       int64_t last = a[1]->integer;
-      bool empty = false;
+      bool empty = false, overflow = false;
       for (size_t d = 0; d < size.size(); ++d) {
         fail_unless(size[d] >= 0 && stride[d] >= 0, "a negative tensor size or stride");
         empty = empty || size[d] == 0;
-        last += (size[d] - 1) * stride[d];
+        int64_t extent = 0;
+        overflow = overflow || __builtin_mul_overflow(size[d] - 1, stride[d], &extent) ||
+                   __builtin_add_overflow(last, extent, &last);
       }
+      fail_unless(empty || !overflow, "a tensor size and stride past 2^63");
       fail_unless(empty || (a[1]->integer >= 0 && last < storage.numel()),
                   "a tensor beyond its storage of ", storage.numel(), " elements");
       auto value = make(Value::Kind::kTensor);

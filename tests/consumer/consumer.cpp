@@ -1,6 +1,6 @@
 // Uses each installed library once: a KAN forward, a device audit, a result model, a file, a
-// catalogue function (Boost.Math compiled into kan, no Boost here) and the paper's results
-// (compiled in: no data file installed).
+// catalogue function (Boost.Math compiled into kan, no Boost here), the paper's results
+// (compiled in: no data file installed) and a data-file format (which links kan's readers and zlib).
 #include <kan/diagnostics/device_audit.h>
 #include <kan/function_catalogue.h>
 #include <kan/io/atomic_file.h>
@@ -20,9 +20,9 @@ int main(int argc, char** argv) {
   if (argc > 1)
     kan::io::write_file_atomically(argv[1], "consumer\n");
   std::printf("output %lld x %lld, %lld tensors audited, %zu cases, sn(0.5 | 1) = %.6f, %zu "
-              "published rows\n",
+              "published rows, reads %s\n",
               static_cast<long long>(y.size(0)), static_cast<long long>(y.size(1)),
               static_cast<long long>(audit.summary.tensors_checked), results.cases.size(),
-              sn.item<double>(), published);
+              sn.item<double>(), published, kan::to_string(kan::DataFormat::kNpz).c_str());
   return audit.findings.empty() && y.size(0) == 8 && published == 15 + 27 ? 0 : 1;
 }

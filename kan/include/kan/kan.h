@@ -4,6 +4,7 @@
 
 #include "kan/bspline.h"
 #include "kan/checkpoint.h"
+#include "kan/data_file.h"
 #include "kan/dataset.h"
 #include "kan/expression.h"
 #include "kan/fit.h"

@@ -137,8 +137,13 @@ struct SuiteOptions {
   /// A user's model to run instead of the suite's workloads (model_workload); "" = none. Its
   /// dtype is the targets' (resolve_targets). Excludes `cases`.
   std::string model;
-  /// The user's model's data, a torch.save'd create_dataset dict; "" = synthetic (needs `model`).
+  /// The user's model's data, any file kan::load_dataset reads; "" = synthetic (needs `model`).
   std::string data;
+  /// How `data` is read: columns, test set (kan::load_dataset; model_workload sets the dtype,
+  /// the device and classification).
+  LoadDatasetOptions data_options;
+  /// The loss the user's model trains with: MSE, or cross-entropy on class labels.
+  Loss loss = Loss::kMSE;
   /// Per-case limit; 0 = the suite's default (quick 60 s, default 120 s, full 900 s).
   double time_limit_seconds = 0;
   bool edge_cases = true;

@@ -2,6 +2,7 @@
 /// The named workloads of `kanbench run` and their sizes per suite (quick, default, full), and
 /// the workload of a user's own model (`kanbench run --model`).
 
+#include "kan/data_file.h"
 #include "kan/dataset.h"
 #include "kan/fit.h"
 #include "kan/network.h"
@@ -44,6 +45,8 @@ struct Workload {
   /// Where the user's model and data came from ("synthetic": made from the model), for the
   /// results; empty for the suite's own workloads.
   std::string model_path, data_source;
+  /// The user's data file as load_dataset describes it (format, split, columns); "" otherwise.
+  std::string data_description;
 
   /// Steps per epoch: 1 at full batch, else ceil(train_num / batch).
   int64_t steps_per_epoch() const;
@@ -69,15 +72,18 @@ std::vector<Workload> suite_workloads(const std::string& suite);
 Workload suite_workload(const std::string& suite, const std::string& name);
 
 /// The workload of `kanbench run --model PATH [--data FILE]`, named after the model file: the
-/// model (kan::load_model), trained as pykan's fit() trains by default (LBFGS, full batch, MSE)
-/// for as many epochs as the suite's toy case, without grid updates (like every workload). The
-/// data: FILE's train_input, train_label, test_input and test_label (pykan's create_dataset,
-/// saved with torch.save), or without FILE, inputs drawn uniformly from each input's range in the
-/// model's first grid and labels = the model's own outputs plus noise (README, `kanbench run`),
-/// sized like the toy case. A missing key, or a shape that does not fit the model, is an error
-/// naming the file, the key and both shapes.
+/// model (kan::load_model), trained as pykan's fit() trains by default (LBFGS, full batch) with
+/// `loss` (MSE, or cross-entropy on class labels) for as many epochs as the suite's toy case,
+/// without grid updates (like every workload). The data: FILE read by kan::load_dataset with
+/// `data_options` (columns, test set; classification when `loss` is cross-entropy, labels below
+/// the model's outputs), checked against the model's width (kan::check_width), as CPU float64;
+/// or without FILE, inputs drawn uniformly from each input's range in the model's first grid and
+/// labels = the model's own outputs plus noise (README, `kanbench run`; random classes for
+/// cross-entropy), sized like the toy case. Bad data is an error naming the file, where and why.
 Workload model_workload(const std::string& model_path, const std::string& data_path,
-                        const std::string& suite);
+                        const std::string& suite,
+                        const LoadDatasetOptions& data_options = LoadDatasetOptions(),
+                        Loss loss = Loss::kMSE);
 
 /// A seeded, synthetic classification set of MNIST's shape: `classes` prototypes that differ in
 /// the first quarter of the inputs, each sample one prototype plus N(0, 1) noise, clamped to
