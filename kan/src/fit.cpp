@@ -27,14 +27,14 @@ using io::seconds_since;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 void check_labels(Loss loss, const torch::Tensor& labels, const torch::Tensor& inputs,
-                  const KANImpl& model, const char* what) {
+                  const Model& model, const char* what) {
   TORCH_CHECK(labels.defined(), what, " is an undefined tensor");
   TORCH_CHECK(labels.dim() >= 1 && labels.size(0) == inputs.size(0), what, " has shape ",
               labels.sizes(), " but its inputs have ", inputs.size(0), " rows");
   TORCH_CHECK(labels.device() == model.device(), what, " is on ", labels.device(),
               " but the model is on ", model.device(), ": move the data (.to(", model.device(),
               ")) or the model; kanbench never moves either silently");
-  const int64_t out = model.options().width().back();
+  const int64_t out = model.outputs();
   if (loss == Loss::kMSE) {
     TORCH_CHECK(labels.dim() == 2 && labels.size(1) == out, what, " must have shape (N, ", out,
                 ") for the mse loss, got ", labels.sizes());
@@ -125,26 +125,31 @@ void check_options(const FitOptions& o) {
   }
 }
 
-// Sets what the model's forwards keep (activations, statistics) and restores it however fit()
-// ends.
+// Sets what a KAN's forwards keep (activations, statistics) and restores it however fit() ends.
+// Other models keep nothing.
 class KeepScope {
 public:
-  KeepScope(KANImpl& model, bool activations, bool statistics)
-      : model_(model), activations_(model.save_activations()),
-        statistics_(model.save_statistics()) {
-    model_.set_save_activations(activations);
-    model_.set_save_statistics(statistics);
+  KeepScope(Model& model, bool activations, bool statistics)
+      : model_(dynamic_cast<KANImpl*>(&model)) {
+    if (model_ == nullptr)
+      return;
+    activations_ = model_->save_activations();
+    statistics_ = model_->save_statistics();
+    model_->set_save_activations(activations);
+    model_->set_save_statistics(statistics);
   }
   ~KeepScope() {
-    model_.set_save_activations(activations_);
-    model_.set_save_statistics(statistics_);
+    if (model_ == nullptr)
+      return;
+    model_->set_save_activations(activations_);
+    model_->set_save_statistics(statistics_);
   }
   KeepScope(const KeepScope&) = delete;
   KeepScope& operator=(const KeepScope&) = delete;
 
 private:
-  KANImpl& model_;
-  bool activations_, statistics_;
+  KANImpl* model_;
+  bool activations_ = false, statistics_ = false;
 };
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const FitOptions& o,
@@ -207,23 +212,23 @@ torch::Tensor compute_loss(Loss loss, const torch::Tensor& pred, const torch::Te
   return at::cross_entropy_loss(pred, labels);
 }
 
-Evaluation evaluate(KAN& model, const Dataset& data, Loss loss, int64_t chunk) {
+Evaluation evaluate(Model& model, const Dataset& data, Loss loss, int64_t chunk) {
   TORCH_CHECK(chunk >= 1, "evaluate: chunk must be >= 1 rows, got ", chunk);
   PhaseScope phase(Phase::kEvaluation);
   torch::NoGradGuard no_grad;
-  KeepScope fast_path(*model, false, false);
+  KeepScope fast_path(model, false, false);
   auto measure = [&](const torch::Tensor& x, const torch::Tensor& labels, const char* what,
                      double& loss_out, double& rmse_out, double& accuracy_out) {
     loss_out = rmse_out = accuracy_out = kNaN;
     const int64_t n = x.size(0);
     if (n == 0)
       return;
-    check_labels(loss, labels, x, *model, what);
+    check_labels(loss, labels, x, model, what);
     // Sums over chunks of rows, so memory stays bounded by the chunk, not the dataset.
     double loss_sum = 0, correct = 0;
     for (int64_t start = 0; start < n; start += chunk) {
       const int64_t rows = std::min(chunk, n - start);
-      const auto pred = model->forward(x.narrow(0, start, rows));
+      const auto pred = model.forward(x.narrow(0, start, rows));
       const auto y = labels.narrow(0, start, rows);
       loss_sum += compute_loss(loss, pred, y).item<double>() * static_cast<double>(rows);
       if (loss == Loss::kCrossEntropy)
@@ -236,8 +241,8 @@ Evaluation evaluate(KAN& model, const Dataset& data, Loss loss, int64_t chunk) {
       accuracy_out = correct / static_cast<double>(n);
     }
   };
-  model->check_input(data.train_input, "train_input");
-  model->check_input(data.test_input, "test_input");
+  model.check_input(data.train_input, "train_input");
+  model.check_input(data.test_input, "test_input");
   Evaluation e;
   measure(data.train_input, data.train_label, "train_label", e.train_loss, e.train_rmse,
           e.train_accuracy);
@@ -246,14 +251,25 @@ Evaluation evaluate(KAN& model, const Dataset& data, Loss loss, int64_t chunk) {
   return e;
 }
 
+Evaluation evaluate(KAN& model, const Dataset& data, Loss loss, int64_t chunk) {
+  return evaluate(*model, data, loss, chunk);
+}
+
+Evaluation evaluate(MLP& model, const Dataset& data, Loss loss, int64_t chunk) {
+  return evaluate(*model, data, loss, chunk);
+}
+
 namespace {
 
 // Everything fit() refuses before it touches the model: options, shapes, dtypes, devices,
 // non-finite samples and labels that do not fit the loss.
-void check_training_data(KAN& model, const Dataset& data, const FitOptions& o) {
+void check_training_data(Model& model, const Dataset& data, const FitOptions& o) {
   check_options(o);
-  model->check_input(data.train_input, "train_input");
-  model->check_input(data.test_input, "test_input");
+  TORCH_CHECK(o.lamb() == 0 || model.kind() == ModelKind::kKAN, "FitOptions::lamb = ", o.lamb(),
+              ": the regulariser scores a KAN's edges, and a ", to_string(model.kind()),
+              " has none; train it with lamb = 0");
+  model.check_input(data.train_input, "train_input");
+  model.check_input(data.test_input, "test_input");
   const int64_t n_train = data.train_input.size(0);
   TORCH_CHECK(n_train >= 1, "fit needs a non-empty training set, train_input has shape ",
               data.train_input.sizes());
@@ -261,22 +277,22 @@ void check_training_data(KAN& model, const Dataset& data, const FitOptions& o) {
               n_train, " samples); use batch = -1 for full batch");
   detail::check_finite(data.train_input, "train_input");
   detail::check_finite(data.test_input, "test_input");
-  check_labels(o.loss(), data.train_label, data.train_input, *model, "train_label");
-  check_labels(o.loss(), data.test_label, data.test_input, *model, "test_label");
+  check_labels(o.loss(), data.train_label, data.train_input, model, "train_label");
+  check_labels(o.loss(), data.test_label, data.test_input, model, "test_label");
 }
 
-std::vector<torch::Tensor> trainable_parameters(KAN& model) {
+std::vector<torch::Tensor> trainable_parameters(Model& model) {
   std::vector<torch::Tensor> trainable;
-  for (const auto& p : model->parameters())
+  for (const auto& p : model.module().parameters())
     if (p.requires_grad())
       trainable.push_back(p);
   return trainable;
 }
 
 // pykan's schedule: every stop_grid_update_step / grid_update_num steps, from
-// start_grid_update_step, before stop_grid_update_step.
-bool grid_update_due(const FitOptions& o, int64_t step) {
-  if (!o.update_grid())
+// start_grid_update_step, before stop_grid_update_step; never for a model without grids.
+bool grid_update_due(const Model& model, const FitOptions& o, int64_t step) {
+  if (!o.update_grid() || !model.has_grid())
     return false;
   const int64_t period = o.stop_grid_update_step() / o.grid_update_num();
   return step % period == 0 && step < o.stop_grid_update_step() &&
@@ -333,7 +349,7 @@ struct StepContext {
 // re-evaluates the objective in its line search). Sets the losses' train_loss and reg.
 // Data-parallel, every evaluation sums the loss and the gradients over the ranks, so every rank
 // sees the global objective and takes the same step (and LBFGS the same line search).
-void optimize(KAN& model, const StepContext& c, const torch::Tensor& x, const torch::Tensor& y,
+void optimize(Model& model, const StepContext& c, const torch::Tensor& x, const torch::Tensor& y,
               int64_t global_rows, StepRecord& record, StepLosses& losses) {
   const auto& o = c.o;
   const bool regularized = o.lamb() > 0;
@@ -349,12 +365,12 @@ void optimize(KAN& model, const StepContext& c, const torch::Tensor& x, const to
       drop_gradients(c.optimizer);
       std::optional<AutocastGuard> autocast;
       if (o.autocast())
-        autocast.emplace(model->device().type(), *o.autocast());
-      const auto pred = model->forward(x);
+        autocast.emplace(model.device().type(), *o.autocast());
+      const auto pred = model.forward(x);
       loss = c.group ? loss_part(o.loss(), pred, y, global_rows) : compute_loss(o.loss(), pred, y);
       total = loss;
       if (regularized) {
-        reg = model->regularization(c.reg_weights);
+        reg = model.regularization(c.reg_weights);
         total = loss + o.lamb() * reg;
       }
       if (c.group) {
@@ -408,18 +424,18 @@ void optimize(KAN& model, const StepContext& c, const torch::Tensor& x, const to
 
 // The test loss (and accuracy) of one test batch, without gradients; none without test data.
 // Data-parallel, each rank measures its shard and the sums are reduced over the ranks.
-void evaluate_test_batch(KAN& model, const FitOptions& o, DataParallel* group,
+void evaluate_test_batch(Model& model, const FitOptions& o, DataParallel* group,
                          const torch::Tensor& x, const torch::Tensor& labels, int64_t global_rows,
                          StepLosses& losses) {
   if (global_rows == 0)
     return;
   PhaseScope phase(Phase::kEvaluation);
   torch::NoGradGuard no_grad;
-  KeepScope fast_path(*model, false, false);
+  KeepScope fast_path(model, false, false);
   std::optional<AutocastGuard> autocast; // the test loss in the training's precision
   if (o.autocast())
-    autocast.emplace(model->device().type(), *o.autocast());
-  const auto pred = model->forward(x);
+    autocast.emplace(model.device().type(), *o.autocast());
+  const auto pred = model.forward(x);
   if (group == nullptr) {
     losses.test_loss = compute_loss(o.loss(), pred, labels);
     if (o.loss() == Loss::kCrossEntropy)
@@ -526,13 +542,14 @@ uint64_t fingerprint(const torch::Tensor& t) {
 
 // Before a data-parallel fit: same configuration and data on every rank, the model on the
 // rank's device, then rank 0's parameters and buffers everywhere.
-void join_training(KAN& model, const Dataset& data, const FitOptions& o, DataParallel& group,
+void join_training(Model& model, const Dataset& data, const FitOptions& o, DataParallel& group,
                    int64_t batch) {
-  TORCH_CHECK(group.device() == model->device(), "data-parallel rank ", group.rank(), " trains on ",
-              group.device(), " but the model is on ", model->device());
+  TORCH_CHECK(group.device() == model.device(), "data-parallel rank ", group.rank(), " trains on ",
+              group.device(), " but the model is on ", model.device());
   TORCH_CHECK(batch >= group.world_size(), "batch = ", batch, " is smaller than the ",
               group.world_size(), " data-parallel ranks: every rank needs at least one sample");
-  nlohmann::json config = {{"model", to_json(model->options())},
+  nlohmann::json config = {{"model", model.config()},
+                           {"model_kind", to_string(model.kind())},
                            {"fit", to_json(o)},
                            {"backend", group.backend_name()},
                            {"data",
@@ -545,9 +562,9 @@ void join_training(KAN& model, const Dataset& data, const FitOptions& o, DataPar
                              {"test_label", fingerprint(data.test_label)}}}};
   group.check_same_configuration(config);
   std::vector<torch::Tensor> state;
-  for (const auto& p : model->parameters())
+  for (const auto& p : model.module().parameters())
     state.push_back(p.detach());
-  for (const auto& b : model->buffers())
+  for (const auto& b : model.module().buffers())
     state.push_back(b);
   torch::NoGradGuard no_grad;
   group.broadcast_from_rank0(state);
@@ -555,7 +572,7 @@ void join_training(KAN& model, const Dataset& data, const FitOptions& o, DataPar
 
 } // namespace
 
-FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
+FitHistory fit(Model& model, const Dataset& data, const FitOptions& o) {
   check_training_data(model, data, o);
   const int64_t n_train = data.train_input.size(0), n_test = data.test_input.size(0);
   const bool full_batch = o.batch() == -1;
@@ -563,11 +580,11 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
   const int64_t test_batch = full_batch ? n_test : std::min(o.batch(), n_test);
   DataParallel* group = o.data_parallel().get();
   if (o.autocast()) {
-    check_autocast(model->device().type(), *o.autocast(), "FitOptions::autocast");
-    TORCH_CHECK(model->dtype() == torch::kFloat32,
+    check_autocast(model.device().type(), *o.autocast(), "FitOptions::autocast");
+    TORCH_CHECK(model.dtype() == torch::kFloat32,
                 "FitOptions::autocast needs a float32 model (autocast lowers float32 "
                 "operations), got ",
-                model->dtype());
+                model.dtype());
   }
   TORCH_CHECK(group == nullptr || (!o.autocast() && !o.grad_scaler()),
               "mixed precision (FitOptions::autocast, grad_scaler) is not supported with "
@@ -585,11 +602,11 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
         [group](const torch::Tensor& t) { return group->sum_differentiable(t); });
     reg_weights.differentiate_coefficient_terms(group->rank() == 0);
   }
-  KeepScope capture(*model, false, /*statistics=*/o.lamb() > 0); // the regulariser reads them
+  KeepScope capture(model, false, /*statistics=*/o.lamb() > 0); // the regulariser reads them
   // One generator for both samplers: with per-step draws, train and test alternate on it.
   auto generator = at::make_generator<at::CPUGeneratorImpl>(o.seed());
-  BatchSampler train_batches(n_train, batch, o.batch_draw(), generator, model->device());
-  BatchSampler test_batches(n_test, test_batch, o.batch_draw(), generator, model->device());
+  BatchSampler train_batches(n_train, batch, o.batch_draw(), generator, model.device());
+  BatchSampler test_batches(n_test, test_batch, o.batch_draw(), generator, model.device());
   // The rows of a step: the batch's (all rows at full batch), or this rank's shard of them.
   auto take = [group](const torch::Tensor& t, const torch::Tensor& index) {
     if (group == nullptr)
@@ -621,9 +638,9 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
     const auto test_index = test_batches.next();
     const auto x = take(data.train_input, train_index);
     q.rows = rows(data.train_input, train_index);
-    if (grid_update_due(o, step)) {
+    if (grid_update_due(model, o, step)) {
       // Every rank updates from the whole batch, so every rank computes the same grid.
-      model->update_grid_from_samples(group ? group->gather_rows(x) : x, o.grid_update_memory());
+      model.update_grid_from_samples(group ? group->gather_rows(x) : x, o.grid_update_memory());
       q.record.grid_updated = true;
       ++history.grid_updates;
     }
@@ -654,6 +671,14 @@ FitHistory fit(KAN& model, const Dataset& data, const FitOptions& o) {
   }
   history.seconds = seconds_since(start);
   return history;
+}
+
+FitHistory fit(KAN& model, const Dataset& data, const FitOptions& options) {
+  return fit(*model, data, options);
+}
+
+FitHistory fit(MLP& model, const Dataset& data, const FitOptions& options) {
+  return fit(*model, data, options);
 }
 
 } // namespace kan

@@ -8,6 +8,7 @@
 #include "detail/saturate.h"
 
 #include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
 #include <torch/nn/module.h>
 
 #include <algorithm>
@@ -229,6 +230,72 @@ torch::Device KANImpl::device() const {
 
 torch::Dtype KANImpl::dtype() const {
   return layer(0)->dtype();
+}
+
+int64_t kan_parameter_count(const KANOptions& o) {
+  check_structure(o);
+  using detail::sat_add;
+  using detail::sat_mul;
+  int64_t count = 0;
+  for (size_t l = 0; l + 1 < o.width().size(); ++l) {
+    const int64_t I = o.width()[l], O = subnodes(o, l + 1);
+    const int64_t scales = (o.sb_trainable() ? 1 : 0) + (o.sp_trainable() ? 1 : 0);
+    count = sat_add(count, sat_mul(I, O, sat_add(sat_add(o.grid(), o.k()), scales)));
+    if (o.affine_trainable()) // node_scale, node_bias, subnode_scale, subnode_bias
+      count = sat_add(count, sat_mul(2, sat_add(o.width()[l + 1], O)));
+  }
+  return count;
+}
+
+int64_t kan_forward_flops(const KANOptions& o) {
+  check_structure(o);
+  using detail::sat_add;
+  using detail::sat_mul;
+  const int64_t G = o.grid(), k = o.k();
+  const bool fused = o.backend() == SplineBackend::kFused;
+  // Per input: the Cox-de Boor recursion, 7 FLOPs per basis function of each order p = 1..k.
+  // The fused kernels build the k + 1 functions of the point's knot span (p + 1 at order p); the
+  // reference builds all P - p - 1 of each order from the P = G + 2k + 1 knots. Order 0 is
+  // comparisons against the knots, not counted.
+  const int64_t basis = fused ? 7 * k * (k + 3) / 2 : 7 * (k * (G + 2 * k) - k * (k + 1) / 2);
+  const int64_t terms = fused ? k + 1 : G + k; // basis functions each edge's spline sums
+  const bool affine = o.affine_trainable() || has_mult_nodes(o);
+  int64_t flops = 0;
+  for (size_t l = 0; l + 1 < o.width().size(); ++l) {
+    const int64_t I = o.width()[l], O = subnodes(o, l + 1);
+    flops = sat_add(flops, sat_add(sat_mul(I, basis), sat_mul(2, I, O, terms)));
+    if (o.base_fun() != BaseFunction::kZero) {
+      const int64_t activation = o.base_fun() == BaseFunction::kSiLU ? kSiLUFlops : 0;
+      flops = sat_add(flops, sat_add(sat_mul(I, activation), sat_add(sat_mul(2, I, O), O)));
+    }
+    if (affine) {
+      // Subnode affine (an addcmul each), the products, node affine (an addcmul each).
+      flops = sat_add(flops, sat_add(sat_mul(2, O), sat_mul(2, o.width()[l + 1])));
+      for (int64_t j = 0; j < mult_nodes(o, l + 1); ++j)
+        flops = sat_add(flops, node_arity(o, l + 1, j) - 1);
+    }
+  }
+  return flops;
+}
+
+int64_t KANImpl::forward_flops() const {
+  int64_t flops = kan_forward_flops(options_);
+  for (size_t l = 0; l < depth(); ++l) {
+    const auto symbolic = layer(l)->symbolic_edge_count();
+    if (symbolic == 0)
+      continue;
+    // Per symbolic edge a x + b, f, c f + d, the mask and the sum over inputs (6 + f); then the
+    // branch is added to the numeric one, which every edge still computes.
+    flops = detail::sat_add(flops,
+                            detail::sat_add(detail::sat_mul(symbolic, 6 + kSymbolicFunctionFlops),
+                                            layer(l)->options().out_dim()));
+  }
+  return flops;
+}
+
+nlohmann::json KANImpl::config() const {
+  auto options = options_;
+  return to_json(options.dtype(dtype()));
 }
 
 void KANImpl::check_input(const torch::Tensor& x, const char* what) const {

@@ -67,15 +67,11 @@ public:
         hook(stage, r);
       });
     }
-    StageResult result;
-    result.history = options_.train() ? options_.train()(model, data_, fit_options, stage)
-                                      : fit(model, data_, fit_options);
-    const auto metrics = evaluate(model, data_, fit_options.loss());
-    result.train_rmse = metrics.train_rmse;
-    result.test_rmse = metrics.test_rmse;
-    result.train_accuracy = metrics.train_accuracy;
-    result.test_accuracy = metrics.test_accuracy;
-    return result;
+    return train_stage(*model, data_, fit_options,
+                       [&](Model&, const Dataset& data, const FitOptions& options) {
+                         return options_.train() ? options_.train()(model, data, options, stage)
+                                                 : fit(model, data, options);
+                       });
   }
 
 private:
@@ -242,6 +238,19 @@ const StageResult& PipelineResult::last() const {
   if (pruned)
     return pruned->retrained;
   return trained;
+}
+
+StageResult
+train_stage(Model& model, const Dataset& data, const FitOptions& options,
+            const std::function<FitHistory(Model&, const Dataset&, const FitOptions&)>& train) {
+  StageResult result;
+  result.history = train ? train(model, data, options) : fit(model, data, options);
+  const auto metrics = evaluate(model, data, options.loss());
+  result.train_rmse = metrics.train_rmse;
+  result.test_rmse = metrics.test_rmse;
+  result.train_accuracy = metrics.train_accuracy;
+  result.test_accuracy = metrics.test_accuracy;
+  return result;
 }
 
 PipelineResult run_pipeline(KAN& model, const Dataset& data, const PipelineOptions& options) {

@@ -1,8 +1,11 @@
 #pragma once
-/// Training a KAN as pykan's fit() does (docs/kan.md, "Training").
+/// Training a KAN as pykan's fit() does, or its MLP baseline the same way (docs/kan.md,
+/// "Training", "MLP baseline").
 
 #include "kan/dataset.h"
 #include "kan/grad_scaler.h"
+#include "kan/mlp.h"
+#include "kan/model.h"
 #include "kan/network.h"
 
 #include <nlohmann/json_fwd.hpp>
@@ -174,12 +177,17 @@ FitHistory fit_history_from_json(const nlohmann::json& json, const std::string& 
 /// error naming both, never a silent move. Refuses NaN or Inf in the data, an empty training
 /// set, steps < 0 and a batch larger than the training set. Data-parallel, it also refuses a
 /// batch smaller than the number of ranks and ranks whose model, options or data differ, and
-/// starts from rank 0's parameters and buffers.
+/// starts from rank 0's parameters and buffers. Grid updates run for models that have grids
+/// (Model::has_grid(), a KAN's) and are skipped for others; the regulariser (lamb > 0) is a
+/// KAN's, and any other model with lamb > 0 is refused.
 ///
 /// Example:
 ///   auto history = kan::fit(model, data, kan::FitOptions().opt(kan::Optimizer::kLBFGS).steps(50));
 ///   std::cout << history.steps.back().test_rmse;
+FitHistory fit(Model& model, const Dataset& data, const FitOptions& options = {});
+/// fit(*model, ...): a KAN or an MLP by its module holder.
 FitHistory fit(KAN& model, const Dataset& data, const FitOptions& options = {});
+FitHistory fit(MLP& model, const Dataset& data, const FitOptions& options = {});
 
 /// Loss and metrics of a model on a whole dataset, after training.
 struct Evaluation {
@@ -193,7 +201,11 @@ struct Evaluation {
 
 /// Evaluates model on every train and test sample, without gradients, `chunk` rows at a time
 /// (so 2^20 samples need no more memory than `chunk` of them). Empty splits give NaN.
+Evaluation evaluate(Model& model, const Dataset& data, Loss loss = Loss::kMSE,
+                    int64_t chunk = 65536);
+/// evaluate(*model, ...): a KAN or an MLP by its module holder.
 Evaluation evaluate(KAN& model, const Dataset& data, Loss loss = Loss::kMSE, int64_t chunk = 65536);
+Evaluation evaluate(MLP& model, const Dataset& data, Loss loss = Loss::kMSE, int64_t chunk = 65536);
 
 /// The data loss of pred against labels.
 torch::Tensor compute_loss(Loss loss, const torch::Tensor& pred, const torch::Tensor& labels);

@@ -11,6 +11,8 @@
 #include "kan/layer.h"
 #include "kan/lbfgs.h"
 #include "kan/memory.h"
+#include "kan/mlp.h"
+#include "kan/model.h"
 #include "kan/network.h"
 #include "kan/options.h"
 #include "kan/pipeline.h"

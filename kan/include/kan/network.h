@@ -3,6 +3,7 @@
 
 #include "kan/expression.h"
 #include "kan/layer.h"
+#include "kan/model.h"
 #include "kan/options.h"
 #include "kan/symbolic.h"
 
@@ -85,6 +86,23 @@ KANOptions kan_options_from_json(const nlohmann::json& json, const std::string& 
 /// The options of layer l of a network built from `options`.
 KANLayerOptions layer_options(const KANOptions& options, size_t l);
 
+/// Trainable scalars of a new network built from `options`: per layer coef, scale_base and
+/// scale_sp as they train (sp_trainable, sb_trainable), I O (G + k) + I O + I O, plus the node
+/// and subnode affine parameters when affine_trainable. Equals KANImpl::parameter_count() until
+/// symbolic edges add their parameters.
+int64_t kan_parameter_count(const KANOptions& options);
+/// FLOPs of one sample's forward pass through a network built from `options` (no symbolic
+/// edges), as its spline backend computes it (docs/kan.md, "What counts as a FLOP"). Per layer of
+/// I inputs and O outputs (subnodes): the B-spline basis per input, 7 per basis function and
+/// order of the Cox-de Boor recursion (two subtractions, four multiplications, an addition):
+/// kFused evaluates the k + 1 functions that can be non-zero, 7 k (k + 3) / 2, independent of G;
+/// kReference all of them, 7 (k (G + 2k) - k (k + 1) / 2). The spline sums, 2 I O (k + 1) (kFused)
+/// or 2 I O (G + k) (kReference, a dense product). The base branch (unless base_fun is zero):
+/// I activations (kSiLUFlops each for SiLU, 0 for the identity), 2 I O for the product with
+/// scale_base and O to add it. Between layers, where forward applies the affine maps: 2 per
+/// subnode, arity - 1 per multiplication node, 2 per node.
+int64_t kan_forward_flops(const KANOptions& options);
+
 /// Weights of the regulariser (docs/kan.md, "Regularisation"; pykan's defaults).
 struct RegularizationOptions {
   TORCH_ARG(double, lamb_l1) = 1.0;
@@ -145,7 +163,7 @@ struct Attribution {
 ///   auto y = model(x);                          // x (N, 2) -> y (N, 1)
 ///   model->update_grid_from_samples(x);
 ///   kan::KAN finer = model->refine(10, x);      // G = 3 -> 10
-class KANImpl : public torch::nn::Cloneable<KANImpl> {
+class KANImpl : public torch::nn::Cloneable<KANImpl>, public Model {
 public:
   explicit KANImpl(KANOptions options);
 
@@ -153,7 +171,20 @@ public:
   void pretty_print(std::ostream& stream) const override;
 
   /// x (N, width[0]) -> (N, width.back()). An empty batch gives a (0, width.back()) tensor.
-  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward(const torch::Tensor& x) override;
+
+  // kan::Model (kan/model.h).
+  torch::nn::Module& module() override { return *this; }
+  const torch::nn::Module& module() const override { return *this; }
+  ModelKind kind() const override { return ModelKind::kKAN; }
+  int64_t inputs() const override { return options_.width().front(); }
+  int64_t outputs() const override { return options_.width().back(); }
+  /// kan_forward_flops(options()) plus the symbolic branch of every symbolic edge (docs/kan.md,
+  /// "What counts as a FLOP").
+  int64_t forward_flops() const override;
+  /// to_json(options()) in the model's current dtype.
+  nlohmann::json config() const override;
+  bool has_grid() const override { return true; }
 
   /// Layer l+1's nodes from layer l's outputs (its subnodes y, (N, subnodes(l + 1))), as
   /// pykan: subnode affine, products of the multiplication nodes' groups, node affine. The
@@ -179,7 +210,7 @@ public:
   /// (and in a hidden layer's samples, naming the layer). Its extra memory beyond the samples
   /// and each layer's outputs stays near `memory_budget` bytes, as the layer's does.
   void update_grid_from_samples(const torch::Tensor& x,
-                                int64_t memory_budget = kDefaultGridUpdateMemoryBytes);
+                                int64_t memory_budget = kDefaultGridUpdateMemoryBytes) override;
 
   /// A new model with G = new_grid whose splines are fitted to this one's at the samples x
   /// (N, width[0]) (pass the training inputs), or at a dense uniform sample of each layer's
@@ -274,15 +305,18 @@ public:
 
   /// The regulariser of the last forward's activations (save_activations or save_statistics
   /// must be on).
-  torch::Tensor regularization(const RegularizationOptions& weights = {}) const;
+  torch::Tensor regularization(const RegularizationOptions& weights = {}) const override;
 
   /// Checks that x fits this model: (N, width[0]), its dtype, its device.
   void check_input(const torch::Tensor& x, const char* what = "input") const;
+  void check_input(const torch::Tensor& x, const std::string& what) const override {
+    check_input(x, what.c_str());
+  }
 
   const KANOptions& options() const noexcept { return options_; }
   /// Where the model's tensors are now (after any `.to()`).
-  torch::Device device() const;
-  torch::Dtype dtype() const;
+  torch::Device device() const override;
+  torch::Dtype dtype() const override;
   size_t depth() const { return layers_->size(); }
   KANLayer layer(size_t l) const { return KANLayer(layers_->ptr<KANLayerImpl>(l)); }
 

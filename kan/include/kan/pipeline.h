@@ -5,6 +5,7 @@
 /// and `kanbench accuracy` are this function and a command line.
 
 #include "kan/fit.h"
+#include "kan/model.h"
 #include "kan/network.h"
 
 #include <torch/arg.h>
@@ -63,19 +64,32 @@ struct PipelineOptions {
   TORCH_ARG(std::function<void(const PipelineStage&, const StepRecord&)>, on_stage_step) = nullptr;
   /// Trains one stage; empty: kan::fit. A caller that audits or traces a stage (kanbench fit's
   /// device audit of the first training) wraps kan::fit here.
-  TORCH_ARG(std::function<FitHistory(KAN&, const Dataset&, const FitOptions&,
-                                     const PipelineStage&)>,
-            train) = nullptr;
+  TORCH_ARG(
+      std::function<FitHistory(KAN&, const Dataset&, const FitOptions&, const PipelineStage&)>,
+      train) = nullptr;
 };
 
 /// One training of a pipeline and the model's metrics on the whole sets after it.
 struct StageResult {
-  FitHistory history;    ///< its seconds: the stage's training time
-  double train_rmse = 0; ///< NaN for cross-entropy
-  double test_rmse = 0;  ///< NaN for cross-entropy or without test data
+  FitHistory history;        ///< its seconds: the stage's training time
+  double train_rmse = 0;     ///< NaN for cross-entropy
+  double test_rmse = 0;      ///< NaN for cross-entropy or without test data
   double train_accuracy = 0; ///< cross-entropy only; NaN for MSE
   double test_accuracy = 0;
 };
+
+/// One training of any model (an MLP, or a KAN without the later stages) and its metrics on the
+/// whole sets after it: run_pipeline's first stage alone, in the same StageResult. `train` trains
+/// it (empty: kan::fit), as PipelineOptions::train does; `kanbench fit --model mlp` audits it
+/// there.
+///
+/// Example:
+///   kan::MLP mlp(kan::MLPOptions({2, 100, 100, 1}).dtype(torch::kFloat64));
+///   auto trained = kan::train_stage(*mlp, data, kan::FitOptions().steps(100));
+///   std::cout << trained.test_rmse;
+StageResult train_stage(
+    Model& model, const Dataset& data, const FitOptions& options,
+    const std::function<FitHistory(Model&, const Dataset&, const FitOptions&)>& train = nullptr);
 
 /// One layer of a width as pykan writes it: `sum` addition and `mult` multiplication nodes.
 struct LayerWidth {
