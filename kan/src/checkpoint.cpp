@@ -27,6 +27,7 @@ constexpr const char* kConfigKey = "kanbench_config";
 constexpr const char* kModelKey = "model";
 constexpr const char* kChecksumsKey = "kanbench_checksums"; // from format version 2
 constexpr const char* kSymbolicKey = "kanbench_symbolic";   // from format version 4
+constexpr const char* kKindKey = "kanbench_model_kind";     // from format version 5
 
 // FNV-1a over a tensor's bytes: LibTorch's archive reader does not verify its zip records'
 // CRC-32, so a flipped bit in a tensor would load silently without a checksum of our own.
@@ -42,11 +43,12 @@ std::string checksum(const torch::Tensor& tensor) {
 }
 
 // Every parameter and buffer with its dotted name ("layers.0.coef") and whether it is a buffer.
-std::vector<std::tuple<std::string, torch::Tensor, bool>> state_tensors(const KAN& model) {
+std::vector<std::tuple<std::string, torch::Tensor, bool>>
+state_tensors(const torch::nn::Module& model) {
   std::vector<std::tuple<std::string, torch::Tensor, bool>> tensors;
-  for (const auto& p : model->named_parameters())
+  for (const auto& p : model.named_parameters())
     tensors.emplace_back(p.key(), p.value(), false);
-  for (const auto& b : model->named_buffers())
+  for (const auto& b : model.named_buffers())
     tensors.emplace_back(b.key(), b.value(), true);
   return tensors;
 }
@@ -92,10 +94,10 @@ torch::Tensor stored_tensor(torch::serialize::InputArchive& state, const std::st
 
 // Per layer: null without symbolic state, else its function names as (out, in) lists (pykan's
 // funs_name layout, the symbolic_mask's).
-nlohmann::json symbolic_record(const KAN& model) {
+nlohmann::json symbolic_record(const KANImpl& model) {
   auto record = nlohmann::json::array();
-  for (size_t l = 0; l < model->depth(); ++l) {
-    const auto layer = model->layer(l);
+  for (size_t l = 0; l < model.depth(); ++l) {
+    const auto layer = model.layer(l);
     if (!layer->has_symbolic_state()) {
       record.push_back(nullptr);
       continue;
@@ -149,13 +151,12 @@ void apply_symbolic_record(KAN& model, const std::string& text, const std::strin
   }
 }
 
-} // namespace
-
-void save_checkpoint(const KAN& model, const std::function<void(const void*, size_t)>& write) {
-  auto options = model->options();
-  options.dtype(model->dtype());
+// The whole archive of any model: its kind, its configuration (model.config(), in its dtype),
+// the checksums and its state; `symbolic` is a KAN's symbolic record.
+void write_archive(const Model& model, const nlohmann::json& symbolic,
+                   const std::function<void(const void*, size_t)>& write) {
   nlohmann::json checksums;
-  for (const auto& [name, tensor, is_buffer] : state_tensors(model)) {
+  for (const auto& [name, tensor, is_buffer] : state_tensors(model.module())) {
     (void)is_buffer;
     check_finite_state(name, tensor, "checkpoint not written");
     checksums[name] = checksum(tensor);
@@ -163,11 +164,13 @@ void save_checkpoint(const KAN& model, const std::function<void(const void*, siz
   torch::serialize::OutputArchive archive;
   archive.write(kFormatKey, c10::IValue(std::string(kFormatName)));
   archive.write(kVersionKey, c10::IValue(kCheckpointFormatVersion));
-  archive.write(kConfigKey, c10::IValue(to_json(options).dump()));
+  archive.write(kKindKey, c10::IValue(to_string(model.kind())));
+  archive.write(kConfigKey, c10::IValue(model.config().dump()));
   archive.write(kChecksumsKey, c10::IValue(checksums.dump()));
-  archive.write(kSymbolicKey, c10::IValue(symbolic_record(model).dump()));
+  if (!symbolic.is_null())
+    archive.write(kSymbolicKey, c10::IValue(symbolic.dump()));
   torch::serialize::OutputArchive state;
-  model->save(state);
+  model.module().save(state);
   archive.write(kModelKey, state);
   // LibTorch's archive writer must never see a failed write: it retries the write in its
   // destructor, and an exception there aborts the program. So a failure is kept, the rest of
@@ -187,17 +190,30 @@ void save_checkpoint(const KAN& model, const std::function<void(const void*, siz
     std::rethrow_exception(failure);
 }
 
-void save_checkpoint(const KAN& model, const std::string& path) {
+void save_to_file(
+    const std::string& path,
+    const std::function<void(const std::function<void(const void*, size_t)>&)>& save) {
   try {
     io::AtomicFile file(path);
-    save_checkpoint(model, [&](const void* data, size_t size) { file.write(data, size); });
+    save([&](const void* data, size_t size) { file.write(data, size); });
     file.commit();
   } catch (const std::runtime_error& e) {
     TORCH_CHECK(false, "cannot write checkpoint '", path, "': ", io::first_line(e.what()));
   }
 }
 
-KAN load_checkpoint(const std::string& path, torch::Device device) {
+// A checkpoint file opened and its records read, before any model is built from it.
+struct OpenedCheckpoint {
+  torch::serialize::InputArchive archive;
+  int64_t version = 0;
+  ModelKind kind = ModelKind::kKAN;
+  nlohmann::json config;
+  nlohmann::json checksums = nlohmann::json::object(); // none before version 2
+};
+
+// Opens `path` on the CPU (a corrupt file never reaches the device) and checks what every
+// checkpoint has, for a model to be loaded onto `device`.
+OpenedCheckpoint open_checkpoint(const std::string& path, torch::Device device) {
   TORCH_CHECK(!device.is_cuda() || torch::cuda::is_available(), "cannot load checkpoint '", path,
               "' onto ", device, ": no usable CUDA device here (kanbench env says why)");
   TORCH_CHECK(!device.is_cuda() || !device.has_index() ||
@@ -211,8 +227,8 @@ KAN load_checkpoint(const std::string& path, torch::Device device) {
               "': no such file");
   TORCH_CHECK(std::filesystem::file_size(path, ec) > 0, "cannot read checkpoint '", path,
               "': the file is empty");
-  // Read on the CPU, checked there, then moved: a corrupt file never reaches the device.
-  torch::serialize::InputArchive archive;
+  OpenedCheckpoint opened;
+  auto& archive = opened.archive;
   try {
     archive.load_from(path, torch::Device(torch::kCPU));
   } catch (const c10::Error& e) {
@@ -221,7 +237,7 @@ KAN load_checkpoint(const std::string& path, torch::Device device) {
                 io::first_line(e.what_without_backtrace()));
   }
 
-  c10::IValue format, version, config, checksums_record;
+  c10::IValue format, version, kind, config, checksums_record;
   TORCH_CHECK(archive.try_read(kFormatKey, format) && format.isString() &&
                   format.toStringRef() == kFormatName,
               "'", path, "' is a LibTorch archive but not a kanbench checkpoint");
@@ -230,47 +246,77 @@ KAN load_checkpoint(const std::string& path, torch::Device device) {
               "checkpoint '", path, "' has format version ",
               version.isInt() ? std::to_string(version.toInt()) : std::string("?"),
               "; this kanbench reads versions 1 to ", kCheckpointFormatVersion);
+  opened.version = version.toInt();
+  // Version 5 says which model the file holds; every file before holds a KAN.
+  if (opened.version >= 5) {
+    TORCH_CHECK(archive.try_read(kKindKey, kind) && kind.isString(), "checkpoint '", path,
+                "' has no model kind record");
+    try {
+      opened.kind = model_kind_from_string(kind.toStringRef());
+    } catch (const c10::Error& e) {
+      TORCH_CHECK(false, "checkpoint '", path,
+                  "' has a malformed model kind record: ", e.what_without_backtrace());
+    }
+  }
   TORCH_CHECK(archive.try_read(kConfigKey, config) && config.isString(), "checkpoint '", path,
               "' has no configuration record");
-  KANOptions options({1, 1});
+  opened.config = nlohmann::json::parse(config.toStringRef(), nullptr, false);
+  TORCH_CHECK(!opened.config.is_discarded(), "checkpoint '", path,
+              "' has a malformed configuration: not JSON");
+  // Version 1 files carry no checksums; from version 2 on every tensor has one.
+  if (opened.version >= 2) {
+    TORCH_CHECK(archive.try_read(kChecksumsKey, checksums_record) && checksums_record.isString(),
+                "checkpoint '", path, "' has no checksum record");
+    opened.checksums = nlohmann::json::parse(checksums_record.toStringRef(), nullptr, false);
+    TORCH_CHECK(opened.checksums.is_object(), "checkpoint '", path,
+                "' has a malformed checksum record");
+  }
+  return opened;
+}
+
+// The model's options from the configuration record; an error names the file and the key.
+template <typename Read>
+auto read_config(const OpenedCheckpoint& opened, const std::string& path, Read read)
+    -> decltype(read(opened.config)) {
   try {
-    options = kan_options_from_json(nlohmann::json::parse(config.toStringRef()));
+    return read(opened.config);
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "checkpoint '", path,
                 "' has a malformed configuration: ", io::first_line(e.what()));
   }
-  // Version 1 files carry no checksums; from version 2 on every tensor has one.
-  nlohmann::json checksums = nlohmann::json::object();
-  if (version.toInt() >= 2) {
-    TORCH_CHECK(archive.try_read(kChecksumsKey, checksums_record) && checksums_record.isString(),
-                "checkpoint '", path, "' has no checksum record");
-    checksums = nlohmann::json::parse(checksums_record.toStringRef(), nullptr, false);
-    TORCH_CHECK(checksums.is_object(), "checkpoint '", path, "' has a malformed checksum record");
-  }
+}
 
-  KAN model(options.device(device));
-  // Version 4 names each layer's symbolic functions; before, no edge was symbolic.
-  if (version.toInt() >= 4) {
-    c10::IValue symbolic;
-    TORCH_CHECK(archive.try_read(kSymbolicKey, symbolic) && symbolic.isString(), "checkpoint '",
-                path, "' has no symbolic record");
-    apply_symbolic_record(model, symbolic.toStringRef(), path);
-  }
+// Refuses a file of another kind of model than the loader's, naming the loader to use.
+void check_kind(const OpenedCheckpoint& opened, ModelKind wanted, const std::string& path) {
+  if (opened.kind == wanted)
+    return;
+  const char* loader =
+      opened.kind == ModelKind::kMLP ? "kan::load_mlp_checkpoint" : "kan::load_checkpoint";
+  TORCH_CHECK(false, "checkpoint '", path, "' holds a model of kind ", to_string(opened.kind),
+              ", not ", to_string(wanted), ": load it with ", loader,
+              " (or kan::load_any_checkpoint)");
+}
+
+// Copies every tensor the model has from the file's state, each checked against the model's
+// dtype and shape, its checksum and for NaN or Inf. `skip` names tensors older files lack.
+void read_state(torch::nn::Module& model, OpenedCheckpoint& opened, torch::Dtype dtype,
+                const std::string& path,
+                const std::function<bool(const std::string&)>& skip = nullptr) {
   torch::serialize::InputArchive state;
-  TORCH_CHECK(archive.try_read(kModelKey, state), "checkpoint '", path, "' has no model state");
+  TORCH_CHECK(opened.archive.try_read(kModelKey, state), "checkpoint '", path,
+              "' has no model state");
   torch::NoGradGuard no_grad;
+  const auto& checksums = opened.checksums;
   for (const auto& [name, tensor, is_buffer] : state_tensors(model)) {
-    // Before version 3 there were no affine parameters: the model's identity ones stay.
-    if (version.toInt() < 3 && name.rfind("layers.", 0) != 0)
+    if (skip && skip(name))
       continue;
     const auto stored = stored_tensor(state, name, is_buffer, path);
-    TORCH_CHECK(stored.scalar_type() == options.dtype() && stored.sizes() == tensor.sizes(),
-                "checkpoint '", path, "': ", name, " is ", to_string(stored.scalar_type()),
-                " of shape ", stored.sizes(), " but its configuration implies ",
-                to_string(options.dtype()), " of shape ", tensor.sizes(),
-                "; the file is inconsistent (nothing is converted silently)");
+    TORCH_CHECK(stored.scalar_type() == dtype && stored.sizes() == tensor.sizes(), "checkpoint '",
+                path, "': ", name, " is ", to_string(stored.scalar_type()), " of shape ",
+                stored.sizes(), " but its configuration implies ", to_string(dtype), " of shape ",
+                tensor.sizes(), "; the file is inconsistent (nothing is converted silently)");
     check_finite_state(name, stored, "checkpoint '" + path + "'");
-    if (version.toInt() >= 2) {
+    if (opened.version >= 2) {
       TORCH_CHECK(checksums.contains(name) && checksums[name].is_string(), "checkpoint '", path,
                   "' has no checksum for ", name);
       TORCH_CHECK(checksums[name].get<std::string>() == checksum(stored), "checkpoint '", path,
@@ -278,9 +324,90 @@ KAN load_checkpoint(const std::string& path, torch::Device device) {
     }
     tensor.copy_(stored);
   }
+}
+
+KAN load_kan(OpenedCheckpoint& opened, const std::string& path, torch::Device device) {
+  check_kind(opened, ModelKind::kKAN, path);
+  auto options = read_config(
+      opened, path, [](const nlohmann::json& config) { return kan_options_from_json(config); });
+  KAN model(options.device(device));
+  // Version 4 names each layer's symbolic functions; before, no edge was symbolic.
+  if (opened.version >= 4) {
+    c10::IValue symbolic;
+    TORCH_CHECK(opened.archive.try_read(kSymbolicKey, symbolic) && symbolic.isString(),
+                "checkpoint '", path, "' has no symbolic record");
+    apply_symbolic_record(model, symbolic.toStringRef(), path);
+  }
+  // Before version 3 there were no affine parameters: the model's identity ones stay.
+  const int64_t version = opened.version;
+  read_state(*model, opened, options.dtype(), path, [version](const std::string& name) {
+    return version < 3 && name.rfind("layers.", 0) != 0;
+  });
   for (size_t l = 0; l < model->depth(); ++l)
     model->layer(l)->sync_symbolic_mask();
   return model;
+}
+
+MLP load_mlp(OpenedCheckpoint& opened, const std::string& path, torch::Device device) {
+  check_kind(opened, ModelKind::kMLP, path);
+  auto options = read_config(
+      opened, path, [](const nlohmann::json& config) { return mlp_options_from_json(config); });
+  MLP model(options.device(device));
+  read_state(*model, opened, options.dtype(), path);
+  return model;
+}
+
+} // namespace
+
+void save_checkpoint(const KAN& model, const std::function<void(const void*, size_t)>& write) {
+  write_archive(*model, symbolic_record(*model), write);
+}
+
+void save_checkpoint(const MLP& model, const std::function<void(const void*, size_t)>& write) {
+  write_archive(*model, nullptr, write);
+}
+
+void save_checkpoint(const Model& model, const std::function<void(const void*, size_t)>& write) {
+  if (const auto* kan = dynamic_cast<const KANImpl*>(&model)) {
+    write_archive(model, symbolic_record(*kan), write);
+    return;
+  }
+  TORCH_CHECK(model.kind() == ModelKind::kMLP, "save_checkpoint: a model of kind ",
+              to_string(model.kind()), " has no checkpoint format");
+  write_archive(model, nullptr, write);
+}
+
+void save_checkpoint(const KAN& model, const std::string& path) {
+  save_to_file(path, [&](const auto& write) { save_checkpoint(model, write); });
+}
+
+void save_checkpoint(const MLP& model, const std::string& path) {
+  save_to_file(path, [&](const auto& write) { save_checkpoint(model, write); });
+}
+
+void save_checkpoint(const Model& model, const std::string& path) {
+  save_to_file(path, [&](const auto& write) { save_checkpoint(model, write); });
+}
+
+ModelKind checkpoint_model_kind(const std::string& path) {
+  return open_checkpoint(path, torch::kCPU).kind;
+}
+
+KAN load_checkpoint(const std::string& path, torch::Device device) {
+  auto opened = open_checkpoint(path, device);
+  return load_kan(opened, path, device);
+}
+
+MLP load_mlp_checkpoint(const std::string& path, torch::Device device) {
+  auto opened = open_checkpoint(path, device);
+  return load_mlp(opened, path, device);
+}
+
+std::shared_ptr<Model> load_any_checkpoint(const std::string& path, torch::Device device) {
+  auto opened = open_checkpoint(path, device);
+  if (opened.kind == ModelKind::kMLP)
+    return load_mlp(opened, path, device).ptr();
+  return load_kan(opened, path, device).ptr();
 }
 
 KAN load_model(const std::string& path, torch::Device device) {
