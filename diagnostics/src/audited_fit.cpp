@@ -46,17 +46,17 @@ AuditedFit audited_fit_from_json(const nlohmann::json& json, const std::string& 
   return result;
 }
 
-AuditedFit audited_fit(KAN& model, const Dataset& data, FitOptions options, int64_t trace_steps) {
+AuditedFit audited_fit(Model& model, const Dataset& data, FitOptions options, int64_t trace_steps) {
   TORCH_CHECK(trace_steps >= 0, "trace_steps must be >= 0, got ", trace_steps);
-  const torch::Device device = model->device();
+  const torch::Device device = model.device();
   OperationTrace trace(device);
   torch::optim::Optimizer* optimizer = nullptr;
   AuditedFit result;
   auto static_audit = [&] {
     DeviceAudit audit(device);
-    audit.module(*model).dataset(data);
+    audit.module(model.module()).dataset(data);
     if (optimizer != nullptr)
-      audit.optimizer(*optimizer, *model);
+      audit.optimizer(*optimizer, model.module());
     return audit.report();
   };
 
@@ -120,6 +120,14 @@ AuditedFit audited_fit(KAN& model, const Dataset& data, FitOptions options, int6
       traced.empty() ? 0.0 : std::accumulate(traced.begin(), traced.end(), 0.0) / traced.size();
   result.untraced_step_seconds = median(step_seconds);
   return result;
+}
+
+AuditedFit audited_fit(KAN& model, const Dataset& data, FitOptions options, int64_t trace_steps) {
+  return audited_fit(*model, data, std::move(options), trace_steps);
+}
+
+AuditedFit audited_fit(MLP& model, const Dataset& data, FitOptions options, int64_t trace_steps) {
+  return audited_fit(*model, data, std::move(options), trace_steps);
 }
 
 } // namespace kan::diagnostics

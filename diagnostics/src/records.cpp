@@ -19,16 +19,16 @@ using io::Bound;
 using io::ObjectReader;
 using json = nlohmann::json;
 
-// The top level of a document: an object whose schema_version has our major; unknown keys
-// are tolerated below only when its minor is newer than ours (returned as `lenient`).
-bool check_document(const json& value, const char* writes, const char* what) {
+// The top level of a document: an object whose schema_version has our major. Returns the
+// file's minor version: unknown keys are tolerated below only when it is newer than ours.
+int check_document(const json& value, const char* writes, const char* what) {
   if (!value.is_object())
     io::fail("", "expected a JSON object at the top level, got " + io::describe(value));
   const auto version = value.find("schema_version");
   if (version == value.end())
     io::fail("schema_version",
              std::string("missing (a required key; is this a kanbench ") + what + "?)");
-  return io::check_schema_version(*version, "schema_version", writes) > io::minor_version(writes);
+  return io::check_schema_version(*version, "schema_version", writes);
 }
 
 void check_command(ObjectReader& r, const char* expected) {
@@ -279,7 +279,8 @@ template <typename Read> auto in_file(const std::string& source, Read read) {
   }
 }
 
-// The metrics of the model the fit leaves (its last stage), for readers that want one number.
+// The metrics of the model the fit leaves (its last stage), for readers that want one number,
+// and (from 2.1) its size.
 json final_json(const FitRecord& f) {
   auto j = stage_json(f.last());
   j.erase("history");
@@ -287,6 +288,10 @@ json final_json(const FitRecord& f) {
                : !f.refined.empty() ? "refined"
                : f.pruned           ? "pruned"
                                     : "trained";
+  if (f.parameters)
+    j["parameters"] = *f.parameters;
+  if (f.forward_flops)
+    j["forward_flops"] = *f.forward_flops;
   return j;
 }
 
@@ -309,6 +314,7 @@ json to_json(const FitRecord& f) {
   json distributed = nullptr;
   if (c.distributed)
     distributed = {{"world_size", c.distributed->world_size}, {"backend", c.distributed->backend}};
+  const bool mlp = c.model_kind == ModelKind::kMLP;
   json j{{"schema_version", f.schema_version},
          {"command", "fit"},
          {"config",
@@ -322,7 +328,8 @@ json to_json(const FitRecord& f) {
            {"symbolic", symbolic},
            {"distributed", distributed},
            {"trace_steps", c.trace_steps},
-           {"model", to_json(c.model)},
+           {"model_kind", to_string(c.model_kind)},
+           {"model", mlp ? to_json(c.mlp) : to_json(c.model)},
            {"fit", to_json(c.fit)}}},
          {"environment", {{"libtorch", f.libtorch}, {"threads", f.threads}, {"device", c.device}}},
          {"device_audit", f.device_audit.to_json()}};
@@ -352,7 +359,8 @@ json to_json(const FitRecord& f) {
 
 FitRecord fit_record_from_json(const json& value, const std::string& source) {
   return in_file(source, [&] {
-    const bool lenient = check_document(value, kFitSchemaVersion, "fit.json");
+    const int minor = check_document(value, kFitSchemaVersion, "fit.json");
+    const bool lenient = minor > io::minor_version(kFitSchemaVersion);
     ObjectReader r(value, "", lenient);
     FitRecord f;
     f.schema_version = r.string("schema_version");
@@ -400,7 +408,27 @@ FitRecord fit_record_from_json(const json& value, const std::string& source) {
       p.finish();
     }
     f.config.trace_steps = c.integer("trace_steps", Bound::kNonNegative);
-    f.config.model = kan_options_from_json(c.required("model"), c.path_of("model"));
+    // From 2.1 the kind says what config.model holds; before, it is a KAN's.
+    if (minor >= 1) {
+      const auto kind = c.string("model_kind");
+      try {
+        f.config.model_kind = model_kind_from_string(kind);
+      } catch (const c10::Error&) {
+        io::fail(c.path_of("model_kind"), "expected \"kan\" or \"mlp\", got " + io::quoted(kind));
+      }
+    }
+    if (f.config.model_kind == ModelKind::kMLP) {
+      f.config.mlp = mlp_options_from_json(c.required("model"), c.path_of("model"));
+      // An MLP trains once: the pipeline's later stages are a KAN's.
+      if (f.config.prune || f.config.symbolic || !f.config.refine.empty())
+        io::fail(f.config.prune      ? "config.prune"
+                 : f.config.symbolic ? "config.symbolic"
+                                     : "config.refine",
+                 "set, but config.model_kind is \"mlp\": an MLP has no pruning, refinement or "
+                 "symbolic stage");
+    } else {
+      f.config.model = kan_options_from_json(c.required("model"), c.path_of("model"));
+    }
     f.config.fit = fit_options_from_json(c.required("fit"), c.path_of("fit"));
     if (c.optional("initial_model"))
       f.config.initial_model = c.string("initial_model");
@@ -457,7 +485,13 @@ FitRecord fit_record_from_json(const json& value, const std::string& source) {
       io::fail("communication", "missing, but config.distributed is set");
     }
     check_seconds(r, "seconds", f.seconds(), "the stages' training time");
-    check_repeats(r.required("final"), final_json(f), "final", "the last stage");
+    const auto& final = r.required("final");
+    if (minor >= 1) {
+      ObjectReader size(final, "final", /*allow_unknown=*/true);
+      f.parameters = size.integer("parameters", Bound::kNonNegative);
+      f.forward_flops = size.integer("forward_flops", Bound::kNonNegative);
+    }
+    check_repeats(final, final_json(f), "final", "the last stage");
     f.checkpoint = r.string("checkpoint");
     r.finish();
     return f;
@@ -506,7 +540,8 @@ json to_json(const AuditRecord& a) {
 
 AuditRecord audit_record_from_json(const json& value, const std::string& source) {
   return in_file(source, [&] {
-    const bool lenient = check_document(value, kAuditSchemaVersion, "audit.json");
+    const bool lenient = check_document(value, kAuditSchemaVersion, "audit.json") >
+                         io::minor_version(kAuditSchemaVersion);
     ObjectReader r(value, "", lenient);
     AuditRecord a;
     a.schema_version = r.string("schema_version");

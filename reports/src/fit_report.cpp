@@ -190,10 +190,19 @@ FitSummary fit_summary_from_json(const json& document, const std::string& source
     ObjectReader config(fit.config, "config", kOtherKeys);
     fit.function = config.string("function");
     fit.device = config.string("device");
+    if (const auto kind = config.optional_string("model_kind"))
+      fit.model_kind = *kind;
+    if (fit.model_kind != "kan" && fit.model_kind != "mlp")
+      io::fail("config.model_kind",
+               "expected \"kan\" or \"mlp\", got " + io::quoted(fit.model_kind));
     ObjectReader model(config.required("model"), config.path_of("model"), kOtherKeys);
     fit.width = model_width(model);
-    fit.grid = model.integer("grid", Bound::kNonNegative);
-    fit.k = model.integer("k", Bound::kNonNegative);
+    if (fit.model_kind == "mlp") {
+      fit.activation = model.string("activation");
+    } else {
+      fit.grid = model.integer("grid", Bound::kNonNegative);
+      fit.k = model.integer("k", Bound::kNonNegative);
+    }
     fit.dtype = model.string("dtype");
     ObjectReader environment(r.required("environment"), "environment", kOtherKeys);
     fit.libtorch = environment.string("libtorch");
@@ -235,6 +244,11 @@ FitSummary fit_summary_from_json(const json& document, const std::string& source
       io::fail("symbolic", "missing, but config.symbolic is set");
     }
     fit.seconds = r.number("seconds", Bound::kNonNegative);
+    if (const auto* final = r.optional("final")) {
+      ObjectReader size(*final, "final", kOtherKeys);
+      fit.parameters = size.optional_integer("parameters", Bound::kNonNegative);
+      fit.forward_flops = size.optional_integer("forward_flops", Bound::kNonNegative);
+    }
     return fit;
   } catch (const ResultsError& e) {
     throw e.in_file(source);
@@ -323,8 +337,13 @@ std::string header(const FitSummary& fit, const FitReportOptions& options) {
          (options.fit_source.empty() ? "" : e(options.fit_source) + " &middot; ") + "function " +
          e(fit.function) + " &middot; width " + e(to_string(fit.width)) +
          (fit.pruned_width ? " (pruned to " + e(to_string(*fit.pruned_width)) + ")" : "") +
-         " &middot; G " + std::to_string(fit.grid) + ", k " + std::to_string(fit.k) + " &middot; " +
-         e(fit.device) + ", " + e(fit.dtype) + " &middot; stages: " + stages +
+         (fit.model_kind == "mlp"
+              ? " &middot; MLP, " + e(fit.activation)
+              : " &middot; G " + std::to_string(fit.grid) + ", k " + std::to_string(fit.k)) +
+         (fit.parameters ? " &middot; " + std::to_string(*fit.parameters) + " parameters" : "") +
+         (fit.forward_flops ? ", " + std::to_string(*fit.forward_flops) + " FLOPs per sample"
+                            : "") +
+         " &middot; " + e(fit.device) + ", " + e(fit.dtype) + " &middot; stages: " + stages +
          " &middot; trained in " + io::format_seconds(fit.seconds) + " &middot; LibTorch " +
          e(fit.libtorch) + " &middot; fit.json " + e(fit.schema_version) + "</p></header>\n";
 }

@@ -32,15 +32,20 @@ struct AuditedFit {
 /// The inverse of AuditedFit::to_json, strict (kan/io/json_reader.h); the history stays empty.
 AuditedFit audited_fit_from_json(const nlohmann::json& json, const std::string& path = "");
 
-/// Trains like kan::fit(model, data, options) while tracing its first `trace_steps` steps (0:
-/// none) and, at the end, auditing everything statically against the model's device. A
-/// LibTorch device-mismatch error escaping the training is rethrown naming the misplaced
-/// tensors and the operations that mixed devices.
+/// Trains any model like kan::fit(model, data, options) while tracing its first `trace_steps` steps
+/// (0: none) and, at the end, auditing everything statically against the model's device. A LibTorch
+/// device-mismatch error escaping the training is rethrown naming the misplaced tensors and the
+/// operations that mixed devices.
 ///
 /// Example:
 ///   auto result = kan::diagnostics::audited_fit(model, data, kan::FitOptions().steps(50));
 ///   if (!result.clean()) std::cerr << result.audit.to_text() << result.trace.to_text();
+AuditedFit audited_fit(Model& model, const Dataset& data, FitOptions options,
+                       int64_t trace_steps = 1);
+/// audited_fit(*model, ...): a KAN or an MLP by its module holder.
 AuditedFit audited_fit(KAN& model, const Dataset& data, FitOptions options,
+                       int64_t trace_steps = 1);
+AuditedFit audited_fit(MLP& model, const Dataset& data, FitOptions options,
                        int64_t trace_steps = 1);
 
 } // namespace kan::diagnostics

@@ -7,6 +7,8 @@
 
 #include "kan/diagnostics/audited_fit.h"
 #include "kan/fit.h"
+#include "kan/mlp.h"
+#include "kan/model.h"
 #include "kan/network.h"
 #include "kan/pipeline.h"
 #include "kan/reports/results.h"
@@ -20,10 +22,11 @@
 
 namespace kan::diagnostics {
 
-/// The version of fit.json this library writes (2.0: a grid schedule, config.refine and refined
-/// lists; null RMSE and the accuracies of a classification in every stage; 1.x history in
-/// docs/formats.md).
-inline constexpr const char* kFitSchemaVersion = "2.0.0";
+/// The version of fit.json this library writes (2.1: config.model_kind, an MLP's configuration,
+/// and the final model's parameters and forward FLOPs; 2.0: a grid schedule, config.refine and
+/// refined lists; null RMSE and the accuracies of a classification in every stage; 1.x history
+/// in docs/formats.md).
+inline constexpr const char* kFitSchemaVersion = "2.1.0";
 /// The version of audit.json this library writes (1.1: one finding form with the optional
 /// detail keys of results.json 1.2's findings).
 inline constexpr const char* kAuditSchemaVersion = "1.1.0";
@@ -56,7 +59,11 @@ struct FitRun {
   std::optional<SymbolicStage> symbolic;
   std::optional<FitDistributedRun> distributed; ///< none: one process
   int64_t trace_steps = 1;                      ///< steps traced operation by operation
-  KANOptions model{{2, 5, 1}};
+  /// What was trained: a KAN (`model`) or its MLP baseline (`mlp`); an MLP has no pruning,
+  /// refinement or symbolic stage. fit.json before 2.1 holds a KAN.
+  ModelKind model_kind = ModelKind::kKAN;
+  KANOptions model{{2, 5, 1}}; ///< a KAN's options
+  MLPOptions mlp{{2, 5, 1}};   ///< an MLP's options
   FitOptions fit;
   /// The pykan checkpoint (saveckpt prefix) training started from; empty: a new model drawn from
   /// `model` and `seed`.
@@ -72,6 +79,10 @@ struct FitRecord : PipelineResult {
   AuditedFit device_audit; ///< of the first stage (its history is `trained.history`)
   std::optional<FitCommunication> communication; ///< when config.distributed
   std::string checkpoint = "model.pt";           ///< the model file beside fit.json
+  /// The final model's (model.pt's) trainable scalars and FLOPs per sample of its forward pass
+  /// (kan::Model::parameter_count, forward_flops); from fit.json 2.1, empty in older files.
+  std::optional<int64_t> parameters;
+  std::optional<int64_t> forward_flops;
 };
 
 nlohmann::json to_json(const FitRecord& record);

@@ -29,7 +29,7 @@
 namespace kan::reports {
 
 /// The newest fit.json this reader knows; it reads every 1.x and 2.x.
-inline constexpr const char* kFitReportSchemaVersion = "2.0.0";
+inline constexpr const char* kFitReportSchemaVersion = "2.1.0";
 
 /// One layer of a width in pykan's form: `sum` addition and `mult` multiplication nodes.
 struct FitLayerWidth {
@@ -100,12 +100,18 @@ struct FitSymbolic {
 /// What the report of a fit shows.
 struct FitSummary {
   std::string schema_version;
-  std::string function;             ///< the reference function fitted, "toy"
+  std::string function; ///< the reference function fitted, "toy"
+  /// "kan" or "mlp" (config.model_kind, from fit.json 2.1; "kan" before).
+  std::string model_kind = "kan";
   std::vector<FitLayerWidth> width; ///< of the model trained (config.model)
   /// The width after pruning (only when the fit pruned).
   std::optional<std::vector<FitLayerWidth>> pruned_width;
-  int64_t grid = 0;
-  int64_t k = 0;
+  int64_t grid = 0;       ///< a KAN's; 0 for an MLP
+  int64_t k = 0;          ///< a KAN's; 0 for an MLP
+  std::string activation; ///< an MLP's ("silu", "tanh", "relu"); "" for a KAN
+  /// The final model's trainable scalars and forward FLOPs per sample (fit.json 2.1's final).
+  std::optional<int64_t> parameters;
+  std::optional<int64_t> forward_flops;
   std::string device; ///< as given, "cuda:0"
   std::string dtype;  ///< "float64"
   std::string libtorch;
