@@ -1,7 +1,8 @@
 // `kanbench fit`: the options of kan::run_pipeline (kan/pipeline.h) on the command line: train a
 // KAN (a new one, or a pykan checkpoint's) on a named reference function, optionally prune it,
 // extend its grid and fix its edges to symbolic functions, training again after each; write
-// DIR/fit.json (configuration, every stage's history and metrics) and DIR/model.pt.
+// DIR/fit.json (configuration, every stage's history and metrics) and DIR/model.pt. With
+// --model mlp, the MLP baseline (kan/mlp.h) trained once instead (kan::train_stage).
 #include "commands.h"
 #include "values.h"
 
@@ -62,9 +63,10 @@ std::string scientific(double value) {
   return text;
 }
 
-// "toy G=5", "toy G=5 pruned", "toy G=10", "toy G=10 symbolic": a stage as progress names it.
+// "toy G=5", "toy G=5 pruned", "toy G=10", "toy G=10 symbolic": a stage as progress names it (an
+// MLP's, which has no grid, "toy MLP").
 std::string stage_label(const std::string& subject, const kan::PipelineStage& stage) {
-  std::string label = subject + " G=" + std::to_string(stage.grid);
+  std::string label = subject + (stage.grid > 0 ? " G=" + std::to_string(stage.grid) : "");
   if (stage.kind == kan::PipelineStage::Kind::kPrune)
     label += " pruned";
   if (stage.kind == kan::PipelineStage::Kind::kSymbolic)
@@ -151,7 +153,7 @@ std::vector<std::string> symbolic_library(const std::string& text) {
 // model.pt and fit.json are one unit: both are written and synced as temporaries first, so a
 // full disk leaves both old files; only the two renames remain, and if the second one fails
 // the stale fit.json is removed and the error says so.
-void write_outputs(const kan::KAN& model, const std::string& checkpoint_path,
+void write_outputs(const kan::Model& model, const std::string& checkpoint_path,
                    const std::string& json_path, const std::string& json_text) {
   kan::io::AtomicFile checkpoint(checkpoint_path), json(json_path);
   try {
@@ -175,6 +177,93 @@ void write_outputs(const kan::KAN& model, const std::string& checkpoint_path,
   }
 }
 
+// --width of an MLP: plain node counts, checked as a KAN's are.
+std::vector<int64_t> mlp_width(const std::string& text) {
+  kan::KANOptions parsed({1, 1});
+  set_width(parsed, text);
+  TORCH_CHECK(!kan::has_mult_nodes(parsed), "--width ", shown(text),
+              ": an MLP has no multiplication nodes; give one node count per layer");
+  return parsed.width();
+}
+
+// What only a KAN has, refused for --model mlp with one line naming the option (and --activation,
+// an MLP's, for a KAN): silently ignoring it would train something other than what was asked.
+void check_model_options(const CLI::App& cmd, const kan::diagnostics::FitRun& run) {
+  if (run.model_kind == kan::ModelKind::kKAN) {
+    TORCH_CHECK(cmd.count("--activation") == 0,
+                "--activation is an MLP's option (--model mlp); a KAN's edges learn their own");
+    return;
+  }
+  for (const char* name :
+       {"--pykan", "--grid", "--k", "--backend", "--mult-arity", "--affine-trainable", "--prune",
+        "--steps-after-prune", "--refine", "--symbolic", "--lamb-l1", "--lamb-entropy",
+        "--lamb-coef", "--lamb-coefdiff", "--no-update-grid", "--grid-update-num",
+        "--stop-grid-update-step"})
+    TORCH_CHECK(cmd.count(name) == 0, name,
+                " is a KAN's option; --model mlp trains an MLP (its "
+                "options: --width, --activation)");
+  TORCH_CHECK(run.fit.lamb() == 0, "--lamb ", run.fit.lamb(),
+              ": the regulariser scores a KAN's edges; --model mlp has none (FitOptions::lamb "
+              "must be 0)");
+}
+
+// `kanbench fit --model mlp`: the MLP trained once under the device audit, its fit.json shaped as
+// a KAN's first stage (kan::train_stage) and its checkpoint beside it.
+int run_mlp_fit(FitArgs& a, const kan::Dataset& data,
+                const std::shared_ptr<kan::DataParallel>& group, bool writes) {
+  auto& run = a.run;
+  kan::MLP model(run.mlp);
+  kan::diagnostics::FitRecord record;
+  record.config = run;
+  record.libtorch = TORCH_VERSION;
+  record.threads = at::get_num_threads();
+  auto fit_options = run.fit;
+  fit_options.data_parallel(group);
+  const Progress progress(run.function + " MLP", !writes);
+  const kan::PipelineStage stage{kan::PipelineStage::Kind::kTrain, 0, run.fit.steps()};
+  fit_options.on_step(
+      [&](const kan::StepRecord& step, int64_t /*total*/) { progress(stage, step); });
+  record.trained =
+      kan::train_stage(*model, data, fit_options,
+                       [&](kan::Model& m, const kan::Dataset& d, const kan::FitOptions& o) {
+                         record.device_audit =
+                             kan::diagnostics::audited_fit(m, d, o, run.trace_steps);
+                         report_audit(record.device_audit);
+                         auto history = std::move(record.device_audit.history);
+                         record.device_audit.history = {};
+                         return history;
+                       });
+  record.parameters = model->parameter_count();
+  record.forward_flops = model->forward_flops();
+  if (group) {
+    const auto& stats = group->stats();
+    record.communication =
+        kan::diagnostics::FitCommunication{stats.collectives, stats.bytes, stats.wait_seconds};
+  }
+  if (!writes)
+    return 0;
+  const auto json_path = (std::filesystem::path(a.out) / "fit.json").string();
+  write_outputs(*model, (std::filesystem::path(a.out) / record.checkpoint).string(), json_path,
+                kan::diagnostics::to_json(record).dump(2) + "\n");
+  int64_t evaluations = 0;
+  for (const auto& step : record.trained.history.steps)
+    evaluations += step.evaluations;
+  std::cout << run.function << " MLP " << c10::IntArrayRef(run.mlp.width()) << " "
+            << kan::to_string(run.mlp.activation()) << ": test RMSE "
+            << scientific(record.trained.test_rmse) << " (" << *record.parameters << " parameters, "
+            << *record.forward_flops << " FLOPs per sample; " << kan::to_string(run.fit.opt())
+            << ", " << run.fit.steps() << " steps, "
+            << (run.fit.opt() == kan::Optimizer::kLBFGS
+                    ? std::to_string(evaluations) + " evaluations, "
+                    : std::string())
+            << kan::to_string(model->dtype()) << ", " << model->device()
+            << (group ? ", " + std::to_string(group->world_size()) + " ranks (" +
+                            group->backend_name() + ")"
+                      : std::string())
+            << ", " << scientific(record.seconds()) << " s) -> " << json_path << "\n";
+  return 0;
+}
+
 int run_fit(FitArgs& a) {
   // Every kan phase, a data-parallel run's "communication" included, is an NVTX range during the
   // run, as in the suite and sweep runners.
@@ -194,6 +283,7 @@ int run_fit(FitArgs& a) {
   }
   const bool writes = !group || group->rank() == 0;
   const auto& function = kan::reference_function(run.function);
+  const bool mlp = run.model_kind == kan::ModelKind::kMLP;
   // The starting model: pykan's (its options, in --dtype when given), or a new one.
   std::optional<kan::KAN> initial;
   if (!run.initial_model.empty()) {
@@ -209,6 +299,8 @@ int run_fit(FitArgs& a) {
     run.model.dtype(kan::dtype_from_string(a.dtype.empty() ? "float64" : a.dtype));
   }
   run.model.device(device).seed(run.seed);
+  if (mlp)
+    run.mlp.width(mlp_width(a.width)).dtype(run.model.dtype()).device(device).seed(run.seed);
   run.fit.seed(run.seed);
   if (run.prune)
     run.prune->steps = a.steps_after_prune.value_or(run.fit.steps());
@@ -218,7 +310,7 @@ int run_fit(FitArgs& a) {
     a.symbolic_stage.steps = a.symbolic_stage.steps.value_or(run.fit.steps());
     run.symbolic = a.symbolic_stage;
   }
-  const auto& width = run.model.width();
+  const auto& width = mlp ? run.mlp.width() : run.model.width();
   const char* model_source = initial ? "the --pykan model" : "--width";
   TORCH_CHECK(width.front() == function.n_var, model_source, " starts with ", width.front(),
               " inputs but function '", run.function, "' has ", function.n_var, " variables");
@@ -238,9 +330,10 @@ int run_fit(FitArgs& a) {
       kan::io::check_output_file((std::filesystem::path(a.out) / name).string(), "--out");
   }
   // Refused before anything is allocated: a CPU run past the machine's memory is killed by the
-  // kernel without a word, a GPU run fails deep inside a step.
+  // kernel without a word, a GPU run fails deep inside a step. (The estimate is a KAN's.)
   try {
-    kan::check_fits_in_memory(run.model, run.fit, run.train_num, run.test_num);
+    if (!mlp)
+      kan::check_fits_in_memory(run.model, run.fit, run.train_num, run.test_num);
   } catch (const c10::OutOfMemoryError& e) {
     TORCH_CHECK(false, "--width ", a.width, " --grid ", run.model.grid(), " --train-num ",
                 run.train_num, " --batch ", run.fit.batch(),
@@ -253,6 +346,8 @@ int run_fit(FitArgs& a) {
                                                         .seed(run.seed)
                                                         .device(device)
                                                         .dtype(run.model.dtype()));
+  if (mlp)
+    return run_mlp_fit(a, data, group, writes);
   kan::KAN model = initial ? *initial : kan::KAN(run.model);
 
   kan::diagnostics::FitRecord record;
@@ -290,6 +385,8 @@ int run_fit(FitArgs& a) {
   });
   try {
     static_cast<kan::PipelineResult&>(record) = kan::run_pipeline(model, data, pipeline);
+    record.parameters = model->parameter_count();
+    record.forward_flops = model->forward_flops();
   } catch (const c10::Error& e) {
     // A threshold that prunes everything is the user's --prune, not a failure of the library.
     TORCH_CHECK(!pruning, "--prune ", run.prune->node_th, ",", run.prune->edge_th, ": ",
@@ -330,7 +427,7 @@ int run_fit(FitArgs& a) {
   if (!writes)
     return 0;
   const auto json_path = (std::filesystem::path(a.out) / "fit.json").string();
-  write_outputs(model, (std::filesystem::path(a.out) / record.checkpoint).string(), json_path,
+  write_outputs(*model, (std::filesystem::path(a.out) / record.checkpoint).string(), json_path,
                 kan::diagnostics::to_json(record).dump(2) + "\n");
   int64_t evaluations = 0; // LBFGS's line searches evaluate a step's objective many times
   for (const auto& step : record.trained.history.steps)
@@ -356,7 +453,8 @@ void add_fit_command(CLI::App& app, int& exit_code) {
   auto& run = args->run;
   auto& model = run.model;
   auto& fit = run.fit;
-  auto* cmd = app.add_subcommand("fit", "Train a KAN on a reference function (pykan's fit)");
+  auto* cmd = app.add_subcommand(
+      "fit", "Train a KAN (pykan's fit), or the MLP baseline, on a reference function");
   std::vector<std::string> functions;
   for (const auto& f : kan::reference_functions())
     functions.push_back(f.name);
@@ -366,9 +464,17 @@ void add_fit_command(CLI::App& app, int& exit_code) {
   auto* pykan = cmd->add_option("--pykan", run.initial_model,
                                 "Start from this pykan checkpoint (the prefix given to pykan's "
                                 "saveckpt) instead of a new model");
+  add_enum_option(cmd, "--model", run.model_kind, {kan::ModelKind::kKAN, kan::ModelKind::kMLP},
+                  "kan, or mlp: the MLP baseline (nn::Linear layers of --width with --activation "
+                  "between them), trained and recorded the same way; KAN-only options are "
+                  "refused");
+  add_enum_option(cmd, "--activation", run.mlp.activation(),
+                  {kan::Activation::kSiLU, kan::Activation::kTanh, kan::Activation::kReLU},
+                  "--model mlp: the activation between layers");
   cmd->add_option("--width", args->width,
                   "Nodes per layer, comma separated; a layer with multiplication nodes as "
-                  "[addition,multiplication], e.g. 2,[2,1],1 (quote it for the shell)")
+                  "[addition,multiplication], e.g. 2,[2,1],1 (quote it for the shell); with "
+                  "--model mlp the MLP's layer widths, e.g. 2,100,100,1")
       ->capture_default_str()
       ->excludes(pykan);
   cmd->add_option("--mult-arity", args->mult_arity,
@@ -508,7 +614,10 @@ void add_fit_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--out", args->out, "Output folder for fit.json and model.pt")
       ->capture_default_str();
-  cmd->callback([args, &exit_code] { exit_code = run_fit(*args); });
+  cmd->callback([args, cmd, &exit_code] {
+    check_model_options(*cmd, args->run);
+    exit_code = run_fit(*args);
+  });
 }
 
 } // namespace kanbench
