@@ -144,7 +144,7 @@ reports::ScalingResult train_data_parallel(const Workload& w, DataParallel& grou
   result.backend = group.backend_name();
   result.ranks = group.world_size();
 
-  auto model = w.make_model(group.device(), dtype);
+  const auto model = w.build_model(group.device(), dtype);
   const auto data = w.dataset(group.device(), dtype);
   // Rank 0's time waiting for collectives after every step, to split it by epoch.
   // Counted from the first step: the start's configuration check and broadcast are not steps.
@@ -161,7 +161,7 @@ reports::ScalingResult train_data_parallel(const Workload& w, DataParallel& grou
                        waited.push_back(group.stats().wait_seconds);
                        return false;
                      });
-  const auto history = fit(model, data, options);
+  const auto history = fit(*model, data, options);
   const auto after = group.stats();
 
   std::vector<double> communication;

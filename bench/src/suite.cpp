@@ -48,11 +48,11 @@ double max_absolute_difference(const torch::Tensor& a, const torch::Tensor& b) {
 }
 
 // Every edge's learned phi(x), sampled across its layer's grid (as pykan's plot draws them).
-std::vector<reports::ActivationCurve> activation_curves(KAN& model, int64_t points = 41) {
+std::vector<reports::ActivationCurve> activation_curves(KANImpl& model, int64_t points = 41) {
   torch::NoGradGuard no_grad;
   std::vector<reports::ActivationCurve> curves;
-  for (size_t l = 0; l < model->depth(); ++l) {
-    auto layer = model->layer(l);
+  for (size_t l = 0; l < model.depth(); ++l) {
+    auto layer = model.layer(l);
     const int64_t k = layer->options().k();
     const auto knots = layer->grid.slice(1, k, layer->grid.size(1) - k); // (I, G + 1)
     const auto lo = knots.narrow(1, 0, 1).t(), hi = knots.narrow(1, knots.size(1) - 1, 1).t();
@@ -478,11 +478,11 @@ void clear_measurements(reports::CaseResult& r) {
 
 // The model's metric on the test set (and, where the workload asks, its activations) after the
 // workload's own epochs: the figures parity compares, whatever stop-on-noise adds afterwards.
-void record_final_metric(reports::CaseResult& r, const Workload& w, KAN& model,
+void record_final_metric(reports::CaseResult& r, const Workload& w, Model& model,
                          const Dataset& data) {
   const auto final = evaluate(model, data, w.loss);
-  if (w.plot_activations)
-    r.activations = activation_curves(model);
+  if (auto* kan = dynamic_cast<KANImpl*>(&model); kan != nullptr && w.plot_activations)
+    r.activations = activation_curves(*kan);
   if (w.loss == Loss::kMSE)
     r.final_test_rmse = final.test_rmse;
   else
@@ -512,10 +512,15 @@ reports::CaseResult run_case(const Workload& w, const Target& target, double tim
   const auto start = Clock::now();
   try {
     const auto data = w.dataset(target.device, target.dtype);
-    KAN model = w.make_model(target.device, target.dtype);
-    r.backend = to_string(model->options().backend());
+    const auto built = w.build_model(target.device, target.dtype);
+    auto& model = *built;
+    if (const auto* kan = dynamic_cast<const KANImpl*>(&model))
+      r.backend = to_string(kan->options().backend());
+    r.model_kind = to_string(model.kind());
+    r.parameters = model.parameter_count();
+    r.forward_flops = model.forward_flops();
     auto audit = [&] {
-      return diagnostics::DeviceAudit(target.device).module(*model).dataset(data).report();
+      return diagnostics::DeviceAudit(target.device).module(model.module()).dataset(data).report();
     };
     for (const auto& f : audit().findings)
       r.audit_findings.push_back(diagnostics::to_audit_finding(f));
@@ -614,12 +619,12 @@ reports::Comparison compare_targets(const Workload& w, const Target& a, const Ta
   const auto data = w.dataset(torch::kCPU, torch::kFloat64);
   const auto x = data.train_input.narrow(0, 0, std::min<int64_t>(256, data.train_input.size(0)));
   const auto y = data.train_label.narrow(0, 0, x.size(0));
-  KAN ma = w.make_model(a.device, a.dtype), mb = w.make_model(b.device, b.dtype);
-  auto loss_of = [&](KAN& m, const Target& t) {
+  const auto ma = w.build_model(a.device, a.dtype), mb = w.build_model(b.device, b.dtype);
+  auto loss_of = [&](Model& m, const Target& t) {
     torch::Tensor out, loss;
     {
       PrecisionScope precision(t, /*autocast=*/true);
-      out = m->forward(x.to(t.device, t.dtype));
+      out = m.forward(x.to(t.device, t.dtype));
       const auto labels = w.loss == Loss::kMSE ? y.to(t.device, t.dtype) : y.to(t.device);
       loss = compute_loss(w.loss, out, labels);
     }
@@ -627,11 +632,11 @@ reports::Comparison compare_targets(const Workload& w, const Target& a, const Ta
     loss.backward();
     return out;
   };
-  const auto out_a = loss_of(ma, a), out_b = loss_of(mb, b);
+  const auto out_a = loss_of(*ma, a), out_b = loss_of(*mb, b);
   c.max_abs_output_diff = max_absolute_difference(out_a, out_b);
   c.max_rel_output_diff = max_relative_difference(out_a, out_b);
   double grad_abs = 0, grad_rel = 0;
-  const auto pa = ma->named_parameters(), pb = mb->named_parameters();
+  const auto pa = ma->module().named_parameters(), pb = mb->module().named_parameters();
   for (const auto& item : pa) {
     const auto& ga = item.value().grad();
     const auto& gb = pb[item.key()].grad();

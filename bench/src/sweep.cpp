@@ -57,14 +57,20 @@ MaxBatchSearch search_max_batch(const std::function<bool(int64_t)>& fits, int64_
 
 bool trains_one_step(const Workload& w, const Target& target, int64_t batch) {
   try {
-    KAN model = w.make_model(target.device, target.dtype);
-    // Inputs across the first layer's grid, labels of the output's shape: one step's memory.
-    const auto grid = model->layer(0)->grid;
-    const int64_t k = model->layer(0)->options().k();
-    const auto lo = grid.select(1, k), hi = grid.select(1, grid.size(1) - 1 - k);
+    const auto model = w.build_model(target.device, target.dtype);
     const auto options = torch::TensorOptions().device(target.device).dtype(target.dtype);
+    // Inputs across the first layer's grid (an MLP's: [-1, 1]), labels of the output's shape:
+    // one step's memory.
+    auto lo = -torch::ones({model->inputs()}, options),
+         hi = torch::ones({model->inputs()}, options);
+    if (const auto* kan = dynamic_cast<const KANImpl*>(model.get())) {
+      const auto grid = kan->layer(0)->grid;
+      const int64_t k = kan->layer(0)->options().k();
+      lo = grid.select(1, k);
+      hi = grid.select(1, grid.size(1) - 1 - k);
+    }
     Dataset data;
-    data.train_input = lo + torch::rand({batch, grid.size(0)}, options) * (hi - lo);
+    data.train_input = lo + torch::rand({batch, model->inputs()}, options) * (hi - lo);
     data.test_input = data.train_input.narrow(0, 0, 1);
     const int64_t outputs = w.width.back();
     if (w.loss == Loss::kCrossEntropy) {
@@ -73,7 +79,7 @@ bool trains_one_step(const Workload& w, const Target& target, int64_t batch) {
       data.train_label = torch::zeros({batch, outputs}, options);
     }
     data.test_label = data.train_label.narrow(0, 0, 1);
-    fit(model, data, w.fit_options().batch(-1).steps(1));
+    fit(*model, data, w.fit_options().batch(-1).steps(1));
     if (target.device.is_cuda())
       torch::cuda::synchronize(target.device.index());
     return true;

@@ -41,12 +41,24 @@ KANOptions Workload::model_options(torch::Device device, torch::Dtype dtype) con
   return KANOptions(width).grid(grid).k(k).seed(seed).device(device).dtype(dtype);
 }
 
+MLPOptions Workload::mlp_options(torch::Device device, torch::Dtype dtype) const {
+  return MLPOptions(width).activation(activation).seed(seed).device(device).dtype(dtype);
+}
+
 KAN Workload::make_model(torch::Device device, torch::Dtype dtype) const {
+  TORCH_CHECK(model_kind == ModelKind::kKAN, "workload ", name, " trains an ",
+              to_string(model_kind), ", not a KAN");
   if (!model)
     return KAN(model_options(device, dtype));
   KAN copy(std::dynamic_pointer_cast<KANImpl>(model->clone()));
   copy->to(device, dtype);
   return copy;
+}
+
+std::shared_ptr<Model> Workload::build_model(torch::Device device, torch::Dtype dtype) const {
+  if (model_kind == ModelKind::kMLP)
+    return MLP(mlp_options(device, dtype)).ptr();
+  return make_model(device, dtype).ptr();
 }
 
 FitOptions Workload::fit_options() const {
@@ -63,9 +75,8 @@ FitOptions Workload::fit_options() const {
 
 nlohmann::json Workload::to_json() const {
   nlohmann::json json = {{"description", description},
+                         {"model_kind", kan::to_string(model_kind)},
                          {"width", width},
-                         {"grid", grid},
-                         {"k", k},
                          {"opt", to_string(opt)},
                          {"lr", lr},
                          {"batch", batch},
@@ -78,6 +89,12 @@ nlohmann::json Workload::to_json() const {
                          {"steps_per_epoch", steps_per_epoch()},
                          {"update_grid", false},
                          {"seed", seed}};
+  if (model_kind == ModelKind::kMLP) {
+    json["activation"] = kan::to_string(activation);
+  } else {
+    json["grid"] = grid;
+    json["k"] = k;
+  }
   if (model) {
     json["model"] = model_path;
     json["model_options"] = kan::to_json(model->options());
@@ -150,6 +167,10 @@ std::vector<Workload> suite_workloads(const std::string& suite) {
   million.batch = quick ? (1 << 12) : (1 << 16);
   million.epochs = quick ? 2 : 5;
   w.push_back(million);
+
+  // The MLP baselines, after the KAN workloads (whose indices callers rely on).
+  w.push_back(mlp_matching_kan(toy));
+  w.push_back(mlp_matching_kan(deep));
   // A batch that divides the training set makes the timed epochs and fit's epochs (counted in
   // samples seen) the same steps.
   for (const auto& workload : w)
@@ -162,9 +183,44 @@ Workload suite_workload(const std::string& suite, const std::string& name) {
   auto all = suite_workloads(suite);
   const auto it =
       std::find_if(all.begin(), all.end(), [&](const Workload& w) { return w.name == name; });
-  TORCH_CHECK(it != all.end(), "--case ", name, " is not a workload of the ", suite,
-              " suite (toy, deep, wide, million)");
+  std::string names;
+  for (const auto& w : all)
+    names += (names.empty() ? "" : ", ") + w.name;
+  TORCH_CHECK(it != all.end(), "--case ", name, " is not a workload of the ", suite, " suite (",
+              names, ")");
   return *it;
+}
+
+Workload mlp_matching_kan(const Workload& base, Activation activation) {
+  TORCH_CHECK(base.model_kind == ModelKind::kKAN && base.width.size() >= 3, "workload ", base.name,
+              ": an MLP baseline is matched to a KAN with a hidden layer");
+  const int64_t target = kan_parameter_count(base.model_options(torch::kCPU, torch::kFloat32));
+  const int64_t in = base.width.front(), out = base.width.back();
+  const size_t hidden_layers = base.width.size() - 2;
+  auto width_of = [&](int64_t h) {
+    std::vector<int64_t> width(hidden_layers + 2, h);
+    width.front() = in;
+    width.back() = out;
+    return width;
+  };
+  // The count grows with h: the first h at or past the target, or the one before it.
+  int64_t h = 1;
+  while (mlp_parameter_count(width_of(h)) < target)
+    ++h;
+  if (h > 1 &&
+      target - mlp_parameter_count(width_of(h - 1)) <= mlp_parameter_count(width_of(h)) - target)
+    --h;
+  Workload w = base;
+  w.name = base.name + "-mlp";
+  w.model_kind = ModelKind::kMLP;
+  w.width = width_of(h);
+  w.activation = activation;
+  w.plot_activations = false;
+  w.description = "MLP baseline of " + base.name + ": " + c10::str(c10::IntArrayRef(w.width)) +
+                  " " + kan::to_string(activation) + ", " +
+                  std::to_string(mlp_parameter_count(w.width)) + " parameters (the KAN's " +
+                  std::to_string(target) + "), the same data and training";
+  return w;
 }
 
 namespace {

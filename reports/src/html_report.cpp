@@ -651,14 +651,20 @@ std::string cases_section(const Results& r) {
       metric = (metric == "-" ? "" : metric + ", ") + "accuracy " +
                number(*c.final_accuracy * 100, 4) + "%";
     rows.push_back(
-        {e(c.name), e(c.target), e(c.device),
+        {e(c.name) + (c.model_kind ? " <small>" + e(*c.model_kind) + "</small>" : ""),
+         e(c.target),
+         e(c.device),
          e(c.dtype) + (c.precision ? " <small title=\"" + e(c.precision_detail.value_or("")) +
                                          "\">" + e(*c.precision) + "</small>"
                                    : ""),
-         e(c.backend.value_or("-")), status_cell(to_string(c.status)), e(c.reason),
-         seconds_or_dash(c.median_epoch_seconds), seconds_or_dash(c.iqr_epoch_seconds),
+         e(c.backend.value_or("-")),
+         status_cell(to_string(c.status)),
+         e(c.reason),
+         seconds_or_dash(c.median_epoch_seconds),
+         seconds_or_dash(c.iqr_epoch_seconds),
          f.times ? io::format_seconds(f.times->min) : "-",
-         f.times ? io::format_seconds(f.times->max) : "-", std::to_string(c.epoch_seconds.size()),
+         f.times ? io::format_seconds(f.times->max) : "-",
+         std::to_string(c.epoch_seconds.size()),
          or_dash(c.epoch_cv, [](double v) { return number(v * 100, 3) + "%"; }) +
              (c.cv_target ? " <small>target " + number(*c.cv_target * 100, 3) + "%" +
                                 (c.cv_target_met.value_or(false) ? " met" : " not met") + "</small>"
@@ -671,14 +677,20 @@ std::string cases_section(const Results& r) {
                   ? " <small>reserved " + bytes(static_cast<double>(*c.peak_reserved_bytes)) +
                         "</small>"
                   : ""),
-         metric, or_dash(c.threads, [](int64_t v) { return std::to_string(v); }),
+         metric,
+         or_dash(c.parameters, [](int64_t v) { return std::to_string(v); }),
+         or_dash(c.forward_flops, [](int64_t v) { return std::to_string(v); }),
+         or_dash(c.threads, [](int64_t v) { return std::to_string(v); }),
          f.busy ? number(*f.busy * 100, 3) + "%" : "-"});
   }
   return "<section id=\"cases\"><h2>Cases</h2>\n" +
          detail::html_table("cases-table",
-                            {"case", "target", "device", "dtype", "backend", "status", "reason",
-                             "median epoch", "IQR", "min", "max", "repetitions", "CV", "steps/s",
-                             "samples/s", "peak memory", "final metric", "threads", "GPU busy"},
+                            {"case",         "target",     "device",       "dtype",
+                             "backend",      "status",     "reason",       "median epoch",
+                             "IQR",          "min",        "max",          "repetitions",
+                             "CV",           "steps/s",    "samples/s",    "peak memory",
+                             "final metric", "parameters", "FLOPs/sample", "threads",
+                             "GPU busy"},
                             rows) +
          "</section>\n";
 }

@@ -72,7 +72,8 @@ auto tie(const CaseResult& c) {
                   c.steps_per_second, c.samples_per_second, c.timer, c.memory_kind,
                   c.peak_reserved_bytes, c.epoch_cv, c.cv_target, c.cv_target_met, c.precision,
                   c.precision_detail, c.train_loss_per_epoch, c.test_loss_per_epoch, c.config,
-                  c.gpu_activity, c.monitoring, c.audit_findings, c.activations);
+                  c.gpu_activity, c.monitoring, c.audit_findings, c.activations, c.model_kind,
+                  c.parameters, c.forward_flops);
 }
 auto tie(const Comparison& c) {
   return std::tie(c.case_name, c.a, c.b, c.speedup, c.max_abs_output_diff, c.max_rel_loss_diff,

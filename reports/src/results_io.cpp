@@ -98,6 +98,9 @@ json to_json(const CaseResult& c) {
   // The contract: final_test_rmse or final_accuracy; write whichever is known (both may be).
   put_optional(j, "final_test_rmse", c.final_test_rmse);
   put_optional(j, "final_accuracy", c.final_accuracy);
+  put_optional(j, "model_kind", c.model_kind);
+  put_optional(j, "parameters", c.parameters);
+  put_optional(j, "forward_flops", c.forward_flops);
   put_optional(j, "backend", c.backend);
   put_optional(j, "threads", c.threads);
   put_optional(j, "warmup_epochs", c.warmup_epochs);
@@ -459,6 +462,12 @@ CaseResult case_from_json(const json& value, const std::string& path, bool lenie
   c.peak_memory_bytes = r.nullable_integer("peak_memory_bytes", Bound::kNonNegative);
   c.final_test_rmse = r.optional_number("final_test_rmse", Bound::kNonNegative);
   c.final_accuracy = r.optional_number("final_accuracy", Bound::kFraction);
+  c.model_kind = r.optional_string("model_kind");
+  if (c.model_kind && *c.model_kind != "kan" && *c.model_kind != "mlp")
+    detail::fail(r.path_of("model_kind"),
+                 "expected \"kan\" or \"mlp\", got " + detail::quoted(*c.model_kind));
+  c.parameters = r.optional_integer("parameters", Bound::kNonNegative);
+  c.forward_flops = r.optional_integer("forward_flops", Bound::kNonNegative);
   c.backend = r.optional_string("backend");
   c.threads = r.optional_integer("threads", Bound::kNonNegative);
   c.warmup_epochs = r.optional_integer("warmup_epochs", Bound::kNonNegative);

@@ -1,15 +1,19 @@
 #pragma once
-/// The named workloads of `kanbench run` and their sizes per suite (quick, default, full), and
-/// the workload of a user's own model (`kanbench run --model`).
+/// The named workloads of `kanbench run` and their sizes per suite (quick, default, full), the
+/// MLP baselines beside the KAN ones, and the workload of a user's own model (`kanbench run
+/// --model`).
 
 #include "kan/data_file.h"
 #include "kan/dataset.h"
 #include "kan/fit.h"
+#include "kan/mlp.h"
+#include "kan/model.h"
 #include "kan/network.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,11 +22,15 @@ namespace kan::bench {
 
 /// One workload at one suite's size: what to train, how, and how long to time it.
 struct Workload {
-  std::string name;        ///< "toy", "deep", "wide", "million"
+  std::string name;        ///< "toy", "deep", "wide", "million", "toy-mlp", "deep-mlp"
   std::string description; ///< one line for the report
+  /// What it trains: a KAN of width, grid and k, or an MLP of width with `activation` (grid and
+  /// k then unused).
+  ModelKind model_kind = ModelKind::kKAN;
   std::vector<int64_t> width;
   int64_t grid = 5;
   int64_t k = 3;
+  Activation activation = Activation::kSiLU; ///< an MLP's
   Optimizer opt = Optimizer::kLBFGS;
   double lr = 1.0;
   int64_t batch = -1; ///< -1: full batch (one step per epoch)
@@ -53,8 +61,12 @@ struct Workload {
   /// The dataset, made on the CPU from the seed (identical for every target), then moved.
   Dataset dataset(torch::Device device, torch::Dtype dtype) const;
   KANOptions model_options(torch::Device device, torch::Dtype dtype) const;
-  /// The model to train on a target: a new one from model_options, or a copy of the user's.
+  MLPOptions mlp_options(torch::Device device, torch::Dtype dtype) const;
+  /// A KAN workload's model on a target: a new one from model_options, or a copy of the user's.
+  /// An MLP workload's is an error (build_model builds either).
   KAN make_model(torch::Device device, torch::Dtype dtype) const;
+  /// The model to train on a target, of the workload's kind (a KANImpl or an MLPImpl).
+  std::shared_ptr<Model> build_model(torch::Device device, torch::Dtype dtype) const;
   /// Fit options for warm-up plus timed epochs; no grid update (a timing of steady state).
   FitOptions fit_options() const;
   /// Everything above as JSON, written into the results.
@@ -65,11 +77,19 @@ struct Workload {
 const std::vector<std::string>& suite_names();
 
 /// The workloads of a suite: quick (seconds, used by the tests), default (the README's main
-/// job: all cases within 5 minutes on a 2-core CPU-only machine), full (the real sizes).
+/// job: all cases within 5 minutes on a 2-core CPU-only machine), full (the real sizes). The KAN
+/// workloads toy, deep, wide and million come first, then the MLP baselines of toy and deep
+/// (toy-mlp, deep-mlp): the same data and training, and an MLP of the KAN's depth whose hidden
+/// width gives about the KAN's parameter count (mlp_matching_kan).
 std::vector<Workload> suite_workloads(const std::string& suite);
 
 /// The workload `name` of a suite; an error naming --case and the suite otherwise.
 Workload suite_workload(const std::string& suite, const std::string& name);
+
+/// The MLP baseline of a KAN workload: named NAME-mlp, the same data, optimiser, batches and
+/// epochs, and a width of the KAN's depth {in, h, ..., h, out} whose hidden width h gives the
+/// parameter count closest to the KAN's (kan_parameter_count; the smaller h on a tie).
+Workload mlp_matching_kan(const Workload& base, Activation activation = Activation::kSiLU);
 
 /// The workload of `kanbench run --model PATH [--data FILE]`, named after the model file: the
 /// model (kan::load_model), trained as pykan's fit() trains by default (LBFGS, full batch) with
