@@ -237,7 +237,7 @@ OpenedCheckpoint open_checkpoint(const std::string& path, torch::Device device) 
                 io::first_line(e.what_without_backtrace()));
   }
 
-  c10::IValue format, version, kind, config, checksums_record;
+  c10::IValue format, version, kind, config;
   TORCH_CHECK(archive.try_read(kFormatKey, format) && format.isString() &&
                   format.toStringRef() == kFormatName,
               "'", path, "' is a LibTorch archive but not a kanbench checkpoint");
@@ -263,15 +263,20 @@ OpenedCheckpoint open_checkpoint(const std::string& path, torch::Device device) 
   opened.config = nlohmann::json::parse(config.toStringRef(), nullptr, false);
   TORCH_CHECK(!opened.config.is_discarded(), "checkpoint '", path,
               "' has a malformed configuration: not JSON");
-  // Version 1 files carry no checksums; from version 2 on every tensor has one.
-  if (opened.version >= 2) {
-    TORCH_CHECK(archive.try_read(kChecksumsKey, checksums_record) && checksums_record.isString(),
-                "checkpoint '", path, "' has no checksum record");
-    opened.checksums = nlohmann::json::parse(checksums_record.toStringRef(), nullptr, false);
-    TORCH_CHECK(opened.checksums.is_object(), "checkpoint '", path,
-                "' has a malformed checksum record");
-  }
   return opened;
+}
+
+// Version 1 files carry no checksums; from version 2 on every tensor has one. Read after the
+// configuration, so that a malformed one is named first.
+void read_checksums(OpenedCheckpoint& opened, const std::string& path) {
+  if (opened.version < 2)
+    return;
+  c10::IValue record;
+  TORCH_CHECK(opened.archive.try_read(kChecksumsKey, record) && record.isString(), "checkpoint '",
+              path, "' has no checksum record");
+  opened.checksums = nlohmann::json::parse(record.toStringRef(), nullptr, false);
+  TORCH_CHECK(opened.checksums.is_object(), "checkpoint '", path,
+              "' has a malformed checksum record");
 }
 
 // The model's options from the configuration record; an error names the file and the key.
@@ -302,6 +307,7 @@ void check_kind(const OpenedCheckpoint& opened, ModelKind wanted, const std::str
 void read_state(torch::nn::Module& model, OpenedCheckpoint& opened, torch::Dtype dtype,
                 const std::string& path,
                 const std::function<bool(const std::string&)>& skip = nullptr) {
+  read_checksums(opened, path);
   torch::serialize::InputArchive state;
   TORCH_CHECK(opened.archive.try_read(kModelKey, state), "checkpoint '", path,
               "' has no model state");
