@@ -101,6 +101,7 @@ TEST_F(Checkpoint, MalformedConfigurationNamesTheKey) {
   torch::serialize::OutputArchive archive;
   archive.write("kanbench_format", c10::IValue(std::string("kanbench-kan-checkpoint")));
   archive.write("kanbench_format_version", c10::IValue(kCheckpointFormatVersion));
+  archive.write("kanbench_model_kind", c10::IValue(std::string("kan")));
   auto config = to_json(KANOptions({2, 1}));
   config.erase("grid");
   archive.write("kanbench_config", c10::IValue(config.dump()));

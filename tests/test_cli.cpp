@@ -361,8 +361,9 @@ TEST_F(Cli, RunQuickSuiteWritesResultsJson) {
        {"schema_version", "environment", "config", "cases", "comparisons", "edge_cases"})
     ASSERT_TRUE(results.contains(key)) << key;
   EXPECT_EQ(results["config"]["suite"], "quick");
-  // Four workloads on cpu (float32) and, without a GPU, on cpu-float64 for parity.
-  ASSERT_EQ(results["cases"].size(), 8u);
+  // Six workloads (four KANs, two MLP baselines) on cpu (float32) and, without a GPU, on
+  // cpu-float64 for parity.
+  ASSERT_EQ(results["cases"].size(), 12u);
   for (const auto& c : results["cases"]) {
     for (const char* key : {"name", "device", "dtype", "status", "reason", "epoch_seconds",
                             "median_epoch_seconds", "iqr_epoch_seconds", "peak_memory_bytes"})
@@ -384,8 +385,13 @@ TEST_F(Cli, RunQuickSuiteWritesResultsJson) {
     const auto& cpu = m["summary"]["cpu_utilization_percent"];
     EXPECT_GT(cpu["mean"].get<double>(), 0.0) << m.dump();
     EXPECT_GE(cpu["max"].get<double>(), cpu["mean"].get<double>());
+    // Every case's model and its size.
+    const bool mlp = c["name"].get<std::string>().find("-mlp") != std::string::npos;
+    EXPECT_EQ(c["model_kind"], mlp ? "mlp" : "kan") << c["name"];
+    EXPECT_GT(c["parameters"].get<int64_t>(), 0) << c["name"];
+    EXPECT_GT(c["forward_flops"].get<int64_t>(), 0) << c["name"];
   }
-  ASSERT_EQ(results["comparisons"].size(), 4u);
+  ASSERT_EQ(results["comparisons"].size(), 6u);
   for (const auto& c : results["comparisons"]) {
     for (const char* key : {"case", "a", "b", "speedup", "max_abs_output_diff", "max_rel_loss_diff",
                             "final_metric_rel_diff", "parity"})

@@ -434,6 +434,50 @@ TEST(DataParallel, KanbenchFitDistributedEqualsOneProcess) {
   EXPECT_NE(two.logs[0].find("2 ranks (gloo)"), std::string::npos) << two.logs[0];
 }
 
+// The MLP baseline trains data-parallel as a KAN does: the same steps as one process.
+TEST(DataParallel, KanbenchFitMlpDistributedEqualsOneProcess) {
+  const std::vector<std::string> fit = {KANBENCH_EXECUTABLE,
+                                        "fit",
+                                        "--model",
+                                        "mlp",
+                                        "--width",
+                                        "2,16,1",
+                                        "--opt",
+                                        "adam",
+                                        "--lr",
+                                        "0.01",
+                                        "--batch",
+                                        "100",
+                                        "--steps",
+                                        "10",
+                                        "--train-num",
+                                        "300",
+                                        "--test-num",
+                                        "100",
+                                        "--trace-steps",
+                                        "0",
+                                        "--out",
+                                        "DIR"};
+  auto distributed = fit;
+  distributed.push_back("--distributed");
+  const auto one = run_ranks(Scenario{}, 1, 300, fit);
+  const auto two = run_ranks(Scenario{}, 2, 300, distributed);
+  ASSERT_EQ(one.exit_codes[0], 0) << one.logs[0];
+  ASSERT_EQ(two.exit_codes[0], 0) << two.logs[0];
+  ASSERT_EQ(two.exit_codes[1], 0) << two.logs[1];
+  const auto& a = one.fit_json[0];
+  const auto& b = two.fit_json[0];
+  ASSERT_FALSE(b.is_null()) << two.logs[0];
+  EXPECT_EQ(b["config"]["model_kind"], "mlp");
+  EXPECT_EQ(b["config"]["distributed"], json({{"world_size", 2}, {"backend", "gloo"}}));
+  json la = json::array(), lb = json::array();
+  for (const auto& step : a["history"]["steps"])
+    la.push_back(step["train_loss"]);
+  for (const auto& step : b["history"]["steps"])
+    lb.push_back(step["train_loss"]);
+  EXPECT_LE(max_relative_difference(lb, la), 1e-10);
+}
+
 // The command line's settings are named too: --seed (here the rank: launch_local_ranks replaces
 // {rank}) sets the model's, the data's and the minibatches' seeds, and the model's is named.
 TEST(DataParallel, KanbenchFitDistributedNamesAMismatchedFlag) {

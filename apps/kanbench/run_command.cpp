@@ -174,7 +174,9 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--repeat", args->repeat, "Timed epochs per case (0: the suite's own)")
       ->check(integer_at_least(0))
       ->capture_default_str();
-  cmd->add_option("--case", args->cases, "Only these workloads (toy, deep, wide, million)");
+  cmd->add_option("--case", args->cases,
+                  "Only these workloads (toy, deep, wide, million; the MLP baselines toy-mlp, "
+                  "deep-mlp)");
   cmd->add_option("--precision", args->precisions,
                   "Precisions to run every device in, e.g. float64,float32,tf32,bf16,fp16: each a "
                   "target, compared with float32 on its device (tf32 and fp16: CUDA only; bf16 "
