@@ -43,11 +43,30 @@ TEST_F(CliMlp, FitWritesAFitJsonTheStrictReaderReadsBack) {
   EXPECT_TRUE(record.refined.empty());
   EXPECT_FALSE(record.pruned || record.symbolic);
   EXPECT_EQ(record.device_audit.trace.summary.steps, 1);
+  // An MLP's size follows from its configuration: a file that says otherwise is refused.
+  std::ifstream in(path("fit.json"));
+  auto json = nlohmann::json::parse(in);
+  json["final"]["parameters"] = 64;
+  KAN_EXPECT_ERROR(kan::diagnostics::fit_record_from_json(json), "final.parameters", "64", "65");
 
   // model.pt is the MLP fit.json describes.
-  const auto model = kan::load_mlp_checkpoint(path("model.pt"));
+  auto model = kan::load_mlp_checkpoint(path("model.pt"));
   EXPECT_EQ(model->parameter_count(), 65);
   EXPECT_EQ(kan::to_json(model->options()), kan::to_json(record.config.mlp));
+
+  // kanbench predict evaluates it as it evaluates a KAN.
+  std::ofstream(path("samples.csv")) << "0.1,0.2\n-0.5,0.75\n";
+  const auto predicted = run_kanbench("predict --model " + path("model.pt") + " --input " +
+                                      path("samples.csv") + " --out " + path("predicted.csv"));
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.output;
+  std::ifstream csv(path("predicted.csv"));
+  std::vector<double> values;
+  for (double value; csv >> value;)
+    values.push_back(value);
+  const auto expected = model(torch::tensor({{0.1, 0.2}, {-0.5, 0.75}}, torch::kFloat64)).flatten();
+  ASSERT_EQ(values.size(), 2u);
+  for (int64_t i = 0; i < 2; ++i)
+    EXPECT_EQ(values[static_cast<size_t>(i)], expected[i].item<double>());
 
   // The fit report reads it too.
   const auto summary = kan::reports::read_fit_summary(path("fit.json"));

@@ -64,6 +64,8 @@ FitRecord small_fit_record() {
             return history;
           });
   static_cast<PipelineResult&>(record) = run_pipeline(model, data, options);
+  record.parameters = model->parameter_count();
+  record.forward_flops = model->forward_flops();
   return record;
 }
 
@@ -144,6 +146,10 @@ TEST(Records, FitRecordRoundTrips) {
   EXPECT_EQ(back.device_audit.trace.summary.steps, 1);
   EXPECT_EQ(back.device_audit.trace.operations.size(), record.device_audit.trace.operations.size());
   EXPECT_DOUBLE_EQ(back.seconds(), record.seconds());
+  EXPECT_EQ(j["config"]["model_kind"], "kan");
+  EXPECT_EQ(back.parameters, record.parameters);
+  EXPECT_EQ(back.forward_flops, record.forward_flops);
+  EXPECT_GT(j["final"]["forward_flops"].get<int64_t>(), 0);
 }
 
 TEST(Records, FitRecordReaderRefusesContradictions) {
@@ -173,6 +179,10 @@ TEST(Records, FitRecordReaderRefusesContradictions) {
   j = good;
   j["history"]["steps"][1]["reg"] = "small";
   EXPECT_REFUSED(fit_record_from_json(j), "history.steps[1].reg", "expected a number");
+  j = good;
+  j["final"].erase("forward_flops");
+  EXPECT_REFUSED(fit_record_from_json(j), "final.forward_flops", "final.parameters is given");
+
   // A key from a newer minor version is tolerated; from our own version it is refused.
   j = good;
   j["energy_joules"] = 12.5;

@@ -200,8 +200,8 @@ void check_model_options(const CLI::App& cmd, const kan::diagnostics::FitRun& ru
         "--lamb-coef", "--lamb-coefdiff", "--no-update-grid", "--grid-update-num",
         "--stop-grid-update-step"})
     TORCH_CHECK(cmd.count(name) == 0, name,
-                " is a KAN's option; --model mlp trains an MLP (its "
-                "options: --width, --activation)");
+                " is a KAN's option; --model mlp trains an MLP (its options: --width, "
+                "--activation)");
   TORCH_CHECK(run.fit.lamb() == 0, "--lamb ", run.fit.lamb(),
               ": the regulariser scores a KAN's edges; --model mlp has none (FitOptions::lamb "
               "must be 0)");

@@ -7,6 +7,7 @@
 #include "kan/io/atomic_file.h"
 
 #include <c10/util/Exception.h>
+#include <nlohmann/json.hpp>
 #include <torch/types.h>
 #include <torch/utils.h>
 
@@ -51,10 +52,11 @@ std::string csv_rows(const torch::Tensor& outputs) {
 int predict(const PredictArgs& a) {
   kan::io::check_output_file(a.out, "--out");
   const auto device = parse_device(a.device);
-  auto model = kan::load_model(a.model, device);
+  // A KAN or an MLP: predicting needs nothing a KAN alone has.
+  const auto model = kan::load_any_model(a.model, device);
   if (!a.dtype.empty())
-    model->to(kan::dtype_from_string(a.dtype));
-  const auto& width = model->options().width();
+    model->module().to(kan::dtype_from_string(a.dtype));
+  const auto width = model->config()["width"].get<std::vector<int64_t>>();
   // The samples through kan's data-file parser (docs/formats.md, "Data files"), a chunk at a
   // time: one sample per row, every value a finite number, errors naming line and column.
   std::error_code ec;
@@ -101,7 +103,8 @@ void add_predict_command(CLI::App& app, int& exit_code) {
                  "samples of a CSV file (one per line) or a .npy array (one per row), streamed, "
                  "and write its outputs as CSV (17 significant digits). Exit 0 done, 2 could not "
                  "(bad input named by line and column, no such model, no GPU)");
-  cmd->add_option("--model", args->model, "A kanbench checkpoint (model.pt) or a pykan prefix")
+  cmd->add_option("--model", args->model,
+                  "A kanbench checkpoint (model.pt, a KAN's or an MLP's) or a pykan prefix")
       ->required();
   cmd->add_option("--input", args->input,
                   "Inputs: a CSV file, one sample per line, numbers separated by commas, "

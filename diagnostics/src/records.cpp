@@ -485,11 +485,24 @@ FitRecord fit_record_from_json(const json& value, const std::string& source) {
       io::fail("communication", "missing, but config.distributed is set");
     }
     check_seconds(r, "seconds", f.seconds(), "the stages' training time");
+    // From 2.1, the final model's size: both or neither (a record whose writer had no model).
     const auto& final = r.required("final");
     if (minor >= 1) {
       ObjectReader size(final, "final", /*allow_unknown=*/true);
-      f.parameters = size.integer("parameters", Bound::kNonNegative);
-      f.forward_flops = size.integer("forward_flops", Bound::kNonNegative);
+      f.parameters = size.optional_integer("parameters", Bound::kNonNegative);
+      f.forward_flops = size.optional_integer("forward_flops", Bound::kNonNegative);
+      if (f.parameters.has_value() != f.forward_flops.has_value())
+        io::fail(f.parameters ? "final.forward_flops" : "final.parameters",
+                 "missing, but final." +
+                     std::string(f.parameters ? "parameters" : "forward_flops") + " is given");
+      // An MLP's size follows from its configuration alone.
+      const auto& mlp = f.config.mlp;
+      if (f.config.model_kind == ModelKind::kMLP && f.parameters) {
+        check_repeats(*f.parameters, mlp_parameter_count(mlp.width()), "final.parameters",
+                      "config.model's count");
+        check_repeats(*f.forward_flops, mlp_forward_flops(mlp.width(), mlp.activation()),
+                      "final.forward_flops", "config.model's count");
+      }
     }
     check_repeats(final, final_json(f), "final", "the last stage");
     f.checkpoint = r.string("checkpoint");

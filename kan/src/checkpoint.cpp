@@ -416,14 +416,31 @@ std::shared_ptr<Model> load_any_checkpoint(const std::string& path, torch::Devic
   return load_kan(opened, path, device).ptr();
 }
 
-KAN load_model(const std::string& path, torch::Device device) {
+namespace {
+
+// Whether `path` names a pykan checkpoint prefix rather than a file; neither is an error.
+bool names_pykan_checkpoint(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec) && is_pykan_checkpoint(path))
-    return load_pykan(path, device);
+    return true;
   TORCH_CHECK(std::filesystem::exists(path, ec), "no model at '", path,
               "': no such file (a kanbench checkpoint), and no '", path,
               "_config.yml' (a pykan checkpoint prefix)");
+  return false;
+}
+
+} // namespace
+
+KAN load_model(const std::string& path, torch::Device device) {
+  if (names_pykan_checkpoint(path))
+    return load_pykan(path, device);
   return load_checkpoint(path, device);
+}
+
+std::shared_ptr<Model> load_any_model(const std::string& path, torch::Device device) {
+  if (names_pykan_checkpoint(path))
+    return load_pykan(path, device).ptr();
+  return load_any_checkpoint(path, device);
 }
 
 } // namespace kan

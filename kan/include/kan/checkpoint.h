@@ -61,6 +61,10 @@ MLP load_mlp_checkpoint(const std::string& path, torch::Device device = torch::k
 std::shared_ptr<Model> load_any_checkpoint(const std::string& path,
                                            torch::Device device = torch::kCPU);
 
+/// load_model for either kind: a kanbench checkpoint of a KAN or an MLP (load_any_checkpoint), or
+/// a pykan checkpoint prefix (a KAN); the same errors.
+std::shared_ptr<Model> load_any_model(const std::string& path, torch::Device device = torch::kCPU);
+
 /// The kind of model the checkpoint at `path` holds (kan for files before format version 5),
 /// read without building it; a file that is not a checkpoint is an error as load_checkpoint's.
 ModelKind checkpoint_model_kind(const std::string& path);

@@ -80,7 +80,8 @@ struct FitRecord : PipelineResult {
   std::optional<FitCommunication> communication; ///< when config.distributed
   std::string checkpoint = "model.pt";           ///< the model file beside fit.json
   /// The final model's (model.pt's) trainable scalars and FLOPs per sample of its forward pass
-  /// (kan::Model::parameter_count, forward_flops); from fit.json 2.1, empty in older files.
+  /// (kan::Model::parameter_count, forward_flops), both or neither; from fit.json 2.1 (`kanbench
+  /// fit` always sets them), empty in older files.
   std::optional<int64_t> parameters;
   std::optional<int64_t> forward_flops;
 };
