@@ -63,16 +63,16 @@ struct PipelineOptions {
   TORCH_ARG(std::function<void(const PipelineStage&, const StepRecord&)>, on_stage_step) = nullptr;
   /// Trains one stage; empty: kan::fit. A caller that audits or traces a stage (kanbench fit's
   /// device audit of the first training) wraps kan::fit here.
-  TORCH_ARG(std::function<FitHistory(KAN&, const Dataset&, const FitOptions&,
-                                     const PipelineStage&)>,
-            train) = nullptr;
+  TORCH_ARG(
+      std::function<FitHistory(KAN&, const Dataset&, const FitOptions&, const PipelineStage&)>,
+      train) = nullptr;
 };
 
 /// One training of a pipeline and the model's metrics on the whole sets after it.
 struct StageResult {
-  FitHistory history;    ///< its seconds: the stage's training time
-  double train_rmse = 0; ///< NaN for cross-entropy
-  double test_rmse = 0;  ///< NaN for cross-entropy or without test data
+  FitHistory history;        ///< its seconds: the stage's training time
+  double train_rmse = 0;     ///< NaN for cross-entropy
+  double test_rmse = 0;      ///< NaN for cross-entropy or without test data
   double train_accuracy = 0; ///< cross-entropy only; NaN for MSE
   double test_accuracy = 0;
 };

@@ -100,7 +100,8 @@ struct FitSymbolic {
 /// What the report of a fit shows.
 struct FitSummary {
   std::string schema_version;
-  std::string function;             ///< the reference function fitted, "toy"
+  std::string function;             ///< the reference function fitted, "toy"; "" with data
+  std::string data;                 ///< the data file fitted instead of a function; "" without
   std::vector<FitLayerWidth> width; ///< of the model trained (config.model)
   /// The width after pruning (only when the fit pruned).
   std::optional<std::vector<FitLayerWidth>> pruned_width;
