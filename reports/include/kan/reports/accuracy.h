@@ -18,10 +18,11 @@ struct AccuracyPoint {
   int64_t grid = 0;          ///< the KAN's grid during the stage; 0 for an MLP
   int64_t parameters = 0;    ///< trainable scalars of the model after the stage
   int64_t forward_flops = 0; ///< per sample, of the model after the stage
-  double train_rmse = 0;
-  double test_rmse = 0;
-  double seconds = 0; ///< the stage's training time
+  double train_rmse = 0;     ///< NaN when not measured or diverged (written null)
+  double test_rmse = 0;      ///< NaN (or infinite) when diverged: then never a best or on a front
+  double seconds = 0;        ///< the stage's training time
 
+  /// NaN RMSEs compare equal: a diverged stage read back from its JSON null is the same stage.
   bool operator==(const AccuracyPoint&) const;
 };
 
@@ -40,7 +41,8 @@ struct AccuracyFit {
   std::string error;                 ///< why the fit failed; "" when it did not
 
   /// Identifies the fit within a run (what a resumed run skips):
-  /// "jv/cpu/kan/[2,5,1]/seed0", "jv/cpu/mlp/[2,100,100,1]/tanh/seed2".
+  /// "jv/cpu/kan/[2,5,1]/seed0", "jv/cpu/mlp/[2,100,100,1]/tanh/seed2": function, device,
+  /// family, width, the activation when there is one, seed. `role` is not part of it.
   std::string key() const;
   bool operator==(const AccuracyFit&) const;
 };
@@ -109,6 +111,17 @@ struct AccuracyRun {
 
 /// Sets every summary entry's derived fields (fits, failed, best_kan, best_mlp, pareto,
 /// kan_beats_mlp, seconds) from run.fits, keeping function, device, formula and published.
+/// Every point of the entry's fits counts (a failed fit's too, should it have any), except one
+/// whose test RMSE is not finite. A best is the point of lowest test RMSE; of equal ones, the
+/// one with fewer parameters, then the first (in fit order, then training order).
 void summarize_accuracy(AccuracyRun& run);
+
+/// The Pareto front of one function on one device: the points of the fits of `family` ("kan",
+/// "mlp"; "" for both) that no other point dominates (has no more parameters and no higher test
+/// RMSE, and is below in one of them). Parameters ascending, test RMSE strictly descending; of
+/// equal points the first; points whose test RMSE is not finite are left out. What
+/// summarize_accuracy() sets as `pareto` (family "") and the report draws per family.
+std::vector<AccuracyPointRef> pareto_front(const AccuracyRun& run, const std::string& function,
+                                           const std::string& device, const std::string& family);
 
 } // namespace kan::reports
