@@ -442,6 +442,9 @@ TEST(AccuracyReport, SectionTableAndOneChartPerFunction) {
                       "failed"),
             std::string::npos);
   EXPECT_NE(html.find("<b>Devices:</b> ran on cpu"), std::string::npos);
+  // It timed nothing, so the verdict says nothing of speed or edge cases.
+  EXPECT_EQ(html.find("<b>Speedup"), std::string::npos);
+  EXPECT_EQ(html.find("<b>Edge cases:</b>"), std::string::npos);
   // The failed fit is the run's one problem.
   EXPECT_NE(html.find("<b>Result:</b> <span class=\"status bad\">fail</span>, 1 problem"),
             std::string::npos);
@@ -509,10 +512,15 @@ TEST(AccuracyReport, SectionTableAndOneChartPerFunction) {
   ASSERT_EQ(kan_front["points"].size(), 3u);
   EXPECT_EQ(kan_front["points"][2][0], 48);
   EXPECT_EQ(jv["datasets"][3]["points"].size(), 2u); // 51 and 10501 parameters
-  // The paper's numbers across the measured range (20 to 10501 parameters).
+  // The paper's numbers across the chart: the measured parameters (20 to 10501) and a little
+  // more, to round numbers.
   const auto& paper = jv["datasets"][4];
   EXPECT_TRUE(paper["dashed"].get<bool>());
-  EXPECT_EQ(paper["points"], json({{20 / 1.5, 1.67e-5}, {10501 * 1.5, 1.67e-5}}));
+  EXPECT_EQ(paper["points"], json({{10.0, 1.67e-5}, {20000.0, 1.67e-5}}));
+  EXPECT_EQ(jv["x_min"], 10.0);
+  EXPECT_EQ(jv["x_max"], 20000.0);
+  EXPECT_DOUBLE_EQ(jv["y_min"].get<double>(), 1e-5); // 1.67e-5 / 1.5 rounded down
+  EXPECT_DOUBLE_EQ(jv["y_max"].get<double>(), 2e-2); // 1e-2 * 1.5 rounded up
   // ellipj has no best-KAN number, fresnel no paper line at all.
   std::vector<std::string> ellipj;
   for (const auto& d : test::chart(charts, "chart-accuracy-1")["datasets"])

@@ -274,10 +274,32 @@ bool drawable(const AccuracyPoint& p) {
 // Test RMSE against parameters of one function on one device, log axes: every point of every
 // fit coloured by family, each family's Pareto front as a step line, and the paper's RMSEs as
 // dashed horizontal lines across the measured range (the paper gives no parameter counts).
+// The nearest of 1, 2, 5 times a power of ten at or below `value` (or at or above): log axes
+// that start and end there label their ends as round numbers.
+double round_down(double value) {
+  const double power = std::pow(10.0, std::floor(std::log10(value)));
+  for (const double step : {5.0, 2.0, 1.0})
+    if (step * power <= value)
+      return step * power;
+  return power;
+}
+double round_up(double value) {
+  const double power = std::pow(10.0, std::floor(std::log10(value)));
+  for (const double step : {1.0, 2.0, 5.0})
+    if (step * power >= value)
+      return step * power;
+  return 10 * power;
+}
+
 json accuracy_chart(const AccuracyRun& run, size_t index) {
   const auto& s = run.summary[index];
   json datasets = json::array();
-  double low = 0, high = 0;
+  // The axes' ranges: every point and line well inside, not on the frame.
+  double x_low = 0, x_high = 0, y_low = 0, y_high = 0;
+  const auto extend = [](double& low, double& high, double value) {
+    low = low == 0 ? value : std::min(low, value);
+    high = std::max(high, value);
+  };
   for (const auto& [family, name, color] :
        {std::tuple{"kan", "KAN", kKanColor}, std::tuple{"mlp", "MLP", kMlpColor}}) {
     json points = json::array();
@@ -287,9 +309,8 @@ json accuracy_chart(const AccuracyRun& run, size_t index) {
       for (const auto& p : fit.points)
         if (drawable(p)) {
           points.push_back({p.parameters, p.test_rmse, point_label(fit, p)});
-          const auto x = static_cast<double>(p.parameters);
-          low = low == 0 ? x : std::min(low, x);
-          high = std::max(high, x);
+          extend(x_low, x_high, static_cast<double>(p.parameters));
+          extend(y_low, y_high, p.test_rmse);
         }
     }
     if (!points.empty())
@@ -313,29 +334,32 @@ json accuracy_chart(const AccuracyRun& run, size_t index) {
                           {"color", color},
                           {"stepped", true}});
   }
-  // Across the measured parameters, a little beyond so that a single point still has a line.
-  if (high == 0) {
-    low = 10;
-    high = 1e4;
+  // Without a measured point, the paper's lines span a range small models have.
+  if (x_high == 0) {
+    x_low = 10;
+    x_high = 1e4;
   }
-  const double from = low / 1.5, to = high * 1.5;
+  const double x_min = round_down(x_low / 1.5), x_max = round_up(x_high * 1.5);
   if (s.published) {
     const auto& paper = *s.published;
     const auto line = [&](const std::string& label, const std::optional<double>& rmse,
                           const char* color, std::vector<int> dash) {
-      if (rmse && *rmse > 0)
-        datasets.push_back({{"label", label},
-                            {"points", {{from, *rmse}, {to, *rmse}}},
-                            {"color", color},
-                            {"dashed", true},
-                            {"dash", dash}});
+      if (!rmse || !(*rmse > 0))
+        return;
+      datasets.push_back({{"label", label},
+                          {"points", {{x_min, *rmse}, {x_max, *rmse}}},
+                          {"color", color},
+                          {"dashed", true},
+                          {"dash", dash}});
+      extend(y_low, y_high, *rmse);
     };
-    line("paper: best KAN" +
-             (paper.best_kan_width.empty() ? "" : " " + width_text(paper.best_kan_width)),
-         paper.best_kan_test_rmse, kKanColor, {6, 4});
-    line("paper: minimal KAN" +
-             (paper.minimal_kan_width.empty() ? "" : " " + width_text(paper.minimal_kan_width)),
-         paper.minimal_kan_test_rmse, kKanColor, {2, 3});
+    const auto shape = [](const std::vector<int64_t>& width) {
+      return width.empty() ? std::string() : " " + width_text(width);
+    };
+    line("paper: best KAN" + shape(paper.best_kan_width), paper.best_kan_test_rmse, kKanColor,
+         {6, 4});
+    line("paper: minimal KAN" + shape(paper.minimal_kan_width), paper.minimal_kan_test_rmse,
+         kKanColor, {2, 3});
     line("paper: MLP", paper.mlp_test_rmse, kMlpColor, {6, 4});
   }
   if (datasets.empty())
@@ -347,6 +371,10 @@ json accuracy_chart(const AccuracyRun& run, size_t index) {
           {"y_label", "test RMSE"},
           {"log_x", true},
           {"log_y", true},
+          {"x_min", x_min},
+          {"x_max", x_max},
+          {"y_min", round_down(y_low / 1.5)},
+          {"y_max", round_up(y_high * 1.5)},
           {"point_labels", true},
           {"datasets", datasets}};
 }
@@ -768,10 +796,15 @@ std::string baseline_line(const std::optional<BaselineComparison>& baseline,
 std::string verdict_section(const Results& r, const std::optional<BaselineComparison>& baseline,
                             const HtmlReportOptions& options) {
   std::string html = "<section id=\"verdict\"><h2>Verdict</h2><ul class=\"verdict\">";
+  // An accuracy run times nothing: what the timing lines would say of it is only noise.
+  const bool timed = !r.accuracy || !r.cases.empty() || !r.comparisons.empty() ||
+                     !r.edge_cases.empty() || baseline;
+  const auto if_timed = [&](std::string line) { return timed ? line : std::string(); };
   for (const auto& item :
-       {outcome_line(r), devices_line(r), accuracy_line(r), sweep_line(r), speedup_line(r),
-        r.comparisons.empty() ? std::string() : parity_line(r), edge_cases_line(r), audit_line(r),
-        gpu_busy_line(r), baseline_line(baseline, options.baseline_source)})
+       {outcome_line(r), devices_line(r), accuracy_line(r), sweep_line(r),
+        if_timed(speedup_line(r)), r.comparisons.empty() ? std::string() : parity_line(r),
+        if_timed(edge_cases_line(r)), if_timed(audit_line(r)), gpu_busy_line(r),
+        if_timed(baseline_line(baseline, options.baseline_source))})
     if (!item.empty())
       html += "<li>" + item + "</li>";
   return html + "</ul></section>\n";

@@ -71,12 +71,17 @@
       };
     }
     if (spec.kind === 'xy') {
-      // Lines through [x, y] points on numeric (optionally logarithmic) axes. A dataset may set
+      // Lines through [x, y] points on numeric (optionally logarithmic) axes, over x_min..x_max
+      // and y_min..y_max where the spec sets them. A dataset may set
       // its `color`, be points only (`line: false`), a step line (`stepped`: along x first, as a
       // Pareto front), or `dashed` (with its own `dash` pattern); a point may carry a label as
       // its third element, which its tooltip shows with `point_labels`.
       options.scales = { x: axis(spec.x_label, spec.log_x ? 'logarithmic' : 'linear'),
                          y: axis(spec.y_label, spec.log_y ? 'logarithmic' : 'linear') };
+      ['x', 'y'].forEach(function (name) {
+        if (spec[name + '_min'] !== undefined) options.scales[name].min = spec[name + '_min'];
+        if (spec[name + '_max'] !== undefined) options.scales[name].max = spec[name + '_max'];
+      });
       if (spec.point_labels) {
         options.plugins.tooltip = { callbacks: { label: function (item) {
           var where = '(' + item.parsed.x + ', ' + item.parsed.y.toPrecision(3) + ')';
