@@ -532,6 +532,25 @@ TEST(AccuracyReport, SectionTableAndOneChartPerFunction) {
 
   // The results embedded in the page read back as the run.
   EXPECT_TRUE(results_from_json(test::embedded(html, "kanbench-results")) == results);
+  // The sections of what it did not do say so.
+  EXPECT_NE(html.find("<p>No cases in this run.</p>"), std::string::npos);
+  EXPECT_NE(html.find("<p>No comparisons in this run.</p>"), std::string::npos);
+  EXPECT_NE(html.find("<p>No edge cases in this run.</p>"), std::string::npos);
+}
+
+TEST_F(AccuracyIo, AReportBesideItIsCheckedForTheRun) {
+  const auto results = test::sample_accuracy_results();
+  write_results_file(path("results.json"), results);
+  HtmlReportOptions options;
+  options.chartjs_source = "/* Chart.js */";
+  write_html_report(path("report.html"), results, options);
+  EXPECT_EQ(report_pair_problem(path("results.json")), std::nullopt);
+  auto other = results;
+  other.run_id = new_run_id();
+  write_html_report(path("report.html"), other, options);
+  const auto problem = report_pair_problem(path("results.json"));
+  ASSERT_TRUE(problem);
+  EXPECT_NE(problem->find("is stale"), std::string::npos) << *problem;
 }
 
 TEST(AccuracyReport, ACompleteRunSaysNothingOfResumingAndAnEmptyOneStillRenders) {

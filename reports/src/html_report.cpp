@@ -883,6 +883,8 @@ std::string cases_section(const Results& r) {
          metric, or_dash(c.threads, [](int64_t v) { return std::to_string(v); }),
          f.busy ? number(*f.busy * 100, 3) + "%" : "-"});
   }
+  if (rows.empty())
+    return "<section id=\"cases\"><h2>Cases</h2>\n<p>No cases in this run.</p>\n</section>\n";
   return "<section id=\"cases\"><h2>Cases</h2>\n" +
          detail::html_table("cases-table",
                             {"case", "target", "device", "dtype", "backend", "status", "reason",
@@ -1153,7 +1155,6 @@ std::string accuracy_section(const Results& r) {
                  ? " &middot; the paper's numbers: " + e(s.published->source)
                  : " &middot; not in the paper's tables") +
             "</p>\n";
-    const auto front = pareto_front(a, s.function, s.device, "");
     std::vector<std::vector<std::string>> points;
     for (size_t i = 0; i < a.fits.size(); ++i) {
       const auto& fit = a.fits[i];
@@ -1165,7 +1166,7 @@ std::string accuracy_section(const Results& r) {
         std::string marks;
         if (s.best_kan == ref || s.best_mlp == ref)
           marks = "best";
-        if (std::find(front.begin(), front.end(), ref) != front.end())
+        if (std::find(s.pareto.begin(), s.pareto.end(), ref) != s.pareto.end())
           marks += (marks.empty() ? "" : ", ") + std::string("Pareto");
         points.push_back({e(fit.family), e(width_text(fit.width)), e(fit.activation), e(fit.role),
                           std::to_string(fit.seed), e(p.stage),
