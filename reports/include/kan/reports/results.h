@@ -336,7 +336,7 @@ struct Results {
   std::vector<EdgeCaseResult> edge_cases;
   std::vector<ScalingResult> scaling; ///< `kanbench scaling`; not written when empty (from 1.3)
   std::optional<Sweep> sweep;         ///< `kanbench sweep`; not written when empty (from 1.4)
-  /// `kanbench accuracy`; not written when empty (from 1.5). Such a run has no cases.
+  /// `kanbench accuracy`; not written when absent (from 1.5). Such a run has no cases.
   std::optional<AccuracyRun> accuracy;
   std::optional<double> wall_seconds; ///< the whole run
 
