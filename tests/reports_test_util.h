@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <regex>
 #include <sstream>
@@ -289,6 +290,118 @@ inline Results sample_results() {
   fill_scaling_comparisons(r.scaling);
   r.sweep = sample_sweep();
   r.wall_seconds = 42.0;
+  return r;
+}
+
+/// A fit of `kanbench accuracy` on cpu with seed 0 and one point per (parameters, test RMSE):
+/// a KAN's at grids 3, 5, 10, ... (trained, then refined), an MLP's one "trained" point.
+inline AccuracyFit accuracy_fit(const std::string& function, const std::string& family,
+                                std::vector<int64_t> width, const std::string& activation,
+                                const std::vector<std::pair<int64_t, double>>& points,
+                                double seconds = 1.5, const std::string& error = "") {
+  AccuracyFit f;
+  f.function = function;
+  f.device = "cpu";
+  f.family = family;
+  f.role = family == "kan" ? "width5" : "width" + std::to_string(width[1]);
+  f.width = std::move(width);
+  f.activation = activation;
+  const int64_t grids[] = {3, 5, 10, 20, 50};
+  for (size_t j = 0; j < points.size(); ++j) {
+    AccuracyPoint p;
+    p.stage = j == 0 ? "trained" : "refined";
+    p.grid = family == "kan" ? grids[j % 5] : 0;
+    p.parameters = points[j].first;
+    p.forward_flops = 10 * points[j].first;
+    p.train_rmse = points[j].second / 2;
+    p.test_rmse = points[j].second;
+    p.seconds = seconds / static_cast<double>(points.size() + 1);
+    f.points.push_back(p);
+  }
+  f.seconds = seconds;
+  f.error = error;
+  return f;
+}
+
+/// A summary entry of `function` on `device`, not summarised yet.
+inline AccuracyFunction accuracy_function(const std::string& function, const std::string& device,
+                                          const std::string& formula) {
+  AccuracyFunction f;
+  f.function = function;
+  f.device = device;
+  f.formula = formula;
+  return f;
+}
+
+/// An unfinished `kanbench accuracy` run of three functions on the CPU (10 fits planned, 9
+/// done), summarised:
+/// - jv: KANs [2,1,1] and [2,5,1] (a diverged NaN point; 2e-3 reached by both, the smaller
+///   first), MLPs [2,5,5,1] and [2,100,100,1] silu and a failed [2,100,100,1] tanh. The MLP
+///   wins (1e-3 < 2e-3); the Pareto front is fits[0] (all three points) and fits[3].
+/// - ellipj: KANs [2,2,1] and [2,3,1] (an equal point: the first stays on the front), an MLP;
+///   the KAN wins. The paper has no best-KAN number for it.
+/// - fresnel: only a KAN so far (nothing to compare), and not in the paper's tables.
+inline AccuracyRun sample_accuracy_run() {
+  AccuracyRun run;
+  run.table = "special";
+  run.preset = "quick";
+  run.functions = {"jv", "ellipj", "fresnel"};
+  run.devices = {"cpu"};
+  run.seeds = {0};
+  run.train_num = 1000;
+  run.test_num = 1000;
+  run.grids = {3, 5, 10};
+  run.steps = 50;
+  run.jobs = 2;
+  run.threads_per_fit = 1;
+  run.planned_fits = 10;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  run.fits = {
+      accuracy_fit("jv", "kan", {2, 1, 1}, "", {{20, 1e-2}, {28, 5e-3}, {48, 2e-3}}, 3.0),
+      accuracy_fit("jv", "kan", {2, 5, 1}, "", {{100, 3e-3}, {140, 2e-3}, {240, nan}}, 4.0),
+      accuracy_fit("jv", "mlp", {2, 5, 5, 1}, "silu", {{51, 4e-3}}, 2.0),
+      accuracy_fit("jv", "mlp", {2, 100, 100, 1}, "silu", {{10501, 1e-3}}, 5.0),
+      accuracy_fit("jv", "mlp", {2, 100, 100, 1}, "tanh", {}, 0.5,
+                   "LBFGS diverged: the loss is NaN at step 12"),
+      accuracy_fit("ellipj", "kan", {2, 2, 1}, "", {{30, 1e-4}, {50, 5e-5}}, 2.5),
+      accuracy_fit("ellipj", "mlp", {2, 5, 5, 1}, "silu", {{51, 1e-3}}, 1.0),
+      accuracy_fit("ellipj", "kan", {2, 3, 1}, "", {{30, 1e-4}}, 1.25),
+      accuracy_fit("fresnel", "kan", {1, 1}, "", {{12, 3e-2}, {20, 2e-2}}, 0.75),
+  };
+  run.fits[0].role = "minimal";
+  auto jv = accuracy_function("jv", "cpu", "J_v(x)");
+  jv.published = PublishedAccuracy{"arXiv:2404.19756 Table 1 (Special functions)",
+                                   {2, 1, 1},
+                                   7.64e-3,
+                                   {2, 3, 2, 1, 1, 1},
+                                   1.67e-5,
+                                   1.43e-3};
+  auto ellipj = accuracy_function("ellipj", "cpu", "sn(u, m)");
+  ellipj.published = PublishedAccuracy{"arXiv:2404.19756 Table 1 (Special functions)",
+                                       {2, 2, 1},
+                                       1.33e-4,
+                                       {},
+                                       std::nullopt,
+                                       6.48e-4};
+  auto fresnel = accuracy_function("fresnel", "cpu", "S(x)");
+  run.summary = {jv, ellipj, fresnel};
+  run.wall_seconds = 9.5;
+  summarize_accuracy(run);
+  return run;
+}
+
+/// Results of an accuracy run alone (no cases, comparisons or edge cases).
+inline Results sample_accuracy_results() {
+  Results r;
+  r.run_id = "20261203T230000Z-0123456789abcdef";
+  r.environment.kanbench_version = "0.1.0";
+  r.environment.date = "2026-12-03T23:00:00Z";
+  r.environment.hostname = "cpu-box";
+  r.config.suite = "accuracy";
+  r.config.devices = {"cpu"};
+  r.config.out = "results/accuracy";
+  r.accuracy = sample_accuracy_run();
+  r.wall_seconds = r.accuracy->wall_seconds;
   return r;
 }
 

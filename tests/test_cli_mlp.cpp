@@ -8,8 +8,10 @@
 #include "kan/reports/fit_report.h"
 #include "kan/reports/results_io.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -79,6 +81,30 @@ TEST_F(CliMlp, FitWritesAFitJsonTheStrictReaderReadsBack) {
   const std::string page((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
   EXPECT_NE(page.find("MLP, tanh"), std::string::npos);
   EXPECT_NE(page.find("65 parameters"), std::string::npos);
+}
+
+TEST_F(CliMlp, FitsAUsersDataFileAsAKanDoes) {
+  std::mt19937 random(3);
+  std::uniform_real_distribution<double> uniform(-1, 1);
+  std::string text;
+  for (int i = 0; i < 200; ++i) {
+    const double x = uniform(random), y = uniform(random);
+    char row[96];
+    std::snprintf(row, sizeof row, "%.17g,%.17g,%d\n", x, y, x + y > 0 ? 1 : 0);
+    text += row;
+  }
+  std::ofstream(path("classes.csv")) << text;
+  const auto run =
+      run_kanbench("fit --model mlp --width 2,8,2 --data " + path("classes.csv") +
+                   " --loss cross-entropy --steps 10 --trace-steps 0 --out " + path("out"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("classes.csv MLP [2, 8, 2] silu: test accuracy"), std::string::npos)
+      << run.output;
+  const auto record = kan::diagnostics::read_fit_record(path("out/fit.json"));
+  EXPECT_EQ(record.config.model_kind, kan::ModelKind::kMLP);
+  ASSERT_TRUE(record.config.data);
+  EXPECT_EQ(record.config.data->classes, 2);
+  EXPECT_GT(record.last().test_accuracy, 0.9); // two linearly separable classes
 }
 
 TEST_F(CliMlp, AKansFitJsonRecordsItsSizeToo) {

@@ -140,10 +140,10 @@ TEST(Pipeline, BadOptionsAreRefusedBeforeTraining) {
                     "the grid schedule must grow: grid 5 after grid 5");
   EXPECT_THROW_WITH(run_pipeline(model, data, PipelineOptions(base).grids({2})),
                     "grid 2 after grid 3");
-  EXPECT_THROW_WITH(
-      run_pipeline(model, data,
-                   PipelineOptions(base).symbolic(SymbolicStage{{"x", "nosuch"}, 0, 0.8, {}, "pykan"})),
-      "nosuch");
+  EXPECT_THROW_WITH(run_pipeline(model, data,
+                                 PipelineOptions(base).symbolic(
+                                     SymbolicStage{{"x", "nosuch"}, 0, 0.8, {}, "pykan"})),
+                    "nosuch");
   EXPECT_THROW_WITH(
       run_pipeline(model, data,
                    PipelineOptions(base).symbolic(SymbolicStage{{"x"}, 0, 0.8, {}, "fastest"})),

@@ -166,6 +166,20 @@ TEST(Records, FitRecordReaderRefusesContradictions) {
   j = good;
   j["command"] = "audit";
   EXPECT_REFUSED(fit_record_from_json(j), "command", "\"fit\"");
+  // A data file replaces the function: both at once is a contradiction.
+  j = good;
+  j["config"]["data"] = {{"path", "d.csv"},      {"format", "csv"},
+                         {"inputs", {"a", "b"}}, {"targets", {"y"}},
+                         {"test_data", nullptr}, {"test_fraction", 0.2},
+                         {"classes", 0},         {"description", "d.csv: CSV"}};
+  EXPECT_REFUSED(fit_record_from_json(j), "config.function", "must be null");
+  j["config"]["function"] = nullptr;
+  const auto on_data = fit_record_from_json(j);
+  ASSERT_TRUE(on_data.config.data);
+  EXPECT_EQ(on_data.config.data->inputs, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(to_json(on_data)["config"], j["config"]);
+  j["config"]["data"]["targets"] = json::array();
+  EXPECT_REFUSED(fit_record_from_json(j), "config.data.targets", "no columns");
   j = good;
   j["schema_version"] = "1.7.0";
   EXPECT_REFUSED(fit_record_from_json(j), "schema_version", "not supported");

@@ -151,6 +151,22 @@ TEST_F(ReportBrowser, OpensOfflineDrawsEveryChartAndShowsTheVerdict) {
   }
 }
 
+// The report of a `kanbench accuracy` run: a Pareto chart per function (log axes, scatter
+// points, step-line fronts, the paper's dashed lines) above the charts section.
+TEST_F(ReportBrowser, AccuracyReportOpensOfflineAndDrawsEveryChart) {
+  const auto report = artifacts_ / "accuracy-report.html";
+  HtmlReportOptions options;
+  options.title = "kanbench accuracy (synthetic test data)";
+  options.results_source = "tests/reports_test_util.h sample_accuracy_results()";
+  write_html_report(report.string(), test::sample_accuracy_results(), options);
+  const size_t expected = embedded_charts(read_file(report));
+  ASSERT_EQ(expected, 3u); // jv, ellipj, fresnel
+
+  const auto dom = open_offline(chromium_, artifacts_, "accuracy-", expected);
+  EXPECT_NE(dom.find("<h2>Accuracy</h2>"), std::string::npos);
+  EXPECT_NE(dom.find("Incomplete run: 9 of 10 planned fits"), std::string::npos);
+}
+
 // The report of a fit: loss curves and the learned activations beside their symbolic fits.
 TEST_F(ReportBrowser, FitReportOpensOfflineAndDrawsEveryChart) {
   const auto report = artifacts_ / "fit-report.html";

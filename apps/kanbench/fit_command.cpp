@@ -1,9 +1,11 @@
 // `kanbench fit`: the options of kan::run_pipeline (kan/pipeline.h) on the command line: train a
-// KAN (a new one, or a pykan checkpoint's) on a named reference function, optionally prune it,
-// extend its grid and fix its edges to symbolic functions, training again after each; write
+// KAN (a new one, or a pykan checkpoint's) on a named reference function or the user's data file
+// (kan::load_dataset), optionally prune it, extend its grid and fix its edges to symbolic
+// functions, training again after each; write
 // DIR/fit.json (configuration, every stage's history and metrics) and DIR/model.pt. With
 // --model mlp, the MLP baseline (kan/mlp.h) trained once instead (kan::train_stage).
 #include "commands.h"
+#include "data_options.h"
 #include "values.h"
 
 #include "kan/data_parallel.h"
@@ -38,6 +40,7 @@ namespace {
 // values that need LibTorch to parse stay text until the run.
 struct FitArgs {
   kan::diagnostics::FitRun run = defaults();
+  DataArgs data;
   std::string width = "2,5,1";
   std::string mult_arity; // "": the library's default, 2
   std::string dtype;      // "": float64 for a new model, the checkpoint's with --pykan
@@ -61,6 +64,16 @@ std::string scientific(double value) {
   char text[32];
   std::snprintf(text, sizeof text, "%.3g", value);
   return text;
+}
+
+// A stage's result as the summary line gives it: a classification has no RMSE.
+std::string test_metric(const kan::StageResult& stage) {
+  if (std::isnan(stage.test_rmse) && !std::isnan(stage.test_accuracy)) {
+    char text[48];
+    std::snprintf(text, sizeof text, "test accuracy %.2f%%", 100 * stage.test_accuracy);
+    return text;
+  }
+  return "test RMSE " + scientific(stage.test_rmse);
 }
 
 // "toy G=5", "toy G=5 pruned", "toy G=10", "toy G=10 symbolic": a stage as progress names it (an
@@ -210,7 +223,8 @@ void check_model_options(const CLI::App& cmd, const kan::diagnostics::FitRun& ru
 // `kanbench fit --model mlp`: the MLP trained once under the device audit, its fit.json shaped as
 // a KAN's first stage (kan::train_stage) and its checkpoint beside it.
 int run_mlp_fit(FitArgs& a, const kan::Dataset& data,
-                const std::shared_ptr<kan::DataParallel>& group, bool writes) {
+                const std::shared_ptr<kan::DataParallel>& group, bool writes,
+                const std::string& subject) {
   auto& run = a.run;
   kan::MLP model(run.mlp);
   kan::diagnostics::FitRecord record;
@@ -219,7 +233,7 @@ int run_mlp_fit(FitArgs& a, const kan::Dataset& data,
   record.threads = at::get_num_threads();
   auto fit_options = run.fit;
   fit_options.data_parallel(group);
-  const Progress progress(run.function + " MLP", !writes);
+  const Progress progress(subject + " MLP", !writes);
   const kan::PipelineStage stage{kan::PipelineStage::Kind::kTrain, 0, run.fit.steps()};
   fit_options.on_step(
       [&](const kan::StepRecord& step, int64_t /*total*/) { progress(stage, step); });
@@ -248,11 +262,11 @@ int run_mlp_fit(FitArgs& a, const kan::Dataset& data,
   int64_t evaluations = 0;
   for (const auto& step : record.trained.history.steps)
     evaluations += step.evaluations;
-  std::cout << run.function << " MLP " << c10::IntArrayRef(run.mlp.width()) << " "
-            << kan::to_string(run.mlp.activation()) << ": test RMSE "
-            << scientific(record.trained.test_rmse) << " (" << *record.parameters << " parameters, "
-            << *record.forward_flops << " FLOPs per sample; " << kan::to_string(run.fit.opt())
-            << ", " << run.fit.steps() << " steps, "
+  std::cout << subject << " MLP " << c10::IntArrayRef(run.mlp.width()) << " "
+            << kan::to_string(run.mlp.activation()) << ": " << test_metric(record.trained) << " ("
+            << *record.parameters << " parameters, " << *record.forward_flops
+            << " FLOPs per sample; " << kan::to_string(run.fit.opt()) << ", " << run.fit.steps()
+            << " steps, "
             << (run.fit.opt() == kan::Optimizer::kLBFGS
                     ? std::to_string(evaluations) + " evaluations, "
                     : std::string())
@@ -282,7 +296,11 @@ int run_fit(FitArgs& a) {
         kan::diagnostics::FitDistributedRun{group->world_size(), group->backend_name()};
   }
   const bool writes = !group || group->rank() == 0;
-  const auto& function = kan::reference_function(run.function);
+  a.data.check_needs_data();
+  run.fit.loss(a.data.loss_kind());
+  TORCH_CHECK(!a.data.data.empty() || run.fit.loss() == kan::Loss::kMSE, "--loss ", a.data.loss,
+              " needs --data (a file whose target column holds integer class labels): the "
+              "reference functions are regressions");
   const bool mlp = run.model_kind == kan::ModelKind::kMLP;
   // The starting model: pykan's (its options, in --dtype when given), or a new one.
   std::optional<kan::KAN> initial;
@@ -312,10 +330,31 @@ int run_fit(FitArgs& a) {
   }
   const auto& width = mlp ? run.mlp.width() : run.model.width();
   const char* model_source = initial ? "the --pykan model" : "--width";
-  TORCH_CHECK(width.front() == function.n_var, model_source, " starts with ", width.front(),
-              " inputs but function '", run.function, "' has ", function.n_var, " variables");
-  TORCH_CHECK(width.back() == 1, model_source,
-              " must end in 1 output for a regression function, got ", width.back());
+  // The data: the user's file (checked against the model's width before anything is trained),
+  // or the reference function's samples.
+  std::optional<kan::LoadedDataset> loaded;
+  if (!a.data.data.empty()) {
+    loaded = kan::load_dataset(
+        a.data.data, a.data.load_options().seed(run.seed).dtype(run.model.dtype()).device(device));
+    try {
+      kan::check_width(*loaded, width.front(), width.back());
+    } catch (const c10::Error& e) {
+      TORCH_CHECK(false, model_source, " ", kan::width_text(kan::pykan_width(run.model)), ": ",
+                  e.what_without_backtrace());
+    }
+    run.function.clear();
+    run.train_num = loaded->train_rows;
+    run.test_num = loaded->test_rows;
+    run.data = kan::diagnostics::FitDataRun{
+        loaded->path,     kan::to_string(loaded->format), loaded->input_names, loaded->target_names,
+        a.data.test_data, a.data.test_fraction,           loaded->classes,     loaded->description};
+  } else {
+    const auto& function = kan::reference_function(run.function);
+    TORCH_CHECK(width.front() == function.n_var, model_source, " starts with ", width.front(),
+                " inputs but function '", run.function, "' has ", function.n_var, " variables");
+    TORCH_CHECK(width.back() == 1, model_source,
+                " must end in 1 output for a regression function, got ", width.back());
+  }
   int64_t grid = run.model.grid();
   for (const int64_t next : run.refine) {
     TORCH_CHECK(next > grid,
@@ -335,19 +374,31 @@ int run_fit(FitArgs& a) {
     if (!mlp)
       kan::check_fits_in_memory(run.model, run.fit, run.train_num, run.test_num);
   } catch (const c10::OutOfMemoryError& e) {
-    TORCH_CHECK(false, "--width ", a.width, " --grid ", run.model.grid(), " --train-num ",
-                run.train_num, " --batch ", run.fit.batch(),
+    TORCH_CHECK(false, "--width ", a.width, " --grid ", run.model.grid(),
+                loaded ? " on --data's " : " --train-num ", run.train_num,
+                loaded ? " training rows" : "", " --batch ", run.fit.batch(),
                 " does not fit: ", e.what_without_backtrace());
   }
-  const auto data = kan::create_dataset(function.f, kan::DatasetOptions(function.n_var)
-                                                        .ranges(function.ranges)
-                                                        .train_num(run.train_num)
-                                                        .test_num(run.test_num)
-                                                        .seed(run.seed)
-                                                        .device(device)
-                                                        .dtype(run.model.dtype()));
+  kan::Dataset data;
+  if (loaded) {
+    data = std::move(loaded->data);
+  } else {
+    const auto& function = kan::reference_function(run.function);
+    data = kan::create_dataset(function.f, kan::DatasetOptions(function.n_var)
+                                               .ranges(function.ranges)
+                                               .train_num(run.train_num)
+                                               .test_num(run.test_num)
+                                               .seed(run.seed)
+                                               .device(device)
+                                               .dtype(run.model.dtype()));
+  }
+  if (loaded && writes)
+    std::fprintf(stderr, "data: %s\n", loaded->description.c_str());
+  // What progress and the summary call the run: the function, or the data file's name.
+  const std::string subject =
+      loaded ? std::filesystem::path(loaded->path).filename().string() : run.function;
   if (mlp)
-    return run_mlp_fit(a, data, group, writes);
+    return run_mlp_fit(a, data, group, writes, subject);
   kan::KAN model = initial ? *initial : kan::KAN(run.model);
 
   kan::diagnostics::FitRecord record;
@@ -356,7 +407,7 @@ int run_fit(FitArgs& a) {
   record.threads = at::get_num_threads();
   auto fit_options = run.fit;
   fit_options.data_parallel(group);
-  const Progress progress(run.function, !writes);
+  const Progress progress(subject, !writes);
   bool pruning = false; // between the prune stage's start and its retraining's first step
   auto pipeline =
       kan::PipelineOptions()
@@ -394,18 +445,18 @@ int run_fit(FitArgs& a) {
     throw;
   }
 
-  // One summary line: every stage's test RMSE, then the formula.
-  std::string summary = run.function + " G=" + std::to_string(run.model.grid()) + ": test RMSE " +
-                        scientific(record.trained.test_rmse);
+  // One summary line: every stage's test metric, then the formula.
+  std::string summary =
+      subject + " G=" + std::to_string(run.model.grid()) + ": " + test_metric(record.trained);
   if (record.pruned)
-    summary += ", pruned to " + kan::width_text(record.pruned->width_after) + ": test RMSE " +
-               scientific(record.pruned->retrained.test_rmse);
+    summary += ", pruned to " + kan::width_text(record.pruned->width_after) + ": " +
+               test_metric(record.pruned->retrained);
   for (const auto& refined : record.refined)
-    summary += ", refined " + run.function + " G=" + std::to_string(refined.grid) + ": test RMSE " +
-               scientific(refined.trained.test_rmse);
+    summary += ", refined " + subject + " G=" + std::to_string(refined.grid) + ": " +
+               test_metric(refined.trained);
   std::string formulas;
   if (const auto& symbolic = record.symbolic) {
-    summary += ", symbolic: test RMSE " + scientific(symbolic->retrained.test_rmse);
+    summary += ", symbolic: " + test_metric(symbolic->retrained);
     if (writes)
       std::fprintf(stderr, "auto_symbolic: %zu edges in %.1f s\n", symbolic->edges.size(),
                    symbolic->auto_symbolic_seconds);
@@ -453,14 +504,22 @@ void add_fit_command(CLI::App& app, int& exit_code) {
   auto& run = args->run;
   auto& model = run.model;
   auto& fit = run.fit;
-  auto* cmd = app.add_subcommand(
-      "fit", "Train a KAN (pykan's fit), or the MLP baseline, on a reference function");
+  auto* cmd = app.add_subcommand("fit", "Train a KAN (pykan's fit), or the MLP baseline, on a "
+                                        "reference function or a data file");
   std::vector<std::string> functions;
   for (const auto& f : kan::reference_functions())
     functions.push_back(f.name);
-  cmd->add_option("--function", run.function, "Target function")
-      ->check(CLI::IsMember(functions))
-      ->capture_default_str();
+  auto* function = cmd->add_option("--function", run.function,
+                                   "Target function (`kanbench functions` lists them)")
+                       ->check(CLI::IsMember(functions))
+                       ->capture_default_str();
+  auto* data = add_data_options(
+      cmd, args->data,
+      "Train on this data file instead of --function: a CSV file, a NumPy .npy or .npz, or "
+      "pykan's create_dataset dict saved with torch.save (docs/formats.md, \"Data files\")",
+      "Loss: mse, or cross-entropy (--data's target: one column of integer class labels below "
+      "the model's output count; accuracy reported)");
+  data->excludes(function);
   auto* pykan = cmd->add_option("--pykan", run.initial_model,
                                 "Start from this pykan checkpoint (the prefix given to pykan's "
                                 "saveckpt) instead of a new model");
@@ -602,12 +661,14 @@ void add_fit_command(CLI::App& app, int& exit_code) {
          "--distributed: seconds a rank waits for the others before it fails (default 300)")
       ->check(CLI::PositiveNumber)
       ->needs(distributed);
-  cmd->add_option("--train-num", run.train_num, "Training samples")
+  cmd->add_option("--train-num", run.train_num, "Training samples of --function")
       ->check(integer_at_least(1))
-      ->capture_default_str();
-  cmd->add_option("--test-num", run.test_num, "Test samples")
+      ->capture_default_str()
+      ->excludes(data);
+  cmd->add_option("--test-num", run.test_num, "Test samples of --function")
       ->check(integer_at_least(1))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->excludes(data);
   cmd->add_option("--trace-steps", run.trace_steps,
                   "Trace the device of every operation in the first N steps (0: off)")
       ->check(integer_at_least(0))

@@ -1,5 +1,6 @@
 // `kanbench run`: the benchmark suite; writes DIR/results.json and DIR/report.html.
 #include "commands.h"
+#include "data_options.h"
 #include "values.h"
 
 #include "kan/bench/suite.h"
@@ -25,10 +26,7 @@ struct RunArgs {
   std::vector<std::string> cases;
   std::string precisions;
   std::string model;
-  std::string data;
-  std::string inputs, targets, test_data;
-  std::optional<double> test_fraction;
-  std::string loss = "mse";
+  DataArgs data;
   double time_limit = 0;
   bool no_edge_cases = false;
   bool no_cupti = false;
@@ -74,19 +72,13 @@ int run(const RunArgs& a) {
   if (!a.precisions.empty())
     options.precisions = kan::bench::parse_precisions(a.precisions);
   options.model = a.model;
-  options.data = a.data;
+  options.data = a.data.data;
   // The data file's options only mean something with a file (and --loss with a model).
-  for (const auto& [name, given] : {std::pair<const char*, bool>{"--inputs", !a.inputs.empty()},
-                                    {"--targets", !a.targets.empty()},
-                                    {"--test-data", !a.test_data.empty()},
-                                    {"--test-fraction", a.test_fraction.has_value()}})
-    TORCH_CHECK(!given || !a.data.empty(), name, " needs --data (the file it reads)");
-  TORCH_CHECK(a.loss == "mse" || !a.model.empty(), "--loss ", a.loss,
+  a.data.check_needs_data();
+  TORCH_CHECK(a.data.loss == "mse" || !a.model.empty(), "--loss ", a.data.loss,
               " needs --model (the suite's workloads have their own losses)");
-  options.data_options.inputs(a.inputs).targets(a.targets).test_data(a.test_data);
-  if (a.test_fraction)
-    options.data_options.test_fraction(*a.test_fraction);
-  options.loss = a.loss == "mse" ? kan::Loss::kMSE : kan::Loss::kCrossEntropy;
+  options.data_options = a.data.load_options();
+  options.loss = a.data.loss_kind();
   options.time_limit_seconds = a.time_limit;
   options.edge_cases = !a.no_edge_cases;
   options.cupti = !a.no_cupti;
@@ -184,27 +176,13 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--model", args->model,
                   "Instead of the workloads: time, compare and audit this model (a kanbench "
                   "checkpoint or a pykan saveckpt prefix), trained with LBFGS at full batch");
-  cmd->add_option("--data", args->data,
-                  "The model's data: a CSV file, a NumPy .npy or .npz, or pykan's create_dataset "
-                  "dict saved with torch.save (docs/formats.md, \"Data files\"; default: "
-                  "synthetic, from the model itself)");
-  cmd->add_option("--inputs", args->inputs,
-                  "Input columns of --data (CSV, .npy): indices from 0, ranges, header names, "
-                  "e.g. 0-3,5 or x,y (default: all but the targets)");
-  cmd->add_option("--targets", args->targets,
-                  "Target columns of --data, written as --inputs (default: the last column)");
-  cmd->add_option("--test-data", args->test_data,
-                  "The test set, a file read as --data is (default: split off --data)");
-  cmd->add_option_function<double>(
-      "--test-fraction", [args](const double& fraction) { args->test_fraction = fraction; },
-      "Fraction of --data's rows held out as the test set by a seeded shuffle, in "
-      "(0, 1) (default 0.2, without --test-data)");
-  cmd->add_option("--loss", args->loss,
-                  "Loss of --model's training: mse, or cross-entropy (--data's target: one "
-                  "column of integer class labels below the model's output count; accuracy "
-                  "reported)")
-      ->check(CLI::IsMember({"mse", "cross-entropy", "cross_entropy"}))
-      ->capture_default_str();
+  add_data_options(cmd, args->data,
+                   "The model's data: a CSV file, a NumPy .npy or .npz, or pykan's create_dataset "
+                   "dict saved with torch.save (docs/formats.md, \"Data files\"; default: "
+                   "synthetic, from the model itself)",
+                   "Loss of --model's training: mse, or cross-entropy (--data's target: one "
+                   "column of integer class labels below the model's output count; accuracy "
+                   "reported)");
   cmd->add_option("--time-limit", args->time_limit,
                   "Seconds per case before it is recorded as timeout (0: the suite's default)")
       ->check(finite_number(0))

@@ -314,11 +314,22 @@ json to_json(const FitRecord& f) {
   json distributed = nullptr;
   if (c.distributed)
     distributed = {{"world_size", c.distributed->world_size}, {"backend", c.distributed->backend}};
+  json data = nullptr;
+  if (c.data)
+    data = {{"path", c.data->path},
+            {"format", c.data->format},
+            {"inputs", c.data->inputs},
+            {"targets", c.data->targets},
+            {"test_data", c.data->test_data.empty() ? json(nullptr) : json(c.data->test_data)},
+            {"test_fraction", c.data->test_fraction ? json(*c.data->test_fraction) : json(nullptr)},
+            {"classes", c.data->classes},
+            {"description", c.data->description}};
   const bool mlp = c.model_kind == ModelKind::kMLP;
   json j{{"schema_version", f.schema_version},
          {"command", "fit"},
          {"config",
-          {{"function", c.function},
+          {{"function", c.data ? json(nullptr) : json(c.function)},
+           {"data", data},
            {"train_num", c.train_num},
            {"test_num", c.test_num},
            {"seed", c.seed},
@@ -366,7 +377,30 @@ FitRecord fit_record_from_json(const json& value, const std::string& source) {
     f.schema_version = r.string("schema_version");
     check_command(r, "fit");
     ObjectReader c(r.required("config"), "config", lenient);
-    f.config.function = c.string("function");
+    // Required from 2.1; 2.0 files written before data files have none.
+    const json* data = minor >= 1 ? &c.required("data") : c.optional("data");
+    if (data != nullptr && !data->is_null()) {
+      if (!c.required("function").is_null())
+        io::fail(c.path_of("function"), "must be null when config.data names a data file");
+      ObjectReader d(*data, c.path_of("data"), lenient);
+      FitDataRun run;
+      run.path = d.string("path");
+      run.format = d.string("format");
+      run.inputs = io::as_strings(d.required("inputs"), d.path_of("inputs"));
+      run.targets = io::as_strings(d.required("targets"), d.path_of("targets"));
+      if (const auto& test = d.required("test_data"); !test.is_null())
+        run.test_data = io::as_string(test, d.path_of("test_data"));
+      run.test_fraction = d.nullable_number("test_fraction", Bound::kNonNegative);
+      run.classes = d.integer("classes", Bound::kNonNegative);
+      run.description = d.string("description");
+      if (run.inputs.empty() || run.targets.empty())
+        io::fail(d.path_of(run.inputs.empty() ? "inputs" : "targets"), "no columns");
+      d.finish();
+      f.config.data = run;
+      f.config.function.clear();
+    } else {
+      f.config.function = c.string("function");
+    }
     f.config.train_num = c.integer("train_num", Bound::kNonNegative);
     f.config.test_num = c.integer("test_num", Bound::kNonNegative);
     f.config.seed = io::as_unsigned(c.required("seed"), c.path_of("seed"));

@@ -188,7 +188,13 @@ FitSummary fit_summary_from_json(const json& document, const std::string& source
       io::fail("command", "expected \"fit\", got " + io::quoted(command));
     fit.config = r.required("config");
     ObjectReader config(fit.config, "config", kOtherKeys);
-    fit.function = config.string("function");
+    // A fit on a data file (fit.json 2.x's config.data) is named by its file.
+    if (const auto* data = config.optional("data")) {
+      ObjectReader d(*data, config.path_of("data"), kOtherKeys);
+      fit.data = d.string("path");
+    } else {
+      fit.function = config.string("function");
+    }
     fit.device = config.string("device");
     if (const auto kind = config.optional_string("model_kind"))
       fit.model_kind = *kind;
@@ -334,8 +340,9 @@ std::string header(const FitSummary& fit, const FitReportOptions& options) {
   for (const auto& stage : fit.stages)
     stages += (stages.empty() ? "" : ", ") + e(stage.title);
   return "<header><h1>" + e(options.title) + "</h1><p>" +
-         (options.fit_source.empty() ? "" : e(options.fit_source) + " &middot; ") + "function " +
-         e(fit.function) + " &middot; width " + e(to_string(fit.width)) +
+         (options.fit_source.empty() ? "" : e(options.fit_source) + " &middot; ") +
+         (fit.data.empty() ? "function " + e(fit.function) : "data " + e(fit.data)) +
+         " &middot; width " + e(to_string(fit.width)) +
          (fit.pruned_width ? " (pruned to " + e(to_string(*fit.pruned_width)) + ")" : "") +
          (fit.model_kind == "mlp"
               ? " &middot; MLP, " + e(fit.activation)

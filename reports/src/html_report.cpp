@@ -216,6 +216,169 @@ json grouped_bars(const Results& r, const std::string& id, const std::string& ti
           {"y_label", y_label}, {"labels", names}, {"datasets", datasets}};
 }
 
+// ---------------------------------------------------------------------------------------------
+// The accuracy section's pieces, shared by its charts and tables.
+
+constexpr const char* kAccuracyChartPrefix = "chart-accuracy-";
+constexpr const char* kKanColor = "#1f77b4"; // the palette's first two (report.js)
+constexpr const char* kMlpColor = "#ff7f0e";
+
+// A run's or a function's time, hours of it readable: "14.5 s", "12.3 min", "5.2 h".
+std::string duration_text(double seconds) {
+  char text[48];
+  if (seconds >= 7200)
+    std::snprintf(text, sizeof text, "%.1f h", seconds / 3600);
+  else if (seconds >= 120)
+    std::snprintf(text, sizeof text, "%.1f min", seconds / 60);
+  else
+    return io::format_seconds(seconds);
+  return text;
+}
+
+// An RMSE as the paper prints them: "2.13e-04".
+std::string rmse_text(double value) {
+  if (!std::isfinite(value))
+    return "-";
+  char text[48];
+  std::snprintf(text, sizeof text, "%.2e", value);
+  return text;
+}
+
+std::string width_text(const std::vector<int64_t>& width) {
+  std::string text = "[";
+  for (size_t i = 0; i < width.size(); ++i)
+    text += (i ? "," : "") + std::to_string(width[i]);
+  return text + "]";
+}
+
+const AccuracyPoint& point_at(const AccuracyRun& run, const AccuracyPointRef& ref) {
+  return run.fits[static_cast<size_t>(ref.fit)].points[static_cast<size_t>(ref.point)];
+}
+
+// What a point is, in a few words: "KAN [2,5,1] G=10 (refined), seed 0", "MLP [2,100,100,1]
+// silu, seed 0".
+std::string point_label(const AccuracyFit& fit, const AccuracyPoint& p) {
+  std::string text = (fit.family == "kan" ? "KAN " : "MLP ") + width_text(fit.width);
+  if (fit.family == "kan")
+    text += " G=" + std::to_string(p.grid) + " (" + p.stage + ")";
+  else if (!fit.activation.empty())
+    text += " " + fit.activation;
+  return text + ", seed " + std::to_string(fit.seed);
+}
+
+// Whether a point can sit on log axes.
+bool drawable(const AccuracyPoint& p) {
+  return p.parameters > 0 && std::isfinite(p.test_rmse) && p.test_rmse > 0;
+}
+
+// Test RMSE against parameters of one function on one device, log axes: every point of every
+// fit coloured by family, each family's Pareto front as a step line, and the paper's RMSEs as
+// dashed horizontal lines across the measured range (the paper gives no parameter counts).
+// The nearest of 1, 2, 5 times a power of ten at or below `value` (or at or above): log axes
+// that start and end there label their ends as round numbers.
+double round_down(double value) {
+  const double power = std::pow(10.0, std::floor(std::log10(value)));
+  for (const double step : {5.0, 2.0, 1.0})
+    if (step * power <= value)
+      return step * power;
+  return power;
+}
+double round_up(double value) {
+  const double power = std::pow(10.0, std::floor(std::log10(value)));
+  for (const double step : {1.0, 2.0, 5.0})
+    if (step * power >= value)
+      return step * power;
+  return 10 * power;
+}
+
+json accuracy_chart(const AccuracyRun& run, size_t index) {
+  const auto& s = run.summary[index];
+  json datasets = json::array();
+  // The axes' ranges: every point and line well inside, not on the frame.
+  double x_low = 0, x_high = 0, y_low = 0, y_high = 0;
+  const auto extend = [](double& low, double& high, double value) {
+    low = low == 0 ? value : std::min(low, value);
+    high = std::max(high, value);
+  };
+  for (const auto& [family, name, color] :
+       {std::tuple{"kan", "KAN", kKanColor}, std::tuple{"mlp", "MLP", kMlpColor}}) {
+    json points = json::array();
+    for (const auto& fit : run.fits) {
+      if (fit.function != s.function || fit.device != s.device || fit.family != family)
+        continue;
+      for (const auto& p : fit.points)
+        if (drawable(p)) {
+          points.push_back({p.parameters, p.test_rmse, point_label(fit, p)});
+          extend(x_low, x_high, static_cast<double>(p.parameters));
+          extend(y_low, y_high, p.test_rmse);
+        }
+    }
+    if (!points.empty())
+      datasets.push_back({{"label", std::string(name) + " fits"},
+                          {"points", points},
+                          {"color", color},
+                          {"line", false}});
+  }
+  for (const auto& [family, name, color] :
+       {std::tuple{"kan", "KAN", kKanColor}, std::tuple{"mlp", "MLP", kMlpColor}}) {
+    json front = json::array();
+    for (const auto& ref : pareto_front(run, s.function, s.device, family)) {
+      const auto& p = point_at(run, ref);
+      if (drawable(p))
+        front.push_back(
+            {p.parameters, p.test_rmse, point_label(run.fits[static_cast<size_t>(ref.fit)], p)});
+    }
+    if (!front.empty())
+      datasets.push_back({{"label", std::string(name) + " Pareto front"},
+                          {"points", front},
+                          {"color", color},
+                          {"stepped", true}});
+  }
+  // Without a measured point, the paper's lines span a range small models have.
+  if (x_high == 0) {
+    x_low = 10;
+    x_high = 1e4;
+  }
+  const double x_min = round_down(x_low / 1.5), x_max = round_up(x_high * 1.5);
+  if (s.published) {
+    const auto& paper = *s.published;
+    const auto line = [&](const std::string& label, const std::optional<double>& rmse,
+                          const char* color, std::vector<int> dash) {
+      if (!rmse || !(*rmse > 0))
+        return;
+      datasets.push_back({{"label", label},
+                          {"points", {{x_min, *rmse}, {x_max, *rmse}}},
+                          {"color", color},
+                          {"dashed", true},
+                          {"dash", dash}});
+      extend(y_low, y_high, *rmse);
+    };
+    const auto shape = [](const std::vector<int64_t>& width) {
+      return width.empty() ? std::string() : " " + width_text(width);
+    };
+    line("paper: best KAN" + shape(paper.best_kan_width), paper.best_kan_test_rmse, kKanColor,
+         {6, 4});
+    line("paper: minimal KAN" + shape(paper.minimal_kan_width), paper.minimal_kan_test_rmse,
+         kKanColor, {2, 3});
+    line("paper: MLP", paper.mlp_test_rmse, kMlpColor, {6, 4});
+  }
+  if (datasets.empty())
+    return nullptr;
+  return {{"id", kAccuracyChartPrefix + std::to_string(index)},
+          {"kind", "xy"},
+          {"title", s.function + " on " + s.device + ": test RMSE against parameters (log axes)"},
+          {"x_label", "parameters"},
+          {"y_label", "test RMSE"},
+          {"log_x", true},
+          {"log_y", true},
+          {"x_min", x_min},
+          {"x_max", x_max},
+          {"y_min", round_down(y_low / 1.5)},
+          {"y_max", round_up(y_high * 1.5)},
+          {"point_labels", true},
+          {"datasets", datasets}};
+}
+
 json chart_data(const Results& r) {
   json charts = json::array();
   auto add = [&](json chart) {
@@ -415,6 +578,10 @@ json chart_data(const Results& r) {
            {"datasets", datasets}});
   }
 
+  if (r.accuracy)
+    for (size_t k = 0; k < r.accuracy->summary.size(); ++k)
+      add(accuracy_chart(*r.accuracy, k));
+
   add(grouped_bars(
       r, "chart-memory", "Peak memory per case and target", "MiB",
       [](const CaseResult& c) -> std::optional<double> {
@@ -476,6 +643,10 @@ std::string devices_line(const Results& r) {
   for (const auto& s : r.scaling)
     if (s.status == CaseStatus::kOk)
       add_ran(s.device);
+  if (r.accuracy)
+    for (const auto& fit : r.accuracy->fits)
+      if (fit.error.empty())
+        add_ran(fit.device);
   std::string line = "<b>Devices:</b> ";
   if (ran.empty())
     line += "nothing ran";
@@ -506,6 +677,37 @@ std::string sweep_line(const Results& r) {
               " peaks at " + number(*t.best_samples_per_second) + " samples/s at batch " +
               std::to_string(*t.best_batch);
   return line;
+}
+
+// How many functions reproduce the paper's finding, counted over the summary entries that have
+// both a KAN and an MLP to compare.
+std::string accuracy_reproduced(const AccuracyRun& run) {
+  int64_t reproduced = 0, compared = 0;
+  for (const auto& s : run.summary)
+    if (s.kan_beats_mlp) {
+      ++compared;
+      reproduced += *s.kan_beats_mlp;
+    }
+  const bool per_device = run.devices.size() > 1;
+  std::string text = "the paper's finding (the best KAN's test RMSE at most the best MLP's) "
+                     "reproduces for <span class=\"figure\">" +
+                     std::to_string(reproduced) + " of " + std::to_string(compared) + "</span> " +
+                     (per_device ? "functions and devices" : "functions");
+  const auto missing = static_cast<int64_t>(run.summary.size()) - compared;
+  if (missing > 0)
+    text += " (" + std::to_string(missing) + " more without both a KAN and an MLP result)";
+  return text;
+}
+
+std::string accuracy_line(const Results& r) {
+  if (!r.accuracy)
+    return "";
+  const auto& a = *r.accuracy;
+  const auto failed = std::count_if(a.fits.begin(), a.fits.end(),
+                                    [](const AccuracyFit& f) { return !f.error.empty(); });
+  return "<b>Accuracy:</b> " + accuracy_reproduced(a) + "; " + std::to_string(a.fits.size()) +
+         " of " + std::to_string(a.planned_fits) + " planned fits finished" +
+         (failed ? ", " + std::to_string(failed) + " failed" : "");
 }
 
 // One item per comparison: how much faster, its spread, and its parity.
@@ -594,10 +796,15 @@ std::string baseline_line(const std::optional<BaselineComparison>& baseline,
 std::string verdict_section(const Results& r, const std::optional<BaselineComparison>& baseline,
                             const HtmlReportOptions& options) {
   std::string html = "<section id=\"verdict\"><h2>Verdict</h2><ul class=\"verdict\">";
+  // An accuracy run times nothing: what the timing lines would say of it is only noise.
+  const bool timed = !r.accuracy || !r.cases.empty() || !r.comparisons.empty() ||
+                     !r.edge_cases.empty() || baseline;
+  const auto if_timed = [&](std::string line) { return timed ? line : std::string(); };
   for (const auto& item :
-       {outcome_line(r), devices_line(r), sweep_line(r), speedup_line(r),
-        r.comparisons.empty() ? std::string() : parity_line(r), edge_cases_line(r), audit_line(r),
-        gpu_busy_line(r), baseline_line(baseline, options.baseline_source)})
+       {outcome_line(r), devices_line(r), accuracy_line(r), sweep_line(r),
+        if_timed(speedup_line(r)), r.comparisons.empty() ? std::string() : parity_line(r),
+        if_timed(edge_cases_line(r)), if_timed(audit_line(r)), gpu_busy_line(r),
+        if_timed(baseline_line(baseline, options.baseline_source))})
     if (!item.empty())
       html += "<li>" + item + "</li>";
   return html + "</ul></section>\n";
@@ -610,6 +817,8 @@ std::string charts_section(const json& charts, const Results& r) {
   bool activations_heading = false;
   for (const auto& chart : charts["charts"]) {
     const std::string id = chart["id"];
+    if (id.rfind(kAccuracyChartPrefix, 0) == 0)
+      continue; // drawn in the accuracy section, beside their table
     if (chart.value("small", false)) {
       if (!activations_heading) {
         const auto* c = activation_case(r);
@@ -683,6 +892,8 @@ std::string cases_section(const Results& r) {
          or_dash(c.threads, [](int64_t v) { return std::to_string(v); }),
          f.busy ? number(*f.busy * 100, 3) + "%" : "-"});
   }
+  if (rows.empty())
+    return "<section id=\"cases\"><h2>Cases</h2>\n<p>No cases in this run.</p>\n</section>\n";
   return "<section id=\"cases\"><h2>Cases</h2>\n" +
          detail::html_table("cases-table",
                             {"case",         "target",     "device",       "dtype",
@@ -867,6 +1078,133 @@ std::string sweep_section(const Results& r) {
          "</section>\n";
 }
 
+// A best point in the summary table: its RMSE, then what reached it.
+std::string best_cell(const AccuracyRun& run, const std::optional<AccuracyPointRef>& ref) {
+  if (!ref)
+    return "-";
+  const auto& fit = run.fits[static_cast<size_t>(ref->fit)];
+  const auto& p = point_at(run, *ref);
+  std::string what = width_text(fit.width);
+  if (fit.family == "kan")
+    what += ", G=" + std::to_string(p.grid);
+  else if (!fit.activation.empty())
+    what += ", " + fit.activation;
+  return rmse_text(p.test_rmse) + " <small>" + e(what) + ", " + std::to_string(p.parameters) +
+         " parameters</small>";
+}
+
+// One of the paper's numbers; blank where it published none.
+std::string paper_cell(const std::optional<double>& rmse, const std::vector<int64_t>& width) {
+  if (!rmse)
+    return "";
+  return rmse_text(*rmse) + (width.empty() ? "" : " <small>" + e(width_text(width)) + "</small>");
+}
+
+std::string accuracy_section(const Results& r) {
+  if (!r.accuracy)
+    return "";
+  const auto& a = *r.accuracy;
+  std::string html = "<section id=\"accuracy\"><h2>Accuracy</h2>\n";
+  if (static_cast<int64_t>(a.fits.size()) < a.planned_fits)
+    html += "<p class=\"warnings\" id=\"accuracy-incomplete\">Incomplete run: " +
+            std::to_string(a.fits.size()) + " of " + std::to_string(a.planned_fits) +
+            " planned fits finished. <code>kanbench accuracy</code> with the same "
+            "<code>--out</code> continues it (finished fits are kept).</p>\n";
+  std::string seeds, grids;
+  for (const auto seed : a.seeds)
+    seeds += (seeds.empty() ? "" : ", ") + std::to_string(seed);
+  for (const auto grid : a.grids)
+    grids += (grids.empty() ? "" : ", ") + std::to_string(grid);
+  html += "<p>The KAN paper's accuracy table <b>" + e(a.table) + "</b> re-measured, preset " +
+          e(a.preset) + ": " + std::to_string(a.functions.size()) + " function(s) on " +
+          std::to_string(a.devices.size()) + " device(s), seed(s) " + seeds +
+          ", KAN grid schedule " + grids + " (" + std::to_string(a.steps) +
+          " LBFGS steps per grid), " + std::to_string(a.train_num) + " training and " +
+          std::to_string(a.test_num) + " test samples; " + std::to_string(a.jobs) +
+          " fit(s) at a time, " + std::to_string(a.threads_per_fit) +
+          " thread(s) each; wall time " + duration_text(a.wall_seconds) +
+          ". Each KAN grid is a point (its parameters, its test RMSE after training at that "
+          "grid); an MLP is one point.</p>\n";
+  html += "<p id=\"accuracy-verdict\"><b>Reproduced?</b> " + accuracy_reproduced(a) + ".</p>\n";
+
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& s : a.summary) {
+    const auto& paper = s.published;
+    std::string reproduces = "-";
+    if (s.kan_beats_mlp)
+      reproduces = *s.kan_beats_mlp ? "<span class=\"status good\">yes</span>"
+                                    : "<span class=\"status bad\">no</span>";
+    rows.push_back(
+        {e(s.function), e(s.device), e(s.formula), best_cell(a, s.best_kan),
+         best_cell(a, s.best_mlp),
+         paper ? paper_cell(paper->best_kan_test_rmse, paper->best_kan_width) : "",
+         paper ? paper_cell(paper->minimal_kan_test_rmse, paper->minimal_kan_width) : "",
+         paper ? paper_cell(paper->mlp_test_rmse, {}) : "", reproduces,
+         std::to_string(s.fits) + (s.failed ? " <span class=\"status bad\">" +
+                                                  std::to_string(s.failed) + " failed</span>"
+                                            : ""),
+         duration_text(s.seconds)});
+  }
+  html += detail::html_table("accuracy-table",
+                             {"function", "device", "formula", "best KAN test RMSE",
+                              "best MLP test RMSE", "paper: best KAN", "paper: minimal KAN",
+                              "paper: MLP", "best KAN <= best MLP", "fits", "time"},
+                             rows);
+
+  std::vector<std::vector<std::string>> failed;
+  for (const auto& fit : a.fits)
+    if (!fit.error.empty())
+      failed.push_back({e(fit.key()), e(fit.role), io::format_seconds(fit.seconds), e(fit.error)});
+  html += "<h3>Failed fits</h3>\n" +
+          (failed.empty() ? std::string("<p>No fit failed.</p>\n")
+                          : detail::html_table("accuracy-failed-table",
+                                               {"fit", "role", "time", "error"}, failed));
+
+  for (size_t k = 0; k < a.summary.size(); ++k) {
+    const auto& s = a.summary[k];
+    html += "<h3>" + e(s.function) + " on " + e(s.device) + "</h3>\n<p>" + e(s.formula) +
+            (s.published && !s.published->source.empty()
+                 ? " &middot; the paper's numbers: " + e(s.published->source)
+                 : " &middot; not in the paper's tables") +
+            "</p>\n";
+    std::vector<std::vector<std::string>> points;
+    for (size_t i = 0; i < a.fits.size(); ++i) {
+      const auto& fit = a.fits[i];
+      if (fit.function != s.function || fit.device != s.device)
+        continue;
+      for (size_t j = 0; j < fit.points.size(); ++j) {
+        const auto& p = fit.points[j];
+        const AccuracyPointRef ref{static_cast<int64_t>(i), static_cast<int64_t>(j)};
+        std::string marks;
+        if (s.best_kan == ref || s.best_mlp == ref)
+          marks = "best";
+        if (std::find(s.pareto.begin(), s.pareto.end(), ref) != s.pareto.end())
+          marks += (marks.empty() ? "" : ", ") + std::string("Pareto");
+        points.push_back({e(fit.family), e(width_text(fit.width)), e(fit.activation), e(fit.role),
+                          std::to_string(fit.seed), e(p.stage),
+                          fit.family == "kan" ? std::to_string(p.grid) : "-",
+                          std::to_string(p.parameters), std::to_string(p.forward_flops),
+                          rmse_text(p.train_rmse), rmse_text(p.test_rmse),
+                          io::format_seconds(p.seconds), marks});
+      }
+    }
+    if (!accuracy_chart(a, k).is_null())
+      html += detail::chart_canvas(kAccuracyChartPrefix + std::to_string(k), false);
+    else
+      html += "<p>Nothing to draw: no finished fit with a test RMSE, and no number from the "
+              "paper.</p>\n";
+    if (!points.empty())
+      html +=
+          "<details><summary>Every point (" + std::to_string(points.size()) + ")</summary>\n" +
+          detail::html_table("accuracy-points-" + std::to_string(k),
+                             {"family", "width", "activation", "role", "seed", "stage", "grid",
+                              "parameters", "forward FLOPs", "train RMSE", "test RMSE", "time", ""},
+                             points) +
+          "</details>\n";
+  }
+  return html + "</section>\n";
+}
+
 std::string audit_section(const Results& r) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& c : r.cases)
@@ -1033,6 +1371,7 @@ std::string render_html_report(const Results& results, const HtmlReportOptions& 
                                 : "") +
           (results.run_id.empty() ? "" : " &middot; run " + e(results.run_id)) + "</p></header>\n";
   html += verdict_section(results, baseline, options);
+  html += accuracy_section(results);
   html += charts_section(charts, results);
   html += cases_section(results);
   html += comparisons_section(results);

@@ -71,17 +71,36 @@
       };
     }
     if (spec.kind === 'xy') {
-      // Lines through [x, y] points on numeric (optionally logarithmic) axes.
+      // Lines through [x, y] points on numeric (optionally logarithmic) axes, over x_min..x_max
+      // and y_min..y_max where the spec sets them. A dataset may set
+      // its `color`, be points only (`line: false`), a step line (`stepped`: along x first, as a
+      // Pareto front), or `dashed` (with its own `dash` pattern); a point may carry a label as
+      // its third element, which its tooltip shows with `point_labels`.
       options.scales = { x: axis(spec.x_label, spec.log_x ? 'logarithmic' : 'linear'),
                          y: axis(spec.y_label, spec.log_y ? 'logarithmic' : 'linear') };
+      ['x', 'y'].forEach(function (name) {
+        if (spec[name + '_min'] !== undefined) options.scales[name].min = spec[name + '_min'];
+        if (spec[name + '_max'] !== undefined) options.scales[name].max = spec[name + '_max'];
+      });
+      if (spec.point_labels) {
+        options.plugins.tooltip = { callbacks: { label: function (item) {
+          var where = '(' + item.parsed.x + ', ' + item.parsed.y.toPrecision(3) + ')';
+          return item.dataset.label + ': ' + (item.raw.label ? item.raw.label + ' ' : '') + where;
+        } } };
+      }
       return {
         type: 'scatter', options: options,
         data: {
           datasets: spec.datasets.map(function (d, i) {
-            var color = d.dashed ? '#444' : palette[i % palette.length];
-            return { label: d.label, showLine: true, borderColor: color, backgroundColor: color,
-                     borderDash: d.dashed ? [6, 4] : [], pointRadius: d.dashed ? 0 : 3,
-                     data: d.points.map(function (p) { return { x: p[0], y: p[1] }; }) };
+            var color = d.color || (d.dashed ? '#444' : palette[i % palette.length]);
+            var lineOnly = d.dashed || d.stepped;
+            return { label: d.label, showLine: d.line !== false,
+                     stepped: d.stepped ? 'before' : false, borderColor: color,
+                     backgroundColor: color, borderDash: d.dashed ? (d.dash || [6, 4]) : [],
+                     pointRadius: lineOnly ? 0 : 3,
+                     data: d.points.map(function (p) {
+                       return p.length > 2 ? { x: p[0], y: p[1], label: p[2] } : { x: p[0], y: p[1] };
+                     }) };
           })
         }
       };

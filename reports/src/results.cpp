@@ -112,7 +112,7 @@ auto tie(const RunConfig& c) {
 }
 auto tie(const Results& r) {
   return std::tie(r.schema_version, r.run_id, r.environment, r.config, r.cases, r.comparisons,
-                  r.edge_cases, r.scaling, r.sweep, r.wall_seconds);
+                  r.edge_cases, r.scaling, r.sweep, r.accuracy, r.wall_seconds);
 }
 auto tie(const CudaDevice& d) {
   return std::tie(d.index, d.name, d.compute_capability, d.multiprocessors, d.total_memory_bytes,
@@ -404,6 +404,10 @@ std::vector<std::string> run_problems(const Results& results) {
         problems.push_back(where + ": audit finding " +
                            (f.problem.empty() ? "" : f.problem + ": ") + f.message);
     }
+  if (results.accuracy)
+    for (const auto& fit : results.accuracy->fits)
+      if (!fit.error.empty())
+        problems.push_back("accuracy fit " + fit.key() + " failed: " + fit.error);
   for (const auto& c : results.comparisons)
     if (c.parity == Parity::kFail)
       problems.push_back(c.case_name + " " + c.a + " vs " + c.b + ": parity fails" +

@@ -9,7 +9,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <tuple>
 
 namespace kan::reports {
 
@@ -246,6 +248,88 @@ json to_json(const Sweep& s) {
                           {"message", c.message}});
   return {
       {"batches", s.batches}, {"points", points}, {"targets", targets}, {"crossovers", crossovers}};
+}
+
+// A diverged stage's RMSE (NaN or infinite) has no JSON number: null, as everywhere else.
+json rmse_json(double value) {
+  return std::isfinite(value) ? json(value) : json(nullptr);
+}
+
+json to_json(const AccuracyPointRef& ref) {
+  return {{"fit", ref.fit}, {"point", ref.point}};
+}
+
+json to_json(const std::optional<AccuracyPointRef>& ref) {
+  return ref ? to_json(*ref) : json(nullptr);
+}
+
+json to_json(const AccuracyPoint& p) {
+  return {{"stage", p.stage},
+          {"grid", p.grid},
+          {"parameters", p.parameters},
+          {"forward_flops", p.forward_flops},
+          {"train_rmse", rmse_json(p.train_rmse)},
+          {"test_rmse", rmse_json(p.test_rmse)},
+          {"seconds", p.seconds}};
+}
+
+json to_json(const AccuracyFit& f) {
+  json points = json::array();
+  for (const auto& p : f.points)
+    points.push_back(to_json(p));
+  return {{"function", f.function}, {"device", f.device}, {"family", f.family},
+          {"role", f.role},         {"width", f.width},   {"activation", f.activation},
+          {"seed", f.seed},         {"points", points},   {"seconds", f.seconds},
+          {"error", f.error}};
+}
+
+json to_json(const PublishedAccuracy& p) {
+  return {{"source", p.source},
+          {"minimal_kan_width", p.minimal_kan_width},
+          {"minimal_kan_test_rmse", nullable(p.minimal_kan_test_rmse)},
+          {"best_kan_width", p.best_kan_width},
+          {"best_kan_test_rmse", nullable(p.best_kan_test_rmse)},
+          {"mlp_test_rmse", nullable(p.mlp_test_rmse)}};
+}
+
+json to_json(const AccuracyFunction& f) {
+  json pareto = json::array();
+  for (const auto& ref : f.pareto)
+    pareto.push_back(to_json(ref));
+  return {{"function", f.function},
+          {"device", f.device},
+          {"formula", f.formula},
+          {"published", f.published ? to_json(*f.published) : json(nullptr)},
+          {"fits", f.fits},
+          {"failed", f.failed},
+          {"best_kan", to_json(f.best_kan)},
+          {"best_mlp", to_json(f.best_mlp)},
+          {"pareto", pareto},
+          {"kan_beats_mlp", nullable(f.kan_beats_mlp)},
+          {"seconds", f.seconds}};
+}
+
+json to_json(const AccuracyRun& r) {
+  json fits = json::array(), summary = json::array();
+  for (const auto& f : r.fits)
+    fits.push_back(to_json(f));
+  for (const auto& f : r.summary)
+    summary.push_back(to_json(f));
+  return {{"table", r.table},
+          {"preset", r.preset},
+          {"functions", r.functions},
+          {"devices", r.devices},
+          {"seeds", r.seeds},
+          {"train_num", r.train_num},
+          {"test_num", r.test_num},
+          {"grids", r.grids},
+          {"steps", r.steps},
+          {"jobs", r.jobs},
+          {"threads_per_fit", r.threads_per_fit},
+          {"planned_fits", r.planned_fits},
+          {"wall_seconds", r.wall_seconds},
+          {"fits", fits},
+          {"summary", summary}};
 }
 
 json to_json(const RunConfig& c) {
@@ -684,6 +768,284 @@ Sweep sweep_from_json(const json& value, const std::string& path, bool lenient) 
   return s;
 }
 
+// Integers of an array, each at least `min`.
+std::vector<int64_t> integers_from_json(const json& value, const std::string& path, int64_t min) {
+  return read_array<int64_t>(value, path, [&](const json& v, const std::string& p) {
+    const auto n = detail::as_integer(v, p, Bound::kNonNegative);
+    if (n < min)
+      detail::fail(p,
+                   "expected an integer >= " + std::to_string(min) + ", got " + std::to_string(n));
+    return n;
+  });
+}
+
+// A measured RMSE: null (a diverged or unmeasured stage) reads as NaN.
+double rmse_from_json(ObjectReader& r, const std::string& key) {
+  return r.nullable_number(key, Bound::kNonNegative).value_or(std::nan(""));
+}
+
+std::optional<AccuracyPointRef> point_ref_from_json(const json& value, const std::string& path,
+                                                    bool lenient) {
+  if (value.is_null())
+    return std::nullopt;
+  ObjectReader r(value, path, lenient);
+  AccuracyPointRef ref;
+  ref.fit = r.integer("fit", Bound::kNonNegative);
+  ref.point = r.integer("point", Bound::kNonNegative);
+  r.finish();
+  return ref;
+}
+
+AccuracyPoint accuracy_point_from_json(const json& value, const std::string& path, bool lenient) {
+  ObjectReader r(value, path, lenient);
+  AccuracyPoint p;
+  p.stage = r.string("stage");
+  p.grid = r.integer("grid", Bound::kNonNegative);
+  p.parameters = r.integer("parameters", Bound::kNonNegative);
+  p.forward_flops = r.integer("forward_flops", Bound::kNonNegative);
+  p.train_rmse = rmse_from_json(r, "train_rmse");
+  p.test_rmse = rmse_from_json(r, "test_rmse");
+  p.seconds = r.number("seconds", Bound::kNonNegative);
+  r.finish();
+  if (p.stage.empty())
+    detail::fail(r.path_of("stage"), "must not be empty");
+  return p;
+}
+
+AccuracyFit accuracy_fit_from_json(const json& value, const std::string& path, bool lenient) {
+  ObjectReader r(value, path, lenient);
+  AccuracyFit f;
+  f.function = r.string("function");
+  f.device = r.string("device");
+  f.family = r.string("family");
+  if (f.family != "kan" && f.family != "mlp")
+    detail::fail(r.path_of("family"), "expected one of kan, mlp; got " + detail::quoted(f.family));
+  f.role = r.string("role");
+  f.width = integers_from_json(r.required("width"), r.path_of("width"), 0);
+  f.activation = r.string("activation");
+  f.seed = detail::as_unsigned(r.required("seed"), r.path_of("seed"));
+  f.points = read_array<AccuracyPoint>(
+      r.required("points"), r.path_of("points"),
+      [&](const json& v, const std::string& p) { return accuracy_point_from_json(v, p, lenient); });
+  f.seconds = r.number("seconds", Bound::kNonNegative);
+  f.error = r.string("error");
+  r.finish();
+  if (f.function.empty())
+    detail::fail(r.path_of("function"), "must not be empty");
+  if (f.device.empty())
+    detail::fail(r.path_of("device"), "must not be empty");
+  if (f.error.empty() && f.points.empty())
+    detail::fail(r.path_of("points"), "is empty but error is empty (a fit that did not fail has "
+                                      "its stages' points)");
+  return f;
+}
+
+PublishedAccuracy published_from_json(const json& value, const std::string& path, bool lenient) {
+  ObjectReader r(value, path, lenient);
+  PublishedAccuracy p;
+  p.source = r.string("source");
+  p.minimal_kan_width =
+      integers_from_json(r.required("minimal_kan_width"), r.path_of("minimal_kan_width"), 0);
+  p.minimal_kan_test_rmse = r.nullable_number("minimal_kan_test_rmse", Bound::kNonNegative);
+  p.best_kan_width =
+      integers_from_json(r.required("best_kan_width"), r.path_of("best_kan_width"), 0);
+  p.best_kan_test_rmse = r.nullable_number("best_kan_test_rmse", Bound::kNonNegative);
+  p.mlp_test_rmse = r.nullable_number("mlp_test_rmse", Bound::kNonNegative);
+  r.finish();
+  return p;
+}
+
+AccuracyFunction accuracy_function_from_json(const json& value, const std::string& path,
+                                             bool lenient) {
+  ObjectReader r(value, path, lenient);
+  AccuracyFunction f;
+  f.function = r.string("function");
+  f.device = r.string("device");
+  f.formula = r.string("formula");
+  if (const auto& published = r.required("published"); !published.is_null())
+    f.published = published_from_json(published, r.path_of("published"), lenient);
+  f.fits = r.integer("fits", Bound::kNonNegative);
+  f.failed = r.integer("failed", Bound::kNonNegative);
+  f.best_kan = point_ref_from_json(r.required("best_kan"), r.path_of("best_kan"), lenient);
+  f.best_mlp = point_ref_from_json(r.required("best_mlp"), r.path_of("best_mlp"), lenient);
+  f.pareto = read_array<AccuracyPointRef>(r.required("pareto"), r.path_of("pareto"),
+                                          [&](const json& v, const std::string& p) {
+                                            if (v.is_null())
+                                              detail::fail(p, "expected an object, got null");
+                                            return *point_ref_from_json(v, p, lenient);
+                                          });
+  if (const auto& beats = r.required("kan_beats_mlp"); !beats.is_null())
+    f.kan_beats_mlp = detail::as_bool(beats, r.path_of("kan_beats_mlp"));
+  f.seconds = r.number("seconds", Bound::kNonNegative);
+  r.finish();
+  return f;
+}
+
+// A point reference as the messages show it: "accuracy.fits[0].points[3] (test RMSE 0.002)".
+std::string describe_ref(const AccuracyRun& run, const std::optional<AccuracyPointRef>& ref,
+                         const std::string& fits_path) {
+  if (!ref)
+    return "null";
+  const auto& point =
+      run.fits[static_cast<size_t>(ref->fit)].points[static_cast<size_t>(ref->point)];
+  return detail::index_path(
+             detail::child_path(detail::index_path(fits_path, static_cast<size_t>(ref->fit)),
+                                "points"),
+             static_cast<size_t>(ref->point)) +
+         " (test RMSE " + detail::format_number(point.test_rmse) + ", " +
+         std::to_string(point.parameters) + " parameters)";
+}
+
+// Where a reference points must exist: a fit of the run and a point of that fit.
+void check_ref(const AccuracyRun& run, const AccuracyPointRef& ref, const std::string& path,
+               const std::string& fits_path) {
+  if (static_cast<size_t>(ref.fit) >= run.fits.size())
+    detail::fail(detail::child_path(path, "fit"), std::to_string(ref.fit) + " is not a fit (" +
+                                                      fits_path + " has " +
+                                                      std::to_string(run.fits.size()) + ")");
+  const auto& fit = run.fits[static_cast<size_t>(ref.fit)];
+  if (static_cast<size_t>(ref.point) >= fit.points.size())
+    detail::fail(detail::child_path(path, "point"),
+                 std::to_string(ref.point) + " is not a point of " +
+                     detail::index_path(fits_path, static_cast<size_t>(ref.fit)) + " (it has " +
+                     std::to_string(fit.points.size()) + ")");
+}
+
+// The derived fields of each summary entry must be what summarize_accuracy() makes of the fits:
+// a file whose summary contradicts what it summarises is refused rather than shown.
+void check_accuracy_summary(const AccuracyRun& run, const std::string& path) {
+  const auto fits_path = detail::child_path(path, "fits");
+  const auto summary_path = detail::child_path(path, "summary");
+  AccuracyRun expected = run;
+  summarize_accuracy(expected);
+  for (size_t k = 0; k < run.summary.size(); ++k) {
+    const auto& s = run.summary[k];
+    const auto& e = expected.summary[k];
+    const auto entry = detail::index_path(summary_path, k);
+    const auto key = [&](const char* name) { return detail::child_path(entry, name); };
+    const std::string of = detail::quoted(s.function) + " on " + detail::quoted(s.device);
+    for (const auto& [name, ref] :
+         {std::pair{"best_kan", s.best_kan}, std::pair{"best_mlp", s.best_mlp}})
+      if (ref)
+        check_ref(run, *ref, key(name), fits_path);
+    for (size_t i = 0; i < s.pareto.size(); ++i)
+      check_ref(run, s.pareto[i], detail::index_path(key("pareto"), i), fits_path);
+
+    if (s.fits != e.fits)
+      detail::fail(key("fits"), "is " + std::to_string(s.fits) + " but " + fits_path + " has " +
+                                    std::to_string(e.fits) + " fits of " + of);
+    if (s.failed != e.failed)
+      detail::fail(key("failed"), "is " + std::to_string(s.failed) + " but " +
+                                      std::to_string(e.failed) + " of the fits of " + of +
+                                      " failed");
+    for (const auto& [name, family, stated, computed] :
+         {std::tuple{"best_kan", "KAN", s.best_kan, e.best_kan},
+          std::tuple{"best_mlp", "MLP", s.best_mlp, e.best_mlp}})
+      if (!(stated == computed))
+        detail::fail(key(name), "is " + describe_ref(run, stated, fits_path) + " but the " +
+                                    family + " point of lowest test RMSE of " + of + " is " +
+                                    describe_ref(run, computed, fits_path));
+    if (s.pareto != e.pareto) {
+      const auto list = [&](const std::vector<AccuracyPointRef>& refs) {
+        std::string text = "[";
+        for (size_t i = 0; i < refs.size(); ++i)
+          text += (i ? ", " : "") + describe_ref(run, refs[i], fits_path);
+        return detail::elide(text + "]", 400);
+      };
+      detail::fail(key("pareto"), "is " + list(s.pareto) +
+                                      " but the Pareto front of the points of " + of + " is " +
+                                      list(e.pareto));
+    }
+    if (s.kan_beats_mlp != e.kan_beats_mlp) {
+      const auto text = [](const std::optional<bool>& b) {
+        return b ? std::string(*b ? "true" : "false") : std::string("null");
+      };
+      detail::fail(key("kan_beats_mlp"), "is " + text(s.kan_beats_mlp) +
+                                             " but the best KAN and MLP points of " + of + " (" +
+                                             describe_ref(run, e.best_kan, fits_path) + ", " +
+                                             describe_ref(run, e.best_mlp, fits_path) +
+                                             ") make it " + text(e.kan_beats_mlp));
+    }
+    if (!(std::fabs(s.seconds - e.seconds) <= 1e-9 * std::max({1.0, s.seconds, e.seconds})))
+      detail::fail(key("seconds"), "is " + detail::format_number(s.seconds) +
+                                       " but the seconds of the fits of " + of + " sum to " +
+                                       detail::format_number(e.seconds));
+  }
+}
+
+AccuracyRun accuracy_from_json(const json& value, const std::string& path, bool lenient) {
+  ObjectReader r(value, path, lenient);
+  AccuracyRun a;
+  a.table = r.string("table");
+  a.preset = r.string("preset");
+  a.functions = detail::as_strings(r.required("functions"), r.path_of("functions"));
+  a.devices = detail::as_strings(r.required("devices"), r.path_of("devices"));
+  a.seeds = read_array<uint64_t>(
+      r.required("seeds"), r.path_of("seeds"),
+      [](const json& v, const std::string& p) { return detail::as_unsigned(v, p); });
+  a.train_num = r.integer("train_num", Bound::kNonNegative);
+  a.test_num = r.integer("test_num", Bound::kNonNegative);
+  a.grids = integers_from_json(r.required("grids"), r.path_of("grids"), 1);
+  a.steps = r.integer("steps", Bound::kNonNegative);
+  a.jobs = r.integer("jobs", Bound::kNonNegative);
+  a.threads_per_fit = r.integer("threads_per_fit", Bound::kNonNegative);
+  a.planned_fits = r.integer("planned_fits", Bound::kNonNegative);
+  a.wall_seconds = r.number("wall_seconds", Bound::kNonNegative);
+  a.fits = read_array<AccuracyFit>(
+      r.required("fits"), r.path_of("fits"),
+      [&](const json& v, const std::string& p) { return accuracy_fit_from_json(v, p, lenient); });
+  a.summary = read_array<AccuracyFunction>(r.required("summary"), r.path_of("summary"),
+                                           [&](const json& v, const std::string& p) {
+                                             return accuracy_function_from_json(v, p, lenient);
+                                           });
+  r.finish();
+
+  if (static_cast<int64_t>(a.fits.size()) > a.planned_fits)
+    detail::fail(r.path_of("planned_fits"), "is " + std::to_string(a.planned_fits) + " but " +
+                                                r.path_of("fits") + " has " +
+                                                std::to_string(a.fits.size()) + " fits");
+  // Fits are unique by key (a resumed run skips a fit by it).
+  std::map<std::string, size_t> keys;
+  for (size_t i = 0; i < a.fits.size(); ++i) {
+    const auto [first, added] = keys.emplace(a.fits[i].key(), i);
+    if (!added)
+      detail::fail(detail::index_path(r.path_of("fits"), i),
+                   "same key " + detail::quoted(first->first) + " as " +
+                       detail::index_path(r.path_of("fits"), first->second) +
+                       " (function, device, family, width, activation and seed)");
+  }
+  // One summary entry per function and device of the run, and one for every fit's.
+  const auto listed = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  for (size_t k = 0; k < a.summary.size(); ++k) {
+    const auto& s = a.summary[k];
+    const auto entry = detail::index_path(r.path_of("summary"), k);
+    if (!listed(a.functions, s.function))
+      detail::fail(detail::child_path(entry, "function"),
+                   detail::quoted(s.function) + " is not one of " + r.path_of("functions"));
+    if (!listed(a.devices, s.device))
+      detail::fail(detail::child_path(entry, "device"),
+                   detail::quoted(s.device) + " is not one of " + r.path_of("devices"));
+    for (size_t j = 0; j < k; ++j)
+      if (a.summary[j].function == s.function && a.summary[j].device == s.device)
+        detail::fail(entry, "same function " + detail::quoted(s.function) + " and device " +
+                                detail::quoted(s.device) + " as " +
+                                detail::index_path(r.path_of("summary"), j));
+  }
+  for (size_t i = 0; i < a.fits.size(); ++i) {
+    const auto& f = a.fits[i];
+    if (std::none_of(a.summary.begin(), a.summary.end(), [&](const AccuracyFunction& s) {
+          return s.function == f.function && s.device == f.device;
+        }))
+      detail::fail(detail::index_path(r.path_of("fits"), i),
+                   "no entry of " + r.path_of("summary") + " is for its function " +
+                       detail::quoted(f.function) + " on " + detail::quoted(f.device));
+  }
+  check_accuracy_summary(a, path);
+  return a;
+}
+
 RunConfig config_from_json(const json& value, const std::string& path, bool lenient) {
   ObjectReader r(value, path, lenient);
   RunConfig c;
@@ -850,6 +1212,8 @@ json to_json(const Results& results) {
   }
   if (results.sweep)
     j["sweep"] = to_json(*results.sweep);
+  if (results.accuracy)
+    j["accuracy"] = to_json(*results.accuracy);
   put_optional(j, "wall_seconds", results.wall_seconds);
   // Required since 1.1.0; left out only for a Results read from a 1.0 file (which had none).
   put_nonempty(j, "run_id", results.run_id);
@@ -914,6 +1278,12 @@ Results results_from_json(const json& value, const std::string& source) {
       if (minor < 4)
         detail::fail("sweep", "not part of schema " + results.schema_version + " (from 1.4.0)");
       results.sweep = sweep_from_json(*sweep, "sweep", lenient);
+    }
+    // From 1.5.0; absent unless the run is a `kanbench accuracy` run.
+    if (const auto* accuracy = r.optional("accuracy")) {
+      if (minor < 5)
+        detail::fail("accuracy", "not part of schema " + results.schema_version + " (from 1.5.0)");
+      results.accuracy = accuracy_from_json(*accuracy, "accuracy", lenient);
     }
     results.wall_seconds = r.optional_number("wall_seconds", Bound::kNonNegative);
     r.finish();

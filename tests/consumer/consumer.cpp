@@ -1,6 +1,7 @@
 // Uses each installed library once: a KAN forward, a device audit, a result model, a file, a
 // catalogue function (Boost.Math compiled into kan, no Boost here), the paper's results
-// (compiled in: no data file installed) and a data-file format (which links kan's readers and zlib).
+// (compiled in: no data file installed) and a data-file format (which links kan's readers and
+// zlib).
 #include <kan/diagnostics/device_audit.h>
 #include <kan/function_catalogue.h>
 #include <kan/io/atomic_file.h>

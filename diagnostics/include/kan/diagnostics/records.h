@@ -44,9 +44,21 @@ struct FitCommunication {
   double wait_seconds = 0;
 };
 
-/// What `kanbench fit` trained: the reference function, the data and the options.
+/// A fit on a user's data file (kan::load_dataset) instead of a reference function.
+struct FitDataRun {
+  std::string path;                         ///< as given
+  std::string format;                       ///< kan::to_string(DataFormat): "csv", "npz", ...
+  std::vector<std::string> inputs, targets; ///< the columns read, by name (LoadedDataset)
+  std::string test_data;               ///< the test set's file; "": split off, or the file's own
+  std::optional<double> test_fraction; ///< the held-out fraction, when split off
+  int64_t classes = 0;                 ///< classification's class count; 0: regression
+  std::string description;             ///< LoadedDataset::description
+};
+
+/// What `kanbench fit` trained: the reference function or data file, and the options.
 struct FitRun {
-  std::string function = "toy"; ///< a kan::reference_functions() name
+  std::string function = "toy";   ///< a kan::reference_functions() name; "" with `data`
+  std::optional<FitDataRun> data; ///< the data file; none: the function's samples
   int64_t train_num = 1000;
   int64_t test_num = 1000;
   uint64_t seed = 0;          ///< of data, model and minibatches

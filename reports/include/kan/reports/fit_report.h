@@ -100,7 +100,8 @@ struct FitSymbolic {
 /// What the report of a fit shows.
 struct FitSummary {
   std::string schema_version;
-  std::string function; ///< the reference function fitted, "toy"
+  std::string function; ///< the reference function fitted, "toy"; "" with data
+  std::string data;     ///< the data file fitted instead of a function; "" without
   /// "kan" or "mlp" (config.model_kind, from fit.json 2.1; "kan" before).
   std::string model_kind = "kan";
   std::vector<FitLayerWidth> width; ///< of the model trained (config.model)

@@ -40,7 +40,9 @@ struct HtmlReportOptions {
 ///
 /// The <head> records the run id (html_report_run_id()) and the results file's name
 /// (<meta name="kanbench-results">). Sections (each a <section id=...>): `verdict` (devices,
-/// speedups, parity, edge cases, audit findings, regressions), `charts` (epoch time per case and
+/// speedups, parity, edge cases, audit findings, regressions), `accuracy` (with an accuracy run:
+/// its summary table, failed fits, and per function and device a Pareto chart
+/// `chart-accuracy-K` of test RMSE against parameters), `charts` (epoch time per case and
 /// target with IQR bars, speedup, loss curves of each parity pair, learned activation functions,
 /// memory), `cases`, `comparisons`, `edge-cases`, `audit`, `baseline` (with a baseline), `gbench-N`
 /// (per Google Benchmark file), `environment`, `configuration`. The data behind the charts is

@@ -8,6 +8,7 @@
 /// a run may leave out entirely is a `std::optional` (or an empty vector / map) and is not
 /// written at all when empty. No number is ever invented: leave it empty.
 
+#include "kan/reports/accuracy.h"
 #include "kan/reports/environment.h"
 #include "kan/reports/monitoring.h"
 
@@ -23,7 +24,7 @@ namespace kan::reports {
 
 /// The version of the results.json format this library writes; a file with another major
 /// version is refused. Bump on every change (major: incompatible, minor: keys added).
-inline constexpr const char* kSchemaVersion = "1.5.0";
+inline constexpr const char* kSchemaVersion = "1.6.0";
 
 /// A fresh id for one run: its start time (UTC, to the second) and 64 random bits,
 /// "20261129T183608Z-9f3c0a7d51e2b486". Sortable by time; two runs get the same id with
@@ -340,6 +341,8 @@ struct Results {
   std::vector<EdgeCaseResult> edge_cases;
   std::vector<ScalingResult> scaling; ///< `kanbench scaling`; not written when empty (from 1.3)
   std::optional<Sweep> sweep;         ///< `kanbench sweep`; not written when empty (from 1.4)
+  /// `kanbench accuracy`; not written when absent (from 1.5). Such a run has no cases.
+  std::optional<AccuracyRun> accuracy;
   std::optional<double> wall_seconds; ///< the whole run
 
   bool operator==(const Results&) const;
@@ -362,10 +365,10 @@ void fill_epoch_statistics(CaseResult& result);
 /// with epoch times.
 void fill_speedup(Comparison& comparison, const CaseResult& a, const CaseResult& b);
 
-/// What a CI gate fails a run on, one line each: a case (or sweep point) that failed, a
-/// comparison whose parity failed, an edge case that failed, an audit finding (GPU not used
-/// included). Skipped targets,
-/// timeouts and out-of-memory cases are measurements, not failures. Empty: the run passed.
+/// What a CI gate fails a run on, one line each: a case (or sweep point, or accuracy fit) that
+/// failed, a comparison whose parity failed, an edge case that failed, an audit finding (GPU not
+/// used included). Skipped targets, timeouts and out-of-memory cases are measurements, not
+/// failures. Empty: the run passed.
 std::vector<std::string> run_problems(const Results& results);
 
 bool operator==(const CudaDevice& a, const CudaDevice& b);
