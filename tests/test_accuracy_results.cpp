@@ -62,6 +62,9 @@ TEST(AccuracyFit, KeyNamesFunctionDeviceFamilyWidthActivationAndSeed) {
   // The role is why a model was chosen, not which model it is.
   kan.role = "minimal";
   EXPECT_EQ(kan.key(), "jv/cpu/kan/[2,5,1]/seed0");
+  // Except a pruned KAN's: trained otherwise than the unpruned KAN of its width.
+  kan.role = "pruned-lamb0.01";
+  EXPECT_EQ(kan.key(), "jv/cpu/kan/[2,5,1]/pruned-lamb0.01/seed0");
 }
 
 TEST(SummarizeAccuracy, BestsParetoFrontVerdictAndCounts) {

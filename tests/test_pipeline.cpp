@@ -12,14 +12,6 @@
 namespace {
 
 using namespace kan;
-using test::error_of;
-
-// The error that `call` throws contains `fragment`.
-#define EXPECT_THROW_WITH(call, fragment)                                                          \
-  do {                                                                                             \
-    const auto message = error_of([&] { call; });                                                  \
-    EXPECT_NE(message.find(fragment), std::string::npos) << "got: '" << message << "'";            \
-  } while (0)
 
 Dataset toy_data() {
   const auto& toy = reference_function("toy");

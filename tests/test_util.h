@@ -89,6 +89,13 @@ template <typename F> std::string error_of(F&& f) {
   return {};
 }
 
+/// The c10::Error that `call` throws contains `fragment`.
+#define EXPECT_THROW_WITH(call, fragment)                                                          \
+  do {                                                                                             \
+    const auto message = ::kan::test::error_of([&] { call; });                                     \
+    EXPECT_NE(message.find(fragment), std::string::npos) << "got: '" << message << "'";            \
+  } while (0)
+
 /// A fixture with a fresh scratch folder per test, removed afterwards.
 class ScratchDirTest : public ::testing::Test {
 protected:

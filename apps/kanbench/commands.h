@@ -17,6 +17,10 @@ namespace kanbench {
 /// `kanbench fit`: trains a KAN on a reference function and writes fit.json and a checkpoint.
 void add_fit_command(CLI::App& app, int& exit_code);
 
+/// `kanbench accuracy`: KANs and MLPs on the KAN paper's function tables -> results.json with an
+/// accuracy section, resumable.
+void add_accuracy_command(CLI::App& app, int& exit_code);
+
 /// `kanbench env`: prints the environment report (versions, CUDA, devices, CPU, threads).
 void add_env_command(CLI::App& app, int& exit_code);
 

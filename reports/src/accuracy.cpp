@@ -106,6 +106,9 @@ std::string AccuracyFit::key() const {
   text += "]/";
   if (!activation.empty())
     text += activation + "/";
+  // A pruned KAN is trained differently from the unpruned one of the same width.
+  if (role.rfind("pruned", 0) == 0)
+    text += role + "/";
   return text + "seed" + std::to_string(seed);
 }
 

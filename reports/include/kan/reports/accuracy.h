@@ -42,7 +42,8 @@ struct AccuracyFit {
 
   /// Identifies the fit within a run (what a resumed run skips):
   /// "jv/cpu/kan/[2,5,1]/seed0", "jv/cpu/mlp/[2,100,100,1]/tanh/seed2": function, device,
-  /// family, width, the activation when there is one, seed. `role` is not part of it.
+  /// family, width, the activation when there is one, seed. `role` is not part of it, except
+  /// for a pruned KAN's ("jv/cpu/kan/[2,5,1]/pruned-lamb0.01/seed0"): its training differs.
   std::string key() const;
   bool operator==(const AccuracyFit&) const;
 };

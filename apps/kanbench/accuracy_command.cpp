@@ -1,0 +1,237 @@
+// `kanbench accuracy`: the options of kan::bench::run_accuracy (kan/bench/accuracy.h) on the
+// command line. DIR/results.json is rewritten (atomically) after every finished fit, so a killed
+// run continues where it stopped when started again with the same --out; DIR/report.html at the
+// end.
+#include "commands.h"
+#include "values.h"
+
+#include "kan/bench/accuracy.h"
+#include "kan/diagnostics/environment.h"
+#include "kan/io/atomic_file.h"
+#include "kan/reports/html_report.h"
+#include "kan/reports/results_io.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+
+namespace kanbench {
+namespace {
+
+struct AccuracyArgs {
+  kan::bench::AccuracyOptions options;
+  std::string out = "results/accuracy";
+};
+
+std::string scientific(std::optional<double> value) {
+  if (!value || std::isnan(*value))
+    return "-";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", *value);
+  return text;
+}
+
+std::string width_text(const std::vector<int64_t>& width) {
+  std::string text = "[";
+  for (size_t i = 0; i < width.size(); ++i)
+    text += (i ? "," : "") + std::to_string(width[i]);
+  return text + "]";
+}
+
+std::string minutes(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, seconds < 120 ? "%.0f s" : "%.1f min",
+                seconds < 120 ? seconds : seconds / 60);
+  return text;
+}
+
+// "best KAN 1.2e-04 ([2,5,1] G=20, 134 parameters)".
+std::string best_text(const kan::reports::AccuracyRun& run,
+                      const std::optional<kan::reports::AccuracyPointRef>& best) {
+  if (!best)
+    return "-";
+  const auto& fit = run.fits.at(best->fit);
+  const auto& point = fit.points.at(best->point);
+  return scientific(point.test_rmse) + " (" + width_text(fit.width) +
+         (fit.family == "kan" ? " G=" + std::to_string(point.grid) : " " + fit.activation) + ", " +
+         std::to_string(point.parameters) + " parameters)";
+}
+
+std::string summary_line(const kan::reports::AccuracyRun& run,
+                         const kan::reports::AccuracyFunction& f) {
+  std::string line = f.function + (run.devices.size() > 1 ? " on " + f.device : "") +
+                     ": best KAN " + best_text(run, f.best_kan) + ", best MLP " +
+                     best_text(run, f.best_mlp);
+  if (f.kan_beats_mlp)
+    line += *f.kan_beats_mlp ? ": KAN <= MLP" : ": MLP < KAN";
+  if (f.published)
+    line += "; paper: best KAN " + scientific(f.published->best_kan_test_rmse) + ", MLP " +
+            scientific(f.published->mlp_test_rmse);
+  if (f.failed)
+    line += "; " + std::to_string(f.failed) + " fit(s) failed";
+  return line;
+}
+
+int run_accuracy_command(AccuracyArgs& a) {
+  namespace fs = std::filesystem;
+  kan::io::check_output_folder(a.out, "--out");
+  const auto path = (fs::path(a.out) / "results.json").string();
+  const auto report = (fs::path(a.out) / "report.html").string();
+  kan::io::check_output_file(path, "--out");
+  kan::io::check_output_file(report, "--out");
+
+  kan::reports::Results results;
+  if (fs::exists(path)) {
+    auto previous = kan::reports::read_results_file(path);
+    TORCH_CHECK(previous.accuracy, "--out ", a.out, " holds ", path,
+                " of another command (no accuracy section): use another --out");
+    results.run_id = previous.run_id; // the same run, continued
+    a.options.resume = *previous.accuracy;
+  }
+  // The plan first: bad options fail before anything runs, and progress knows each function's
+  // number of fits.
+  std::vector<kan::bench::AccuracyModel> models;
+  const auto planned = kan::bench::plan_accuracy(a.options, &models);
+  std::map<std::pair<std::string, std::string>, int64_t> fits_of; // (function, device)
+  for (const auto& m : models)
+    ++fits_of[{m.function, m.device}];
+  if (a.options.resume) {
+    std::cerr << "resuming " << path << ": " << a.options.resume->fits.size() << " of "
+              << planned.planned_fits << " fits done; skipping them\n";
+  }
+  std::cerr << "accuracy: " << planned.table << " table, " << planned.preset << " preset, "
+            << planned.functions.size() << " functions x " << planned.devices.size()
+            << " device(s), " << planned.planned_fits << " fits, " << planned.jobs << " at once ("
+            << planned.threads_per_fit << " thread(s) each)\n";
+
+  results.environment = kan::diagnostics::collect_environment();
+  results.config.suite = "accuracy";
+  results.config.devices = planned.devices;
+  results.config.out = a.out;
+
+  const auto start = std::chrono::steady_clock::now();
+  size_t done_before = a.options.resume ? a.options.resume->fits.size() : 0;
+  std::map<std::pair<std::string, std::string>, int64_t> finished;
+  if (a.options.resume)
+    for (const auto& fit : a.options.resume->fits)
+      ++finished[{fit.function, fit.device}];
+  size_t functions_done = 0;
+  for (const auto& [key, count] : fits_of)
+    functions_done += finished[key] >= count;
+
+  a.options.on_fit = [&](const kan::reports::AccuracyRun& run,
+                         const kan::reports::AccuracyFit* fit) {
+    results.accuracy = run;
+    results.wall_seconds = run.wall_seconds;
+    kan::reports::write_results_file(path, results);
+    if (!fit)
+      return;
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const size_t done = run.fits.size() - done_before;
+    const size_t left = static_cast<size_t>(run.planned_fits) - run.fits.size();
+    const std::string time = minutes(elapsed) + " elapsed, ~" +
+                             minutes(elapsed / std::max<size_t>(done, 1) * left) + " left";
+    std::string what = fit->function + " " + fit->family + " " + width_text(fit->width) +
+                       (fit->activation.empty() ? "" : " " + fit->activation) + " seed " +
+                       std::to_string(fit->seed);
+    if (!fit->error.empty())
+      what += ": failed: " + fit->error;
+    else
+      what += ": test RMSE " + scientific(fit->points.back().test_rmse) + " (" +
+              std::to_string(fit->points.back().parameters) + " parameters)";
+    std::fprintf(stderr, "[%zu/%lld] %s, %s; %s\n", run.fits.size(),
+                 static_cast<long long>(run.planned_fits), what.c_str(),
+                 minutes(fit->seconds).c_str(), time.c_str());
+    const std::pair<std::string, std::string> key{fit->function, fit->device};
+    if (++finished[key] == fits_of[key]) {
+      ++functions_done;
+      for (const auto& f : run.summary)
+        if (f.function == fit->function && f.device == fit->device)
+          std::printf("[function %zu/%zu] %s; %s\n", functions_done, fits_of.size(),
+                      summary_line(run, f).c_str(), time.c_str());
+      std::fflush(stdout);
+    }
+  };
+  const auto run = kan::bench::run_accuracy(a.options);
+  results.accuracy = run;
+  results.wall_seconds = run.wall_seconds;
+  std::vector<std::string> failures;
+  write_results_and_report(results, a.out, "kanbench accuracy: " + run.table + " table", failures);
+
+  int reproduced = 0, compared = 0;
+  std::cout << "\n";
+  for (const auto& f : run.summary) {
+    std::cout << summary_line(run, f) << "\n";
+    if (f.kan_beats_mlp) {
+      ++compared;
+      reproduced += *f.kan_beats_mlp;
+    }
+  }
+  std::cout << "the paper's finding (best KAN <= best MLP) holds for " << reproduced << " of "
+            << compared << " functions; " << run.fits.size() << " fits in "
+            << minutes(run.wall_seconds) << " -> " << path << ", " << report << "\n";
+  return failures.empty() ? 0 : 1;
+}
+
+} // namespace
+
+void add_accuracy_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<AccuracyArgs>();
+  auto& o = args->options;
+  auto* cmd = app.add_subcommand(
+      "accuracy", "Re-measure the KAN paper's accuracy tables: KANs and MLPs on its special "
+                  "functions or Feynman equations (docs/accuracy.md)");
+  cmd->add_option("--table", o.table, "special (Table 1) or feynman (Table 2)")
+      ->check(CLI::IsMember({"special", "feynman"}))
+      ->capture_default_str();
+  cmd->add_option("--functions", o.functions,
+                  "Only these functions of the table, comma separated (`kanbench functions` "
+                  "lists them); default: all")
+      ->delimiter(',');
+  cmd->add_option("--preset", o.preset,
+                  "quick (1 seed, the paper's minimal KAN shapes and two MLPs, G = 3..20, 100 "
+                  "steps per grid) or paper (the paper's protocol: 3 seeds, KANs of width 5 and "
+                  "depth 2-6 plus its minimal and best shapes, MLPs of width 5 and 100 and depth "
+                  "2-6, G = 3..200, 200 LBFGS steps per grid)")
+      ->check(CLI::IsMember({"quick", "paper"}))
+      ->capture_default_str();
+  cmd->add_option("--devices", o.devices, "Devices each fit runs on, comma separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--jobs", o.jobs,
+                  "Fits at once (default: the machine's cores / --threads-per-fit)")
+      ->check(integer_at_least(1));
+  cmd->add_option("--threads-per-fit", o.threads_per_fit, "Intra-op CPU threads of each fit")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--seeds", o.seeds, "Seeds, comma separated (default: the preset's)")
+      ->delimiter(',')
+      ->check(unsigned_64());
+  cmd->add_option("--steps", o.steps, "LBFGS steps per grid (default: the preset's)")
+      ->check(integer_at_least(1));
+  cmd->add_option("--grids", o.grids,
+                  "The KANs' grid schedule, comma separated and growing (default: the preset's)")
+      ->delimiter(',')
+      ->check(integer_at_least(1));
+  cmd->add_flag("--prune", o.prune,
+                "paper preset: add the paper's sparsified and pruned KANs (lamb 1e-2 and 1e-3, "
+                "then pykan's prune) for every width-5 KAN");
+  cmd->add_option("--train-num", o.train_num, "Training samples per function")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--test-num", o.test_num, "Test samples per function")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--out", args->out,
+                  "Output folder for results.json (rewritten after every fit; a rerun with the "
+                  "same --out continues it) and report.html")
+      ->capture_default_str();
+  cmd->callback([args, &exit_code] { exit_code = run_accuracy_command(*args); });
+}
+
+} // namespace kanbench
