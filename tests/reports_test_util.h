@@ -3,6 +3,7 @@
 // reading a report's HTML back.
 
 #include "kan/reports/results.h"
+#include "kan/reports/results_io.h"
 #include "kan/reports/statistics.h"
 
 #include <gtest/gtest.h>
@@ -429,6 +430,28 @@ inline Results synthetic_run(uint32_t seed, double toy_seconds, double deep_seco
 }
 
 /// A string that would run script if a report let it through unescaped.
+/// The error reading `j` as file "run/results.json"; fails the test when there is none.
+inline ResultsError results_error_of(const nlohmann::json& j) {
+  try {
+    results_from_json(j, "run/results.json");
+  } catch (const ResultsError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no ResultsError for " << j.dump().substr(0, 200);
+  return ResultsError("", "", "");
+}
+
+/// Reading `j` fails at `key_path` with a problem containing `problem_part`, in one line
+/// "run/results.json: KEY.PATH: PROBLEM".
+inline void expect_results_error(const nlohmann::json& j, const std::string& key_path,
+                                 const std::string& problem_part) {
+  const auto e = results_error_of(j);
+  EXPECT_EQ(e.file(), "run/results.json");
+  EXPECT_EQ(e.key_path(), key_path) << e.what();
+  EXPECT_NE(e.problem().find(problem_part), std::string::npos) << e.what();
+  EXPECT_EQ(std::string(e.what()).rfind("run/results.json: " + key_path + ": ", 0), 0u) << e.what();
+}
+
 inline const std::string kHostile = "</script><img src=x onerror=alert(1)>";
 
 /// How often `part` occurs in `text` (overlapping occurrences count).

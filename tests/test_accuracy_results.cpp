@@ -20,23 +20,8 @@ using Ref = AccuracyPointRef;
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 const double kInf = std::numeric_limits<double>::infinity();
 
-// The error reading `j` as file "run/results.json"; fails the test when there is none.
-ResultsError error_of(const json& j) {
-  try {
-    results_from_json(j, "run/results.json");
-  } catch (const ResultsError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no ResultsError for " << j.dump().substr(0, 200);
-  return ResultsError("", "", "");
-}
-
-void expect_error(const json& j, const std::string& key_path, const std::string& problem_part) {
-  const auto e = error_of(j);
-  EXPECT_EQ(e.file(), "run/results.json");
-  EXPECT_EQ(e.key_path(), key_path) << e.what();
-  EXPECT_NE(e.problem().find(problem_part), std::string::npos) << e.what();
-}
+using test::expect_results_error;
+using test::results_error_of;
 
 // A run of one function ("f" on cpu) with these fits, summarised.
 AccuracyRun run_of(std::vector<AccuracyFit> fits) {
@@ -221,45 +206,50 @@ TEST(AccuracyJson, ASummaryThatContradictsItsFitsIsRefused) {
   const auto good = to_json(test::sample_accuracy_results());
   auto j = good;
   j["accuracy"]["summary"][0]["best_kan"] = {{"fit", 1}, {"point", 1}};
-  expect_error(j, "accuracy.summary[0].best_kan",
-               "is accuracy.fits[1].points[1] (test RMSE 0.002, 140 parameters) but the KAN point "
-               "of lowest test RMSE of \"jv\" on \"cpu\" is accuracy.fits[0].points[2] (test RMSE "
-               "0.002, 48 parameters)");
+  expect_results_error(
+      j, "accuracy.summary[0].best_kan",
+      "is accuracy.fits[1].points[1] (test RMSE 0.002, 140 parameters) but the KAN point "
+      "of lowest test RMSE of \"jv\" on \"cpu\" is accuracy.fits[0].points[2] (test RMSE "
+      "0.002, 48 parameters)");
   j = good;
   j["accuracy"]["summary"][2]["best_mlp"] = {{"fit", 8}, {"point", 0}};
-  expect_error(j, "accuracy.summary[2].best_mlp",
-               "but the MLP point of lowest test RMSE of "
-               "\"fresnel\" on \"cpu\" is null");
+  expect_results_error(j, "accuracy.summary[2].best_mlp",
+                       "but the MLP point of lowest test RMSE of "
+                       "\"fresnel\" on \"cpu\" is null");
   j = good;
   j["accuracy"]["summary"][0]["best_kan"] = nullptr;
-  expect_error(j, "accuracy.summary[0].best_kan", "is null but");
+  expect_results_error(j, "accuracy.summary[0].best_kan", "is null but");
   // A point's RMSE changed under its summary.
   j = good;
   j["accuracy"]["fits"][1]["points"][0]["test_rmse"] = 1e-4;
-  expect_error(j, "accuracy.summary[0].best_kan", "is accuracy.fits[0].points[2]");
+  expect_results_error(j, "accuracy.summary[0].best_kan", "is accuracy.fits[0].points[2]");
   j = good;
   j["accuracy"]["summary"][0]["fits"] = 4;
-  expect_error(j, "accuracy.summary[0].fits", "is 4 but accuracy.fits has 5 fits of \"jv\"");
+  expect_results_error(j, "accuracy.summary[0].fits",
+                       "is 4 but accuracy.fits has 5 fits of \"jv\"");
   j = good;
   j["accuracy"]["summary"][0]["failed"] = 0;
-  expect_error(j, "accuracy.summary[0].failed", "is 0 but 1 of the fits of \"jv\" on \"cpu\"");
+  expect_results_error(j, "accuracy.summary[0].failed",
+                       "is 0 but 1 of the fits of \"jv\" on \"cpu\"");
   j = good;
   j["accuracy"]["summary"][0]["pareto"].erase(3);
-  expect_error(j, "accuracy.summary[0].pareto", "but the Pareto front of the points of \"jv\"");
+  expect_results_error(j, "accuracy.summary[0].pareto",
+                       "but the Pareto front of the points of \"jv\"");
   j = good;
   j["accuracy"]["summary"][0]["pareto"].push_back({{"fit", 1}, {"point", 1}});
-  expect_error(j, "accuracy.summary[0].pareto", "accuracy.fits[1].points[1]");
+  expect_results_error(j, "accuracy.summary[0].pareto", "accuracy.fits[1].points[1]");
   j = good;
   j["accuracy"]["summary"][0]["kan_beats_mlp"] = true;
-  expect_error(j, "accuracy.summary[0].kan_beats_mlp", "is true but the best KAN and MLP points");
+  expect_results_error(j, "accuracy.summary[0].kan_beats_mlp",
+                       "is true but the best KAN and MLP points");
   j = good;
   j["accuracy"]["summary"][2]["kan_beats_mlp"] = false;
-  expect_error(j, "accuracy.summary[2].kan_beats_mlp", "make it null");
+  expect_results_error(j, "accuracy.summary[2].kan_beats_mlp", "make it null");
   j = good;
   j["accuracy"]["summary"][1]["seconds"] = 5.0;
-  expect_error(j, "accuracy.summary[1].seconds",
-               "is 5.0 but the seconds of the fits of "
-               "\"ellipj\" on \"cpu\" sum to 4.75");
+  expect_results_error(j, "accuracy.summary[1].seconds",
+                       "is 5.0 but the seconds of the fits of "
+                       "\"ellipj\" on \"cpu\" sum to 4.75");
   // Rounding of another producer's sum is not a contradiction.
   j = good;
   j["accuracy"]["summary"][1]["seconds"] = 4.75 * (1 + 1e-12);
@@ -267,20 +257,21 @@ TEST(AccuracyJson, ASummaryThatContradictsItsFitsIsRefused) {
   // A reference to nothing.
   j = good;
   j["accuracy"]["summary"][0]["best_mlp"] = {{"fit", 99}, {"point", 0}};
-  expect_error(j, "accuracy.summary[0].best_mlp.fit", "99 is not a fit (accuracy.fits has 9)");
+  expect_results_error(j, "accuracy.summary[0].best_mlp.fit",
+                       "99 is not a fit (accuracy.fits has 9)");
   j = good;
   j["accuracy"]["summary"][0]["pareto"][0] = {{"fit", 0}, {"point", 3}};
-  expect_error(j, "accuracy.summary[0].pareto[0].point",
-               "3 is not a point of accuracy.fits[0] (it has 3)");
+  expect_results_error(j, "accuracy.summary[0].pareto[0].point",
+                       "3 is not a point of accuracy.fits[0] (it has 3)");
   j = good;
   j["accuracy"]["planned_fits"] = 8;
-  expect_error(j, "accuracy.planned_fits", "is 8 but accuracy.fits has 9 fits");
+  expect_results_error(j, "accuracy.planned_fits", "is 8 but accuracy.fits has 9 fits");
 }
 
 TEST(AccuracyJson, TheSectionIsPartOfSchema15) {
   auto j = to_json(test::sample_accuracy_results());
   j["schema_version"] = "1.4.0";
-  expect_error(j, "accuracy", "not part of schema 1.4.0 (from 1.5.0)");
+  expect_results_error(j, "accuracy", "not part of schema 1.4.0 (from 1.5.0)");
   // An older file without it still reads.
   j.erase("accuracy");
   EXPECT_NO_THROW(results_from_json(j));
@@ -289,14 +280,14 @@ TEST(AccuracyJson, TheSectionIsPartOfSchema15) {
 TEST(AccuracyJson, UnknownKeysAreRefusedUnlessTheMinorVersionIsNewer) {
   auto j = to_json(test::sample_accuracy_results());
   j["accuracy"]["fits"][0]["points"][0]["test_mse"] = 1e-4;
-  expect_error(j, "accuracy.fits[0].points[0].test_mse", "unknown key");
+  expect_results_error(j, "accuracy.fits[0].points[0].test_mse", "unknown key");
   j["schema_version"] = "1.99.0";
   EXPECT_NO_THROW(results_from_json(j));
   for (const char* where : {"/accuracy", "/accuracy/summary/0", "/accuracy/summary/0/published",
                             "/accuracy/summary/0/best_kan", "/accuracy/fits/2"}) {
     auto k = to_json(test::sample_accuracy_results());
     k[json::json_pointer(where)]["later"] = true;
-    const auto e = error_of(k);
+    const auto e = results_error_of(k);
     EXPECT_NE(e.problem().find("unknown key"), std::string::npos) << where << ": " << e.what();
     k["schema_version"] = "1.99.0";
     EXPECT_NO_THROW(results_from_json(k)) << where;
@@ -309,27 +300,29 @@ TEST(AccuracyJson, FitKeysAreUnique) {
   again["role"] = "another role"; // not part of the key
   j["accuracy"]["fits"].push_back(again);
   j["accuracy"]["planned_fits"] = 10;
-  expect_error(j, "accuracy.fits[9]",
-               "same key \"jv/cpu/mlp/[2,5,5,1]/silu/seed0\" as accuracy.fits[2]");
+  expect_results_error(j, "accuracy.fits[9]",
+                       "same key \"jv/cpu/mlp/[2,5,5,1]/silu/seed0\" as accuracy.fits[2]");
 }
 
 TEST(AccuracyJson, SummaryEntriesBelongToTheRun) {
   const auto good = to_json(test::sample_accuracy_results());
   auto j = good;
   j["accuracy"]["summary"][2]["function"] = "sph_harm";
-  expect_error(j, "accuracy.summary[2].function", "\"sph_harm\" is not one of accuracy.functions");
+  expect_results_error(j, "accuracy.summary[2].function",
+                       "\"sph_harm\" is not one of accuracy.functions");
   j = good;
   j["accuracy"]["summary"][1]["device"] = "cuda:0";
-  expect_error(j, "accuracy.summary[1].device", "\"cuda:0\" is not one of accuracy.devices");
+  expect_results_error(j, "accuracy.summary[1].device",
+                       "\"cuda:0\" is not one of accuracy.devices");
   j = good;
   j["accuracy"]["summary"][2] = j["accuracy"]["summary"][1];
-  expect_error(j, "accuracy.summary[2]",
-               "same function \"ellipj\" and device \"cpu\" as accuracy.summary[1]");
+  expect_results_error(j, "accuracy.summary[2]",
+                       "same function \"ellipj\" and device \"cpu\" as accuracy.summary[1]");
   // A fit that no entry summarises.
   j = good;
   j["accuracy"]["summary"].erase(2);
-  expect_error(j, "accuracy.fits[8]",
-               "no entry of accuracy.summary is for its function \"fresnel\" on \"cpu\"");
+  expect_results_error(j, "accuracy.fits[8]",
+                       "no entry of accuracy.summary is for its function \"fresnel\" on \"cpu\"");
 }
 
 TEST(AccuracyJson, FieldsAreTypeCheckedWithTheirKeyPath) {
@@ -378,16 +371,16 @@ TEST(AccuracyJson, FieldsAreTypeCheckedWithTheirKeyPath) {
        }) {
     auto j = good;
     j[json::json_pointer(c.pointer)] = c.value;
-    expect_error(j, c.path, c.problem);
+    expect_results_error(j, c.path, c.problem);
   }
   for (const char* key : {"table", "planned_fits", "fits", "summary", "grids"}) {
     auto j = good;
     j["accuracy"].erase(key);
-    expect_error(j, std::string("accuracy.") + key, "missing");
+    expect_results_error(j, std::string("accuracy.") + key, "missing");
   }
   auto j = good;
   j["accuracy"]["fits"][3].erase("activation");
-  expect_error(j, "accuracy.fits[3].activation", "missing");
+  expect_results_error(j, "accuracy.fits[3].activation", "missing");
 }
 
 TEST(AccuracyResults, FailedFitsAreProblemsAndTheOtherReadersCope) {

@@ -126,16 +126,7 @@ TEST_F(FitData, ChosenColumnsAndASplitAreRecorded) {
 }
 
 TEST_F(FitData, ClassifiesWithCrossEntropy) {
-  std::mt19937 random(3);
-  std::uniform_real_distribution<double> uniform(-1, 1);
-  std::string text;
-  for (int i = 0; i < 200; ++i) {
-    const double x = uniform(random), y = uniform(random);
-    char row[96];
-    std::snprintf(row, sizeof row, "%.17g;%.17g;%d\n", x, y, x + y > 0 ? 1 : 0);
-    text += row;
-  }
-  write("classes.csv", text);
+  write("classes.csv", kan::test::separable_classes_csv(';'));
   const auto run =
       fit("--data " + path("classes.csv") + " --loss cross-entropy --width 2,2,2 --steps 5");
   ASSERT_EQ(run.exit_code, 0) << run.output;

@@ -84,16 +84,7 @@ TEST_F(CliMlp, FitWritesAFitJsonTheStrictReaderReadsBack) {
 }
 
 TEST_F(CliMlp, FitsAUsersDataFileAsAKanDoes) {
-  std::mt19937 random(3);
-  std::uniform_real_distribution<double> uniform(-1, 1);
-  std::string text;
-  for (int i = 0; i < 200; ++i) {
-    const double x = uniform(random), y = uniform(random);
-    char row[96];
-    std::snprintf(row, sizeof row, "%.17g,%.17g,%d\n", x, y, x + y > 0 ? 1 : 0);
-    text += row;
-  }
-  std::ofstream(path("classes.csv")) << text;
+  std::ofstream(path("classes.csv")) << kan::test::separable_classes_csv(',');
   const auto run =
       run_kanbench("fit --model mlp --width 2,8,2 --data " + path("classes.csv") +
                    " --loss cross-entropy --steps 10 --trace-steps 0 --out " + path("out"));

@@ -17,24 +17,8 @@ using namespace kan::reports;
 using json = nlohmann::json;
 using ResultsIo = test::ReportsScratchTest;
 
-// The error reading `j` as file "run/results.json"; fails the test when there is none.
-ResultsError error_of(const json& j) {
-  try {
-    results_from_json(j, "run/results.json");
-  } catch (const ResultsError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no ResultsError for " << j.dump().substr(0, 200);
-  return ResultsError("", "", "");
-}
-
-void expect_error(const json& j, const std::string& key_path, const std::string& problem_part) {
-  const auto e = error_of(j);
-  EXPECT_EQ(e.file(), "run/results.json");
-  EXPECT_EQ(e.key_path(), key_path) << e.what();
-  EXPECT_NE(e.problem().find(problem_part), std::string::npos) << e.what();
-  EXPECT_EQ(std::string(e.what()).rfind("run/results.json: " + key_path + ": ", 0), 0u) << e.what();
-}
+using test::expect_results_error;
+using test::results_error_of;
 
 TEST(ResultsJson, RoundTripIsIdentical) {
   const auto results = test::sample_results();
@@ -131,16 +115,16 @@ TEST(ResultsJson, SweepFindsTheCrossoverAndSaturation) {
   auto j = to_json(test::sample_results());
   ASSERT_TRUE(j.contains("sweep"));
   j["schema_version"] = "1.3.0";
-  expect_error(j, "sweep", "not part of schema 1.3.0 (from 1.4.0)");
+  expect_results_error(j, "sweep", "not part of schema 1.3.0 (from 1.4.0)");
   j = to_json(test::sample_results());
   j["sweep"]["points"][2]["batch"] = 100;
-  expect_error(j, "sweep.points[2].batch", "100 is not one of the sweep's batches");
+  expect_results_error(j, "sweep.points[2].batch", "100 is not one of the sweep's batches");
   j = to_json(test::sample_results());
   j["sweep"]["points"][0]["batch"] = 0;
-  expect_error(j, "sweep.points[0].batch", "expected an integer >= 1, got 0");
+  expect_results_error(j, "sweep.points[0].batch", "expected an integer >= 1, got 0");
   j = to_json(test::sample_results());
   j["sweep"]["points"][0]["median_epoch_seconds"] = nullptr;
-  expect_error(j, "sweep.points[0].median_epoch_seconds", "is null but status is \"ok\"");
+  expect_results_error(j, "sweep.points[0].median_epoch_seconds", "is null but status is \"ok\"");
   // A failed point and a finding at a point are problems for the CI gate.
   auto failing = test::sample_results();
   failing.sweep->points[3].status = CaseStatus::kFailed;
@@ -153,7 +137,7 @@ TEST(ResultsJson, SweepFindsTheCrossoverAndSaturation) {
   EXPECT_TRUE(results_from_json(to_json(failing)) == failing);
   j = to_json(test::sample_results());
   j["sweep"]["points"].back()["reason"] = "";
-  expect_error(j, "sweep.points[8].reason", "is empty but status is \"timeout\"");
+  expect_results_error(j, "sweep.points[8].reason", "is empty but status is \"timeout\"");
 }
 
 TEST(Statistics, CoefficientOfVariation) {
@@ -265,67 +249,68 @@ TEST(ResultsJson, RunProblemsAreWhatACiGateFailsOn) {
 TEST(ResultsJson, MissingKeyNamesItsPath) {
   auto j = to_json(test::sample_results());
   j["cases"][1].erase("median_epoch_seconds");
-  expect_error(j, "cases[1].median_epoch_seconds", "missing");
+  expect_results_error(j, "cases[1].median_epoch_seconds", "missing");
   j = to_json(test::sample_results());
   j.erase("edge_cases");
-  expect_error(j, "edge_cases", "missing");
+  expect_results_error(j, "edge_cases", "missing");
   j = to_json(test::sample_results());
   j["environment"]["cuda_devices"][0].erase("name");
-  expect_error(j, "environment.cuda_devices[0].name", "missing");
+  expect_results_error(j, "environment.cuda_devices[0].name", "missing");
 }
 
 TEST(ResultsJson, WrongTypeNamesItsPath) {
   auto j = to_json(test::sample_results());
   j["cases"][2]["median_epoch_seconds"] = "fast";
-  expect_error(j, "cases[2].median_epoch_seconds", "expected a number, got a string (\"fast\")");
+  expect_results_error(j, "cases[2].median_epoch_seconds",
+                       "expected a number, got a string (\"fast\")");
   j = to_json(test::sample_results());
   j["cases"][0]["epoch_seconds"][3] = nullptr;
-  expect_error(j, "cases[0].epoch_seconds[3]", "expected a number, got null");
+  expect_results_error(j, "cases[0].epoch_seconds[3]", "expected a number, got null");
   j = to_json(test::sample_results());
   j["cases"][0]["peak_memory_bytes"] = 1.5;
-  expect_error(j, "cases[0].peak_memory_bytes", "expected an integer");
+  expect_results_error(j, "cases[0].peak_memory_bytes", "expected an integer");
   j = to_json(test::sample_results());
   j["comparisons"] = json::object();
-  expect_error(j, "comparisons", "expected an array, got an object");
+  expect_results_error(j, "comparisons", "expected an array, got an object");
   j = to_json(test::sample_results());
   j["environment"]["cuda_available"] = "yes";
-  expect_error(j, "environment.cuda_available", "expected true or false");
+  expect_results_error(j, "environment.cuda_available", "expected true or false");
   j = to_json(test::sample_results());
   j["cases"][1]["gpu_activity"]["epochs"][1]["kernels"] = -1.5;
-  expect_error(j, "cases[1].gpu_activity.epochs[1].kernels", "expected an integer");
+  expect_results_error(j, "cases[1].gpu_activity.epochs[1].kernels", "expected an integer");
   j = to_json(test::sample_results());
   j["edge_cases"][1]["measurements"]["limit_bytes"] = "512 MB";
-  expect_error(j, "edge_cases[1].measurements.limit_bytes", "expected a number");
+  expect_results_error(j, "edge_cases[1].measurements.limit_bytes", "expected a number");
 }
 
 TEST(ResultsJson, BadValuesNameTheirPath) {
   auto j = to_json(test::sample_results());
   j["cases"][0]["status"] = "done";
-  expect_error(j, "cases[0].status", "expected one of ok, skipped, failed, oom, timeout");
+  expect_results_error(j, "cases[0].status", "expected one of ok, skipped, failed, oom, timeout");
   j = to_json(test::sample_results());
   j["comparisons"][0]["parity"] = "maybe";
-  expect_error(j, "comparisons[0].parity", "expected one of pass, fail");
+  expect_results_error(j, "comparisons[0].parity", "expected one of pass, fail");
   j = to_json(test::sample_results());
   j["edge_cases"][0]["status"] = "ok";
-  expect_error(j, "edge_cases[0].status", "expected one of pass, fail, skipped");
+  expect_results_error(j, "edge_cases[0].status", "expected one of pass, fail, skipped");
   j = to_json(test::sample_results());
   j["cases"][0]["activations"][1]["y"] = {1.0};
-  expect_error(j, "cases[0].activations[1].y", "has 1 values but x has 3");
+  expect_results_error(j, "cases[0].activations[1].y", "has 1 values but x has 3");
 }
 
 TEST(ResultsJson, StatusPromisesAreChecked) {
   auto j = to_json(test::sample_results());
   j["cases"][0]["median_epoch_seconds"] = nullptr;
-  expect_error(j, "cases[0].median_epoch_seconds", "is null but status is \"ok\"");
+  expect_results_error(j, "cases[0].median_epoch_seconds", "is null but status is \"ok\"");
   j = to_json(test::sample_results());
   j["cases"][2].erase("final_accuracy");
-  expect_error(j, "cases[2]", "neither final_test_rmse nor final_accuracy");
+  expect_results_error(j, "cases[2]", "neither final_test_rmse nor final_accuracy");
   j = to_json(test::sample_results());
   j["cases"][3]["median_epoch_seconds"] = 0.5;
-  expect_error(j, "cases[3]", "a skipped case has no numbers");
+  expect_results_error(j, "cases[3]", "a skipped case has no numbers");
   j = to_json(test::sample_results());
   j["cases"][3]["reason"] = "";
-  expect_error(j, "cases[3].reason", "is empty but status is \"skipped\"");
+  expect_results_error(j, "cases[3].reason", "is empty but status is \"skipped\"");
 }
 
 // Times, counts, sizes, rates and differences cannot be negative; fractions are 0..1.
@@ -405,7 +390,7 @@ TEST(ResultsJson, ImpossibleValuesNameTheirPath) {
     SCOPED_TRACE(row.pointer);
     auto j = to_json(test::sample_results());
     j[json::json_pointer(row.pointer)] = row.value;
-    expect_error(j, row.key_path, negative + row.problem);
+    expect_results_error(j, row.key_path, negative + row.problem);
   }
   const Row fractions[] = {
       {"/cases/2/final_accuracy", 1.5, "cases[2].final_accuracy", "1.5"},
@@ -417,7 +402,7 @@ TEST(ResultsJson, ImpossibleValuesNameTheirPath) {
     SCOPED_TRACE(row.pointer);
     auto j = to_json(test::sample_results());
     j[json::json_pointer(row.pointer)] = row.value;
-    expect_error(j, row.key_path, fraction + row.problem);
+    expect_results_error(j, row.key_path, fraction + row.problem);
   }
   // Zero is a value, not an error (a run can take no memory; an accuracy can be 0 or 1).
   auto j = to_json(test::sample_results());
@@ -465,7 +450,7 @@ TEST(ResultsJson, StatisticsThatContradictTheEpochTimesAreRefused) {
     auto j = to_json(test::sample_results());
     j[json::json_pointer(row.pointer)] = row.value;
     if (*row.key_path)
-      expect_error(j, row.key_path, row.problem);
+      expect_results_error(j, row.key_path, row.problem);
     else
       EXPECT_NO_THROW(results_from_json(j));
   }
@@ -478,18 +463,18 @@ TEST(ResultsJson, StatisticsThatContradictTheEpochTimesAreRefused) {
   j["cases"][2]["iqr_epoch_seconds"] = 1e-15;
   EXPECT_NO_THROW(results_from_json(j));
   j["cases"][2]["iqr_epoch_seconds"] = 1e-6;
-  expect_error(j, "cases[2].iqr_epoch_seconds",
-               "is 1e-06 but the interquartile range of epoch_seconds is 0.0");
+  expect_results_error(j, "cases[2].iqr_epoch_seconds",
+                       "is 1e-06 but the interquartile range of epoch_seconds is 0.0");
 
   // A statistic without epoch times to be one of: a timeout with a median.
   j = to_json(test::sample_results());
   j["cases"][2]["status"] = "timeout";
   j["cases"][2]["reason"] = "timed out after 60 s";
   j["cases"][2]["epoch_seconds"] = json::array();
-  expect_error(j, "cases[2].median_epoch_seconds",
-               "is 2.0 but epoch_seconds is empty (it is the median of epoch_seconds)");
+  expect_results_error(j, "cases[2].median_epoch_seconds",
+                       "is 2.0 but epoch_seconds is empty (it is the median of epoch_seconds)");
   j["cases"][2]["median_epoch_seconds"] = nullptr;
-  expect_error(j, "cases[2].iqr_epoch_seconds", "but epoch_seconds is empty");
+  expect_results_error(j, "cases[2].iqr_epoch_seconds", "but epoch_seconds is empty");
   j["cases"][2]["iqr_epoch_seconds"] = nullptr;
   EXPECT_NO_THROW(results_from_json(j));
 }
@@ -536,11 +521,11 @@ TEST(ResultsJson, RunIdIsWrittenAndChecked) {
            {std::string(100000, 'x'), "(100000 characters)"},
            {42, "expected a string, got an integer (42)"}}) {
     j["run_id"] = value;
-    expect_error(j, "run_id", problem);
-    EXPECT_LT(std::string(error_of(j).what()).size(), 300u);
+    expect_results_error(j, "run_id", problem);
+    EXPECT_LT(std::string(results_error_of(j).what()).size(), 300u);
   }
   j.erase("run_id");
-  expect_error(j, "run_id", "missing (a required key)");
+  expect_results_error(j, "run_id", "missing (a required key)");
 }
 
 TEST(ResultsJson, FilesOfSchema10WithoutRunIdStillRead) {
@@ -556,7 +541,7 @@ TEST(ResultsJson, FilesOfSchema10WithoutRunIdStillRead) {
   EXPECT_EQ(to_json(old), j);
   // 1.0 had no run_id: there it is an unknown key.
   j["run_id"] = new_run_id();
-  expect_error(j, "run_id", "unknown key");
+  expect_results_error(j, "run_id", "unknown key");
   // Results of 1.1 without a run id do not read (and so are not written).
   auto nameless = test::sample_results();
   nameless.run_id.clear();
@@ -646,30 +631,30 @@ TEST_F(ResultsIo, TextErrorsNameTheKeyPathAndStayShort) {
 TEST(ResultsJson, CrossReferencesAreChecked) {
   auto j = to_json(test::sample_results());
   j["comparisons"][0]["b"] = "tpu";
-  expect_error(j, "comparisons[0].b", "no case with name \"toy\" and target \"tpu\"");
+  expect_results_error(j, "comparisons[0].b", "no case with name \"toy\" and target \"tpu\"");
   j = to_json(test::sample_results());
   j["cases"][1]["target"] = "cpu";
-  expect_error(j, "cases[1]", "same name \"toy\" and target \"cpu\" as cases[0]");
+  expect_results_error(j, "cases[1]", "same name \"toy\" and target \"cpu\" as cases[0]");
 }
 
 TEST(ResultsJson, SchemaVersions) {
   auto j = to_json(test::sample_results());
   j["schema_version"] = "2.0.0";
-  expect_error(j, "schema_version", "version 2.0.0 is not supported");
+  expect_results_error(j, "schema_version", "version 2.0.0 is not supported");
   j["schema_version"] = "1.0";
-  expect_error(j, "schema_version", "expected \"MAJOR.MINOR.PATCH\"");
+  expect_results_error(j, "schema_version", "expected \"MAJOR.MINOR.PATCH\"");
   j["schema_version"] = 1;
-  expect_error(j, "schema_version", "expected a string");
+  expect_results_error(j, "schema_version", "expected a string");
   j.erase("schema_version");
-  expect_error(j, "schema_version", "missing");
+  expect_results_error(j, "schema_version", "missing");
   // A newer major is refused before anything else is looked at.
-  expect_error(json{{"schema_version", "7.1.0"}}, "schema_version", "not supported");
+  expect_results_error(json{{"schema_version", "7.1.0"}}, "schema_version", "not supported");
 }
 
 TEST(ResultsJson, UnknownKeysAreRefusedUnlessTheMinorVersionIsNewer) {
   auto j = to_json(test::sample_results());
   j["cases"][0]["median_epoch_secs"] = 1.0; // a typo
-  expect_error(j, "cases[0].median_epoch_secs", "unknown key");
+  expect_results_error(j, "cases[0].median_epoch_secs", "unknown key");
   j["schema_version"] = "1.99.0"; // a newer writer may add keys
   EXPECT_NO_THROW(results_from_json(j));
   j["schema_version"] = "1.0.7"; // a patch never adds keys
@@ -677,7 +662,7 @@ TEST(ResultsJson, UnknownKeysAreRefusedUnlessTheMinorVersionIsNewer) {
 }
 
 TEST(ResultsJson, TopLevelMustBeAnObject) {
-  const auto e = error_of(json::array());
+  const auto e = results_error_of(json::array());
   EXPECT_EQ(e.key_path(), "");
   EXPECT_NE(e.problem().find("expected a JSON object at the top level, got an array"),
             std::string::npos);

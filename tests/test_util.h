@@ -3,8 +3,10 @@
 
 #include "kan/dataset.h"
 
+#include <cstdio>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <torch/cuda.h>
 #include <torch/types.h>
 
@@ -87,6 +89,22 @@ template <typename F> std::string error_of(F&& f) {
     return e.msg();
   }
   return {};
+}
+
+/// `rows` rows "x<delimiter>y<delimiter>label" of two linearly separable classes (label 1 where
+/// x + y > 0), x and y uniform in [-1, 1) from `seed`, at full precision: a classification CSV.
+inline std::string separable_classes_csv(char delimiter, int rows = 200, unsigned seed = 3) {
+  std::mt19937 random(seed);
+  std::uniform_real_distribution<double> uniform(-1, 1);
+  std::string text;
+  for (int i = 0; i < rows; ++i) {
+    const double x = uniform(random), y = uniform(random);
+    char row[96];
+    std::snprintf(row, sizeof row, "%.17g%c%.17g%c%d\n", x, delimiter, y, delimiter,
+                  x + y > 0 ? 1 : 0);
+    text += row;
+  }
+  return text;
 }
 
 /// The c10::Error that `call` throws contains `fragment`.

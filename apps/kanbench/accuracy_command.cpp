@@ -35,13 +35,6 @@ std::string scientific(std::optional<double> value) {
   return text;
 }
 
-std::string width_text(const std::vector<int64_t>& width) {
-  std::string text = "[";
-  for (size_t i = 0; i < width.size(); ++i)
-    text += (i ? "," : "") + std::to_string(width[i]);
-  return text + "]";
-}
-
 std::string minutes(double seconds) {
   char text[32];
   std::snprintf(text, sizeof text, seconds < 120 ? "%.0f s" : "%.1f min",
@@ -56,7 +49,7 @@ std::string best_text(const kan::reports::AccuracyRun& run,
     return "-";
   const auto& fit = run.fits.at(best->fit);
   const auto& point = fit.points.at(best->point);
-  return scientific(point.test_rmse) + " (" + width_text(fit.width) +
+  return scientific(point.test_rmse) + " (" + kan::reports::width_text(fit.width) +
          (fit.family == "kan" ? " G=" + std::to_string(point.grid) : " " + fit.activation) + ", " +
          std::to_string(point.parameters) + " parameters)";
 }
@@ -136,7 +129,8 @@ int run_accuracy_command(AccuracyArgs& a) {
     const size_t left = static_cast<size_t>(run.planned_fits) - run.fits.size();
     const std::string time = minutes(elapsed) + " elapsed, ~" +
                              minutes(elapsed / std::max<size_t>(done, 1) * left) + " left";
-    std::string what = fit->function + " " + fit->family + " " + width_text(fit->width) +
+    std::string what = fit->function + " " + fit->family + " " +
+                       kan::reports::width_text(fit->width) +
                        (fit->activation.empty() ? "" : " " + fit->activation) + " seed " +
                        std::to_string(fit->seed);
     if (!fit->error.empty())

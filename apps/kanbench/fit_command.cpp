@@ -190,6 +190,49 @@ void write_outputs(const kan::Model& model, const std::string& checkpoint_path,
   }
 }
 
+// fit.json before anything is measured: what runs, and on what.
+kan::diagnostics::FitRecord new_record(const kan::diagnostics::FitRun& run) {
+  kan::diagnostics::FitRecord record;
+  record.config = run;
+  record.libtorch = TORCH_VERSION;
+  record.threads = at::get_num_threads();
+  return record;
+}
+
+// A fit's last steps on rank 0, for both kinds of model: the collectives' cost recorded, then
+// fit.json and the checkpoint written. Returns fit.json's path.
+std::string write_fit(kan::diagnostics::FitRecord& record, const kan::Model& model,
+                      const kan::DataParallel* group, const std::string& out) {
+  if (group) {
+    const auto& stats = group->stats();
+    record.communication =
+        kan::diagnostics::FitCommunication{stats.collectives, stats.bytes, stats.wait_seconds};
+  }
+  const auto json_path = (std::filesystem::path(out) / "fit.json").string();
+  write_outputs(model, (std::filesystem::path(out) / record.checkpoint).string(), json_path,
+                kan::diagnostics::to_json(record).dump(2) + "\n");
+  return json_path;
+}
+
+// How the fit ran, for its summary line: "lbfgs, 50 steps, 1143 evaluations, float64, cpu, 2.5 s".
+std::string run_details(const kan::diagnostics::FitRecord& record, const kan::Model& model,
+                        const kan::DataParallel* group) {
+  const auto& fit = record.config.fit;
+  int64_t evaluations = 0; // LBFGS's line searches evaluate a step's objective many times
+  for (const auto& step : record.trained.history.steps)
+    evaluations += step.evaluations;
+  std::ostringstream text;
+  text << kan::to_string(fit.opt()) << ", " << fit.steps() << " steps, "
+       << (fit.opt() == kan::Optimizer::kLBFGS ? std::to_string(evaluations) + " evaluations, "
+                                               : std::string())
+       << kan::to_string(model.dtype()) << ", " << model.device()
+       << (group ? ", " + std::to_string(group->world_size()) + " ranks (" + group->backend_name() +
+                       ")"
+                 : std::string())
+       << ", " << scientific(record.seconds()) << " s";
+  return text.str();
+}
+
 // --width of an MLP: plain node counts, checked as a KAN's are.
 std::vector<int64_t> mlp_width(const std::string& text) {
   kan::KANOptions parsed({1, 1});
@@ -227,10 +270,7 @@ int run_mlp_fit(FitArgs& a, const kan::Dataset& data,
                 const std::string& subject) {
   auto& run = a.run;
   kan::MLP model(run.mlp);
-  kan::diagnostics::FitRecord record;
-  record.config = run;
-  record.libtorch = TORCH_VERSION;
-  record.threads = at::get_num_threads();
+  auto record = new_record(run);
   auto fit_options = run.fit;
   fit_options.data_parallel(group);
   const Progress progress(subject + " MLP", !writes);
@@ -249,32 +289,14 @@ int run_mlp_fit(FitArgs& a, const kan::Dataset& data,
                        });
   record.parameters = model->parameter_count();
   record.forward_flops = model->forward_flops();
-  if (group) {
-    const auto& stats = group->stats();
-    record.communication =
-        kan::diagnostics::FitCommunication{stats.collectives, stats.bytes, stats.wait_seconds};
-  }
   if (!writes)
     return 0;
-  const auto json_path = (std::filesystem::path(a.out) / "fit.json").string();
-  write_outputs(*model, (std::filesystem::path(a.out) / record.checkpoint).string(), json_path,
-                kan::diagnostics::to_json(record).dump(2) + "\n");
-  int64_t evaluations = 0;
-  for (const auto& step : record.trained.history.steps)
-    evaluations += step.evaluations;
+  const auto json_path = write_fit(record, *model, group.get(), a.out);
   std::cout << subject << " MLP " << c10::IntArrayRef(run.mlp.width()) << " "
             << kan::to_string(run.mlp.activation()) << ": " << test_metric(record.trained) << " ("
             << *record.parameters << " parameters, " << *record.forward_flops
-            << " FLOPs per sample; " << kan::to_string(run.fit.opt()) << ", " << run.fit.steps()
-            << " steps, "
-            << (run.fit.opt() == kan::Optimizer::kLBFGS
-                    ? std::to_string(evaluations) + " evaluations, "
-                    : std::string())
-            << kan::to_string(model->dtype()) << ", " << model->device()
-            << (group ? ", " + std::to_string(group->world_size()) + " ranks (" +
-                            group->backend_name() + ")"
-                      : std::string())
-            << ", " << scientific(record.seconds()) << " s) -> " << json_path << "\n";
+            << " FLOPs per sample; " << run_details(record, *model, group.get()) << ") -> "
+            << json_path << "\n";
   return 0;
 }
 
@@ -401,10 +423,7 @@ int run_fit(FitArgs& a) {
     return run_mlp_fit(a, data, group, writes, subject);
   kan::KAN model = initial ? *initial : kan::KAN(run.model);
 
-  kan::diagnostics::FitRecord record;
-  record.config = run;
-  record.libtorch = TORCH_VERSION;
-  record.threads = at::get_num_threads();
+  auto record = new_record(run);
   auto fit_options = run.fit;
   fit_options.data_parallel(group);
   const Progress progress(subject, !writes);
@@ -470,29 +489,11 @@ int run_fit(FitArgs& a) {
     }
   }
 
-  if (group) {
-    const auto& stats = group->stats();
-    record.communication =
-        kan::diagnostics::FitCommunication{stats.collectives, stats.bytes, stats.wait_seconds};
-  }
   if (!writes)
     return 0;
-  const auto json_path = (std::filesystem::path(a.out) / "fit.json").string();
-  write_outputs(*model, (std::filesystem::path(a.out) / record.checkpoint).string(), json_path,
-                kan::diagnostics::to_json(record).dump(2) + "\n");
-  int64_t evaluations = 0; // LBFGS's line searches evaluate a step's objective many times
-  for (const auto& step : record.trained.history.steps)
-    evaluations += step.evaluations;
-  std::cout << summary << " (" << kan::to_string(run.fit.opt()) << ", " << run.fit.steps()
-            << " steps, "
-            << (run.fit.opt() == kan::Optimizer::kLBFGS
-                    ? std::to_string(evaluations) + " evaluations, "
-                    : std::string())
-            << kan::to_string(model->dtype()) << ", " << device
-            << (group ? ", " + std::to_string(group->world_size()) + " ranks (" +
-                            group->backend_name() + ")"
-                      : std::string())
-            << ", " << scientific(record.seconds()) << " s) -> " << json_path << "\n"
+  const auto json_path = write_fit(record, *model, group.get(), a.out);
+  std::cout << summary << " (" << run_details(record, *model, group.get()) << ") -> " << json_path
+            << "\n"
             << formulas;
   return 0;
 }

@@ -43,13 +43,6 @@ Preset preset_of(const std::string& name) {
   return {{0}, {3, 5, 10, 20}, 100};
 }
 
-std::string width_key(const std::vector<int64_t>& width) {
-  std::string text = "[";
-  for (size_t i = 0; i < width.size(); ++i)
-    text += (i ? "," : "") + std::to_string(width[i]);
-  return text + "]";
-}
-
 // The paper's numbers for a function, from the library's copy of its tables.
 std::optional<reports::PublishedAccuracy> published_for(const std::string& function) {
   const auto rmse = [](double value) {
@@ -172,7 +165,7 @@ AccuracyPoint point_of(const std::string& stage, int64_t grid, const Model& mode
 
 } // namespace
 
-std::string AccuracyModel::key() const {
+AccuracyFit AccuracyModel::unmeasured_fit() const {
   AccuracyFit fit;
   fit.function = function;
   fit.device = device;
@@ -181,7 +174,11 @@ std::string AccuracyModel::key() const {
   fit.width = width;
   fit.activation = activation;
   fit.seed = seed;
-  return fit.key();
+  return fit;
+}
+
+std::string AccuracyModel::key() const {
+  return unmeasured_fit().key();
 }
 
 AccuracyRun plan_accuracy(const AccuracyOptions& options, std::vector<AccuracyModel>* models) {
@@ -266,14 +263,7 @@ AccuracyRun plan_accuracy(const AccuracyOptions& options, std::vector<AccuracyMo
 
 AccuracyFit run_accuracy_fit(const AccuracyModel& model, const AccuracyRun& run) {
   const auto start = std::chrono::steady_clock::now();
-  AccuracyFit fit;
-  fit.function = model.function;
-  fit.device = model.device;
-  fit.family = model.family;
-  fit.role = model.role;
-  fit.width = model.width;
-  fit.activation = model.activation;
-  fit.seed = model.seed;
+  auto fit = model.unmeasured_fit();
   try {
     const auto& f = reference_function(model.function);
     const torch::Device device(model.device);

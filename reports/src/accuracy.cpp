@@ -99,11 +99,15 @@ bool AccuracyRun::operator==(const AccuracyRun& o) const {
   return tie(*this) == tie(o);
 }
 
-std::string AccuracyFit::key() const {
-  std::string text = function + "/" + device + "/" + family + "/[";
+std::string width_text(const std::vector<int64_t>& width) {
+  std::string text = "[";
   for (size_t i = 0; i < width.size(); ++i)
     text += (i ? "," : "") + std::to_string(width[i]);
-  text += "]/";
+  return text + "]";
+}
+
+std::string AccuracyFit::key() const {
+  std::string text = function + "/" + device + "/" + family + "/" + width_text(width) + "/";
   if (!activation.empty())
     text += activation + "/";
   // A pruned KAN is trained differently from the unpruned one of the same width.

@@ -244,13 +244,6 @@ std::string rmse_text(double value) {
   return text;
 }
 
-std::string width_text(const std::vector<int64_t>& width) {
-  std::string text = "[";
-  for (size_t i = 0; i < width.size(); ++i)
-    text += (i ? "," : "") + std::to_string(width[i]);
-  return text + "]";
-}
-
 const AccuracyPoint& point_at(const AccuracyRun& run, const AccuracyPointRef& ref) {
   return run.fits[static_cast<size_t>(ref.fit)].points[static_cast<size_t>(ref.point)];
 }

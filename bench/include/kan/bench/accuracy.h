@@ -29,6 +29,8 @@ struct AccuracyModel {
   /// prune() and go on without it (the paper's pruned KANs); none: no pruning.
   std::optional<double> prune_lamb;
 
+  /// Its fit as the results name it, before anything is measured (no points).
+  reports::AccuracyFit unmeasured_fit() const;
   /// reports::AccuracyFit::key() of its fit.
   std::string key() const;
 };

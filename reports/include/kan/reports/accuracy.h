@@ -110,6 +110,9 @@ struct AccuracyRun {
   bool operator==(const AccuracyRun&) const;
 };
 
+/// A width as the paper writes shapes and fit keys hold them: "[2,5,1]".
+std::string width_text(const std::vector<int64_t>& width);
+
 /// Sets every summary entry's derived fields (fits, failed, best_kan, best_mlp, pareto,
 /// kan_beats_mlp, seconds) from run.fits, keeping function, device, formula and published.
 /// Every point of the entry's fits counts (a failed fit's too, should it have any), except one
