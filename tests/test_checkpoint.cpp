@@ -91,7 +91,8 @@ TEST_F(Checkpoint, BadFilesGiveClearErrors) {
   }
 
   std::ofstream(path("text.pt")) << "definitely not a checkpoint\n";
-  KAN_EXPECT_ERROR(load_checkpoint(path("text.pt")), "text.pt", "not a readable LibTorch archive");
+  KAN_EXPECT_ERROR(load_checkpoint(path("text.pt")), "text.pt", "cannot read checkpoint",
+                   "not a torch.save file or LibTorch archive");
 
   torch::save(torch::ones({3}), path("tensor.pt")); // a LibTorch file, but not ours
   KAN_EXPECT_ERROR(load_checkpoint(path("tensor.pt")), "tensor.pt", "not a kanbench checkpoint");
@@ -154,7 +155,25 @@ TEST_F(Checkpoint, CorruptTensorBytesAreRefusedNamingTheTensor) {
   nan.replace(at, sizeof not_a_number, reinterpret_cast<const char*>(&not_a_number),
               sizeof not_a_number);
   write_bytes(path("nan.pt"), nan);
-  KAN_EXPECT_ERROR(load_checkpoint(path("nan.pt")), "nan.pt", "layers.1.coef", "1 NaN");
+  // The checksum is checked before anything reads the values.
+  KAN_EXPECT_ERROR(load_checkpoint(path("nan.pt")), "nan.pt", "layers.1.coef", "checksum");
+}
+
+TEST_F(Checkpoint, NonFiniteValuesInAFileWithoutChecksumsAreRefused) {
+  auto model = trained_model();
+  {
+    torch::NoGradGuard no_grad;
+    model->layer(1)->coef[0][0][0] = std::nan("");
+  }
+  torch::serialize::OutputArchive archive, state;
+  archive.write("kanbench_format", c10::IValue(std::string("kanbench-kan-checkpoint")));
+  archive.write("kanbench_format_version", c10::IValue(int64_t{1}));
+  auto options = model->options();
+  archive.write("kanbench_config", c10::IValue(to_json(options.dtype(model->dtype())).dump()));
+  model->save(state);
+  archive.write("model", state);
+  archive.save_to(path("v1-nan.pt"));
+  KAN_EXPECT_ERROR(load_checkpoint(path("v1-nan.pt")), "v1-nan.pt", "layers.1.coef", "1 NaN");
 }
 
 TEST_F(Checkpoint, NonFiniteModelsAreNotWritten) {

@@ -2,12 +2,15 @@
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
-#include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
 #include "kan/io/atomic_file.h"
 #include "kan/io/text.h"
+#include "kan/memory.h"
 #include "kan/pykan.h"
+
+#include "detail/saturate.h"
+#include "detail/torch_archive.h"
 
 #include <torch/cuda.h>
 
@@ -68,28 +71,23 @@ void check_finite_state(const std::string& name, const torch::Tensor& tensor,
               "training run that diverged, or is the file corrupt?)");
 }
 
-// The tensor stored under a dotted name, read as it is in the file (its own dtype and shape).
-torch::Tensor stored_tensor(torch::serialize::InputArchive& state, const std::string& name,
-                            bool is_buffer, const std::string& path) {
-  std::vector<std::string> parts;
-  for (size_t begin = 0;;) {
+// The tensor stored under a dotted name ("layers.0.coef": attribute coef of module 0 of module
+// layers), read as it is in the file (its own dtype and shape).
+torch::Tensor stored_tensor(const detail::PickleValue& state, const std::string& name,
+                            const std::string& path) {
+  const detail::PickleValue* value = &state;
+  for (size_t begin = 0; value != nullptr;) {
     const auto dot = name.find('.', begin);
-    parts.push_back(name.substr(begin, dot - begin));
+    value = value->kind == detail::PickleValue::Kind::kObject
+                ? value->find(name.substr(begin, dot - begin))
+                : nullptr;
     if (dot == std::string::npos)
       break;
     begin = dot + 1;
   }
-  std::vector<torch::serialize::InputArchive> nested(parts.size() - 1);
-  torch::serialize::InputArchive* archive = &state;
-  for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    TORCH_CHECK(archive->try_read(parts[i], nested[i]), "checkpoint '", path, "' has no ", name,
-                ": the file does not match its configuration");
-    archive = &nested[i];
-  }
-  torch::Tensor tensor;
-  TORCH_CHECK(archive->try_read(parts.back(), tensor, is_buffer), "checkpoint '", path, "' has no ",
-              name, ": the file does not match its configuration");
-  return tensor;
+  TORCH_CHECK(value != nullptr && value->kind == detail::PickleValue::Kind::kTensor, "checkpoint '",
+              path, "' has no ", name, ": the file does not match its configuration");
+  return value->tensor;
 }
 
 // Per layer: null without symbolic state, else its function names as (out, in) lists (pykan's
@@ -204,15 +202,47 @@ void save_to_file(
 
 // A checkpoint file opened and its records read, before any model is built from it.
 struct OpenedCheckpoint {
-  torch::serialize::InputArchive archive;
+  explicit OpenedCheckpoint(detail::TorchArchive archive) : archive(std::move(archive)) {}
+
+  detail::TorchArchive archive;
   int64_t version = 0;
   ModelKind kind = ModelKind::kKAN;
   nlohmann::json config;
   nlohmann::json checksums = nlohmann::json::object(); // none before version 2
+
+  // The top-level record `key` where it is of `kind`, else nullptr.
+  const detail::PickleValue* record(const char* key, detail::PickleValue::Kind kind) const {
+    const auto* value = archive.root().find(key);
+    return value != nullptr && value->kind == kind ? value : nullptr;
+  }
+  // The string record `key`; a missing one is an error naming the file and `what` it is.
+  const std::string& text(const char* key, const std::string& path, const char* what) const {
+    const auto* value = record(key, detail::PickleValue::Kind::kString);
+    TORCH_CHECK(value != nullptr, "checkpoint '", path, "' has no ", what, " record");
+    return value->text;
+  }
 };
 
+detail::TorchArchive read_archive(const std::string& path) {
+  try {
+    return detail::TorchArchive(path);
+  } catch (const c10::Error& e) {
+    // The archive's messages start with the path.
+    auto message = io::first_line(e.what_without_backtrace());
+    const auto named = "'" + path + "': ";
+    if (message.rfind(named, 0) == 0)
+      message = message.substr(named.size());
+    TORCH_CHECK(false, "cannot read checkpoint '", path, "': ", message);
+    throw;
+  }
+}
+
 // Opens `path` on the CPU (a corrupt file never reaches the device) and checks what every
-// checkpoint has, for a model to be loaded onto `device`.
+// checkpoint has, for a model to be loaded onto `device`. The file is read by kan's own archive
+// reader (detail/torch_archive.h), never by LibTorch's serialize loader: a checkpoint holds only
+// strings, integers and tensors in nested modules, which that reader validates against its records
+// and limits, while LibTorch's loader compiles the archive's TorchScript code and unpickles with
+// no nesting limit.
 OpenedCheckpoint open_checkpoint(const std::string& path, torch::Device device) {
   TORCH_CHECK(!device.is_cuda() || torch::cuda::is_available(), "cannot load checkpoint '", path,
               "' onto ", device, ": no usable CUDA device here (kanbench env says why)");
@@ -227,40 +257,33 @@ OpenedCheckpoint open_checkpoint(const std::string& path, torch::Device device) 
               "': no such file");
   TORCH_CHECK(std::filesystem::file_size(path, ec) > 0, "cannot read checkpoint '", path,
               "': the file is empty");
-  OpenedCheckpoint opened;
-  auto& archive = opened.archive;
-  try {
-    archive.load_from(path, torch::Device(torch::kCPU));
-  } catch (const c10::Error& e) {
-    TORCH_CHECK(false, "cannot read checkpoint '", path,
-                "': not a readable LibTorch archive (truncated or foreign file?): ",
-                io::first_line(e.what_without_backtrace()));
-  }
+  OpenedCheckpoint opened{read_archive(path)};
 
-  c10::IValue format, version, kind, config;
-  TORCH_CHECK(archive.try_read(kFormatKey, format) && format.isString() &&
-                  format.toStringRef() == kFormatName,
-              "'", path, "' is a LibTorch archive but not a kanbench checkpoint");
-  TORCH_CHECK(archive.try_read(kVersionKey, version) && version.isInt() && version.toInt() >= 1 &&
-                  version.toInt() <= kCheckpointFormatVersion,
+  using Kind = detail::PickleValue::Kind;
+  const auto* format = opened.archive.root().kind == Kind::kObject
+                           ? opened.record(kFormatKey, Kind::kString)
+                           : nullptr;
+  TORCH_CHECK(format != nullptr && format->text == kFormatName, "'", path,
+              "' is a LibTorch archive but not a kanbench checkpoint");
+  const auto* version = opened.record(kVersionKey, Kind::kInt);
+  TORCH_CHECK(version != nullptr && version->integer >= 1 &&
+                  version->integer <= kCheckpointFormatVersion,
               "checkpoint '", path, "' has format version ",
-              version.isInt() ? std::to_string(version.toInt()) : std::string("?"),
+              version != nullptr ? std::to_string(version->integer) : std::string("?"),
               "; this kanbench reads versions 1 to ", kCheckpointFormatVersion);
-  opened.version = version.toInt();
+  opened.version = version->integer;
   // Version 5 says which model the file holds; every file before holds a KAN.
   if (opened.version >= 5) {
-    TORCH_CHECK(archive.try_read(kKindKey, kind) && kind.isString(), "checkpoint '", path,
-                "' has no model kind record");
+    const auto& kind = opened.text(kKindKey, path, "model kind");
     try {
-      opened.kind = model_kind_from_string(kind.toStringRef());
+      opened.kind = model_kind_from_string(kind);
     } catch (const c10::Error& e) {
-      TORCH_CHECK(false, "checkpoint '", path,
-                  "' has a malformed model kind record: ", e.what_without_backtrace());
+      TORCH_CHECK(false, "checkpoint '", path, "' has a malformed model kind record: ",
+                  io::first_line(e.what_without_backtrace()));
     }
   }
-  TORCH_CHECK(archive.try_read(kConfigKey, config) && config.isString(), "checkpoint '", path,
-              "' has no configuration record");
-  opened.config = nlohmann::json::parse(config.toStringRef(), nullptr, false);
+  opened.config =
+      nlohmann::json::parse(opened.text(kConfigKey, path, "configuration"), nullptr, false);
   TORCH_CHECK(!opened.config.is_discarded(), "checkpoint '", path,
               "' has a malformed configuration: not JSON");
   return opened;
@@ -271,10 +294,8 @@ OpenedCheckpoint open_checkpoint(const std::string& path, torch::Device device) 
 void read_checksums(OpenedCheckpoint& opened, const std::string& path) {
   if (opened.version < 2)
     return;
-  c10::IValue record;
-  TORCH_CHECK(opened.archive.try_read(kChecksumsKey, record) && record.isString(), "checkpoint '",
-              path, "' has no checksum record");
-  opened.checksums = nlohmann::json::parse(record.toStringRef(), nullptr, false);
+  opened.checksums =
+      nlohmann::json::parse(opened.text(kChecksumsKey, path, "checksum"), nullptr, false);
   TORCH_CHECK(opened.checksums.is_object(), "checkpoint '", path,
               "' has a malformed checksum record");
 }
@@ -302,32 +323,45 @@ void check_kind(const OpenedCheckpoint& opened, ModelKind wanted, const std::str
               " (or kan::load_any_checkpoint)");
 }
 
+// Refuses a configuration whose model would need far more memory than the file holds tensors:
+// a corrupt or hostile width is named before a model of its size is allocated. The slack covers
+// tensors older formats lack (the identity affine parameters before version 3).
+void check_size_against_file(int64_t implied_bytes, const std::string& model,
+                             const OpenedCheckpoint& opened, const std::string& path) {
+  const int64_t stored = opened.archive.storage_bytes();
+  TORCH_CHECK(implied_bytes / 2 <= stored + (int64_t{1} << 20), "checkpoint '", path,
+              "': its configuration (", model, ") implies ", format_bytes(implied_bytes),
+              " of parameters and buffers, but the file holds only ", format_bytes(stored),
+              " of tensors; the file is corrupt");
+}
+
 // Copies every tensor the model has from the file's state, each checked against the model's
-// dtype and shape, its checksum and for NaN or Inf. `skip` names tensors older files lack.
+// dtype and shape, then its checksum (before anything else reads its values), then for NaN or
+// Inf. `skip` names tensors older files lack.
 void read_state(torch::nn::Module& model, OpenedCheckpoint& opened, torch::Dtype dtype,
                 const std::string& path,
                 const std::function<bool(const std::string&)>& skip = nullptr) {
   read_checksums(opened, path);
-  torch::serialize::InputArchive state;
-  TORCH_CHECK(opened.archive.try_read(kModelKey, state), "checkpoint '", path,
-              "' has no model state");
+  const auto* state = opened.record(kModelKey, detail::PickleValue::Kind::kObject);
+  TORCH_CHECK(state != nullptr, "checkpoint '", path, "' has no model state");
   torch::NoGradGuard no_grad;
   const auto& checksums = opened.checksums;
   for (const auto& [name, tensor, is_buffer] : state_tensors(model)) {
+    (void)is_buffer;
     if (skip && skip(name))
       continue;
-    const auto stored = stored_tensor(state, name, is_buffer, path);
+    const auto stored = stored_tensor(*state, name, path);
     TORCH_CHECK(stored.scalar_type() == dtype && stored.sizes() == tensor.sizes(), "checkpoint '",
                 path, "': ", name, " is ", to_string(stored.scalar_type()), " of shape ",
                 stored.sizes(), " but its configuration implies ", to_string(dtype), " of shape ",
                 tensor.sizes(), "; the file is inconsistent (nothing is converted silently)");
-    check_finite_state(name, stored, "checkpoint '" + path + "'");
     if (opened.version >= 2) {
       TORCH_CHECK(checksums.contains(name) && checksums[name].is_string(), "checkpoint '", path,
                   "' has no checksum for ", name);
       TORCH_CHECK(checksums[name].get<std::string>() == checksum(stored), "checkpoint '", path,
                   "': ", name, " does not match its checksum: the file is corrupt");
     }
+    check_finite_state(name, stored, "checkpoint '" + path + "'");
     tensor.copy_(stored);
   }
 }
@@ -336,13 +370,14 @@ KAN load_kan(OpenedCheckpoint& opened, const std::string& path, torch::Device de
   check_kind(opened, ModelKind::kKAN, path);
   auto options = read_config(
       opened, path, [](const nlohmann::json& config) { return kan_options_from_json(config); });
+  check_size_against_file(estimate_model_memory(options).total(),
+                          "width " + c10::str(c10::IntArrayRef(options.width())) + ", grid " +
+                              std::to_string(options.grid()),
+                          opened, path);
   KAN model(options.device(device));
   // Version 4 names each layer's symbolic functions; before, no edge was symbolic.
   if (opened.version >= 4) {
-    c10::IValue symbolic;
-    TORCH_CHECK(opened.archive.try_read(kSymbolicKey, symbolic) && symbolic.isString(),
-                "checkpoint '", path, "' has no symbolic record");
-    apply_symbolic_record(model, symbolic.toStringRef(), path);
+    apply_symbolic_record(model, opened.text(kSymbolicKey, path, "symbolic"), path);
   }
   // Before version 3 there were no affine parameters: the model's identity ones stay.
   const int64_t version = opened.version;
@@ -358,6 +393,9 @@ MLP load_mlp(OpenedCheckpoint& opened, const std::string& path, torch::Device de
   check_kind(opened, ModelKind::kMLP, path);
   auto options = read_config(
       opened, path, [](const nlohmann::json& config) { return mlp_options_from_json(config); });
+  check_size_against_file(detail::sat_mul(mlp_parameter_count(options.width()),
+                                          static_cast<int64_t>(c10::elementSize(options.dtype()))),
+                          "width " + c10::str(c10::IntArrayRef(options.width())), opened, path);
   MLP model(options.device(device));
   read_state(*model, opened, options.dtype(), path);
   return model;

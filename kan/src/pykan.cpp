@@ -2,6 +2,7 @@
 
 #include "kan/io/atomic_file.h"
 #include "kan/io/text.h"
+#include "kan/memory.h"
 #include "kan/symbolic.h"
 #include "kan/torch_file.h"
 
@@ -35,6 +36,16 @@ std::string pykan_name(const std::string& kanbench_name) {
   return "act_fun." + rest;
 }
 
+// The bytes of the storages behind `tensors`, each counted once.
+int64_t storage_bytes(const NamedTensors& tensors) {
+  std::set<const void*> seen;
+  int64_t bytes = 0;
+  for (const auto& [name, tensor] : tensors)
+    if (seen.insert(tensor.storage().data()).second)
+      bytes += static_cast<int64_t>(tensor.storage().nbytes());
+  return bytes;
+}
+
 // Every parameter and buffer of model by its kanbench name.
 std::vector<std::pair<std::string, torch::Tensor>> model_tensors(const KAN& model) {
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
@@ -63,6 +74,7 @@ public:
       TORCH_CHECK(false, "cannot read '", path_, "': ", io::first_line(e.what()));
     }
     TORCH_CHECK(root_.IsMap(), "'", path_, "' is not a pykan configuration (not a YAML mapping)");
+    refuse_duplicate_keys();
   }
 
   YAML::Node field(const std::string& key) const {
@@ -86,9 +98,34 @@ public:
   const std::string& path() const { return path_; }
 
 private:
+  // yaml-cpp keeps the first of two equal keys where PyYAML (pykan's reader) keeps the last: the
+  // two would read such a file differently, so it is refused. Every mapping is checked, walked
+  // with a stack of its own (no recursion, however deep the file nests).
+  void refuse_duplicate_keys() const {
+    std::vector<YAML::Node> pending{root_};
+    while (!pending.empty()) {
+      const auto node = pending.back();
+      pending.pop_back();
+      std::map<std::string, int> lines;
+      for (auto it = node.begin(); it != node.end(); ++it) {
+        const bool map = node.IsMap();
+        const YAML::Node value = map ? it->second : *it;
+        if (value.IsMap() || value.IsSequence())
+          pending.push_back(value);
+        if (!map || !it->first.IsScalar())
+          continue;
+        const int line = it->first.Mark().line + 1;
+        const auto [first, fresh] = lines.emplace(it->first.Scalar(), line);
+        TORCH_CHECK(fresh, "'", path_, "': key '", io::elided(it->first.Scalar()),
+                    "' appears twice, on lines ", first->second, " and ", line,
+                    " (pykan would take the second, other readers the first)");
+      }
+    }
+  }
+
   static std::string describe(const YAML::Node& node) {
     if (node.IsScalar())
-      return "'" + node.Scalar() + "'";
+      return "'" + io::elided(node.Scalar()) + "'";
     return node.IsSequence() ? "a list" : node.IsMap() ? "a mapping" : "empty";
   }
   template <typename T> static const char* expected() {
@@ -280,6 +317,12 @@ KAN load_pykan(const std::string& prefix, torch::Device device) {
   TORCH_CHECK(options.dtype() == torch::kFloat32 || options.dtype() == torch::kFloat64, "'",
               state_path, "': act_fun.0.coef is ", to_string(options.dtype()),
               "; kanbench's KAN is float32 or float64");
+  // A corrupt or hostile width is named before a model of its size is allocated.
+  const int64_t implied = estimate_model_memory(options).total(), stored = storage_bytes(state);
+  TORCH_CHECK(implied / 2 <= stored + (int64_t{1} << 20), "'", config.path(), "': width ",
+              c10::IntArrayRef(options.width()), ", grid ", options.grid(), " implies ",
+              format_bytes(implied), " of parameters and buffers, but '", state_path,
+              "' holds only ", format_bytes(stored), " of tensors; the checkpoint is corrupt");
 
   // pykan's symbolic branch: the layers that have symbolic edges (or names) get kanbench's
   // symbolic state; the others none, and their all-zero symbolic_fun tensors are not kept.
@@ -300,14 +343,17 @@ KAN load_pykan(const std::string& prefix, torch::Device device) {
                 ", which the configuration (width ", c10::IntArrayRef(options.width()),
                 ") implies");
     auto stored = found->second;
-    // pykan's prune_node leaves float32 masks (0 or 1, exact in any dtype) in a float64 model.
-    if (ends_with(key, ".mask") && stored.is_floating_point())
-      stored = stored.to(options.dtype());
-    TORCH_CHECK(stored.scalar_type() == options.dtype() && stored.sizes() == tensor.sizes(), "'",
-                state_path, "': ", key, " is ", to_string(stored.scalar_type()), " of shape ",
+    // pykan's prune_node leaves float32 masks (0 or 1, exact in any dtype) in a float64 model;
+    // converted once its shape is known to be the model's.
+    const bool mask = ends_with(key, ".mask") && stored.is_floating_point();
+    TORCH_CHECK((stored.scalar_type() == options.dtype() || mask) &&
+                    stored.sizes() == tensor.sizes(),
+                "'", state_path, "': ", key, " is ", to_string(stored.scalar_type()), " of shape ",
                 stored.sizes(), " but '", config.path(), "' (width ",
                 c10::IntArrayRef(options.width()), ", grid ", options.grid(), ", k ", options.k(),
                 ") implies ", to_string(options.dtype()), " of shape ", tensor.sizes());
+    if (mask)
+      stored = stored.to(options.dtype());
     TORCH_CHECK(torch::isfinite(stored).all().item<bool>(), "'", state_path, "': ", key,
                 " contains NaN or Inf");
     tensor.copy_(stored);
@@ -315,7 +361,7 @@ KAN load_pykan(const std::string& prefix, torch::Device device) {
   for (size_t l = 0; l < model->depth(); ++l)
     model->layer(l)->sync_symbolic_mask();
   for (const auto& [key, tensor] : state)
-    TORCH_CHECK(known.count(key), "'", state_path, "' holds ", key,
+    TORCH_CHECK(known.count(key), "'", state_path, "' holds ", io::elided(key),
                 ", which pykan 0.2.8's MultKAN does not have (a newer pykan, or another model?)");
 
   // kanbench applies the affine maps only where pykan's can differ from the identity.
