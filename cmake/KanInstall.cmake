@@ -13,7 +13,9 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/kan/include/kan ${PROJECT_SOURCE_DIR}/io
                   ${PROJECT_SOURCE_DIR}/diagnostics/include/kan
                   ${PROJECT_SOURCE_DIR}/reports/include/kan
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(TARGETS kanbench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(TARGET kanbench)
+  install(TARGETS kanbench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
 install(EXPORT kanbenchTargets NAMESPACE kan:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kanbench)
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/kanbenchConfig.cmake.in

@@ -7,6 +7,7 @@
 #                   (default: ~/.cache/kanbench/venv-torch-<version>, shared by every
 #                   clone on the machine because the wheel and its CUDA libraries are ~5 GB)
 #   KANBENCH_BUILD  the build folder (default: build/ in the checkout)
+#   KANBENCH_FUZZ_BUILD  the fuzz targets' build folder (default: build-fuzz/ in the checkout)
 #
 # It sets no shell options of its own: the scripts that source it run with `set -euo pipefail`.
 
@@ -14,6 +15,7 @@ KANBENCH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 KANBENCH_TORCH_VERSION=2.11.0
 KANBENCH_VENV=${KANBENCH_VENV:-${HOME:-/root}/.cache/kanbench/venv-torch-$KANBENCH_TORCH_VERSION}
 KANBENCH_BUILD=${KANBENCH_BUILD:-$KANBENCH_ROOT/build}
+KANBENCH_FUZZ_BUILD=${KANBENCH_FUZZ_BUILD:-$KANBENCH_ROOT/build-fuzz}
 
 kanbench_log() { printf '[kanbench setup] %s\n' "$*" >&2; }
 
@@ -23,9 +25,10 @@ kanbench_install_debian_packages() {
   # libgloo-dev: declarations for c10d's Gloo backend (kan/CMakeLists.txt says why)
   # libboost-dev: Boost.Math's headers, for the function catalogue's Jacobi elliptic functions
   # zlib1g-dev: inflates np.savez_compressed's .npz files (kan's data files)
+  # clang-14, libclang-rt-14-dev: the fuzz targets (libFuzzer, tests/fuzz)
   local wanted=(cmake ninja-build g++ libgtest-dev libbenchmark-dev nlohmann-json3-dev
                 libcli11-dev libyaml-cpp-dev libjs-chart.js chromium clang-format libgloo-dev
-                libboost-dev zlib1g-dev)
+                libboost-dev zlib1g-dev clang-14 libclang-rt-14-dev)
   local missing=() package
   for package in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
@@ -81,4 +84,28 @@ kanbench_build() {
   kanbench_install_torch
   kanbench_configure
   cmake --build "$KANBENCH_BUILD" -j"$(nproc)"
+}
+
+# Whether this machine has clang-14 with libFuzzer (Debian's clang-14 and libclang-rt-14-dev), which
+# the fuzz targets need; says so when not.
+kanbench_have_libfuzzer() {
+  command -v clang++-14 >/dev/null &&
+    [ -n "$(ls /usr/lib/llvm-14/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a 2>/dev/null)" ] && return 0
+  kanbench_log "no clang-14 with libFuzzer (Debian's clang-14 and libclang-rt-14-dev): the fuzz targets are not built"
+  return 1
+}
+
+# The fuzz targets' build (tests/fuzz): clang-14 with libFuzzer, ASan and UBSan in every library,
+# the CUDA kernels left out (nvcc code is not instrumented), nothing but the libraries and the
+# targets built.
+kanbench_build_fuzzers() {
+  local torch_prefix
+  torch_prefix=$("$KANBENCH_VENV/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
+  if [ ! -f "$KANBENCH_FUZZ_BUILD/build.ninja" ]; then
+    # -O1 with line tables: fast enough to fuzz, readable stack traces, and quick to compile.
+    cmake -S "$KANBENCH_ROOT" -B "$KANBENCH_FUZZ_BUILD" -G Ninja -DCMAKE_BUILD_TYPE= \
+      -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only" \
+      -DCMAKE_PREFIX_PATH="$torch_prefix" -DKAN_BUILD_FUZZERS=ON -DKAN_WITH_CUDA_KERNELS=OFF >&2
+  fi
+  cmake --build "$KANBENCH_FUZZ_BUILD" -j"$(nproc)"
 }

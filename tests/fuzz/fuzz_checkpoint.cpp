@@ -1,0 +1,11 @@
+// kanbench checkpoints (model.pt of a KAN or an MLP), through kan::load_any_checkpoint, which
+// `predict --model`, `run --model`, `audit --checkpoint` and `export-pykan` use.
+#include "fuzz_input.h"
+
+#include "kan/checkpoint.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const auto path = kan::fuzz::write_input(data, size, "model.pt");
+  kan::fuzz::read_or_refuse([&] { kan::load_any_checkpoint(path); });
+  return 0;
+}
