@@ -100,12 +100,17 @@ public:
 private:
   // yaml-cpp keeps the first of two equal keys where PyYAML (pykan's reader) keeps the last: the
   // two would read such a file differently, so it is refused. Every mapping is checked, walked
-  // with a stack of its own (no recursion, however deep the file nests).
+  // with a stack of its own (no recursion, however deep the file nests), each node once (an alias
+  // is the node it names, found by its position in the file: a file of aliases of aliases would
+  // otherwise take exponential time).
   void refuse_duplicate_keys() const {
     std::vector<YAML::Node> pending{root_};
+    std::set<size_t> visited;
     while (!pending.empty()) {
       const auto node = pending.back();
       pending.pop_back();
+      if (!visited.insert(node.Mark().pos).second)
+        continue;
       std::map<std::string, int> lines;
       for (auto it = node.begin(); it != node.end(); ++it) {
         const bool map = node.IsMap();
