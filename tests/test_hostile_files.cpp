@@ -256,5 +256,19 @@ TEST_F(HostileFiles, ADuplicateYamlKeyIsRefusedNamingBothLines) {
                      std::to_string(last_line));
 }
 
+// Aliases of aliases, 2^40 nodes to a reader that expands them: read in well under a second.
+TEST_F(HostileFiles, YamlAliasesOfAliasesAreReadOnce) {
+  copy_pykan("aliases");
+  std::string bomb = "bomb0: &a0 [1, 1]\n";
+  for (int level = 1; level <= 40; ++level)
+    bomb += "bomb" + std::to_string(level) + ": &a" + std::to_string(level) + " [*a" +
+            std::to_string(level - 1) + ", *a" + std::to_string(level - 1) + "]\n";
+  write_text(path("aliases_config.yml"), config_text("aliases") + bomb);
+  const auto start = std::chrono::steady_clock::now();
+  const auto run = test::run_kanbench("import-pykan " + path("aliases") + " --out " + path("out"));
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+}
+
 } // namespace
 } // namespace kan
