@@ -7,6 +7,8 @@
 #
 #   tools/fuzz.sh TARGET MINUTES [libFuzzer options...]
 #   tools/fuzz.sh --list
+#
+#   KANBENCH_FUZZ_JOBS   parallel fuzzing processes (default: the number of cores)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 targets=(torch_file checkpoint pykan_config data_file results_json fit_json audit_json gbench_json)
@@ -37,7 +39,7 @@ case $target in
 esac
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:protect_shadow_gap=0:detect_odr_violation=0:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-jobs=$(nproc) # before OMP_NUM_THREADS, which nproc obeys
+jobs=${KANBENCH_FUZZ_JOBS:-$(nproc)} # before OMP_NUM_THREADS, which nproc obeys
 export OMP_NUM_THREADS=1
 kanbench_log "fuzzing $target for $minutes min on $jobs core(s); corpus $campaign/corpus"
 cd "$campaign"
