@@ -88,7 +88,7 @@ void BM_DenseEquivalentGemm_CUDA(benchmark::State& state) {
 }
 
 // batch, in, out, G, k. G = 5 and G = 50 at 4096 x 100 -> 100 are the fused backend's yardsticks
-// (the README quotes them); batch 256 is the ctest smoke case.
+// (docs/benchmarks.md quotes them); batch 256 is the ctest smoke case.
 const std::vector<std::vector<int64_t>>& layer_shapes() {
   static const std::vector<std::vector<int64_t>> shapes = {
       {256, 16, 16, 5, 3},     {4096, 100, 100, 5, 3},  {4096, 100, 100, 50, 3},

@@ -492,8 +492,8 @@ TEST(DataParallel, KanbenchFitDistributedNamesAMismatchedFlag) {
   }
 }
 
-// The README's launch with torchrun itself (the torch wheel's, beside the LibTorch this build
-// uses): two Gloo ranks over loopback, on the store of torchrun's agent.
+// The launch of docs/distributed.md ("Launching") with torchrun itself (the torch wheel's, beside
+// the LibTorch this build uses): two Gloo ranks over loopback, on the store of torchrun's agent.
 TEST(DataParallel, TorchrunLaunchesKanbenchFit) {
   if (!fs::exists(KAN_TORCHRUN))
     GTEST_SKIP() << "no torchrun at " << KAN_TORCHRUN << " (tools/setup.sh installs it)";

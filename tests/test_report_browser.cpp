@@ -123,7 +123,7 @@ protected:
 TEST_F(ReportBrowser, OpensOfflineDrawsEveryChartAndShowsTheVerdict) {
   const auto report = artifacts_ / "report.html";
   // KANBENCH_BROWSER_TEST_RESULTS=run/results.json shows a real run instead (e.g. to make the
-  // README's screenshot); the synthetic sample otherwise.
+  // screenshot in docs/reports.md); the synthetic sample otherwise.
   const char* real = std::getenv("KANBENCH_BROWSER_TEST_RESULTS");
   const bool synthetic = !real || !*real;
   HtmlReportOptions options;

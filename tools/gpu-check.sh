@@ -7,7 +7,7 @@
 #   tools/gpu-check.sh OUTDIR [STEP ...]     steps: build test audit run sweep bench symbolic
 #                                            distributed (default: these), cputest (on request)
 #
-# Sized for a short lease of the machine (README, "On a GPU machine"): the build compiles only
+# Sized for a short lease of the machine (docs/gpu.md): the build compiles only
 # for the GPU's own architecture and only what the GPU steps run; `test` runs the *_CUDA tests
 # (the CPU ones run in CI: `cputest` builds and runs them here too); stop-on-noise is capped at
 # 1 s a case. Steps can be split across calls (a device call is limited to 10 minutes): the

@@ -90,7 +90,7 @@ double suite_time_limit(const std::string& suite);
 void cap_gpu_memory(const std::vector<Target>& targets, double fraction);
 
 /// Parity tolerances per dtype (the less precise side of a comparison decides) and optimiser;
-/// documented in the README and written into every comparison.
+/// documented in docs/commands.md ("Precision") and written into every comparison.
 struct ParityTolerances {
   double output_rel;       ///< forward outputs at initialisation, max |a-b| / max |a|
   double grad_rel;         ///< gradients at initialisation, max |a-b| / max |a| per tensor
@@ -100,7 +100,7 @@ struct ParityTolerances {
 };
 ParityTolerances parity_tolerances(torch::Dtype less_precise, Optimizer opt);
 /// The same per precision: tf32, fp16 and bf16 have 10, 10 and 7 mantissa bits where float32 has
-/// 23, so their limits are wider (README, "Precision").
+/// 23, so their limits are wider (docs/commands.md, "Precision").
 ParityTolerances parity_tolerances(Precision less_precise, Optimizer opt);
 
 /// What a run records beside the timings: CUPTI activity of GPU epochs, and (for --trace) the

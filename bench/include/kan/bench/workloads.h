@@ -98,8 +98,9 @@ Workload mlp_matching_kan(const Workload& base, Activation activation = Activati
 /// `data_options` (columns, test set; classification when `loss` is cross-entropy, labels below
 /// the model's outputs), checked against the model's width (kan::check_width), as CPU float64;
 /// or without FILE, inputs drawn uniformly from each input's range in the model's first grid and
-/// labels = the model's own outputs plus noise (README, `kanbench run`; random classes for
-/// cross-entropy), sized like the toy case. Bad data is an error naming the file, where and why.
+/// labels = the model's own outputs plus noise (docs/commands.md, `kanbench run --model`; random
+/// classes for cross-entropy), sized like the toy case. Bad data is an error naming the file,
+/// where and why.
 Workload model_workload(const std::string& model_path, const std::string& data_path,
                         const std::string& suite,
                         const LoadDatasetOptions& data_options = LoadDatasetOptions(),
