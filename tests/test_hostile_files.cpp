@@ -231,6 +231,43 @@ TEST_F(HostileFiles, AWidthTheStoredTensorsCannotFillIsRefusedBeforeAllocating) 
   archive.write("model", state);
   archive.save_to(path("wide.pt"));
   expect_predict_refused(path("wide.pt"), "holds only");
+
+  // 10^18 multiplication nodes: their subnodes are counted at once, not one by one.
+  config["width"] = {2, int64_t{1000000000000000000}, 1};
+  config["mult"] = {0, int64_t{1000000000000000000}, 0};
+  torch::serialize::OutputArchive mult;
+  mult.write("kanbench_format", c10::IValue(std::string("kanbench-kan-checkpoint")));
+  mult.write("kanbench_format_version", c10::IValue(int64_t{1}));
+  mult.write("kanbench_config", c10::IValue(config.dump()));
+  mult.write("model", state);
+  mult.save_to(path("mult.pt"));
+  expect_predict_refused(path("mult.pt"), "mult.pt");
+}
+
+// A grid the stored tensors do not have: refused at their shapes, before any initial fit of its
+// size (pykan's initial coefficients cost G^3).
+TEST_F(HostileFiles, AHugeGridIsRefusedWithoutItsInitialFit) {
+  KAN model(KANOptions({2, 5, 1}).dtype(torch::kFloat64));
+  torch::serialize::OutputArchive archive, state;
+  archive.write("kanbench_format", c10::IValue(std::string("kanbench-kan-checkpoint")));
+  archive.write("kanbench_format_version", c10::IValue(int64_t{1}));
+  auto config = to_json(model->options());
+  config["grid"] = 5000; // within the size check's slack: its initial fit would take hours
+  archive.write("kanbench_config", c10::IValue(config.dump()));
+  model->save(state);
+  archive.write("model", state);
+  archive.save_to(path("grid.pt"));
+  expect_predict_refused(path("grid.pt"), "of shape");
+}
+
+// A storage key that is not a record name: LibTorch's reader would stop it at the NUL and read
+// record 0 again for every such key.
+TEST_F(HostileFiles, AStorageKeyThatIsNotARecordNameIsRefused) {
+  copy_pykan("key");
+  write_state(path("key_state"), "act_fun.0.coef", pickle_tensor("0\0x"s, 1, "K\x01", "K\x01"),
+              {{"data/0", std::string(8, '\0')}});
+  expect_refused("import-pykan " + path("key") + " --out " + path("out"), "key_state",
+                 "not a record name");
 }
 
 // 5. An offending value is quoted in at most about 80 characters.

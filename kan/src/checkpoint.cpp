@@ -9,6 +9,7 @@
 #include "kan/memory.h"
 #include "kan/pykan.h"
 
+#include "detail/initial_values.h"
 #include "detail/saturate.h"
 #include "detail/torch_archive.h"
 
@@ -278,8 +279,8 @@ OpenedCheckpoint open_checkpoint(const std::string& path, torch::Device device) 
     try {
       opened.kind = model_kind_from_string(kind);
     } catch (const c10::Error& e) {
-      TORCH_CHECK(false, "checkpoint '", path, "' has a malformed model kind record: ",
-                  io::first_line(e.what_without_backtrace()));
+      TORCH_CHECK(false, "checkpoint '", path, "' has a malformed model kind record: '",
+                  io::elided(kind), "' (kan or mlp)");
     }
   }
   opened.config =
@@ -374,6 +375,7 @@ KAN load_kan(OpenedCheckpoint& opened, const std::string& path, torch::Device de
                           "width " + c10::str(c10::IntArrayRef(options.width())) + ", grid " +
                               std::to_string(options.grid()),
                           opened, path);
+  const detail::SkipInitialValues every_value_comes_from_the_file;
   KAN model(options.device(device));
   // Version 4 names each layer's symbolic functions; before, no edge was symbolic.
   if (opened.version >= 4) {

@@ -5,6 +5,7 @@
 #include "detail/edge_moments.h"
 #include "detail/fused_spline.h"
 #include "detail/host_list.h"
+#include "detail/initial_values.h"
 #include "detail/saturate.h"
 #include "kan/bspline.h"
 #include "kan/io/text.h"
@@ -107,8 +108,12 @@ void KANLayerImpl::reset_parameters() {
   auto generator = at::make_generator<at::CPUGeneratorImpl>(o.seed());
   const auto cpu64 = torch::TensorOptions().dtype(torch::kFloat64);
   const auto grid_cpu = uniform_grid(I, G, k, o.grid_range()[0], o.grid_range()[1], cpu64);
-  const auto noise = (torch::rand({G + 1, I, O}, generator, cpu64) - 0.5) * o.noise_scale() / G;
-  const auto coef_cpu = curve2coef(grid_cpu.slice(1, k, -k).t(), noise, grid_cpu, k);
+  const auto coef_cpu =
+      detail::initial_values_skipped()
+          ? torch::zeros({I, O, G + k}, cpu64)
+          : curve2coef(grid_cpu.slice(1, k, -k).t(),
+                       (torch::rand({G + 1, I, O}, generator, cpu64) - 0.5) * o.noise_scale() / G,
+                       grid_cpu, k);
   const double inv_sqrt_in = 1.0 / std::sqrt(static_cast<double>(I));
   const auto scale_base_cpu =
       o.scale_base_mu() * inv_sqrt_in +

@@ -115,6 +115,9 @@ int64_t node_arity(const KANOptions& o, size_t l, int64_t j) {
 int64_t subnodes(const KANOptions& o, size_t l) {
   const int64_t n_mult = mult_nodes(o, l);
   int64_t count = o.width().at(l) - n_mult;
+  // One arity for every node: counted at once (a configuration may claim 10^18 nodes).
+  if (o.node_arity().empty())
+    return detail::sat_add(count, detail::sat_mul(n_mult, o.mult_arity()));
   for (int64_t j = 0; j < n_mult; ++j)
     count = detail::sat_add(count, node_arity(o, l, j));
   return count;

@@ -6,6 +6,8 @@
 #include "kan/symbolic.h"
 #include "kan/torch_file.h"
 
+#include "detail/initial_values.h"
+
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
 #include <yaml-cpp/yaml.h>
@@ -165,8 +167,10 @@ void read_width(const Config& config, KANOptions& options) {
     } else {
       n_sum = config.get<int64_t>(width[l], what);
     }
-    TORCH_CHECK(n_sum >= 0 && n_mult >= 0 && n_sum + n_mult >= 1, "'", config.path(), "': field '",
-                what, "' needs non-negative counts and at least one node, got [", n_sum, ", ",
+    TORCH_CHECK(n_sum >= 0 && n_mult >= 0 && n_sum <= (int64_t{1} << 40) &&
+                    n_mult <= (int64_t{1} << 40) && n_sum + n_mult >= 1,
+                "'", config.path(), "': field '", what,
+                "' needs non-negative counts below 2^40 and at least one node, got [", n_sum, ", ",
                 n_mult, "]");
     nodes.push_back(n_sum + n_mult);
     mult.push_back(n_mult);
@@ -207,7 +211,7 @@ KANOptions read_config(const Config& config) {
   try {
     options.base_fun(base_function_from_string(base));
   } catch (const c10::Error&) {
-    TORCH_CHECK(false, "'", config.path(), "': field 'base_fun_name' is '", base,
+    TORCH_CHECK(false, "'", config.path(), "': field 'base_fun_name' is '", io::elided(base),
                 "'; kanbench knows pykan's 'silu', 'identity' and 'zero'");
   }
   options.grid_eps(config.get<double>("grid_eps"));
@@ -278,7 +282,7 @@ void read_symbolic(const Config& config, const std::map<std::string, torch::Tens
         symbolic_function(name);
       } catch (const c10::Error& e) {
         TORCH_CHECK(false, "pykan checkpoint '", prefix, "': edge ", i, " -> ", j, " of layer ", l,
-                    " has symbolic function '", name,
+                    " has symbolic function '", io::elided(name),
                     "': ", io::first_line(e.what_without_backtrace()));
       }
       ins.push_back(i);
@@ -333,6 +337,7 @@ KAN load_pykan(const std::string& prefix, torch::Device device) {
   // symbolic state; the others none, and their all-zero symbolic_fun tensors are not kept.
   const bool symbolic = !config.has("symbolic_enabled") || config.get<bool>("symbolic_enabled");
   std::set<std::string> known;
+  const detail::SkipInitialValues every_value_comes_from_the_file;
   KAN model(options);
   for (size_t l = 0; l < model->depth(); ++l) {
     for (const char* name : {"mask", "affine"})

@@ -1,6 +1,7 @@
 #include "kan/symbolic.h"
 
 #include "detail/host_list.h"
+#include "kan/io/text.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -206,7 +207,8 @@ const SymbolicFunction& symbolic_function(const std::string& name) {
   std::string known;
   for (const auto& f : lib.functions)
     known += (known.empty() ? "" : ", ") + f.name;
-  TORCH_CHECK(false, "unknown symbolic function '", name, "'; the library has ", known);
+  // The name may come from a checkpoint file: quoted in bounded length.
+  TORCH_CHECK(false, "unknown symbolic function '", io::elided(name), "'; the library has ", known);
 }
 
 std::vector<std::string> symbolic_function_names() {
@@ -237,7 +239,8 @@ SymbolicFitOptions symbolic_search(const std::string& name) {
     o.newton_steps = 10;
     return o;
   }
-  TORCH_CHECK(false, "unknown symbolic search '", name, "': expected pykan, zoom or newton");
+  TORCH_CHECK(false, "unknown symbolic search '", io::elided(name),
+              "': expected pykan, zoom or newton");
 }
 
 void add_symbolic_function(SymbolicFunction function) {

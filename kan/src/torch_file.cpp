@@ -10,6 +10,8 @@
 #include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickler.h>
 
+#include <set>
+
 namespace kan {
 namespace {
 
@@ -57,11 +59,15 @@ NamedTensors read_named_tensors(const std::string& path) {
   TORCH_CHECK(value.kind == Kind::kDict, "'", path, "' holds ", detail::kind_name(value.kind),
               ", not a dict of named tensors");
   NamedTensors tensors;
+  std::set<std::string> names;
   for (const auto& [key, item] : value.entries) {
     TORCH_CHECK(key->kind == Kind::kString, "'", path, "': a dict key that is ",
                 detail::kind_name(key->kind), ", not a name");
     TORCH_CHECK(item->kind == Kind::kTensor, "'", path, "': '", io::elided(key->text), "' is ",
                 detail::kind_name(item->kind), ", not a tensor");
+    // Python keeps the last of two equal keys, a lookup here the first: refused.
+    TORCH_CHECK(names.insert(key->text).second, "'", path, "': the key '", io::elided(key->text),
+                "' appears twice");
     tensors.emplace_back(key->text, item->tensor);
   }
   return tensors;

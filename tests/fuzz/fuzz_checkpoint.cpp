@@ -6,6 +6,6 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto path = kan::fuzz::write_input(data, size, "model.pt");
-  kan::fuzz::read_or_refuse([&] { kan::load_any_checkpoint(path); });
+  kan::fuzz::read_or_refuse<c10::Error>([&] { kan::load_any_checkpoint(path); });
   return 0;
 }

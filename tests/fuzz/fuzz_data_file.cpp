@@ -7,8 +7,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto path = kan::fuzz::write_input(data, size, "data");
-  kan::fuzz::read_or_refuse([&] { kan::load_dataset(path); });
-  kan::fuzz::read_or_refuse([&] {
+  kan::fuzz::read_or_refuse<c10::Error>([&] { kan::load_dataset(path); });
+  kan::fuzz::read_or_refuse<c10::Error>([&] {
     kan::RowReader rows(path);
     while (rows.next(64).size(0) > 0) {
     }

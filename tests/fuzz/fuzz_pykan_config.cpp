@@ -14,6 +14,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return prefix;
   }();
   kan::fuzz::write_input(data, size, "model_config.yml");
-  kan::fuzz::read_or_refuse([&] { kan::load_pykan(prefix); });
+  kan::fuzz::read_or_refuse<c10::Error>([&] { kan::load_pykan(prefix); });
   return 0;
 }

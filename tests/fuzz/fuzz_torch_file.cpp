@@ -6,7 +6,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto path = kan::fuzz::write_input(data, size, "state");
-  kan::fuzz::read_or_refuse([&] { kan::read_named_tensors(path); });
-  kan::fuzz::read_or_refuse([&] { kan::read_tensor(path); });
+  kan::fuzz::read_or_refuse<c10::Error>([&] { kan::read_named_tensors(path); });
+  kan::fuzz::read_or_refuse<c10::Error>([&] { kan::read_tensor(path); });
   return 0;
 }

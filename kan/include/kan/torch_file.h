@@ -16,6 +16,8 @@ namespace kan {
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
 /// A torch.save'd dict or OrderedDict of str -> Tensor (a state_dict, a dataset), on the CPU.
+/// As torch.load, the tensors are views of the file's storages (copied from the file): tensors
+/// that share a storage in the file share it here, and a view may be non-contiguous.
 /// Only tensors, dicts, tuples, lists, strings, numbers, booleans and None are read; any other
 /// pickled object (arbitrary code in Python) is refused. A missing, truncated or foreign file, or
 /// one holding something else, is an error naming the file and what was found.

@@ -1,10 +1,14 @@
 #include "detail/torch_archive.h"
 
+#include "detail/zip_reader.h"
+
 #include "kan/io/text.h"
 
 #include <ATen/ATen.h>
 #include <caffe2/serialize/inline_container.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -92,9 +96,13 @@ public:
                 size, " bytes, more than the whole file's ", file_size_, " (truncated or corrupt)");
     return size;
   }
-  // The record's bytes, `size(name)` of them.
+  // The record's bytes, `size(name)` of them. Records never overlap in a file LibTorch or
+  // torch.save wrote, so all that is read is at most the file's size.
   at::DataPtr read(const std::string& name) const {
     const size_t expected = size(name);
+    TORCH_CHECK(expected <= file_size_ - read_, "'", path_, "': its records would hold more than ",
+                "the whole file's ", file_size_, " bytes (a record read twice?)");
+    read_ += expected;
     auto [bytes, size] = guarded(name, [&] { return archive_.getRecord(name); });
     TORCH_CHECK(size == expected, "'", path_, "': its record ", io::elided(name), " holds ", size,
                 " bytes, not ", expected, " (truncated or corrupt)");
@@ -107,8 +115,9 @@ private:
     try {
       return f();
     } catch (const c10::Error& e) {
-      TORCH_CHECK(false, "'", path_, "': cannot read its record ", io::elided(name),
-                  " (truncated or corrupt): ", io::first_line(e.what_without_backtrace()));
+      TORCH_CHECK(
+          false, "'", path_, "': cannot read its record ", io::elided(name),
+          " (truncated or corrupt): ", io::elided(io::first_line(e.what_without_backtrace()), 200));
       throw;
     }
   }
@@ -116,7 +125,36 @@ private:
   const std::string& path_;
   caffe2::serialize::PyTorchStreamReader& archive_;
   uint64_t file_size_;
+  mutable uint64_t read_ = 0;
 };
+
+// The zip archive's directory, read by kan's own checked zip reader before LibTorch's reader
+// sees the file: that one allocates whatever size a record claims (its version records as soon
+// as it opens the file) and inflates compressed records. torch.save and LibTorch store the
+// records kanbench or LibTorch's reader reads (the pickle, the tensors, the version and
+// byteorder records) uncompressed, side by side; only LibTorch's TorchScript source, which
+// nothing reads, is compressed, and it is small.
+void check_zip_directory(const std::string& path, uint64_t file_size) {
+  constexpr uint64_t kMaxCompressedRecord = uint64_t{1} << 20;
+  const ZipReader zip(path);
+  uint64_t stored = 0;
+  for (const auto& entry : zip.entries()) {
+    const auto& name = entry.name;
+    const auto slash = name.find('/');
+    const auto record = slash == std::string::npos ? name : name.substr(slash + 1);
+    const bool read = record == "data.pkl" || record == "version" || record == "byteorder" ||
+                      record.rfind("data/", 0) == 0 || record.rfind(".data/", 0) == 0;
+    if (entry.method == 0 && entry.compressed_size == entry.size) {
+      TORCH_CHECK(entry.size <= file_size - stored, "'", path,
+                  "': its records claim more bytes than the whole file's ", file_size);
+      stored += entry.size;
+      continue;
+    }
+    TORCH_CHECK(!read && entry.size <= kMaxCompressedRecord, "'", path, "': its record ",
+                io::elided(name), " is compressed to ", entry.compressed_size, " of ", entry.size,
+                " bytes; torch.save and LibTorch store it as it is");
+  }
+}
 
 class Unpickler {
 public:
@@ -151,8 +189,16 @@ private:
     values_.back()->kind = kind;
     return values_.back().get();
   }
+  // Every slot of every container counts against the object limit, so that a memoized value
+  // used over and over cannot make the work quadratic in the pickle's size.
+  void count_slots(size_t n) {
+    slots_ += n;
+    fail_unless(slots_ <= limits_.max_values, "containers of more than ", limits_.max_values,
+                " entries in all");
+  }
   // Puts `item` into `container`, which is then at least one level deeper than it.
   void nest(PickleValue* container, const PickleValue* item) {
+    count_slots(1);
     container->depth = std::max(container->depth, item->depth + 1);
     fail_unless(container->depth <= limits_.max_depth, "containers nested more than ",
                 limits_.max_depth, " deep");
@@ -224,7 +270,7 @@ private:
   void memo_get(uint64_t index) {
     const auto found = memo_.find(index);
     fail_unless(found != memo_.end(), "a reference to memo entry ", index, " never stored");
-    stack_.push_back(found->second);
+    push(found->second);
   }
   void set_items(PickleValue* dict, const std::vector<PickleValue*>& pairs) {
     fail_unless(dict->kind == Kind::kDict, "SETITEMS on ", kind_name(dict->kind));
@@ -413,6 +459,7 @@ private:
       fail_unless(state->kind == Kind::kDict, "a module state that is ", kind_name(state->kind));
       fail_unless(target->entries.empty(), "a module built twice");
       nest(target, state);
+      count_slots(state->entries.size());
       target->entries = state->entries;
       return;
     }
@@ -432,6 +479,14 @@ private:
     const auto dtype = storage_dtype(id->items[1]->text);
     fail_unless(dtype.has_value(), "a storage of type ", io::elided(id->items[1]->text));
     const auto& key = id->items[2]->text;
+    // Keys are record names ("0", "1", ...); anything else could name one record many times
+    // (LibTorch's reader stops a name at its first NUL byte).
+    fail_unless(!key.empty() && key.size() <= 64 &&
+                    std::all_of(key.begin(), key.end(),
+                                [](char c) {
+                                  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                                }),
+                "a storage key that is not a record name: '", io::elided(key), "'");
     auto& cached = storages_[key];
     if (!cached.defined()) {
       const int64_t numel = id->items[4]->integer;
@@ -459,6 +514,8 @@ private:
 
   std::vector<int64_t> int_tuple(const PickleValue* value, const char* what) {
     fail_unless(value->kind == Kind::kTuple, what, " that is not a tuple");
+    fail_unless(value->items.size() <= 64, what, " of ", value->items.size(),
+                " dimensions (at most 64)");
     std::vector<int64_t> ints;
     for (const auto* item : value->items) {
       fail_unless(item->kind == Kind::kInt, what, " that holds ", kind_name(item->kind));
@@ -477,6 +534,7 @@ private:
     const auto size = int_tuple(a[2], "a tensor size");
     const auto stride = int_tuple(a[3], "a tensor stride");
     fail_unless(size.size() == stride.size(), "a tensor whose size and stride differ in length");
+    fail_unless(size.size() <= 64, "a tensor of ", size.size(), " dimensions (at most 64)");
     int64_t last = offset, numel = 1;
     bool empty = false, overflow = false;
     for (size_t d = 0; d < size.size(); ++d) {
@@ -534,6 +592,7 @@ private:
   std::map<uint64_t, PickleValue*> memo_;
   std::map<std::string, torch::Tensor> storages_;
   int64_t storage_bytes_ = 0;
+  size_t slots_ = 0;
 };
 
 } // namespace
@@ -546,13 +605,19 @@ TorchArchive::TorchArchive(const std::string& path, const TorchArchiveLimits& li
   const auto file_size = std::filesystem::file_size(path, ec);
   TORCH_CHECK(!ec && file_size > 0, "cannot read '", path, "': the file is empty");
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> archive;
-  try {
-    archive = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
-  } catch (const c10::Error& e) {
+  const auto refuse = [&](const std::string& why) {
     TORCH_CHECK(false, "'", path,
                 "': not a torch.save file or LibTorch archive (truncated, foreign, or saved with "
                 "_use_new_zipfile_serialization=False?): ",
-                io::first_line(e.what_without_backtrace()));
+                io::elided(io::first_line(why), 200));
+  };
+  try {
+    check_zip_directory(path, file_size);
+    archive = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
+  } catch (const c10::Error& e) {
+    refuse(e.what_without_backtrace());
+  } catch (const std::exception& e) { // LibTorch's version parsing throws std::out_of_range
+    refuse(e.what());
   }
   try {
     const Records records(path_, *archive, file_size);
