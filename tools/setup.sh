@@ -79,11 +79,12 @@ kanbench_configure() {
   fi
 }
 
+# kanbench_build [TARGET...]: everything, or only the targets named (and what they need).
 kanbench_build() {
   kanbench_install_debian_packages
   kanbench_install_torch
   kanbench_configure
-  cmake --build "$KANBENCH_BUILD" -j"$(nproc)"
+  cmake --build "$KANBENCH_BUILD" -j"$(nproc)" ${1+--target "$@"}
 }
 
 # Whether this machine has clang-14 with libFuzzer (Debian's clang-14 and libclang-rt-14-dev), which
