@@ -1,6 +1,7 @@
 // Checkpoints: exact round trip, loading elsewhere, clear errors on bad files.
 #include "kan/checkpoint.h"
 
+#include "checkpoint_test_util.h"
 #include "kan/fit.h"
 #include "test_util.h"
 
@@ -165,14 +166,9 @@ TEST_F(Checkpoint, NonFiniteValuesInAFileWithoutChecksumsAreRefused) {
     torch::NoGradGuard no_grad;
     model->layer(1)->coef[0][0][0] = std::nan("");
   }
-  torch::serialize::OutputArchive archive, state;
-  archive.write("kanbench_format", c10::IValue(std::string("kanbench-kan-checkpoint")));
-  archive.write("kanbench_format_version", c10::IValue(int64_t{1}));
   auto options = model->options();
-  archive.write("kanbench_config", c10::IValue(to_json(options.dtype(model->dtype())).dump()));
-  model->save(state);
-  archive.write("model", state);
-  archive.save_to(path("v1-nan.pt"));
+  test::write_version1_checkpoint(path("v1-nan.pt"), to_json(options.dtype(model->dtype())),
+                                  *model);
   KAN_EXPECT_ERROR(load_checkpoint(path("v1-nan.pt")), "v1-nan.pt", "layers.1.coef", "1 NaN");
 }
 
@@ -191,28 +187,17 @@ TEST_F(Checkpoint, NonFiniteModelsAreNotWritten) {
 
 TEST_F(Checkpoint, ADtypeThatContradictsTheConfigurationIsRefused) {
   auto model = trained_model(); // float64 tensors
-  torch::serialize::OutputArchive archive, state;
-  archive.write("kanbench_format", c10::IValue(std::string("kanbench-kan-checkpoint")));
-  archive.write("kanbench_format_version", c10::IValue(int64_t{1}));
   auto options = model->options();
-  archive.write("kanbench_config", c10::IValue(to_json(options.dtype(torch::kFloat32)).dump()));
-  model->save(state);
-  archive.write("model", state);
-  archive.save_to(path("mixed.pt"));
+  test::write_version1_checkpoint(path("mixed.pt"), to_json(options.dtype(torch::kFloat32)),
+                                  *model);
   KAN_EXPECT_ERROR(load_checkpoint(path("mixed.pt")), "mixed.pt", "float64", "float32",
                    "nothing is converted silently");
 }
 
 TEST_F(Checkpoint, VersionOneFilesStillLoad) {
   auto model = trained_model();
-  torch::serialize::OutputArchive archive, state;
-  archive.write("kanbench_format", c10::IValue(std::string("kanbench-kan-checkpoint")));
-  archive.write("kanbench_format_version", c10::IValue(int64_t{1}));
   auto options = model->options();
-  archive.write("kanbench_config", c10::IValue(to_json(options.dtype(model->dtype())).dump()));
-  model->save(state);
-  archive.write("model", state);
-  archive.save_to(path("v1.pt"));
+  test::write_version1_checkpoint(path("v1.pt"), to_json(options.dtype(model->dtype())), *model);
   const auto loaded = load_checkpoint(path("v1.pt"));
   EXPECT_TRUE(torch::equal(loaded->layer(1)->coef, model->layer(1)->coef));
 }

@@ -1,6 +1,7 @@
 // Files crafted to crash or exhaust a reader, as found by mutating the project's own fixtures:
 // each is refused by the command line with exit 2 and one line, quickly and within 100 MB more
 // than a trivial refusal takes.
+#include "checkpoint_test_util.h"
 #include "cli_runner.h"
 #include "test_util.h"
 
@@ -221,26 +222,15 @@ TEST_F(HostileFiles, AWidthTheStoredTensorsCannotFillIsRefusedBeforeAllocating) 
                  "holds only");
 
   KAN model(KANOptions({2, 5, 1}).dtype(torch::kFloat64));
-  torch::serialize::OutputArchive archive, state;
-  archive.write("kanbench_format", c10::IValue(std::string("kanbench-kan-checkpoint")));
-  archive.write("kanbench_format_version", c10::IValue(int64_t{1}));
   auto config = to_json(model->options());
   config["width"] = {300000000, 1};
-  archive.write("kanbench_config", c10::IValue(config.dump()));
-  model->save(state);
-  archive.write("model", state);
-  archive.save_to(path("wide.pt"));
+  test::write_version1_checkpoint(path("wide.pt"), config, *model);
   expect_predict_refused(path("wide.pt"), "holds only");
 
   // 10^18 multiplication nodes: their subnodes are counted at once, not one by one.
   config["width"] = {2, int64_t{1000000000000000000}, 1};
   config["mult"] = {0, int64_t{1000000000000000000}, 0};
-  torch::serialize::OutputArchive mult;
-  mult.write("kanbench_format", c10::IValue(std::string("kanbench-kan-checkpoint")));
-  mult.write("kanbench_format_version", c10::IValue(int64_t{1}));
-  mult.write("kanbench_config", c10::IValue(config.dump()));
-  mult.write("model", state);
-  mult.save_to(path("mult.pt"));
+  test::write_version1_checkpoint(path("mult.pt"), config, *model);
   expect_predict_refused(path("mult.pt"), "mult.pt");
 }
 
@@ -248,15 +238,9 @@ TEST_F(HostileFiles, AWidthTheStoredTensorsCannotFillIsRefusedBeforeAllocating) 
 // size (pykan's initial coefficients cost G^3).
 TEST_F(HostileFiles, AHugeGridIsRefusedWithoutItsInitialFit) {
   KAN model(KANOptions({2, 5, 1}).dtype(torch::kFloat64));
-  torch::serialize::OutputArchive archive, state;
-  archive.write("kanbench_format", c10::IValue(std::string("kanbench-kan-checkpoint")));
-  archive.write("kanbench_format_version", c10::IValue(int64_t{1}));
   auto config = to_json(model->options());
   config["grid"] = 5000; // within the size check's slack: its initial fit would take hours
-  archive.write("kanbench_config", c10::IValue(config.dump()));
-  model->save(state);
-  archive.write("model", state);
-  archive.save_to(path("grid.pt"));
+  test::write_version1_checkpoint(path("grid.pt"), config, *model);
   expect_predict_refused(path("grid.pt"), "of shape");
 }
 
