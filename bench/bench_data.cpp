@@ -1,6 +1,6 @@
-// bench_kan family of users' data files: kan::load_dataset on a generated CSV file (the issue's
-// yardstick: 1M rows x 10 columns in <= 3 s on a 2-core machine, peak extra memory <= 2x the
-// tensors it returns).
+// bench_kan family of users' data files: kan::load_dataset on a generated CSV file (the yardstick:
+// 1M rows x 10 columns in <= 3 s on a 2-core machine, peak extra memory <= 2x the tensors it
+// returns).
 #include "bench_util.h"
 
 #include "kan/bench/measure.h"
@@ -78,7 +78,7 @@ CsvFiles& csv_files() {
 
 // Args: rows, columns, dtype (bits). The default split (test fraction 0.2, seeded shuffle), the
 // last column the target. Counters: rows/s, bytes/s of the file, and the peak extra memory of a
-// load over the bytes of the tensors it returns (the bound: <= 2).
+// load over the bytes of the tensors it returns (the bound: <= 2).
 void BM_LoadCsv(benchmark::State& state) {
   const int64_t rows = state.range(0), columns = state.range(1);
   const auto dtype = dtype_arg(state.range(2));
@@ -104,7 +104,7 @@ void BM_LoadCsv(benchmark::State& state) {
 } // namespace
 
 void register_data_families() {
-  // rows:1000 is the ctest smoke case; rows:1000000 x 10 the yardstick.
+  // rows:1000 is the ctest smoke case; rows:1000000 x 10 the yardstick above.
   benchmark::RegisterBenchmark("BM_LoadCsv", BM_LoadCsv)
       ->ArgNames({"rows", "columns", "dtype"})
       ->Args({1000, 10, 64})

@@ -216,7 +216,7 @@ TEST_F(Checkpoint, WritesAtomicallyAndReplacesASymlinkInsteadOfItsTarget) {
 
 TEST_F(Checkpoint, AFailingWriterIsAnErrorNotAnAbort) {
   // LibTorch's archive writer retries a failed write in its destructor; the failure must come
-  // out as one exception after it is done (a full disk used to abort kanbench fit).
+  // out as one exception after it is done, so that a full disk does not abort kanbench fit.
   auto model = trained_model();
   size_t written = 0;
   try {

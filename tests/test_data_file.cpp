@@ -604,8 +604,8 @@ TEST_F(DataFile, LargeFilesCrossEveryBufferBoundary) {
                            wide.index_select(0, std::get<1>(wide.select(1, 0).sort()))));
 }
 
-// The bound on memory: a load's peak extra resident memory at most twice the tensors it
-// returns (the file streams through a fixed buffer; rows land straight in their split).
+// The bound on memory: a load's peak extra resident memory at most twice the tensors it returns
+// (the file streams through a fixed buffer; rows land straight in their split).
 TEST_F(DataFile, PeakMemoryStaysUnderTwiceTheTensors) {
   const auto f64 = LoadDatasetOptions().dtype(torch::kFloat64);
   load_dataset(write("warm.csv", csv_text(table())), f64); // one-time initialisation

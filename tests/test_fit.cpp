@@ -198,9 +198,8 @@ TEST(Fit, LossesAreReadOncePerEpochOnCuda_CUDA) {
 }
 
 // For small models ATen's per-operation cost is the step's time (docs/benchmarks.md, "Peer
-// comparison"): a toy LBFGS step's operations stay within a budget above the 1.07k (1.31k
-// regularised) measured when the cuts landed, so a change that adds operations to every
-// evaluation shows here.
+// comparison"): a toy LBFGS step's operations stay within a budget above the measured 1.07k
+// (1.31k regularised), so a change that adds operations to every evaluation shows here.
 TEST(Fit, ToyStepsStayWithinTheirOperationBudget) {
   auto data = toy_data(1000, 1000);
   for (const double lamb : {0.0, 0.001}) {
@@ -213,8 +212,7 @@ TEST(Fit, ToyStepsStayWithinTheirOperationBudget) {
         evaluations += step.evaluations;
     });
     const double per_evaluation = static_cast<double>(report.summary.operations) / evaluations;
-    // 46 (58 regularised) per evaluation on 2026-12-03: forward, loss, backward, LBFGS's
-    // arithmetic.
+    // 46 (58 regularised) measured per evaluation: forward, loss, backward, LBFGS's arithmetic.
     EXPECT_LT(per_evaluation, lamb > 0 ? 70.0 : 55.0) << report.summary.operations << " operations";
     EXPECT_GT(evaluations, 2);
   }

@@ -21,7 +21,7 @@ using test::max_abs_diff;
 
 enum class Knots { kUniform, kUpdated };
 
-// max |a - b| / max |b|: the float32 criterion of issue 6.
+// max |a - b| / max |b|: the criterion for float32 results.
 double max_rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
   const double scale = b.abs().max().item<double>();
   return max_abs_diff(a, b) / std::max(scale, 1e-30);

@@ -29,7 +29,7 @@ torch::Tensor uniform(std::vector<int64_t> shape, uint64_t seed, double lo = -1,
   return torch::rand(shape, gen, torch::kFloat64) * (hi - lo) + lo;
 }
 
-// max |a - b| / max |b|: the relative difference the brief's 1e-12 means.
+// max |a - b| / max |b|: the relative difference the 1e-12 tolerances below bound.
 double relative_diff(const torch::Tensor& a, const torch::Tensor& b) {
   const double scale = b.abs().max().item<double>();
   return max_abs_diff(a, b) / (scale > 0 ? scale : 1.0);

@@ -149,8 +149,8 @@ protected:
   int64_t baseline_rss_ = 0;
 };
 
-// 1. A pickle nested 100,000 deep in a pykan state: refused at the nesting limit (it used to
-// overflow the stack when freed).
+// 1. A pickle nested 100,000 deep in a pykan state: refused at the nesting limit (without
+// it, freeing such a nesting overflows the stack).
 TEST_F(HostileFiles, APickleNestedDeepInAPykanStateIsRefused) {
   copy_pykan("deep");
   write_state(path("deep_state"), "act_fun.0.coef", "K\x01" + std::string(100000, '\x85'));

@@ -198,7 +198,7 @@ TEST(Memory, EstimateOfARegularisedAdamStepWithAGridUpdateIsWithinAFactorOfTwo) 
 
 TEST(Memory, EstimateOfAFusedRegularisedStepIsWithinAFactorOfTwo) {
   // The layers' saved inputs and outputs dominate: the fused backend's regulariser keeps per-edge
-  // sums, not the (N, I, O) edge activations (an estimate that counted them was 20 times off).
+  // sums, not the (N, I, O) edge activations (counting them puts the estimate 20 times off).
   expect_estimate_close(
       KANOptions({4, 200, 200, 1}).grid(5).dtype(torch::kFloat32),
       FitOptions().opt(Optimizer::kAdam).lr(1e-3).lamb(0.01).steps(1).update_grid(false), 8192, 100,

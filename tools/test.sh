@@ -12,7 +12,7 @@ if kanbench_have_libfuzzer; then
 fi
 cd "$KANBENCH_BUILD"
 # ctest runs as many tests at once as there are cores, each with LibTorch's OpenMP threads; spinning
-# idle threads of one test would then starve the others (a 0.4 s fit took 30 s on 2 busy cores).
+# idle threads of one test would then starve the others (a 0.4 s fit takes 30 s on 2 busy cores).
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 ctest --output-on-failure --timeout 1200 -j"$(nproc)" "$@"
 if [ "$fuzzers" = 1 ]; then

@@ -71,7 +71,7 @@ PeakMemory::PeakMemory(torch::Device device) : device_(device) {
     return;
   }
   // Freed heap memory goes back to the system first, or the work would reuse it unseen: a
-  // measurement after another (a regularised step after an unregularised one) read 0.4 MiB
+  // measurement after another (a regularised step after an unregularised one) would read 0.4 MiB
   // instead of 300.
   malloc_trim(0);
   // Writing 5 to clear_refs resets the high-water mark VmHWM to the current resident set.

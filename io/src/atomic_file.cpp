@@ -142,7 +142,7 @@ int remove_stale_temporaries(const std::string& folder, const std::string& file_
     const std::string name = it->path().filename().string();
     if (name.compare(0, prefix.size(), prefix) != 0)
       continue;
-    const std::string suffix = name.substr(prefix.size()); // "PID.XXXXXX" or, before, "XXXXXX"
+    const std::string suffix = name.substr(prefix.size()); // "PID.XXXXXX"; older versions: "XXXXXX"
     const auto dot = suffix.find('.');
     bool stale = false;
     if (dot != std::string::npos && suffix.size() - dot - 1 == 6 &&

@@ -216,7 +216,7 @@ FitHistory fit_history_from_json(const json& j, const std::string& path) {
         record.step = s.integer("step", Bound::kNonNegative);
         read_metrics(s, record);
         record.grid_updated = s.boolean("grid_updated");
-        // Missing in results written before 2026-12-02.
+        // Missing in results of earlier kanbench versions: read as 0.
         record.evaluations = s.optional_integer("evaluations", Bound::kNonNegative).value_or(0);
         s.finish();
         return record;

@@ -343,7 +343,7 @@ Zoom first_search(const Tensor& x, const std::vector<int64_t>& column, const Ten
   const auto used_index = detail::host_list(used, torch::kLong, device);
   // A few (N, columns, G^2) temporaries and the (columns, G^2, W) covariances live at once. On
   // the CPU one column at a time: larger blocks are fresh pages on every allocation, whose faults
-  // cost more than the arithmetic (they were half of a deep model's auto_symbolic).
+  // cost more than the arithmetic (with larger blocks, half of a deep model's auto_symbolic).
   const int64_t per_column = (N * 4 + W * 3) * G * G * x.element_size();
   const int64_t budget = x.is_cpu() ? 0 : o.memory_budget;
   const int64_t chunk = std::max<int64_t>(1, std::min(U, budget / per_column));

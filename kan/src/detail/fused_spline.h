@@ -5,7 +5,7 @@
 // There is no "dense basis + one GEMM" variant for small G: the kernels' work grows with k + 1,
 // not G + k, and on the 2-core AVX2 development machine they already beat the reference's GEMM
 // formulation 3.3x at G = 5 (layer forward + backward, 4096 x 100 -> 100, k = 3, float32; 55x at
-// G = 50; bench_kan on an idle machine), so no rule for switching was needed. Measure with
+// G = 50; bench_kan on an idle machine), so no rule for switching is needed. Measure with
 // bench_kan before adding one.
 
 #include "detail/spline_kernels.h"

@@ -1,6 +1,6 @@
 #pragma once
 // The MSE loss mean((pred - labels)^2) as one autograd node on the CPU: the loss's three tensor
-// operations and their backward's eight were 11 of the 81 operations of an evaluation of the
+// operations and their backward's eight would be 11 of the 81 operations of an evaluation of the
 // toy model's LBFGS step, where a small model's time goes to such fixed costs.
 
 #include <ATen/core/Tensor.h>

@@ -2,7 +2,7 @@
 // The regulariser's sample terms of one layer (regularization.cpp) from the fused backend's
 // per-edge sums, as one autograd node computed in float64 loops on the CPU. The tensor
 // formulation costs about 85 ATen operations forward and 150 backward per layer, which on small
-// models take far longer than the arithmetic (issue "fewer operations per step").
+// models take far longer than the arithmetic.
 
 #include <ATen/core/Tensor.h>
 

@@ -11,9 +11,9 @@
 // (weight_shape's, pairs_of_lanes'), on these same tiles.
 //
 // No atomics anywhere: the weight gradient's threads own their columns of one sample slice's copy
-// of grad_weight (as before), summed over the slices at the end, so results do not depend on the
-// order in which blocks run. Each kernel's shape (threads along the outputs, pairs per tile) is
-// computed on the host, by the functions below, for the GPU and its stand-in alike.
+// of grad_weight (as in spline_threads.h), summed over the slices at the end, so results do not
+// depend on the order in which blocks run. Each kernel's shape (threads along the outputs, pairs
+// per tile) is computed on the host, by the functions below, for the GPU and its stand-in alike.
 
 #include "spline_threads.h"
 
