@@ -63,9 +63,10 @@ std::string pickle_global(const std::string& module, const std::string& name) {
 
 // A pickled tensor: a float64 storage `key` of `numel` elements, viewed with size, stride, offset.
 std::string pickle_tensor(const std::string& key, uint32_t numel, const std::string& size,
-                          const std::string& stride, uint32_t offset = 0) {
+                          const std::string& stride, uint32_t offset = 0,
+                          const std::string& storage_type = "DoubleStorage") {
   return pickle_global("torch._utils", "_rebuild_tensor_v2") + "((" + pickle_string("storage") +
-         pickle_global("torch", "DoubleStorage") + pickle_string(key) + pickle_string("cpu") +
+         pickle_global("torch", storage_type) + pickle_string(key) + pickle_string("cpu") +
          pickle_int(numel) + "tQ" + pickle_int(offset) + "(" + size + "t(" + stride + "t\x89" +
          pickle_global("collections", "OrderedDict") + ")RtR";
 }
@@ -252,6 +253,19 @@ TEST_F(HostileFiles, AStorageKeyThatIsNotARecordNameIsRefused) {
               {{"data/0", std::string(8, '\0')}});
   expect_refused("import-pykan " + path("key") + " --out " + path("out"), "key_state",
                  "not a record name");
+}
+
+// One record read as float64 by one tensor and float32 by the next: the second would otherwise
+// silently be the first's type.
+TEST_F(HostileFiles, AStorageReadAsTwoTypesIsRefused) {
+  copy_pykan("types");
+  Records records{{"data/0", std::string(8, '\0')}};
+  records["data.pkl"] = "\x80\x02}(" + pickle_string("act_fun.0.coef") +
+                        pickle_tensor("0", 1, "K\x01", "K\x01") + pickle_string("other") +
+                        pickle_tensor("0", 2, "K\x02", "K\x01", 0, "FloatStorage") + "u.";
+  write_records(path("types_state"), records);
+  expect_refused("import-pykan " + path("types") + " --out " + path("out"), "types_state",
+                 "two types or lengths");
 }
 
 // 5. An offending value is quoted in at most about 80 characters.

@@ -251,13 +251,7 @@ OpenedCheckpoint open_checkpoint(const std::string& path, torch::Device device) 
                   device.index() < static_cast<int>(torch::cuda::device_count()),
               "cannot load checkpoint '", path, "' onto ", device, ": only ",
               torch::cuda::device_count(), " CUDA device(s) are visible");
-  std::error_code ec;
-  TORCH_CHECK(!std::filesystem::is_directory(path, ec), "cannot read checkpoint '", path,
-              "': it is a folder, not a checkpoint file");
-  TORCH_CHECK(std::filesystem::is_regular_file(path, ec), "cannot read checkpoint '", path,
-              "': no such file");
-  TORCH_CHECK(std::filesystem::file_size(path, ec) > 0, "cannot read checkpoint '", path,
-              "': the file is empty");
+  // A missing, empty or folder path is refused by the archive reader.
   OpenedCheckpoint opened{read_archive(path)};
 
   using Kind = detail::PickleValue::Kind;
@@ -324,13 +318,11 @@ void check_kind(const OpenedCheckpoint& opened, ModelKind wanted, const std::str
               " (or kan::load_any_checkpoint)");
 }
 
-// Refuses a configuration whose model would need far more memory than the file holds tensors:
-// a corrupt or hostile width is named before a model of its size is allocated. The slack covers
-// tensors older formats lack (the identity affine parameters before version 3).
+// Refuses a configuration whose model would need far more memory than the file holds tensors.
 void check_size_against_file(int64_t implied_bytes, const std::string& model,
                              const OpenedCheckpoint& opened, const std::string& path) {
   const int64_t stored = opened.archive.storage_bytes();
-  TORCH_CHECK(implied_bytes / 2 <= stored + (int64_t{1} << 20), "checkpoint '", path,
+  TORCH_CHECK(detail::stored_bytes_cover(implied_bytes, stored), "checkpoint '", path,
               "': its configuration (", model, ") implies ", format_bytes(implied_bytes),
               " of parameters and buffers, but the file holds only ", format_bytes(stored),
               " of tensors; the file is corrupt");

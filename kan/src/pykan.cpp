@@ -7,6 +7,7 @@
 #include "kan/torch_file.h"
 
 #include "detail/initial_values.h"
+#include "detail/torch_archive.h"
 
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
@@ -328,7 +329,7 @@ KAN load_pykan(const std::string& prefix, torch::Device device) {
               "; kanbench's KAN is float32 or float64");
   // A corrupt or hostile width is named before a model of its size is allocated.
   const int64_t implied = estimate_model_memory(options).total(), stored = storage_bytes(state);
-  TORCH_CHECK(implied / 2 <= stored + (int64_t{1} << 20), "'", config.path(), "': width ",
+  TORCH_CHECK(detail::stored_bytes_cover(implied, stored), "'", config.path(), "': width ",
               c10::IntArrayRef(options.width()), ", grid ", options.grid(), " implies ",
               format_bytes(implied), " of parameters and buffers, but '", state_path,
               "' holds only ", format_bytes(stored), " of tensors; the checkpoint is corrupt");

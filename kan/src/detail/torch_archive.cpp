@@ -507,6 +507,10 @@ private:
       }
       storage_bytes_ += static_cast<int64_t>(size);
     }
+    // One record read as two types or lengths would make the second reference's tensors silently
+    // the first's.
+    fail_unless(cached.scalar_type() == *dtype && cached.numel() == id->items[4]->integer,
+                "storage ", io::elided(key), " referenced as two types or lengths");
     auto* value = make(Kind::kTensor);
     value->tensor = cached;
     return value;

@@ -83,4 +83,12 @@ private:
   int64_t storage_bytes_ = 0;
 };
 
+/// Whether a file holding `stored_bytes` of tensors can fill a model its configuration says
+/// needs `implied_bytes`: loaders ask before allocating the model, so that a corrupt or hostile
+/// width is refused at the size of the file. The slack covers tensors a file may lack (older
+/// formats' identity affine parameters, buffers rebuilt on load).
+inline bool stored_bytes_cover(int64_t implied_bytes, int64_t stored_bytes) {
+  return implied_bytes / 2 <= stored_bytes + (int64_t{1} << 20);
+}
+
 } // namespace kan::detail
