@@ -122,10 +122,21 @@ TEST(HtmlReportTest, ASweepAloneSaysWhereItRan) {
   Results r;
   r.config.devices = {"cpu", "cuda"};
   r.sweep = test::sample_sweep();
-  const auto html = render_html_report(r, full_options());
+  auto html = render_html_report(r, full_options());
   EXPECT_NE(html.find("<b>Devices:</b> ran on cpu, cuda:0"), std::string::npos);
   EXPECT_NE(html.find("<section id=\"sweep\">"), std::string::npos);
   EXPECT_EQ(html.find("<section id=\"scaling\">"), std::string::npos);
+  // The sweep's points are its table; a sweep has no cases, parity pairs or edge cases to show.
+  auto options = full_options();
+  options.baseline.reset();
+  html = render_html_report(r, options);
+  EXPECT_NE(html.find("id=\"sweep-table\""), std::string::npos);
+  EXPECT_NE(html.find("chart-sweep"), std::string::npos);
+  for (const char* section : {"cases", "comparisons", "edge-cases", "audit"})
+    EXPECT_EQ(html.find("<section id=\"" + std::string(section) + "\">"), std::string::npos)
+        << section;
+  EXPECT_EQ(html.find("Edge cases:"), std::string::npos);
+  EXPECT_EQ(html.find("No learned activation functions"), std::string::npos);
 }
 
 TEST(HtmlReportTest, VerdictSaysWhatRanAndHowItWent) {

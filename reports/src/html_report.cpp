@@ -372,13 +372,8 @@ json accuracy_chart(const AccuracyRun& run, size_t index) {
           {"datasets", datasets}};
 }
 
-json chart_data(const Results& r) {
-  json charts = json::array();
-  auto add = [&](json chart) {
-    if (!chart.is_null())
-      charts.push_back(std::move(chart));
-  };
-  add(grouped_bars(
+json epoch_time_chart(const Results& r) {
+  return grouped_bars(
       r, "chart-epoch-time", "Epoch time per case and target (median, IQR bars)",
       "seconds per epoch",
       [](const CaseResult& c) {
@@ -388,201 +383,243 @@ json chart_data(const Results& r) {
         if (const auto s = summarize(c.epoch_seconds))
           return {s->q1, s->q3};
         return nullptr;
-      }));
+      });
+}
 
-  {
-    json labels = json::array(), data = json::array(), errors = json::array();
-    bool any = false;
-    for (const auto& c : r.comparisons) {
-      labels.push_back(c.case_name + ": " + c.b + " vs " + c.a);
-      data.push_back(c.speedup ? json(*c.speedup) : json(nullptr));
-      errors.push_back(c.speedup_low && c.speedup_high ? json{*c.speedup_low, *c.speedup_high}
-                                                       : json(nullptr));
-      any = any || c.speedup.has_value();
-    }
-    if (any)
-      add({{"id", "chart-speedup"},
-           {"kind", "bar"},
-           {"title", "Speedup per case: median(a) / median(b), spread as bars"},
-           {"y_label", "times faster"},
-           {"labels", labels},
-           {"datasets",
-            json::array({{{"label", "speedup"}, {"data", data}, {"errors", errors}}})}});
-  }
-
-  for (size_t i = 0; i < r.comparisons.size(); ++i) {
-    const auto& cmp = r.comparisons[i];
-    const auto* a = r.find_case(cmp.case_name, cmp.a);
-    const auto* b = r.find_case(cmp.case_name, cmp.b);
-    if (!a || !b || a->train_loss_per_epoch.empty() || b->train_loss_per_epoch.empty())
-      continue;
-    const size_t epochs = std::max(a->train_loss_per_epoch.size(), b->train_loss_per_epoch.size());
-    json labels = json::array();
-    for (size_t k = 0; k < epochs; ++k)
-      labels.push_back(k + 1);
-    bool positive = true;
-    for (const auto* side : {a, b})
-      for (double v : side->train_loss_per_epoch)
-        positive = positive && v > 0;
-    add({{"id", "chart-loss-" + std::to_string(i)},
-         {"kind", "line"},
-         {"title", "Training loss per epoch: " + cmp.case_name + ", " + cmp.a + " vs " + cmp.b},
-         {"x_label", "epoch"},
-         {"y_label", "training loss"},
-         {"log_y", positive},
-         {"labels", labels},
-         {"datasets", json::array({{{"label", cmp.a}, {"data", a->train_loss_per_epoch}},
-                                   {{"label", cmp.b}, {"data", b->train_loss_per_epoch}}})}});
-  }
-
-  if (const auto* c = activation_case(r)) {
-    for (const auto& curve : c->activations) {
-      if (curve.x.empty())
-        continue;
-      add({{"id", "chart-activation-" + std::to_string(curve.layer) + "-" +
-                      std::to_string(curve.input) + "-" + std::to_string(curve.output)},
-           {"kind", "curve"},
-           {"small", true},
-           {"title", "phi[" + std::to_string(curve.layer) + "] " + std::to_string(curve.input) +
-                         " -> " + std::to_string(curve.output)},
-           {"x", curve.x},
-           {"y", curve.y}});
-    }
-  }
-
-  if (!r.scaling.empty()) {
-    // Data-parallel speedup against the number of ranks, one line per workload and device, and
-    // the ideal (speedup = ranks).
-    std::vector<int64_t> ranks;
-    std::vector<std::string> series;
-    for (const auto& s : r.scaling) {
-      if (std::find(ranks.begin(), ranks.end(), s.ranks) == ranks.end())
-        ranks.push_back(s.ranks);
-      const std::string name = s.case_name + " on " + s.device;
-      if (std::find(series.begin(), series.end(), name) == series.end())
-        series.push_back(name);
-    }
-    std::sort(ranks.begin(), ranks.end());
-    json datasets = json::array();
-    for (const auto& name : series) {
-      json data = json::array();
-      for (int64_t n : ranks) {
-        json point = nullptr;
-        for (const auto& s : r.scaling)
-          if (s.case_name + " on " + s.device == name && s.ranks == n && s.speedup)
-            point = *s.speedup;
-        data.push_back(point);
-      }
-      datasets.push_back({{"label", name}, {"data", data}});
-    }
-    datasets.push_back({{"label", "ideal"}, {"data", ranks}});
-    add({{"id", "chart-scaling"},
-         {"kind", "line"},
-         {"title", "Data-parallel speedup against ranks (the 1-rank run = 1)"},
-         {"x_label", "ranks"},
-         {"y_label", "speedup"},
-         {"log_y", false},
-         {"labels", ranks},
-         {"datasets", datasets}});
-  }
-
-  if (r.sweep && !r.sweep->points.empty()) {
-    // Throughput against batch size, log axes, one line per case and target; each crossover a
-    // dashed vertical line across the measured range.
-    std::vector<std::pair<std::string, std::string>> series;
-    double low = 0, high = 0;
-    for (const auto& p : r.sweep->points) {
-      if (std::find(series.begin(), series.end(), std::pair{p.case_name, p.target}) == series.end())
-        series.emplace_back(p.case_name, p.target);
-      if (p.samples_per_second) {
-        low = low == 0 ? *p.samples_per_second : std::min(low, *p.samples_per_second);
-        high = std::max(high, *p.samples_per_second);
-      }
-    }
-    const bool one_case = std::all_of(series.begin(), series.end(), [&](const auto& s) {
-      return s.first == series.front().first;
-    });
-    json datasets = json::array();
-    for (const auto& [case_name, target] : series) {
-      json points = json::array();
-      for (const auto& p : r.sweep->points)
-        if (p.case_name == case_name && p.target == target && p.samples_per_second)
-          points.push_back({p.batch, *p.samples_per_second});
-      datasets.push_back(
-          {{"label", one_case ? target : case_name + " on " + target}, {"points", points}});
-    }
-    for (const auto& c : r.sweep->crossovers)
-      if (c.batch && high > 0)
-        datasets.push_back({{"label", c.case_name + ": " + c.b + " overtakes " + c.a},
-                            {"points", {{*c.batch, low}, {*c.batch, high}}},
-                            {"dashed", true}});
-    add({{"id", "chart-sweep"},
-         {"kind", "xy"},
-         {"title", "Throughput against batch size (samples/s, log axes)"},
-         {"x_label", "batch size"},
-         {"y_label", "samples/s"},
-         {"log_x", true},
-         {"log_y", true},
-         {"datasets", datasets}});
-  }
-
-  // What the devices did during the timed epochs (the nvidia-smi view: NVML on a GPU, the
-  // process's CPU utilisation on the CPU), one line per case and target, against seconds since
-  // timing started; a chart for each figure some case has.
-  using Figure = std::optional<double> (*)(const MonitorSample&);
-  for (const auto& [id, title, y_label, figure] :
-       {std::tuple<const char*, const char*, const char*, Figure>{
-            "chart-monitor-gpu", "GPU utilisation during the timed epochs (NVML)", "GPU busy, %",
-            [](const MonitorSample& s) { return s.gpu_utilization_percent; }},
-        {"chart-monitor-gpu-memory", "GPU memory in use during the timed epochs (NVML)",
-         "memory used, MiB",
-         [](const MonitorSample& s) -> std::optional<double> {
-           if (!s.memory_used_bytes)
-             return std::nullopt;
-           return static_cast<double>(*s.memory_used_bytes) / (1 << 20);
-         }},
-        {"chart-monitor-clock", "SM clock during the timed epochs (NVML)", "SM clock, MHz",
-         [](const MonitorSample& s) { return s.sm_clock_mhz; }},
-        {"chart-monitor-power", "Board power during the timed epochs (NVML)", "power, W",
-         [](const MonitorSample& s) { return s.power_watts; }},
-        {"chart-monitor-temperature", "GPU temperature during the timed epochs (NVML)",
-         "temperature, \u00b0C", [](const MonitorSample& s) { return s.temperature_celsius; }},
-        {"chart-monitor-cpu", "Process CPU utilisation during the timed epochs (100 % = one core)",
-         "CPU, %", [](const MonitorSample& s) { return s.cpu_utilization_percent; }}}) {
-    json datasets = json::array();
-    for (const auto& c : r.cases) {
-      if (!c.monitoring)
-        continue;
-      json points = json::array();
-      for (const auto& sample : c.monitoring->samples)
-        if (const auto value = figure(sample))
-          points.push_back({sample.seconds, *value});
-      if (points.size() >= 2)
-        datasets.push_back({{"label", c.name + " on " + c.target}, {"points", points}});
-    }
-    if (!datasets.empty())
-      add({{"id", id},
-           {"kind", "xy"},
-           {"title", title},
-           {"x_label", "seconds since the first timed epoch"},
-           {"y_label", y_label},
-           {"log_x", false},
-           {"log_y", false},
-           {"datasets", datasets}});
-  }
-
-  if (r.accuracy)
-    for (size_t k = 0; k < r.accuracy->summary.size(); ++k)
-      add(accuracy_chart(*r.accuracy, k));
-
-  add(grouped_bars(
+json memory_chart(const Results& r) {
+  return grouped_bars(
       r, "chart-memory", "Peak memory per case and target", "MiB",
       [](const CaseResult& c) -> std::optional<double> {
         if (!c.peak_memory_bytes)
           return std::nullopt;
         return static_cast<double>(*c.peak_memory_bytes) / (1024.0 * 1024.0);
       },
-      [](const CaseResult&) -> json { return nullptr; }));
+      [](const CaseResult&) -> json { return nullptr; });
+}
+
+json speedup_chart(const Results& r) {
+  json labels = json::array(), data = json::array(), errors = json::array();
+  bool any = false;
+  for (const auto& c : r.comparisons) {
+    labels.push_back(c.case_name + ": " + c.b + " vs " + c.a);
+    data.push_back(c.speedup ? json(*c.speedup) : json(nullptr));
+    errors.push_back(c.speedup_low && c.speedup_high ? json{*c.speedup_low, *c.speedup_high}
+                                                     : json(nullptr));
+    any = any || c.speedup.has_value();
+  }
+  if (!any)
+    return nullptr;
+  return {{"id", "chart-speedup"},
+          {"kind", "bar"},
+          {"title", "Speedup per case: median(a) / median(b), spread as bars"},
+          {"y_label", "times faster"},
+          {"labels", labels},
+          {"datasets", json::array({{{"label", "speedup"}, {"data", data}, {"errors", errors}}})}};
+}
+
+// The training loss of both sides of comparison `index`, epoch by epoch.
+json loss_chart(const Results& r, size_t index) {
+  const auto& cmp = r.comparisons[index];
+  const auto* a = r.find_case(cmp.case_name, cmp.a);
+  const auto* b = r.find_case(cmp.case_name, cmp.b);
+  if (!a || !b || a->train_loss_per_epoch.empty() || b->train_loss_per_epoch.empty())
+    return nullptr;
+  const size_t epochs = std::max(a->train_loss_per_epoch.size(), b->train_loss_per_epoch.size());
+  json labels = json::array();
+  for (size_t k = 0; k < epochs; ++k)
+    labels.push_back(k + 1);
+  bool positive = true;
+  for (const auto* side : {a, b})
+    for (double v : side->train_loss_per_epoch)
+      positive = positive && v > 0;
+  return {{"id", "chart-loss-" + std::to_string(index)},
+          {"kind", "line"},
+          {"title", "Training loss per epoch: " + cmp.case_name + ", " + cmp.a + " vs " + cmp.b},
+          {"x_label", "epoch"},
+          {"y_label", "training loss"},
+          {"log_y", positive},
+          {"labels", labels},
+          {"datasets", json::array({{{"label", cmp.a}, {"data", a->train_loss_per_epoch}},
+                                    {{"label", cmp.b}, {"data", b->train_loss_per_epoch}}})}};
+}
+
+// phi(x) of every edge of the case that recorded them, as small multiples.
+std::vector<json> activation_charts(const Results& r) {
+  std::vector<json> charts;
+  const auto* c = activation_case(r);
+  if (c == nullptr)
+    return charts;
+  for (const auto& curve : c->activations) {
+    if (curve.x.empty())
+      continue;
+    const auto edge = std::to_string(curve.layer) + "-" + std::to_string(curve.input) + "-" +
+                      std::to_string(curve.output);
+    charts.push_back(
+        {{"id", "chart-activation-" + edge},
+         {"kind", "curve"},
+         {"small", true},
+         {"title", "phi[" + std::to_string(curve.layer) + "] " + std::to_string(curve.input) +
+                       " -> " + std::to_string(curve.output)},
+         {"x", curve.x},
+         {"y", curve.y}});
+  }
+  return charts;
+}
+
+// Data-parallel speedup against the number of ranks, one line per workload and device, and the
+// ideal (speedup = ranks).
+json scaling_chart(const Results& r) {
+  if (r.scaling.empty())
+    return nullptr;
+  std::vector<int64_t> ranks;
+  std::vector<std::string> series;
+  for (const auto& s : r.scaling) {
+    if (std::find(ranks.begin(), ranks.end(), s.ranks) == ranks.end())
+      ranks.push_back(s.ranks);
+    const std::string name = s.case_name + " on " + s.device;
+    if (std::find(series.begin(), series.end(), name) == series.end())
+      series.push_back(name);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  json datasets = json::array();
+  for (const auto& name : series) {
+    json data = json::array();
+    for (int64_t n : ranks) {
+      json point = nullptr;
+      for (const auto& s : r.scaling)
+        if (s.case_name + " on " + s.device == name && s.ranks == n && s.speedup)
+          point = *s.speedup;
+      data.push_back(point);
+    }
+    datasets.push_back({{"label", name}, {"data", data}});
+  }
+  datasets.push_back({{"label", "ideal"}, {"data", ranks}});
+  return {{"id", "chart-scaling"},
+          {"kind", "line"},
+          {"title", "Data-parallel speedup against ranks (the 1-rank run = 1)"},
+          {"x_label", "ranks"},
+          {"y_label", "speedup"},
+          {"log_y", false},
+          {"labels", ranks},
+          {"datasets", datasets}};
+}
+
+// Throughput against batch size, log axes, one line per case and target; each crossover a dashed
+// vertical line across the measured range.
+json sweep_chart(const Results& r) {
+  if (!r.sweep || r.sweep->points.empty())
+    return nullptr;
+  std::vector<std::pair<std::string, std::string>> series;
+  double low = 0, high = 0;
+  for (const auto& p : r.sweep->points) {
+    if (std::find(series.begin(), series.end(), std::pair{p.case_name, p.target}) == series.end())
+      series.emplace_back(p.case_name, p.target);
+    if (p.samples_per_second) {
+      low = low == 0 ? *p.samples_per_second : std::min(low, *p.samples_per_second);
+      high = std::max(high, *p.samples_per_second);
+    }
+  }
+  const bool one_case = std::all_of(series.begin(), series.end(),
+                                    [&](const auto& s) { return s.first == series.front().first; });
+  json datasets = json::array();
+  for (const auto& [case_name, target] : series) {
+    json points = json::array();
+    for (const auto& p : r.sweep->points)
+      if (p.case_name == case_name && p.target == target && p.samples_per_second)
+        points.push_back({p.batch, *p.samples_per_second});
+    datasets.push_back(
+        {{"label", one_case ? target : case_name + " on " + target}, {"points", points}});
+  }
+  for (const auto& c : r.sweep->crossovers)
+    if (c.batch && high > 0)
+      datasets.push_back({{"label", c.case_name + ": " + c.b + " overtakes " + c.a},
+                          {"points", {{*c.batch, low}, {*c.batch, high}}},
+                          {"dashed", true}});
+  return {{"id", "chart-sweep"},
+          {"kind", "xy"},
+          {"title", "Throughput against batch size (samples/s, log axes)"},
+          {"x_label", "batch size"},
+          {"y_label", "samples/s"},
+          {"log_x", true},
+          {"log_y", true},
+          {"datasets", datasets}};
+}
+
+// One figure the monitor samples during the timed epochs.
+struct MonitorFigure {
+  const char* id;
+  const char* title;
+  const char* y_label;
+  std::optional<double> (*value)(const MonitorSample&);
+};
+
+const MonitorFigure kMonitorFigures[] = {
+    {"chart-monitor-gpu", "GPU utilisation during the timed epochs (NVML)", "GPU busy, %",
+     [](const MonitorSample& s) { return s.gpu_utilization_percent; }},
+    {"chart-monitor-gpu-memory", "GPU memory in use during the timed epochs (NVML)",
+     "memory used, MiB",
+     [](const MonitorSample& s) -> std::optional<double> {
+       if (!s.memory_used_bytes)
+         return std::nullopt;
+       return static_cast<double>(*s.memory_used_bytes) / (1 << 20);
+     }},
+    {"chart-monitor-clock", "SM clock during the timed epochs (NVML)", "SM clock, MHz",
+     [](const MonitorSample& s) { return s.sm_clock_mhz; }},
+    {"chart-monitor-power", "Board power during the timed epochs (NVML)", "power, W",
+     [](const MonitorSample& s) { return s.power_watts; }},
+    {"chart-monitor-temperature", "GPU temperature during the timed epochs (NVML)",
+     "temperature, \u00b0C", [](const MonitorSample& s) { return s.temperature_celsius; }},
+    {"chart-monitor-cpu", "Process CPU utilisation during the timed epochs (100 % = one core)",
+     "CPU, %", [](const MonitorSample& s) { return s.cpu_utilization_percent; }}};
+
+// What the devices did during the timed epochs (the nvidia-smi view: NVML on a GPU, the
+// process's CPU utilisation on the CPU), one line per case and target against seconds since
+// timing started; null when no case has the figure.
+json monitor_chart(const Results& r, const MonitorFigure& figure) {
+  json datasets = json::array();
+  for (const auto& c : r.cases) {
+    if (!c.monitoring)
+      continue;
+    json points = json::array();
+    for (const auto& sample : c.monitoring->samples)
+      if (const auto value = figure.value(sample))
+        points.push_back({sample.seconds, *value});
+    if (points.size() >= 2)
+      datasets.push_back({{"label", c.name + " on " + c.target}, {"points", points}});
+  }
+  if (datasets.empty())
+    return nullptr;
+  return {{"id", figure.id},
+          {"kind", "xy"},
+          {"title", figure.title},
+          {"x_label", "seconds since the first timed epoch"},
+          {"y_label", figure.y_label},
+          {"log_x", false},
+          {"log_y", false},
+          {"datasets", datasets}};
+}
+
+// Every chart the document has data for, in the order the report shows them.
+json chart_data(const Results& r) {
+  json charts = json::array();
+  const auto add = [&](json chart) {
+    if (!chart.is_null())
+      charts.push_back(std::move(chart));
+  };
+  add(epoch_time_chart(r));
+  add(speedup_chart(r));
+  for (size_t i = 0; i < r.comparisons.size(); ++i)
+    add(loss_chart(r, i));
+  for (auto& chart : activation_charts(r))
+    add(std::move(chart));
+  add(scaling_chart(r));
+  add(sweep_chart(r));
+  for (const auto& figure : kMonitorFigures)
+    add(monitor_chart(r, figure));
+  if (r.accuracy)
+    for (size_t k = 0; k < r.accuracy->summary.size(); ++k)
+      add(accuracy_chart(*r.accuracy, k));
+  add(memory_chart(r));
   return {{"charts", charts}};
 }
 
@@ -786,12 +823,18 @@ std::string baseline_line(const std::optional<BaselineComparison>& baseline,
   return line;
 }
 
+// Whether the document is about timed cases: a suite run is, and says so when it has none; a
+// sweep, a scaling run or an accuracy run holds only its own tables (unless it carries cases
+// too), and empty case, parity, edge-case and audit sections would only be noise there.
+bool about_cases(const Results& r) {
+  return (!r.sweep && r.scaling.empty() && !r.accuracy) || !r.cases.empty() ||
+         !r.comparisons.empty() || !r.edge_cases.empty();
+}
+
 std::string verdict_section(const Results& r, const std::optional<BaselineComparison>& baseline,
                             const HtmlReportOptions& options) {
   std::string html = "<section id=\"verdict\"><h2>Verdict</h2><ul class=\"verdict\">";
-  // An accuracy run times nothing: what the timing lines would say of it is only noise.
-  const bool timed = !r.accuracy || !r.cases.empty() || !r.comparisons.empty() ||
-                     !r.edge_cases.empty() || baseline;
+  const bool timed = about_cases(r) || baseline;
   const auto if_timed = [&](std::string line) { return timed ? line : std::string(); };
   for (const auto& item :
        {outcome_line(r), devices_line(r), accuracy_line(r), sweep_line(r),
@@ -804,6 +847,11 @@ std::string verdict_section(const Results& r, const std::optional<BaselineCompar
 }
 
 std::string charts_section(const json& charts, const Results& r) {
+  const bool any = std::any_of(charts["charts"].begin(), charts["charts"].end(), [](const json& c) {
+    return c["id"].get<std::string>().rfind(kAccuracyChartPrefix, 0) != 0;
+  });
+  if (!any && !about_cases(r))
+    return "";
   std::string html = "<section id=\"charts\"><h2>Charts</h2>\n"
                      "<p id=\"chart-status\">The charts need JavaScript; the tables below hold "
                      "every number.</p>\n";
@@ -832,6 +880,8 @@ std::string charts_section(const json& charts, const Results& r) {
   }
   if (activations_heading)
     html += "</div>\n";
+  if (!about_cases(r))
+    return html + "</section>\n";
   if (!activation_case(r))
     html += "<p>No learned activation functions in this run.</p>\n";
   bool loss = false;
@@ -843,6 +893,8 @@ std::string charts_section(const json& charts, const Results& r) {
 }
 
 std::string cases_section(const Results& r) {
+  if (!about_cases(r))
+    return "";
   std::vector<std::vector<std::string>> rows;
   for (const auto& c : r.cases) {
     const auto f = figures(c);
@@ -900,6 +952,8 @@ std::string cases_section(const Results& r) {
 }
 
 std::string comparisons_section(const Results& r) {
+  if (!about_cases(r))
+    return "";
   std::vector<std::vector<std::string>> rows;
   auto num = [](const std::optional<double>& v) {
     return or_dash(v, [](double x) { return number(x); });
@@ -931,6 +985,8 @@ std::string comparisons_section(const Results& r) {
 }
 
 std::string edge_cases_section(const Results& r) {
+  if (!about_cases(r))
+    return "";
   std::vector<std::vector<std::string>> rows;
   for (const auto& ec : r.edge_cases) {
     std::string measurements;
@@ -1199,6 +1255,8 @@ std::string accuracy_section(const Results& r) {
 }
 
 std::string audit_section(const Results& r) {
+  if (!about_cases(r))
+    return "";
   std::vector<std::vector<std::string>> rows;
   for (const auto& c : r.cases)
     for (const auto& f : c.audit_findings)
