@@ -1,10 +1,14 @@
 # An installed kanbenchConfig.cmake lets another project find_package(kanbench) and link kan::kan,
-# kan::diagnostics, kan::reports and kan::io (tests/consumer builds such a project against the
+# kan::distributed (where built), kan::diagnostics, kan::reports and kan::io (tests/consumer builds such a project against the
 # installed tree). The warnings target stays inside this build.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS kan kan_io kan_diagnostics kan_reports EXPORT kanbenchTargets
+set(kan_installed_libraries kan kan_io kan_diagnostics kan_reports)
+if(TARGET kan_distributed)
+  list(APPEND kan_installed_libraries kan_distributed)
+endif()
+install(TARGETS ${kan_installed_libraries} EXPORT kanbenchTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}

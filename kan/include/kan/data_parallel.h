@@ -58,6 +58,8 @@ class DataParallel {
 public:
   /// Joins the group torchrun launched: a TCP store at MASTER_ADDR:MASTER_PORT, then Gloo when
   /// `device` is the CPU and NCCL when it is a CUDA device (which must be cuda:LOCAL_RANK).
+  /// Defined in kan::distributed (link it to call this), which needs Gloo's headers to build;
+  /// a group made otherwise goes to the constructor.
   static std::shared_ptr<DataParallel> join(const LaunchEnvironment& launch, c10::Device device,
                                             const DataParallelOptions& options = {});
 
