@@ -4,7 +4,7 @@
 #include "bench_util.h"
 
 #include "kan/bench/measure.h"
-#include "kan/data_file.h"
+#include "kan/data/data_file.h"
 
 #include <benchmark/benchmark.h>
 #include <unistd.h>

@@ -2,7 +2,7 @@
 // Helpers shared by the benchmark families of bench_kan: backends as benchmark arguments,
 // dense-equivalent work counters, and CUDA-event timing.
 
-#include "kan/options.h"
+#include "kan/nn/options.h"
 
 #include <benchmark/benchmark.h>
 #include <torch/cuda.h>

@@ -4,7 +4,7 @@
 #include "test_util.h"
 
 #include "kan/bench/accuracy.h"
-#include "kan/paper_results.h"
+#include "kan/data/paper_results.h"
 #include "kan/reports/results_io.h"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // B-spline basis: pykan's numbers, the textbook properties, hand-computed values.
-#include "kan/bspline.h"
+#include "kan/nn/bspline.h"
 
 #include "test_util.h"
 

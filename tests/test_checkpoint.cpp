@@ -1,8 +1,8 @@
 // Checkpoints: exact round trip, loading elsewhere, clear errors on bad files.
-#include "kan/checkpoint.h"
+#include "kan/serialize/checkpoint.h"
 
 #include "checkpoint_test_util.h"
-#include "kan/fit.h"
+#include "kan/train/fit.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>

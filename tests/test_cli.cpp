@@ -2,8 +2,8 @@
 #include "cli_runner.h"
 #include "test_util.h"
 
-#include "kan/checkpoint.h"
 #include "kan/diagnostics/records.h"
+#include "kan/serialize/checkpoint.h"
 
 #include <filesystem>
 #include <fstream>

@@ -3,10 +3,10 @@
 #include "cli_runner.h"
 #include "test_util.h"
 
-#include "kan/checkpoint.h"
-#include "kan/dataset.h"
+#include "kan/data/dataset.h"
 #include "kan/diagnostics/records.h"
-#include "kan/network.h"
+#include "kan/nn/network.h"
+#include "kan/serialize/checkpoint.h"
 
 #include <cmath>
 #include <cstdio>

@@ -3,10 +3,10 @@
 #include "cli_runner.h"
 #include "test_util.h"
 
-#include "kan/checkpoint.h"
 #include "kan/diagnostics/records.h"
 #include "kan/reports/fit_report.h"
 #include "kan/reports/results_io.h"
+#include "kan/serialize/checkpoint.h"
 
 #include <cstdio>
 #include <filesystem>

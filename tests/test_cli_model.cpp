@@ -2,9 +2,9 @@
 #include "cli_runner.h"
 #include "test_util.h"
 
-#include "kan/checkpoint.h"
-#include "kan/network.h"
-#include "kan/torch_file.h"
+#include "kan/nn/network.h"
+#include "kan/serialize/checkpoint.h"
+#include "kan/serialize/torch_file.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 

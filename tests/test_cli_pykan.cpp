@@ -2,8 +2,8 @@
 #include "cli_runner.h"
 #include "test_util.h"
 
-#include "kan/checkpoint.h"
-#include "kan/pykan.h"
+#include "kan/serialize/checkpoint.h"
+#include "kan/serialize/pykan.h"
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>

@@ -3,9 +3,9 @@
 #include "cli_runner.h"
 #include "test_util.h"
 
-#include "kan/checkpoint.h"
-#include "kan/dataset.h"
+#include "kan/data/dataset.h"
 #include "kan/diagnostics/records.h"
+#include "kan/serialize/checkpoint.h"
 
 #include <ATen/ATen.h>
 

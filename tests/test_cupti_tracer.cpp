@@ -3,8 +3,8 @@
 #include "kan/diagnostics/cupti_tracer.h"
 
 #include "kan/diagnostics/chrome_trace.h"
-#include "kan/fit.h"
-#include "kan/network.h"
+#include "kan/nn/network.h"
+#include "kan/train/fit.h"
 #include "test_util.h"
 
 #include <nlohmann/json.hpp>

@@ -1,5 +1,5 @@
 // curve2coef: exact recovery of a known spline, finite answers for rank-deficient systems.
-#include "kan/bspline.h"
+#include "kan/nn/bspline.h"
 
 #include "test_util.h"
 

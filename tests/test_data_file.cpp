@@ -1,10 +1,10 @@
-// Users' data files: kan::load_dataset, kan::check_width and kan::RowReader (kan/data_file.h).
+// Users' data files: kan::load_dataset, kan::check_width and kan::RowReader (kan/data/data_file.h).
 // Binary fixtures come from tools/data-fixtures/generate.py (tests/reference/data); CSV files and
 // damaged copies of the fixtures are written here.
-#include "kan/data_file.h"
+#include "kan/data/data_file.h"
 
 #include "kan/bench/measure.h"
-#include "kan/torch_file.h"
+#include "kan/serialize/torch_file.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>

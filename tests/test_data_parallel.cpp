@@ -3,8 +3,8 @@
 // compares what they wrote with one process's training.
 #include "cli_runner.h"
 #include "kan/bench/scaling.h"
-#include "kan/data_parallel.h"
-#include "kan/fit.h"
+#include "kan/distributed/data_parallel.h"
+#include "kan/train/fit.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

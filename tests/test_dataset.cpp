@@ -1,5 +1,5 @@
 // create_dataset and the reference functions.
-#include "kan/dataset.h"
+#include "kan/data/dataset.h"
 
 #include "test_util.h"
 

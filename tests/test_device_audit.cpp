@@ -1,7 +1,7 @@
 // Static device audit: no finding on a correct KAN, exactly one per planted fault.
 #include "kan/diagnostics/device_audit.h"
 
-#include "kan/fit.h"
+#include "kan/train/fit.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>

@@ -1,6 +1,7 @@
-// Formulas (kan/expression.h): folding, SymPy and LaTeX text, evaluation; every composition of
-// two library functions read back by SymPy (where the torch virtual environment's Python is).
-#include "kan/expression.h"
+// Formulas (kan/symbolic/expression.h): folding, SymPy and LaTeX text, evaluation; every
+// composition of two library functions read back by SymPy (where the torch virtual environment's
+// Python is).
+#include "kan/symbolic/expression.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>

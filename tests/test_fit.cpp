@@ -1,5 +1,5 @@
 // fit(): pykan's reference training, optimisers, history, and every refusal.
-#include "kan/fit.h"
+#include "kan/train/fit.h"
 
 #include "kan/diagnostics/operation_trace.h"
 #include "test_util.h"
@@ -72,7 +72,7 @@ TEST(Fit, RegularisedReferenceTraining) {
 }
 
 TEST(Fit, MseLossIsAtensInOneNode) {
-  // compute_loss's MSE on the CPU is one node (detail/mean_squared_error.h): its value and both
+  // compute_loss's MSE on the CPU is one node (nn/detail/mean_squared_error.h): its value and both
   // gradients against ATen's operations, in both dtypes, and ATen's broadcasting where the
   // shapes differ.
   auto gen = at::make_generator<at::CPUGeneratorImpl>(4);

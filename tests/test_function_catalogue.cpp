@@ -1,7 +1,7 @@
-// The function catalogue (kan/function_catalogue.h) against SciPy and numpy: the reference values
-// in tests/reference/scipy/functions.csv come from tools/scipy-reference/generate.py.
-#include "kan/dataset.h"
-#include "kan/function_catalogue.h"
+// The function catalogue (kan/data/function_catalogue.h) against SciPy and numpy: the reference
+// values in tests/reference/scipy/functions.csv come from tools/scipy-reference/generate.py.
+#include "kan/data/dataset.h"
+#include "kan/data/function_catalogue.h"
 #include "test_util.h"
 
 #include <ATen/CPUGeneratorImpl.h>

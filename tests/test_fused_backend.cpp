@@ -1,9 +1,9 @@
 // The fused spline backend against the reference one: outputs and every gradient, edge cases,
 // memory that does not grow with the grid, and the option's plumbing.
 #include "kan/bench/measure.h"
-#include "kan/checkpoint.h"
-#include "kan/layer.h"
-#include "kan/network.h"
+#include "kan/nn/layer.h"
+#include "kan/nn/network.h"
+#include "kan/serialize/checkpoint.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>

@@ -1,10 +1,10 @@
 // Mixed precision: GradScaler (PyTorch's dynamic loss scaling, which LibTorch lacks), autocast
 // scopes, and fit() under both.
-#include "kan/grad_scaler.h"
+#include "kan/optim/grad_scaler.h"
 
-#include "kan/autocast.h"
-#include "kan/fit.h"
-#include "kan/network.h"
+#include "kan/nn/autocast.h"
+#include "kan/nn/network.h"
+#include "kan/train/fit.h"
 #include "test_util.h"
 
 #include <ATen/autocast_mode.h>

@@ -1,9 +1,9 @@
 // Grid updates and refinements in pieces under a memory budget: the same results as in one
 // piece, bounded peak memory, and non-finite samples refused up front with the input named.
 #include "kan/bench/measure.h"
-#include "kan/bspline.h"
-#include "kan/layer.h"
-#include "kan/network.h"
+#include "kan/nn/bspline.h"
+#include "kan/nn/layer.h"
+#include "kan/nn/network.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>

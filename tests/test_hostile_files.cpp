@@ -5,8 +5,8 @@
 #include "cli_runner.h"
 #include "test_util.h"
 
-#include "kan/checkpoint.h"
-#include "kan/memory.h"
+#include "kan/nn/memory.h"
+#include "kan/serialize/checkpoint.h"
 
 #include <caffe2/serialize/inline_container.h>
 #include <sys/resource.h>

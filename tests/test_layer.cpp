@@ -1,7 +1,7 @@
 // KANLayer: pykan's numbers, gradients, the module contract, bad input.
-#include "kan/layer.h"
+#include "kan/nn/layer.h"
 
-#include "kan/bspline.h"
+#include "kan/nn/bspline.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>

@@ -1,10 +1,10 @@
 // kan::LBFGS: pykan's LBFGS step for step (tests/reference/pykan/lbfgs_rosenbrock.json), its
 // options and state, and the reference training it exists for.
-#include "kan/lbfgs.h"
+#include "kan/optim/lbfgs.h"
 
 #include "kan/diagnostics/device_audit.h"
 #include "kan/diagnostics/operation_trace.h"
-#include "kan/fit.h"
+#include "kan/train/fit.h"
 #include "test_util.h"
 
 #include <torch/serialize/input-archive.h>

@@ -1,11 +1,11 @@
 // Memory estimates, the memory a device has, refusing what cannot fit before allocating it, and
 // allocation failures while building a model reported as out of memory with the layer's size.
-#include "kan/memory.h"
+#include "kan/nn/memory.h"
 
 #include "kan/bench/measure.h"
-#include "kan/dataset.h"
-#include "kan/fit.h"
-#include "kan/network.h"
+#include "kan/data/dataset.h"
+#include "kan/nn/network.h"
+#include "kan/train/fit.h"
 #include "test_util.h"
 
 #include <c10/util/Exception.h>

@@ -1,10 +1,10 @@
 // The MLP baseline and the kan::Model interface: shapes, seeded initialisation, parameter and
 // FLOP counts against hand counts, training, evaluation and checkpoints.
-#include "kan/checkpoint.h"
-#include "kan/fit.h"
 #include "kan/io/json_reader.h"
-#include "kan/mlp.h"
-#include "kan/pipeline.h"
+#include "kan/nn/mlp.h"
+#include "kan/serialize/checkpoint.h"
+#include "kan/train/fit.h"
+#include "kan/train/pipeline.h"
 #include "test_util.h"
 
 #include <nlohmann/json.hpp>

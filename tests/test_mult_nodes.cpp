@@ -1,9 +1,9 @@
 // Multiplication nodes and the node/subnode affine parameters, as pykan's MultKAN: pykan's
 // numbers, every feature of the plain network on such networks, bad structures refused.
-#include "kan/checkpoint.h"
-#include "kan/dataset.h"
-#include "kan/fit.h"
-#include "kan/network.h"
+#include "kan/data/dataset.h"
+#include "kan/nn/network.h"
+#include "kan/serialize/checkpoint.h"
+#include "kan/train/fit.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>

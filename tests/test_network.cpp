@@ -1,8 +1,8 @@
 // KAN network: placement, shapes, grid update, refinement, regularisation.
-#include "kan/network.h"
+#include "kan/nn/network.h"
 
-#include "kan/dataset.h"
-#include "kan/fit.h"
+#include "kan/data/dataset.h"
+#include "kan/train/fit.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>

@@ -2,9 +2,9 @@
 // attached here, so the NVTX calls are no-ops; the tests check the wiring and that nothing breaks.
 #include "kan/diagnostics/nvtx.h"
 
-#include "kan/fit.h"
-#include "kan/network.h"
-#include "kan/trace_scope.h"
+#include "kan/nn/network.h"
+#include "kan/nn/trace_scope.h"
+#include "kan/train/fit.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>

@@ -1,8 +1,8 @@
 // Operation trace: where every ATen operation ran, attributed to module and phase.
 #include "kan/diagnostics/operation_trace.h"
 
-#include "kan/fit.h"
-#include "kan/trace_scope.h"
+#include "kan/nn/trace_scope.h"
+#include "kan/train/fit.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>

@@ -1,7 +1,7 @@
-// The KAN paper's published results (kan/paper_results.h, from data/kan-paper/*.csv compiled in)
-// against the function catalogue they describe.
-#include "kan/function_catalogue.h"
-#include "kan/paper_results.h"
+// The KAN paper's published results (kan/data/paper_results.h, from data/kan-paper/*.csv compiled
+// in) against the function catalogue they describe.
+#include "kan/data/function_catalogue.h"
+#include "kan/data/paper_results.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>

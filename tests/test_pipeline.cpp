@@ -2,7 +2,7 @@
 // run it, the hooks see every stage and step, and bad options are refused before any training.
 #include "test_util.h"
 
-#include "kan/pipeline.h"
+#include "kan/train/pipeline.h"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,10 @@
-// pykan checkpoints in and out (kan/pykan.h) and torch.save files (kan/torch_file.h), against
-// the checkpoints pykan 0.2.8 wrote (tests/reference/pykan/pykan_checkpoints.json).
+// pykan checkpoints in and out (kan/serialize/pykan.h) and torch.save files
+// (kan/serialize/torch_file.h), against the checkpoints pykan 0.2.8 wrote
+// (tests/reference/pykan/pykan_checkpoints.json).
 
-#include "kan/checkpoint.h"
-#include "kan/pykan.h"
-#include "kan/torch_file.h"
+#include "kan/serialize/checkpoint.h"
+#include "kan/serialize/pykan.h"
+#include "kan/serialize/torch_file.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>

@@ -1,7 +1,7 @@
 // The benchmark suite's building blocks: targets, one case, parity, edge cases.
 #include "kan/bench/suite.h"
 
-#include "kan/checkpoint.h"
+#include "kan/serialize/checkpoint.h"
 #include "test_util.h"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
-// pykan's symbolic library and fit_params (kan/symbolic.h) against pykan 0.2.8
+// pykan's symbolic library and fit_params (kan/symbolic/symbolic.h) against pykan 0.2.8
 // (tests/reference/pykan/symbolic_library.json).
-#include "kan/symbolic.h"
+#include "kan/symbolic/symbolic.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>

@@ -1,11 +1,11 @@
 // Symbolic edges of a KAN (pykan's symbolic branch) against pykan 0.2.8
 // (tests/reference/pykan/multkan_symbolic.json and checkpoints/symbolic*), and every feature
 // of the model with symbolic edges.
-#include "kan/checkpoint.h"
 #include "kan/diagnostics/operation_trace.h"
-#include "kan/fit.h"
-#include "kan/network.h"
-#include "kan/pykan.h"
+#include "kan/nn/network.h"
+#include "kan/serialize/checkpoint.h"
+#include "kan/serialize/pykan.h"
+#include "kan/train/fit.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>

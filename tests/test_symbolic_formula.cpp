@@ -1,8 +1,8 @@
 // A whole-symbolic KAN as a formula (KANImpl::symbolic_formula): against pykan 0.2.8's
 // symbolic_formula (tests/reference/pykan/symbolic_formula.json, checkpoints/formula_mult), and
 // against the model's own forward for every library function.
-#include "kan/network.h"
-#include "kan/pykan.h"
+#include "kan/nn/network.h"
+#include "kan/serialize/pykan.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>

@@ -1,7 +1,7 @@
 #pragma once
 // Helpers shared by the test files: pykan reference data and GPU skips.
 
-#include "kan/dataset.h"
+#include "kan/data/dataset.h"
 
 #include <cstdio>
 #include <gtest/gtest.h>

@@ -61,7 +61,7 @@ def target(name):
     import torch
     if name == "toy":
         return lambda x: torch.exp(torch.sin(torch.pi * x[:, [0]]) + x[:, [1]] ** 2)
-    # kanbench's exp_sin4 (kan/src/dataset.cpp), pykan's device tutorial
+    # kanbench's exp_sin4 (kan/src/data/dataset.cpp), pykan's device tutorial
     return lambda x: torch.exp((torch.sin(torch.pi * (x[:, [0]] ** 2 + x[:, [1]] ** 2)) +
                                 torch.sin(torch.pi * (x[:, [2]] ** 2 + x[:, [3]] ** 2))) / 2)
 

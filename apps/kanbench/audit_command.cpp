@@ -9,8 +9,8 @@
 #include "kan/diagnostics/records.h"
 #include "kan/io/atomic_file.h"
 #include "kan/kan.h"
-#include "kan/pykan.h"
 #include "kan/reports/results_io.h"
+#include "kan/serialize/pykan.h"
 
 #include <nlohmann/json.hpp>
 

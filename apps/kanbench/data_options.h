@@ -2,8 +2,8 @@
 // The data-file options that `fit` and `run --model` share: one spelling, one help text and one
 // set of checks for a user's own data (kan::load_dataset, docs/formats.md "Data files").
 
-#include "kan/data_file.h"
-#include "kan/fit.h"
+#include "kan/data/data_file.h"
+#include "kan/train/fit.h"
 
 #include <CLI/CLI.hpp>
 

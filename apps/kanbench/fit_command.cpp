@@ -1,22 +1,22 @@
-// `kanbench fit`: the options of kan::run_pipeline (kan/pipeline.h) on the command line: train a
-// KAN (a new one, or a pykan checkpoint's) on a named reference function or the user's data file
-// (kan::load_dataset), optionally prune it, extend its grid and fix its edges to symbolic
+// `kanbench fit`: the options of kan::run_pipeline (kan/train/pipeline.h) on the command line:
+// train a KAN (a new one, or a pykan checkpoint's) on a named reference function or the user's data
+// file (kan::load_dataset), optionally prune it, extend its grid and fix its edges to symbolic
 // functions, training again after each; write
 // DIR/fit.json (configuration, every stage's history and metrics) and DIR/model.pt. With
-// --model mlp, the MLP baseline (kan/mlp.h) trained once instead (kan::train_stage).
+// --model mlp, the MLP baseline (kan/nn/mlp.h) trained once instead (kan::train_stage).
 #include "commands.h"
 #include "data_options.h"
 #include "values.h"
 
-#include "kan/data_parallel.h"
 #include "kan/diagnostics/audited_fit.h"
 #include "kan/diagnostics/nvtx.h"
 #include "kan/diagnostics/records.h"
+#include "kan/distributed/data_parallel.h"
 #include "kan/io/atomic_file.h"
 #include "kan/kan.h"
-#include "kan/memory.h"
-#include "kan/pipeline.h"
-#include "kan/pykan.h"
+#include "kan/nn/memory.h"
+#include "kan/serialize/pykan.h"
+#include "kan/train/pipeline.h"
 
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>

@@ -2,8 +2,8 @@
 // functions and Feynman equations), one row each, as a table or as JSON.
 #include "commands.h"
 
-#include "kan/dataset.h"
-#include "kan/paper_results.h"
+#include "kan/data/dataset.h"
+#include "kan/data/paper_results.h"
 
 #include <nlohmann/json.hpp>
 

@@ -2,9 +2,9 @@
 // as CSV.
 #include "commands.h"
 
-#include "kan/checkpoint.h"
-#include "kan/data_file.h"
+#include "kan/data/data_file.h"
 #include "kan/io/atomic_file.h"
+#include "kan/serialize/checkpoint.h"
 
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>

@@ -2,10 +2,10 @@
 // 0.2.8 checkpoints (what saveckpt(prefix) writes) to kanbench checkpoints and back.
 #include "commands.h"
 
-#include "kan/checkpoint.h"
 #include "kan/io/atomic_file.h"
-#include "kan/pipeline.h"
-#include "kan/pykan.h"
+#include "kan/serialize/checkpoint.h"
+#include "kan/serialize/pykan.h"
+#include "kan/train/pipeline.h"
 
 #include <filesystem>
 #include <iostream>

@@ -5,9 +5,9 @@
 #include "values.h"
 
 #include "kan/bench/scaling.h"
-#include "kan/data_parallel.h"
 #include "kan/diagnostics/environment.h"
 #include "kan/diagnostics/nvtx.h"
+#include "kan/distributed/data_parallel.h"
 #include "kan/io/atomic_file.h"
 #include "kan/reports/html_report.h"
 #include "kan/reports/results_io.h"

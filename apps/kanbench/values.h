@@ -3,7 +3,7 @@
 // list well formed, each error one line naming the option and the value it got (CLI11 prefixes
 // the option's name), so that a typo can never switch a check off or train something else.
 
-#include "kan/network.h"
+#include "kan/nn/network.h"
 
 #include <CLI/CLI.hpp>
 

@@ -1,12 +1,12 @@
 #include "kan/bench/accuracy.h"
 
-#include "kan/fit.h"
-#include "kan/function_catalogue.h"
+#include "kan/data/function_catalogue.h"
+#include "kan/data/paper_results.h"
 #include "kan/io/text.h"
-#include "kan/mlp.h"
-#include "kan/network.h"
-#include "kan/paper_results.h"
-#include "kan/pipeline.h"
+#include "kan/nn/mlp.h"
+#include "kan/nn/network.h"
+#include "kan/train/fit.h"
+#include "kan/train/pipeline.h"
 
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>

@@ -1,6 +1,6 @@
 #include "kan/bench/scaling.h"
 
-#include "kan/data_parallel.h"
+#include "kan/distributed/data_parallel.h"
 #include "kan/reports/statistics.h"
 
 #include <fcntl.h>

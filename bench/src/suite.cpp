@@ -1,6 +1,5 @@
 #include "kan/bench/suite.h"
 
-#include "kan/autocast.h"
 #include "kan/bench/measure.h"
 #include "kan/diagnostics/device_audit.h"
 #include "kan/diagnostics/device_monitor.h"
@@ -9,6 +8,7 @@
 #include "kan/io/clock.h"
 #include "kan/io/json_reader.h"
 #include "kan/io/text.h"
+#include "kan/nn/autocast.h"
 #include "kan/reports/statistics.h"
 
 #include <ATen/Parallel.h>

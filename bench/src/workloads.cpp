@@ -1,7 +1,7 @@
 #include "kan/bench/workloads.h"
 
-#include "kan/checkpoint.h"
-#include "kan/data_file.h"
+#include "kan/data/data_file.h"
+#include "kan/serialize/checkpoint.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>

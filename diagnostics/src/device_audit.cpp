@@ -1,7 +1,7 @@
 #include "kan/diagnostics/device_audit.h"
 
 #include "kan/io/json_reader.h"
-#include "kan/options.h"
+#include "kan/nn/options.h"
 #include "kan/reports/results_io.h"
 
 #include <ATen/ATen.h>

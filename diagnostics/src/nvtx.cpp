@@ -1,7 +1,7 @@
 #include "kan/diagnostics/nvtx.h"
 
 #include "kan/config.h"
-#include "kan/trace_scope.h"
+#include "kan/nn/trace_scope.h"
 
 #include <cstring>
 #include <memory>

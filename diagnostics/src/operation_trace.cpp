@@ -1,8 +1,8 @@
 #include "kan/diagnostics/operation_trace.h"
 
 #include "kan/io/json_reader.h"
+#include "kan/nn/trace_scope.h"
 #include "kan/reports/results_io.h"
-#include "kan/trace_scope.h"
 
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>

@@ -2,11 +2,11 @@
 // catalogue function (Boost.Math compiled into kan, no Boost here), the paper's results
 // (compiled in: no data file installed) and a data-file format (which links kan's readers and
 // zlib).
+#include <kan/data/function_catalogue.h>
+#include <kan/data/paper_results.h>
 #include <kan/diagnostics/device_audit.h>
-#include <kan/function_catalogue.h>
 #include <kan/io/atomic_file.h>
 #include <kan/kan.h>
-#include <kan/paper_results.h>
 #include <kan/reports/results.h>
 
 #include <cstdio>

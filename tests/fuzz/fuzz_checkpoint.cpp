@@ -2,7 +2,7 @@
 // `predict --model`, `run --model`, `audit --checkpoint` and `export-pykan` use.
 #include "fuzz_input.h"
 
-#include "kan/checkpoint.h"
+#include "kan/serialize/checkpoint.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto path = kan::fuzz::write_input(data, size, "model.pt");

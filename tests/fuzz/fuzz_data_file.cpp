@@ -3,7 +3,7 @@
 // kan::RowReader.
 #include "fuzz_input.h"
 
-#include "kan/data_file.h"
+#include "kan/data/data_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto path = kan::fuzz::write_input(data, size, "data");

@@ -3,7 +3,7 @@
 // a prefix.
 #include "fuzz_input.h"
 
-#include "kan/pykan.h"
+#include "kan/serialize/pykan.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string prefix = [] {

@@ -2,7 +2,7 @@
 // its pickle, through kan::read_named_tensors and kan::read_tensor.
 #include "fuzz_input.h"
 
-#include "kan/torch_file.h"
+#include "kan/serialize/torch_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto path = kan::fuzz::write_input(data, size, "state");

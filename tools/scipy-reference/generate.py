@@ -1,5 +1,5 @@
 """Writes tests/reference/scipy/functions.csv: reference values of kanbench's function catalogue
-(kan/src/function_catalogue.cpp, docs/functions.md) that tests/test_function_catalogue.cpp checks
+(kan/src/data/function_catalogue.cpp, docs/functions.md) that tests/test_function_catalogue.cpp checks
 the C++ functions against to 1e-12, without Python.
 
     python3 -m venv ~/.cache/kanbench/venv-scipy

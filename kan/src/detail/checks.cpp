@@ -1,8 +1,8 @@
 #include "detail/checks.h"
 
 #include "detail/saturate.h"
-#include "kan/layer.h"
-#include "kan/memory.h"
+#include "kan/nn/layer.h"
+#include "kan/nn/memory.h"
 
 #include <ATen/ATen.h>
 

@@ -1,7 +1,7 @@
 #pragma once
 // Host-side lists (index lists, masks, ranges) as tensors on the model's device.
 
-#include "kan/trace_scope.h"
+#include "kan/nn/trace_scope.h"
 
 #include <ATen/ATen.h>
 

@@ -3,12 +3,12 @@
 /// MLP baselines beside the KAN ones, and the workload of a user's own model (`kanbench run
 /// --model`).
 
-#include "kan/data_file.h"
-#include "kan/dataset.h"
-#include "kan/fit.h"
-#include "kan/mlp.h"
-#include "kan/model.h"
-#include "kan/network.h"
+#include "kan/data/data_file.h"
+#include "kan/data/dataset.h"
+#include "kan/nn/mlp.h"
+#include "kan/nn/model.h"
+#include "kan/nn/network.h"
+#include "kan/train/fit.h"
 
 #include <nlohmann/json.hpp>
 

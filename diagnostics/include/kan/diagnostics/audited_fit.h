@@ -4,7 +4,7 @@
 
 #include "kan/diagnostics/device_audit.h"
 #include "kan/diagnostics/operation_trace.h"
-#include "kan/fit.h"
+#include "kan/train/fit.h"
 
 #include <nlohmann/json.hpp>
 

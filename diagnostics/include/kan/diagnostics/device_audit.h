@@ -2,7 +2,7 @@
 /// Static device audit: where every tensor of a model, its gradients, its optimiser and its
 /// data lives, and what is wrong with it.
 
-#include "kan/dataset.h"
+#include "kan/data/dataset.h"
 #include "kan/reports/results.h"
 
 #include <nlohmann/json.hpp>

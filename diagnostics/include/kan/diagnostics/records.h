@@ -6,12 +6,12 @@
 /// unknown keys are tolerated only in a file of a newer minor version.
 
 #include "kan/diagnostics/audited_fit.h"
-#include "kan/fit.h"
-#include "kan/mlp.h"
-#include "kan/model.h"
-#include "kan/network.h"
-#include "kan/pipeline.h"
+#include "kan/nn/mlp.h"
+#include "kan/nn/model.h"
+#include "kan/nn/network.h"
 #include "kan/reports/results.h"
+#include "kan/train/fit.h"
+#include "kan/train/pipeline.h"
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -31,7 +31,8 @@ inline constexpr const char* kFitSchemaVersion = "2.1.0";
 /// detail keys of results.json 1.2's findings).
 inline constexpr const char* kAuditSchemaVersion = "1.1.0";
 
-/// `kanbench fit --distributed`: data-parallel training under torchrun (kan/data_parallel.h).
+/// `kanbench fit --distributed`: data-parallel training under torchrun
+/// (kan/distributed/data_parallel.h).
 struct FitDistributedRun {
   int64_t world_size = 1;
   std::string backend; ///< "gloo" or "nccl"
@@ -82,7 +83,7 @@ struct FitRun {
   std::string initial_model;
 };
 
-/// A whole fit.json: every stage the pipeline measured (kan/pipeline.h), and what ran it.
+/// A whole fit.json: every stage the pipeline measured (kan/train/pipeline.h), and what ran it.
 struct FitRecord : PipelineResult {
   std::string schema_version = kFitSchemaVersion;
   FitRun config;

@@ -1,0 +1,187 @@
+#pragma once
+/// pykan's whole workflow as one call: train, prune and train again, extend the grid and train
+/// again (once, or through a schedule such as the KAN paper's G = 3, 5, 10, 20, ...), fix every
+/// edge to a symbolic function and train again (docs/kan.md, "The fit pipeline"). `kanbench fit`
+/// and `kanbench accuracy` are this function and a command line.
+
+#include "kan/nn/model.h"
+#include "kan/nn/network.h"
+#include "kan/train/fit.h"
+
+#include <torch/arg.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kan {
+
+/// pykan's prune(node_th, edge_th) on the training inputs after the first training, then
+/// `steps` more steps (unset: the fit's steps).
+struct PruneStage {
+  double node_th = 1e-2;
+  double edge_th = 3e-2;
+  std::optional<int64_t> steps;
+};
+
+/// pykan's auto_symbolic(lib, weight_simple, r2_threshold) on the training inputs after the
+/// other stages, then `steps` more steps (unset: the fit's steps).
+struct SymbolicStage {
+  std::vector<std::string> lib = symbolic_function_names(); ///< kan/symbolic/symbolic.h's names
+  double r2_threshold = 0.0;
+  double weight_simple = 0.8;
+  std::optional<int64_t> steps;
+  std::string search = "pykan"; ///< a symbolic_search_names() name
+};
+
+/// Which training of a pipeline is running, for progress and hooks.
+struct PipelineStage {
+  enum class Kind { kTrain, kPrune, kRefine, kSymbolic };
+  Kind kind = Kind::kTrain;
+  int64_t grid = 0;  ///< the model's grid while the stage trains
+  int64_t steps = 0; ///< the stage's optimisation steps
+  /// "trained", "pruned", "refined" or "symbolic": the stage's key in fit.json.
+  std::string key() const;
+};
+
+/// Options of run_pipeline. Each stage after the first runs only when asked for.
+struct PipelineOptions {
+  /// The training of every stage (steps, optimiser, regularisation, hooks). Its on_step and
+  /// stop_early apply to every stage; on_stage_step below also says which stage a step is of.
+  TORCH_ARG(FitOptions, fit);
+  TORCH_ARG(std::optional<PruneStage>, prune) = std::nullopt;
+  /// The grid extension schedule after training (and pruning): the model is refined to each
+  /// grid in turn (KANImpl::refine on the training inputs) and trained `fit.steps()` steps at
+  /// each. Each grid must exceed the one before it (and the model's). Empty: no refinement.
+  TORCH_ARG(std::vector<int64_t>, grids) = {};
+  TORCH_ARG(std::optional<SymbolicStage>, symbolic) = std::nullopt;
+  /// Called when a stage starts, before its own work (pruning, refinement, auto_symbolic).
+  TORCH_ARG(std::function<void(const PipelineStage&)>, on_stage) = nullptr;
+  /// Called after every step of every stage with the stage (progress). Setting it makes the
+  /// host read each step's losses at once, as FitOptions::on_step does.
+  TORCH_ARG(std::function<void(const PipelineStage&, const StepRecord&)>, on_stage_step) = nullptr;
+  /// Trains one stage; empty: kan::fit. A caller that audits or traces a stage (kanbench fit's
+  /// device audit of the first training) wraps kan::fit here.
+  TORCH_ARG(
+      std::function<FitHistory(KAN&, const Dataset&, const FitOptions&, const PipelineStage&)>,
+      train) = nullptr;
+};
+
+/// One training of a pipeline and the model's metrics on the whole sets after it.
+struct StageResult {
+  FitHistory history;        ///< its seconds: the stage's training time
+  double train_rmse = 0;     ///< NaN for cross-entropy
+  double test_rmse = 0;      ///< NaN for cross-entropy or without test data
+  double train_accuracy = 0; ///< cross-entropy only; NaN for MSE
+  double test_accuracy = 0;
+};
+
+/// One training of any model (an MLP, or a KAN without the later stages) and its metrics on the
+/// whole sets after it: run_pipeline's first stage alone, in the same StageResult. `train` trains
+/// it (empty: kan::fit), as PipelineOptions::train does; `kanbench fit --model mlp` audits it
+/// there.
+///
+/// Example:
+///   kan::MLP mlp(kan::MLPOptions({2, 100, 100, 1}).dtype(torch::kFloat64));
+///   auto trained = kan::train_stage(*mlp, data, kan::FitOptions().steps(100));
+///   std::cout << trained.test_rmse;
+StageResult train_stage(
+    Model& model, const Dataset& data, const FitOptions& options,
+    const std::function<FitHistory(Model&, const Dataset&, const FitOptions&)>& train = nullptr);
+
+/// One layer of a width as pykan writes it: `sum` addition and `mult` multiplication nodes.
+struct LayerWidth {
+  int64_t sum = 0;
+  int64_t mult = 0;
+  int64_t nodes() const { return sum + mult; }
+  bool operator==(const LayerWidth& other) const { return sum == other.sum && mult == other.mult; }
+};
+/// A network's width in pykan's form; JSON [2, [2, 1], 1] (a plain integer where a layer has no
+/// multiplication node), as --width takes it.
+std::vector<LayerWidth> pykan_width(const KANOptions& options);
+/// "2,[2,1],1": the width as `kanbench fit --width` takes it.
+std::string width_text(const std::vector<LayerWidth>& width);
+
+/// The pruning stage and the training after it.
+struct PruneResult {
+  std::vector<LayerWidth> width_before, width_after;
+  /// The scores it pruned by: prune_node's, of the trained model's nodes (per layer), and
+  /// prune_edge's, of the node-pruned model's edges (per layer, (in, out) as its masks).
+  std::vector<std::vector<double>> node_scores;
+  std::vector<std::vector<std::vector<double>>> edge_scores;
+  StageResult retrained;
+};
+
+/// One step of the grid schedule: the grid refined to and the training at it.
+struct RefineResult {
+  int64_t grid = 0;
+  StageResult trained;
+};
+
+/// One edge's learned activation beside its symbolic fit, at a few of its training inputs.
+struct SymbolicCurve {
+  std::vector<double> x;          ///< ascending
+  std::vector<double> activation; ///< the learned activation at x, before auto_symbolic
+  std::vector<double> fit;        ///< c f(a x + b) + d at x, with the fit's a, b, c, d
+};
+
+/// What auto_symbolic chose for one edge.
+struct SymbolicEdgeResult {
+  int64_t layer = 0, i = 0, j = 0;
+  std::string function; ///< "0" for a pruned edge
+  double r2 = 0;        ///< pykan's R^2 (-1e8 for a pruned edge)
+  bool fixed = false;   ///< false: r2 below the threshold, the edge stayed numeric
+  /// a, b, c, d after the training (when fixed).
+  std::vector<double> params;
+  std::optional<SymbolicCurve> curve;
+};
+
+/// One output's formula.
+struct Formula {
+  std::string sympy;       ///< constants rounded to SymbolicResult::digits decimals
+  std::string latex;       ///< the same
+  std::string sympy_exact; ///< every constant with 17 significant digits
+};
+
+/// The symbolic stage and the training after it.
+struct SymbolicResult {
+  /// Curves are kept for this many fixed edges (the first ones), at this many points each.
+  static constexpr size_t kMaxCurves = 100;
+  static constexpr int64_t kCurvePoints = 48;
+
+  double auto_symbolic_seconds = 0;
+  std::vector<SymbolicEdgeResult> edges;
+  std::optional<std::vector<Formula>> formula; ///< per output; none when an edge stayed numeric
+  std::string formula_error;                   ///< why there is no formula
+  int64_t digits = 4;
+  StageResult retrained;
+};
+
+/// Every stage a pipeline ran, in order.
+struct PipelineResult {
+  StageResult trained;
+  std::optional<PruneResult> pruned;
+  std::vector<RefineResult> refined; ///< one per grid of the schedule
+  std::optional<SymbolicResult> symbolic;
+
+  /// Training time of all stages.
+  double seconds() const;
+  /// The last stage's metrics: those of the model run_pipeline leaves.
+  const StageResult& last() const;
+};
+
+/// Runs the stages `options` asks for on `model` (replaced by the pruned and refined models as
+/// they are made) with `data`, and returns what each measured. Options are checked before any
+/// training: a grid schedule that does not grow, an unknown symbolic function or search.
+///
+/// Example:
+///   kan::KAN model(kan::KANOptions({2, 5, 1}).grid(3).dtype(torch::kFloat64));
+///   auto result = kan::run_pipeline(model, data, kan::PipelineOptions()
+///                                                    .fit(kan::FitOptions().steps(200))
+///                                                    .grids({5, 10, 20}));
+///   std::cout << result.last().test_rmse;
+PipelineResult run_pipeline(KAN& model, const Dataset& data, const PipelineOptions& options);
+
+} // namespace kan

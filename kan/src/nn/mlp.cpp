@@ -1,0 +1,215 @@
+#include "kan/nn/mlp.h"
+
+#include "detail/checks.h"
+#include "detail/saturate.h"
+#include "kan/io/json_reader.h"
+#include "kan/nn/options.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <nlohmann/json.hpp>
+#include <torch/nn/modules/linear.h>
+
+#include <cmath>
+#include <mutex>
+
+namespace kan {
+namespace {
+
+// Runs `build` with LibTorch's default CPU generator restored afterwards: nn::Linear draws its
+// initial weights from it as it is constructed, and a model seeded on its own must not shift the
+// random numbers of anything else in the process.
+// The generator's lock is not held while `build` runs: the draws inside it take the lock too.
+template <typename Build> void keeping_global_generator(Build build) {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  at::Tensor state;
+  {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    state = generator.get_state();
+  }
+  build();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
+
+} // namespace
+
+std::string to_string(Activation activation) {
+  switch (activation) {
+  case Activation::kSiLU:
+    return "silu";
+  case Activation::kTanh:
+    return "tanh";
+  case Activation::kReLU:
+    return "relu";
+  }
+  TORCH_INTERNAL_ASSERT(false, "unknown Activation ", static_cast<int>(activation));
+}
+
+Activation activation_from_string(const std::string& name) {
+  for (const auto a : {Activation::kSiLU, Activation::kTanh, Activation::kReLU})
+    if (name == to_string(a))
+      return a;
+  TORCH_CHECK(false, "activation must be silu, tanh or relu, got '", name, "'");
+}
+
+int64_t activation_flops(Activation activation) {
+  switch (activation) {
+  case Activation::kSiLU:
+    return kSiLUFlops;
+  case Activation::kTanh:
+    return kTanhFlops;
+  case Activation::kReLU:
+    return kReLUFlops;
+  }
+  TORCH_INTERNAL_ASSERT(false, "unknown Activation ", static_cast<int>(activation));
+}
+
+void check_mlp_options(const MLPOptions& o) {
+  const auto& width = o.width();
+  TORCH_CHECK(width.size() >= 2,
+              "MLPOptions::width must have at least 2 entries (inputs and outputs), got ",
+              c10::IntArrayRef(width));
+  for (size_t l = 0; l < width.size(); ++l)
+    TORCH_CHECK(width[l] >= 1, "MLPOptions::width entries must be >= 1, got width[", l,
+                "] = ", width[l], " in ", c10::IntArrayRef(width));
+  TORCH_CHECK(o.dtype() == torch::kFloat32 || o.dtype() == torch::kFloat64,
+              "MLPOptions::dtype must be float32 or float64, got ", to_string(o.dtype()));
+}
+
+nlohmann::json to_json(const MLPOptions& o) {
+  return {{"width", o.width()},
+          {"activation", to_string(o.activation())},
+          {"seed", o.seed()},
+          {"dtype", to_string(o.dtype())}};
+}
+
+MLPOptions mlp_options_from_json(const nlohmann::json& json, const std::string& path) {
+  io::ObjectReader r(json, path, /*allow_unknown=*/false);
+  std::vector<int64_t> width;
+  const auto width_path = r.path_of("width");
+  const auto& entries = io::as_array(r.required("width"), width_path);
+  for (size_t l = 0; l < entries.size(); ++l)
+    width.push_back(io::as_integer(entries[l], io::index_path(width_path, l), io::Bound::kAny));
+  // An enum's spelling goes through its parser, whose error names the choices.
+  auto parsed = [&r](const std::string& key, auto parse) {
+    const auto text = r.string(key);
+    try {
+      return parse(text);
+    } catch (const c10::Error& e) {
+      throw io::JsonError("", r.path_of(key), io::elide(e.what_without_backtrace(), 200));
+    }
+  };
+  MLPOptions o(width);
+  o.activation(parsed("activation", activation_from_string))
+      .seed(io::as_unsigned(r.required("seed"), r.path_of("seed")))
+      .dtype(parsed("dtype", dtype_from_string));
+  r.finish();
+  try {
+    check_mlp_options(o);
+  } catch (const c10::Error& e) {
+    throw io::JsonError("", path, io::elide(e.what_without_backtrace(), 200));
+  }
+  return o;
+}
+
+int64_t mlp_parameter_count(const std::vector<int64_t>& width) {
+  int64_t count = 0;
+  for (size_t l = 0; l + 1 < width.size(); ++l)
+    count = detail::sat_add(count, detail::sat_mul(detail::sat_add(width[l], 1), width[l + 1]));
+  return count;
+}
+
+int64_t mlp_forward_flops(const std::vector<int64_t>& width, Activation activation) {
+  int64_t flops = 0;
+  for (size_t l = 0; l + 1 < width.size(); ++l) {
+    const int64_t in = width[l], out = width[l + 1];
+    flops = detail::sat_add(flops, detail::sat_add(detail::sat_mul(2, in, out), out));
+    if (l + 2 < width.size()) // no activation after the last layer
+      flops = detail::sat_add(flops, detail::sat_mul(activation_flops(activation), out));
+  }
+  return flops;
+}
+
+MLPImpl::MLPImpl(MLPOptions options) : options_(std::move(options)) {
+  reset();
+}
+
+void MLPImpl::reset() {
+  check_mlp_options(options_);
+  layers_ = register_module("layers", torch::nn::ModuleList());
+  const auto& width = options_.width();
+  keeping_global_generator([&] {
+    for (size_t l = 0; l + 1 < width.size(); ++l)
+      layers_->push_back(torch::nn::Linear(torch::nn::LinearOptions(width[l], width[l + 1])));
+  });
+  layers_->to(options_.device(), options_.dtype());
+  reset_parameters();
+}
+
+void MLPImpl::reset_parameters() {
+  // LibTorch's nn::Linear default (kaiming_uniform_ with a = sqrt(5) for the weight, which is
+  // U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the same for the bias), drawn from our own generator.
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(options_.seed());
+  const auto cpu64 = torch::TensorOptions().dtype(torch::kFloat64);
+  torch::NoGradGuard no_grad;
+  for (size_t l = 0; l < depth(); ++l) {
+    auto linear = layer(l);
+    const double bound = 1.0 / std::sqrt(static_cast<double>(linear->options.in_features()));
+    for (auto* tensor : {&linear->weight, &linear->bias})
+      tensor->copy_((torch::rand(tensor->sizes(), generator, cpu64) * 2 - 1) * bound);
+  }
+}
+
+void MLPImpl::pretty_print(std::ostream& stream) const {
+  stream << "kan::MLP(width=" << c10::IntArrayRef(options_.width())
+         << ", activation=" << to_string(options_.activation()) << ")";
+}
+
+torch::nn::Linear MLPImpl::layer(size_t l) const {
+  return torch::nn::Linear(layers_->ptr<torch::nn::LinearImpl>(l));
+}
+
+void MLPImpl::check_input(const torch::Tensor& x, const std::string& name) const {
+  detail::check_points(x, name.c_str(), inputs(), dtype(), device());
+}
+
+torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
+  check_input(x, "input");
+  auto h = x;
+  for (size_t l = 0; l < depth(); ++l) {
+    h = layer(l)->forward(h);
+    if (l + 1 == depth())
+      break;
+    switch (options_.activation()) {
+    case Activation::kSiLU:
+      h = torch::silu(h);
+      break;
+    case Activation::kTanh:
+      h = torch::tanh(h);
+      break;
+    case Activation::kReLU:
+      h = torch::relu(h);
+      break;
+    }
+  }
+  return h;
+}
+
+torch::Device MLPImpl::device() const {
+  return layer(0)->weight.device();
+}
+
+torch::Dtype MLPImpl::dtype() const {
+  return layer(0)->weight.scalar_type();
+}
+
+int64_t MLPImpl::forward_flops() const {
+  return mlp_forward_flops(options_.width(), options_.activation());
+}
+
+nlohmann::json MLPImpl::config() const {
+  auto options = options_;
+  return to_json(options.dtype(dtype()));
+}
+
+} // namespace kan

@@ -1,0 +1,635 @@
+#include "kan/nn/network.h"
+
+#include "kan/nn/memory.h"
+#include "kan/nn/trace_scope.h"
+
+#include "detail/checks.h"
+#include "detail/host_list.h"
+#include "detail/saturate.h"
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+#include <torch/nn/module.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+namespace kan {
+namespace {
+
+// splitmix64: independent, reproducible seeds for the layers from one network seed.
+uint64_t mix_seed(uint64_t seed, uint64_t layer) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (layer + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+std::string arities_text(const std::vector<std::vector<int64_t>>& arities) {
+  std::string text = "[";
+  for (size_t l = 0; l < arities.size(); ++l)
+    text += (l ? ", " : "") + c10::str(c10::IntArrayRef(arities[l]));
+  return text + "]";
+}
+
+// layer.forward(x) without gradients, in pieces of samples whose temporaries stay within
+// memory_budget (the reference backend's (n, I, G + k) basis); one piece when all fit.
+torch::Tensor forward_in_pieces(KANLayerImpl& layer, const torch::Tensor& x,
+                                int64_t memory_budget) {
+  const auto& o = layer.options();
+  const int64_t N = x.size(0), P = o.grid() + 2 * o.k() + 1;
+  // Per sample: the Cox-de Boor recursion's few (I, P) tensors, base(x) and a few outputs.
+  int64_t per_sample =
+      detail::sat_add(detail::sat_mul(4, o.in_dim()), detail::sat_mul(4, o.out_dim()));
+  if (o.backend() == SplineBackend::kReference)
+    per_sample = detail::sat_add(per_sample, detail::sat_mul(6, o.in_dim(), P));
+  per_sample = detail::sat_mul(per_sample, static_cast<int64_t>(x.element_size()));
+  const int64_t rows = std::max<int64_t>(1, memory_budget / per_sample);
+  if (rows >= N)
+    return layer.forward(x);
+  auto y = torch::empty({N, o.out_dim()}, x.options());
+  for (int64_t n0 = 0; n0 < N; n0 += rows) {
+    const int64_t n = std::min(rows, N - n0);
+    y.narrow(0, n0, n).copy_(layer.forward(x.narrow(0, n0, n)));
+  }
+  return y;
+}
+
+// A hidden layer's samples are the previous layer's outputs: non-finite ones mean that layer's
+// parameters are, not the data.
+void check_hidden_finite(const torch::Tensor& h, size_t l, const char* what) {
+  detail::check_finite(h,
+                       "the input of layer " + std::to_string(l) + " (" + what +
+                           " samples: the output of layer " + std::to_string(l - 1) + ")",
+                       "the layers before it give non-finite outputs (non-finite parameters or an "
+                       "overflow: did training diverge?)");
+}
+
+} // namespace
+
+void check_structure(const KANOptions& o) {
+  const auto& width = o.width();
+  TORCH_CHECK(width.size() >= 2, "width must have at least 2 entries (inputs and outputs), got ",
+              c10::IntArrayRef(width));
+  for (size_t l = 0; l < width.size(); ++l)
+    TORCH_CHECK(width[l] >= 1, "width entries must be >= 1, got width[", l, "] = ", width[l],
+                " in ", c10::IntArrayRef(width));
+  const auto& mult = o.mult();
+  TORCH_CHECK(mult.empty() || mult.size() == width.size(), "mult must be empty or have one entry ",
+              "per layer of width ", c10::IntArrayRef(width), ", got ", c10::IntArrayRef(mult));
+  for (size_t l = 0; l < mult.size(); ++l)
+    TORCH_CHECK(mult[l] >= 0 && mult[l] <= width[l], "mult[", l, "] = ", mult[l],
+                " must be from 0 to width[", l, "] = ", width[l], " (mult ", c10::IntArrayRef(mult),
+                ")");
+  TORCH_CHECK(mult.empty() || mult[0] == 0, "mult[0] = ", mult[0],
+              ": the inputs cannot be multiplication nodes");
+  TORCH_CHECK(o.mult_arity() >= 2,
+              "mult_arity must be >= 2 (a product of at least two "
+              "subnodes), got ",
+              o.mult_arity());
+  const auto& arities = o.node_arity();
+  if (arities.empty())
+    return;
+  TORCH_CHECK(arities.size() == width.size(), "node_arity must have one list per layer (",
+              width.size(), "), got ", arities.size(), ": ", arities_text(arities));
+  for (size_t l = 0; l < arities.size(); ++l) {
+    TORCH_CHECK(static_cast<int64_t>(arities[l].size()) == mult_nodes(o, l), "node_arity[", l,
+                "] must list one arity per multiplication node of layer ", l, " (",
+                mult_nodes(o, l), "), got ", c10::IntArrayRef(arities[l]));
+    for (const int64_t a : arities[l])
+      TORCH_CHECK(a >= 2, "node_arity[", l, "] has arity ", a,
+                  " < 2: ", c10::IntArrayRef(arities[l]));
+  }
+}
+
+int64_t mult_nodes(const KANOptions& o, size_t l) {
+  return o.mult().empty() ? 0 : o.mult().at(l);
+}
+
+int64_t node_arity(const KANOptions& o, size_t l, int64_t j) {
+  return o.node_arity().empty() ? o.mult_arity() : o.node_arity().at(l).at(j);
+}
+
+int64_t subnodes(const KANOptions& o, size_t l) {
+  const int64_t n_mult = mult_nodes(o, l);
+  int64_t count = o.width().at(l) - n_mult;
+  // One arity for every node: counted at once (a configuration may claim 10^18 nodes).
+  if (o.node_arity().empty())
+    return detail::sat_add(count, detail::sat_mul(n_mult, o.mult_arity()));
+  for (int64_t j = 0; j < n_mult; ++j)
+    count = detail::sat_add(count, node_arity(o, l, j));
+  return count;
+}
+
+bool has_mult_nodes(const KANOptions& o) {
+  return std::any_of(o.mult().begin(), o.mult().end(), [](int64_t m) { return m > 0; });
+}
+
+KANLayerOptions layer_options(const KANOptions& o, size_t l) {
+  return KANLayerOptions(o.width().at(l), subnodes(o, l + 1))
+      .grid(o.grid())
+      .k(o.k())
+      .noise_scale(o.noise_scale())
+      .scale_base_mu(o.scale_base_mu())
+      .scale_base_sigma(o.scale_base_sigma())
+      .scale_sp(o.scale_sp())
+      .base_fun(o.base_fun())
+      .grid_eps(o.grid_eps())
+      .grid_range(o.grid_range())
+      .sp_trainable(o.sp_trainable())
+      .sb_trainable(o.sb_trainable())
+      .seed(mix_seed(o.seed(), l))
+      .device(o.device())
+      .dtype(o.dtype())
+      .backend(o.backend());
+}
+
+KANImpl::KANImpl(KANOptions options) : options_(std::move(options)) {
+  reset();
+}
+
+void KANImpl::reset() {
+  check_structure(options_);
+  layers_ = register_module("layers", torch::nn::ModuleList());
+  for (size_t l = 0; l + 1 < options_.width().size(); ++l) {
+    const auto layer_opts = layer_options(options_, l);
+    try {
+      layers_->push_back(KANLayer(layer_opts));
+    } catch (const detail::BuildOutOfMemory& e) {
+      // Which layer of which model, and what the whole model needs, not just "KANLayer".
+      detail::throw_out_of_memory(
+          "layer " + std::to_string(l) + " (" + detail::layer_size(layer_opts) + "; the model " +
+              c10::str(c10::IntArrayRef(options_.width())) + " needs about " +
+              format_bytes(estimate_model_memory(options_).total()) +
+              " for parameters and buffers)",
+          e.cause());
+    }
+  }
+  // pykan's node and subnode affine maps, identity at first.
+  node_scale.clear();
+  node_bias.clear();
+  subnode_scale.clear();
+  subnode_bias.clear();
+  const auto tensor_options =
+      torch::TensorOptions().device(options_.device()).dtype(options_.dtype());
+  for (size_t l = 0; l + 1 < options_.width().size(); ++l) {
+    const auto suffix = "_" + std::to_string(l);
+    const int64_t nodes = options_.width()[l + 1], subs = subnodes(options_, l + 1);
+    const bool trainable = options_.affine_trainable();
+    node_scale.push_back(
+        register_parameter("node_scale" + suffix, torch::ones({nodes}, tensor_options), trainable));
+    node_bias.push_back(
+        register_parameter("node_bias" + suffix, torch::zeros({nodes}, tensor_options), trainable));
+    subnode_scale.push_back(register_parameter("subnode_scale" + suffix,
+                                               torch::ones({subs}, tensor_options), trainable));
+    subnode_bias.push_back(register_parameter("subnode_bias" + suffix,
+                                              torch::zeros({subs}, tensor_options), trainable));
+  }
+  activations_.clear();
+}
+
+bool KANImpl::applies_affine() const {
+  return options_.affine_trainable() || has_mult_nodes(options_);
+}
+
+torch::Tensor KANImpl::nodes_from_subnodes(size_t l, const torch::Tensor& y) const {
+  if (!applies_affine())
+    return y;
+  const auto subs = torch::addcmul(subnode_bias[l], y, subnode_scale[l]);
+  const int64_t n_mult = mult_nodes(options_, l + 1);
+  auto nodes = subs;
+  if (n_mult > 0) {
+    // Multiplication node j multiplies the next arity_j subnodes after the addition nodes, left
+    // to right, as pykan does.
+    const int64_t n_sum = options_.width()[l + 1] - n_mult;
+    std::vector<torch::Tensor> columns{subs.narrow(1, 0, n_sum)};
+    for (int64_t j = 0, at = n_sum; j < n_mult; ++j) {
+      const int64_t arity = node_arity(options_, l + 1, j);
+      auto product = subs.narrow(1, at, 1) * subs.narrow(1, at + 1, 1);
+      for (int64_t i = 2; i < arity; ++i)
+        product = product * subs.narrow(1, at + i, 1);
+      columns.push_back(product);
+      at += arity;
+    }
+    nodes = torch::cat(columns, 1);
+  }
+  return torch::addcmul(node_bias[l], nodes, node_scale[l]);
+}
+
+void KANImpl::pretty_print(std::ostream& stream) const {
+  stream << "kan::KAN(width=" << c10::IntArrayRef(options_.width());
+  if (has_mult_nodes(options_))
+    stream << ", mult=" << c10::IntArrayRef(options_.mult());
+  stream << ", grid=" << options_.grid() << ", k=" << options_.k()
+         << ", base_fun=" << to_string(options_.base_fun())
+         << ", backend=" << to_string(options_.backend()) << ")";
+}
+
+torch::Device KANImpl::device() const {
+  return layer(0)->device();
+}
+
+torch::Dtype KANImpl::dtype() const {
+  return layer(0)->dtype();
+}
+
+int64_t kan_parameter_count(const KANOptions& o) {
+  check_structure(o);
+  using detail::sat_add;
+  using detail::sat_mul;
+  int64_t count = 0;
+  for (size_t l = 0; l + 1 < o.width().size(); ++l) {
+    const int64_t I = o.width()[l], O = subnodes(o, l + 1);
+    const int64_t scales = (o.sb_trainable() ? 1 : 0) + (o.sp_trainable() ? 1 : 0);
+    count = sat_add(count, sat_mul(I, O, sat_add(sat_add(o.grid(), o.k()), scales)));
+    if (o.affine_trainable()) // node_scale, node_bias, subnode_scale, subnode_bias
+      count = sat_add(count, sat_mul(2, sat_add(o.width()[l + 1], O)));
+  }
+  return count;
+}
+
+int64_t kan_forward_flops(const KANOptions& o) {
+  check_structure(o);
+  using detail::sat_add;
+  using detail::sat_mul;
+  const int64_t G = o.grid(), k = o.k();
+  const bool fused = o.backend() == SplineBackend::kFused;
+  // Per input: the Cox-de Boor recursion, 7 FLOPs per basis function of each order p = 1..k.
+  // The fused kernels build the k + 1 functions of the point's knot span (p + 1 at order p); the
+  // reference builds all P - p - 1 of each order from the P = G + 2k + 1 knots. Order 0 is
+  // comparisons against the knots, not counted.
+  const int64_t basis = fused ? 7 * k * (k + 3) / 2 : 7 * (k * (G + 2 * k) - k * (k + 1) / 2);
+  const int64_t terms = fused ? k + 1 : G + k; // basis functions each edge's spline sums
+  const bool affine = o.affine_trainable() || has_mult_nodes(o);
+  int64_t flops = 0;
+  for (size_t l = 0; l + 1 < o.width().size(); ++l) {
+    const int64_t I = o.width()[l], O = subnodes(o, l + 1);
+    flops = sat_add(flops, sat_add(sat_mul(I, basis), sat_mul(2, I, O, terms)));
+    if (o.base_fun() != BaseFunction::kZero) {
+      const int64_t activation = o.base_fun() == BaseFunction::kSiLU ? kSiLUFlops : 0;
+      flops = sat_add(flops, sat_add(sat_mul(I, activation), sat_add(sat_mul(2, I, O), O)));
+    }
+    if (affine) {
+      // Subnode affine (an addcmul each), the products, node affine (an addcmul each).
+      flops = sat_add(flops, sat_add(sat_mul(2, O), sat_mul(2, o.width()[l + 1])));
+      for (int64_t j = 0; j < mult_nodes(o, l + 1); ++j)
+        flops = sat_add(flops, node_arity(o, l + 1, j) - 1);
+    }
+  }
+  return flops;
+}
+
+int64_t KANImpl::forward_flops() const {
+  int64_t flops = kan_forward_flops(options_);
+  for (size_t l = 0; l < depth(); ++l) {
+    const auto symbolic = layer(l)->symbolic_edge_count();
+    if (symbolic == 0)
+      continue;
+    // Per symbolic edge a x + b, f, c f + d, the mask and the sum over inputs (6 + f); then the
+    // branch is added to the numeric one, which every edge still computes.
+    flops = detail::sat_add(flops,
+                            detail::sat_add(detail::sat_mul(symbolic, 6 + kSymbolicFunctionFlops),
+                                            layer(l)->options().out_dim()));
+  }
+  return flops;
+}
+
+nlohmann::json KANImpl::config() const {
+  auto options = options_;
+  return to_json(options.dtype(dtype()));
+}
+
+void KANImpl::check_input(const torch::Tensor& x, const char* what) const {
+  detail::check_points(x, what, options_.width().front(), dtype(), device());
+}
+
+torch::Tensor KANImpl::forward(const torch::Tensor& x) {
+  check_input(x);
+  activations_.clear();
+  auto h = x;
+  for (size_t l = 0; l < depth(); ++l) {
+    ModuleScope scope("layers", static_cast<int64_t>(l));
+    if (save_activations_ || save_statistics_) {
+      activations_.push_back(save_activations_ ? layer(l)->forward_with_activations(h)
+                                               : layer(l)->forward_with_statistics(h));
+      h = activations_.back().output;
+    } else {
+      h = layer(l)->forward(h);
+    }
+    h = nodes_from_subnodes(l, h);
+  }
+  return h;
+}
+
+void KANImpl::update_grid_from_samples(const torch::Tensor& x, int64_t memory_budget) {
+  check_input(x, "grid-update samples");
+  detail::check_finite(x, "the network's input x (grid-update samples)");
+  PhaseScope phase(Phase::kGridUpdate);
+  torch::NoGradGuard no_grad;
+  auto h = x;
+  for (size_t l = 0; l < depth(); ++l) {
+    ModuleScope scope("layers", static_cast<int64_t>(l));
+    if (l > 0)
+      check_hidden_finite(h, l, "grid-update");
+    layer(l)->update_grid_from_samples(h, memory_budget);
+    if (l + 1 < depth())
+      h = nodes_from_subnodes(l, forward_in_pieces(*layer(l), h, memory_budget));
+  }
+}
+
+Attribution KANImpl::attribute(const torch::Tensor& x) {
+  check_input(x, "attribution samples");
+  TORCH_CHECK(x.size(0) >= 2,
+              "attribute needs at least 2 samples (the scores come from the "
+              "activations' spread over the samples), got ",
+              x.size(0));
+  PhaseScope phase(Phase::kEvaluation);
+  torch::NoGradGuard no_grad;
+  // The spread of every edge's activation (I, O) and of every subnode (O), per layer.
+  std::vector<torch::Tensor> edge_spread, subnode_spread;
+  auto h = x;
+  for (size_t l = 0; l < depth(); ++l) {
+    ModuleScope scope("layers", static_cast<int64_t>(l));
+    const auto acts = layer(l)->forward_with_activations(h);
+    edge_spread.push_back(acts.edges.std(0));
+    subnode_spread.push_back(acts.output.std(0));
+    h = nodes_from_subnodes(l, acts.output);
+  }
+  // Scores of every node for each output k (rows), from the outputs back to the inputs.
+  const int64_t outputs = options_.width().back();
+  std::vector<torch::Tensor> node_scores{torch::eye(outputs, x.options())};
+  std::vector<torch::Tensor> edge_scores, subnode_scores;
+  for (size_t l = depth(); l >= 1; --l) {
+    // A multiplication node's score goes to each of its subnodes, an addition node's to itself.
+    const auto& node_score = node_scores.back(); // (K, width[l])
+    const int64_t n_mult = mult_nodes(options_, l), n_sum = options_.width()[l] - n_mult;
+    std::vector<torch::Tensor> columns{node_score.narrow(1, 0, n_sum)};
+    for (int64_t j = 0; j < n_mult; ++j)
+      columns.push_back(
+          node_score.narrow(1, n_sum + j, 1).expand({outputs, node_arity(options_, l, j)}));
+    const auto subnode_score = torch::cat(columns, 1); // (K, subnodes(l))
+    // Edge (i, j) carries subnode j's score in proportion to its share of j's spread.
+    const auto edge_score = edge_spread[l - 1].unsqueeze(0) *
+                            (subnode_score / (subnode_spread[l - 1] + 1e-4)).unsqueeze(1);
+    subnode_scores.push_back(subnode_score);
+    edge_scores.push_back(edge_score); // (K, I, O)
+    node_scores.push_back(edge_score.sum(2));
+  }
+  Attribution a;
+  for (auto it = node_scores.rbegin(); it != node_scores.rend(); ++it)
+    a.node_scores.push_back(it->mean(0));
+  for (auto it = edge_scores.rbegin(); it != edge_scores.rend(); ++it)
+    a.edge_scores.push_back(it->mean(0));
+  for (auto it = subnode_scores.rbegin(); it != subnode_scores.rend(); ++it)
+    a.subnode_scores.push_back(it->mean(0));
+  return a;
+}
+
+namespace {
+
+// The subnodes (layer l - 1's outputs) of layer l's nodes `nodes`, in order.
+std::vector<int64_t> subnodes_of(const KANOptions& o, size_t l, const std::vector<int64_t>& nodes) {
+  const int64_t n_mult = mult_nodes(o, l), n_sum = o.width()[l] - n_mult;
+  std::vector<int64_t> first(static_cast<size_t>(o.width()[l]) + 1, 0); // first subnode of node i
+  for (int64_t i = 0; i < o.width()[l]; ++i)
+    first[i + 1] = first[i] + (i < n_sum ? 1 : node_arity(o, l, i - n_sum));
+  std::vector<int64_t> ids;
+  for (const int64_t i : nodes)
+    for (int64_t s = first[i]; s < first[i + 1]; ++s)
+      ids.push_back(s);
+  return ids;
+}
+
+torch::Tensor index_tensor(const std::vector<int64_t>& ids, torch::Device device) {
+  return detail::host_list(ids, torch::kLong, device);
+}
+
+std::vector<int64_t> all_nodes(int64_t count) {
+  std::vector<int64_t> nodes(static_cast<size_t>(count));
+  std::iota(nodes.begin(), nodes.end(), 0);
+  return nodes;
+}
+
+} // namespace
+
+void KANImpl::remove_edge(size_t l, int64_t i, int64_t j) {
+  TORCH_CHECK(l < depth(), "remove_edge: layer ", l, " does not exist (", depth(), " layers)");
+  const auto& o = layer(l)->options();
+  TORCH_CHECK(i >= 0 && i < o.in_dim() && j >= 0 && j < o.out_dim(), "remove_edge: layer ", l,
+              " has edges 0..", o.in_dim() - 1, " -> 0..", o.out_dim() - 1, ", got ", i, " -> ", j);
+  torch::NoGradGuard no_grad;
+  layer(l)->mask[i][j] = 0;
+}
+
+void KANImpl::remove_node(size_t l, int64_t i) {
+  TORCH_CHECK(l >= 1 && l < depth(), "remove_node: layer ", l, " is not a hidden layer (1..",
+              depth() - 1, ")");
+  TORCH_CHECK(i >= 0 && i < options_.width()[l], "remove_node: layer ", l, " has nodes 0..",
+              options_.width()[l] - 1, ", got ", i);
+  torch::NoGradGuard no_grad;
+  const auto into = subnodes_of(options_, l, {i});
+  for (const int64_t s : into)
+    layer(l - 1)->mask.select(1, s).zero_();
+  layer(l)->mask.select(0, i).zero_();
+  // pykan zeroes the symbolic masks of the same edges; names stay.
+  const auto unmask = [](KANLayerImpl& layer, const std::vector<int64_t>& ins,
+                         const std::vector<int64_t>& outs) {
+    if (!layer.has_symbolic_state())
+      return;
+    std::vector<int64_t> in, out;
+    std::vector<std::string> names;
+    for (const int64_t j : outs)
+      for (const int64_t from : ins) {
+        in.push_back(from);
+        out.push_back(j);
+        names.push_back(layer.symbolic_name(from, j));
+      }
+    layer.set_symbolic_edges(in, out, names, std::vector<double>(in.size(), 0.0));
+  };
+  unmask(*layer(l - 1), all_nodes(layer(l - 1)->options().in_dim()), into);
+  unmask(*layer(l), {i}, all_nodes(layer(l)->options().out_dim()));
+}
+
+namespace {
+
+// The indices where `keep` (a bool tensor on any device) is true, ascending.
+std::vector<int64_t> true_indices(const torch::Tensor& keep) {
+  const auto ids = keep.nonzero().view(-1).to(torch::kCPU);
+  return std::vector<int64_t>(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel());
+}
+
+// `nodes` sorted without repeats, each checked to be one of the `count` nodes of `what`, and at
+// least one of them.
+std::vector<int64_t> kept_nodes(std::vector<int64_t> nodes, int64_t count, const std::string& what,
+                                const std::vector<int64_t>& width) {
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  TORCH_CHECK(!nodes.empty(), "pruning would remove every node of ", what, " (width ",
+              c10::IntArrayRef(width), "): lower the threshold; the model is unchanged");
+  TORCH_CHECK(nodes.front() >= 0 && nodes.back() < count, what, " has nodes 0..", count - 1,
+              ", got ", nodes.front() < 0 ? nodes.front() : nodes.back());
+  return nodes;
+}
+
+// A copy of `model` with only layer l's nodes nodes[l] (l = 0..L, sorted): multiplication nodes
+// keep their arities, every edge between two kept nodes its grid, coefficients, scales and mask.
+KAN with_nodes(const KANImpl& model, const std::vector<std::vector<int64_t>>& nodes) {
+  const auto& from = model.options();
+  std::vector<int64_t> width, mult;
+  std::vector<std::vector<int64_t>> arities;
+  for (size_t l = 0; l < nodes.size(); ++l) {
+    const int64_t n_sum = from.width()[l] - mult_nodes(from, l);
+    std::vector<int64_t> layer_arities;
+    for (const int64_t i : nodes[l])
+      if (i >= n_sum)
+        layer_arities.push_back(node_arity(from, l, i - n_sum));
+    width.push_back(static_cast<int64_t>(nodes[l].size()));
+    mult.push_back(static_cast<int64_t>(layer_arities.size()));
+    arities.push_back(layer_arities);
+  }
+  const bool any_mult = std::any_of(mult.begin(), mult.end(), [](int64_t m) { return m > 0; });
+  auto options = from;
+  options.width(width)
+      .mult(any_mult ? mult : std::vector<int64_t>{})
+      .node_arity(any_mult ? arities : std::vector<std::vector<int64_t>>{})
+      .device(model.device())
+      .dtype(model.dtype());
+  KAN pruned(options);
+
+  torch::NoGradGuard no_grad;
+  const auto device = model.device();
+  for (size_t l = 0; l < model.depth(); ++l) {
+    // Layer l's inputs are layer l's kept nodes; its outputs the subnodes of layer l + 1's.
+    const auto in_ids = index_tensor(nodes[l], device);
+    const auto out_ids = index_tensor(subnodes_of(from, l + 1, nodes[l + 1]), device);
+    const auto node_ids = index_tensor(nodes[l + 1], device);
+    auto source = model.layer(l), target = pruned->layer(l);
+    target->grid.copy_(source->grid.index_select(0, in_ids));
+    for (auto [to, of] :
+         {std::pair(target->coef, source->coef), std::pair(target->scale_base, source->scale_base),
+          std::pair(target->scale_sp, source->scale_sp), std::pair(target->mask, source->mask)})
+      to.copy_(of.index_select(0, in_ids).index_select(1, out_ids));
+    target->copy_symbolic_from(*source, nodes[l], subnodes_of(from, l + 1, nodes[l + 1]));
+    pruned->node_scale[l].copy_(model.node_scale[l].index_select(0, node_ids));
+    pruned->node_bias[l].copy_(model.node_bias[l].index_select(0, node_ids));
+    pruned->subnode_scale[l].copy_(model.subnode_scale[l].index_select(0, out_ids));
+    pruned->subnode_bias[l].copy_(model.subnode_bias[l].index_select(0, out_ids));
+  }
+  return pruned;
+}
+
+// Scores computed on another model (or before it was pruned) would prune the wrong nodes.
+void check_scores(const KANImpl& model, const Attribution& scores, const char* what) {
+  const auto& width = model.options().width();
+  bool fits =
+      scores.node_scores.size() == width.size() && scores.edge_scores.size() == model.depth();
+  for (size_t l = 0; fits && l < model.depth(); ++l)
+    fits = scores.node_scores[l].sizes() == c10::IntArrayRef{width[l]} &&
+           scores.edge_scores[l].sizes() == model.layer(l)->mask.sizes();
+  TORCH_CHECK(fits, what, ": the scores are not this model's attribute() (width ",
+              c10::IntArrayRef(width), "): compute them on this model");
+}
+
+} // namespace
+
+KAN KANImpl::keep_nodes(const std::vector<std::vector<int64_t>>& active) const {
+  TORCH_CHECK(active.size() + 1 == depth(), "keep_nodes needs one list per hidden layer (",
+              depth() - 1, "), got ", active.size());
+  const auto& width = options_.width();
+  std::vector<std::vector<int64_t>> nodes{all_nodes(width.front())};
+  for (size_t l = 1; l < depth(); ++l)
+    nodes.push_back(kept_nodes(active[l - 1], width[l], "layer " + std::to_string(l), width));
+  nodes.push_back(all_nodes(width.back()));
+  return with_nodes(*this, nodes);
+}
+
+KAN KANImpl::keep_inputs(const std::vector<int64_t>& inputs) const {
+  const auto& width = options_.width();
+  std::vector<std::vector<int64_t>> nodes{
+      kept_nodes(inputs, width.front(), "layer 0 (the inputs)", width)};
+  for (size_t l = 1; l < width.size(); ++l)
+    nodes.push_back(all_nodes(width[l]));
+  return with_nodes(*this, nodes);
+}
+
+KAN KANImpl::prune_node(const torch::Tensor& x, double threshold) const {
+  return prune_node(const_cast<KANImpl*>(this)->attribute(x), threshold);
+}
+
+KAN KANImpl::prune_node(const Attribution& scores, double threshold) const {
+  TORCH_CHECK(std::isfinite(threshold) && threshold >= 0,
+              "prune_node: threshold must be finite and >= 0, got ", threshold);
+  check_scores(*this, scores, "prune_node");
+  std::vector<std::vector<int64_t>> active;
+  for (size_t l = 1; l < depth(); ++l)
+    active.push_back(true_indices(scores.node_scores[l] > threshold));
+  return keep_nodes(active);
+}
+
+void KANImpl::prune_edge(const torch::Tensor& x, double threshold) {
+  prune_edge(attribute(x), threshold);
+}
+
+void KANImpl::prune_edge(const Attribution& scores, double threshold) {
+  TORCH_CHECK(std::isfinite(threshold) && threshold >= 0,
+              "prune_edge: threshold must be finite and >= 0, got ", threshold);
+  check_scores(*this, scores, "prune_edge");
+  torch::NoGradGuard no_grad;
+  for (size_t l = 0; l < depth(); ++l)
+    layer(l)->mask.mul_((scores.edge_scores[l] > threshold).to(layer(l)->mask.scalar_type()));
+}
+
+KAN KANImpl::prune(const torch::Tensor& x, double node_threshold, double edge_threshold) const {
+  auto pruned = prune_node(x, node_threshold);
+  pruned->prune_edge(x, edge_threshold);
+  return pruned;
+}
+
+InputPruning KANImpl::prune_input(const torch::Tensor& x, double threshold) const {
+  TORCH_CHECK(std::isfinite(threshold) && threshold >= 0,
+              "prune_input: threshold must be finite and >= 0, got ", threshold);
+  const auto score = const_cast<KANImpl*>(this)->attribute(x).feature_score();
+  auto input_id = true_indices(score > threshold);
+  TORCH_CHECK(!input_id.empty(), "prune_input: every input's score is at most the threshold ",
+              threshold, " (the largest is ", score.max().item<double>(),
+              "): lower the threshold; the model is unchanged");
+  return {keep_inputs(input_id), std::move(input_id)};
+}
+
+torch::Tensor InputPruning::select_inputs(const torch::Tensor& x) const {
+  TORCH_CHECK(!input_id.empty(), "select_inputs: input_id is empty");
+  TORCH_CHECK(x.dim() == 2 && x.size(1) > input_id.back(), "select_inputs: x must be (N, ",
+              input_id.back() + 1, " or more inputs), got ", x.sizes());
+  return x.index_select(1, index_tensor(input_id, x.device()));
+}
+
+KAN KANImpl::refine(int64_t new_grid, const torch::Tensor& x, int64_t memory_budget) const {
+  TORCH_CHECK(new_grid >= 1, "refine: new grid (number of intervals G) must be >= 1, got ",
+              new_grid);
+  if (x.defined()) {
+    check_input(x, "refinement samples");
+    detail::check_finite(x, "the network's input x (refinement samples)");
+  }
+  auto options = options_;
+  options.grid(new_grid).device(device()).dtype(dtype());
+  KAN refined(options);
+  torch::NoGradGuard no_grad;
+  auto h = x;
+  for (size_t l = 0; l < depth(); ++l) {
+    if (l > 0 && h.defined())
+      check_hidden_finite(h, l, "refinement");
+    refined->layer(l)->initialize_from_parent(*layer(l), h, memory_budget);
+    for (auto [to, from] : {std::pair(refined->node_scale[l], node_scale[l]),
+                            std::pair(refined->node_bias[l], node_bias[l]),
+                            std::pair(refined->subnode_scale[l], subnode_scale[l]),
+                            std::pair(refined->subnode_bias[l], subnode_bias[l])})
+      to.copy_(from);
+    if (h.defined() && l + 1 < depth())
+      h = nodes_from_subnodes(l, forward_in_pieces(*layer(l), h, memory_budget));
+  }
+  return refined;
+}
+
+} // namespace kan

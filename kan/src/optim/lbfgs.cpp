@@ -1,0 +1,718 @@
+// pykan 0.2.8's kan/LBFGS.py in C++. pykan's file is PyTorch's torch/optim/lbfgs.py (itself a
+// port of minFunc and of Lua torch's optim) with three changes, marked "pykan:" below:
+// tolerance_ys, a line search of 25 evaluations whatever max_eval says, and a global
+// torch.manual_seed(0) at every step. The code follows the Python statement by statement and in
+// its order, so that float64 runs round as pykan's do (tests/test_lbfgs.cpp: bit for bit). The
+// scalars pykan keeps as 0-dim tensors and compares (t, gtd, the line search's values) are
+// doubles here: the same numbers in float64, while in float32 pykan rounds some to float32.
+#include "kan/optim/lbfgs.h"
+
+#include <ATen/ATen.h>
+#include <torch/optim/serialize.h>
+#include <torch/types.h>
+#include <torch/utils.h>
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace kan {
+namespace {
+
+using torch::Tensor;
+
+// ---- Vector arithmetic on the host ------------------------------------------------------------
+// A small model's LBFGS step is made of the optimiser's vector operations as much as of its
+// objective: the two-loop recursion alone is four tensor operations per history entry and
+// iteration. On the CPU they run here as plain loops with ATen's own arithmetic, so the numbers
+// are the same bit for bit: ATen's dot is BLAS's ?dot_ (which LibTorch exports), its add with
+// alpha (add_, _foreach_add_) one fused multiply-add per element. The BLAS function is looked up
+// at run time and checked against at::dot once; where it is missing or disagrees (another
+// LibTorch build), and for vectors long enough that ATen's threads win, the tensor operations run.
+
+constexpr int64_t kHostVectorLimit = 1 << 16;
+
+template <typename T> using BlasDot = T (*)(const int*, const T*, const int*, const T*, const int*);
+
+template <typename T> BlasDot<T> blas_dot() {
+  static const BlasDot<T> checked = [] {
+    constexpr bool f64 = std::is_same_v<T, double>;
+    auto* dot = reinterpret_cast<BlasDot<T>>(dlsym(RTLD_DEFAULT, f64 ? "ddot_" : "sdot_"));
+    if (dot == nullptr)
+      return dot;
+    at::NoGradGuard no_grad;
+    const auto type = f64 ? at::kDouble : at::kFloat;
+    const auto a = at::sin(at::arange(37, type) * 0.7), b = at::cos(at::arange(37, type) * 1.3);
+    const int n = 37, one = 1;
+    const T got = dot(&n, a.const_data_ptr<T>(), &one, b.const_data_ptr<T>(), &one);
+    return got == a.dot(b).item<T>() ? dot : nullptr;
+  }();
+  return checked;
+}
+
+// Whether t's arithmetic runs on the host: a contiguous float or double CPU vector, short.
+bool on_host(const Tensor& t) {
+  if (!t.is_cpu() || !t.is_contiguous() || t.numel() > kHostVectorLimit)
+    return false;
+  if (t.scalar_type() == at::kDouble)
+    return blas_dot<double>() != nullptr;
+  return t.scalar_type() == at::kFloat && blas_dot<float>() != nullptr;
+}
+
+bool on_host(const Tensor& a, const Tensor& b) {
+  return on_host(a) && on_host(b) && a.scalar_type() == b.scalar_type();
+}
+
+// f(T{}) with T t's dtype, of those on_host takes.
+template <typename F> void dispatch_host(const Tensor& t, F&& f) {
+  if (t.scalar_type() == at::kDouble)
+    f(double{});
+  else
+    f(float{});
+}
+
+// a.dot(b).item<double>().
+double dot_value(const Tensor& a, const Tensor& b) {
+  if (!on_host(a, b))
+    return a.dot(b).item<double>();
+  double result = 0;
+  dispatch_host(a, [&](auto zero) {
+    using T = decltype(zero);
+    const int n = static_cast<int>(a.numel()), one = 1;
+    result = blas_dot<T>()(&n, a.const_data_ptr<T>(), &one, b.const_data_ptr<T>(), &one);
+  });
+  return result;
+}
+
+// self += alpha * other[other_offset ...], over self's elements, alpha rounded to self's dtype
+// (the host's add_).
+void add_scaled(const Tensor& self, const Tensor& other, int64_t other_offset, double alpha) {
+  dispatch_host(self, [&](auto zero) {
+    using T = decltype(zero);
+    T* s = self.mutable_data_ptr<T>();
+    const T* o = other.const_data_ptr<T>() + other_offset;
+    const T a = static_cast<T>(alpha);
+    for (int64_t j = 0; j < self.numel(); ++j)
+      s[j] = std::fma(o[j], a, s[j]);
+  });
+  self.unsafeGetTensorImpl()->bump_version(); // as an in-place tensor operation does
+}
+
+// self.add_(other, alpha).
+void add_scaled(const Tensor& self, const Tensor& other, double alpha) {
+  if (on_host(self, other))
+    add_scaled(self, other, 0, alpha);
+  else
+    self.add_(other, alpha);
+}
+
+// t.mul(scale).abs().max().item<double>(): the largest |t * scale|, scale rounded to t's dtype
+// as a tensor operation rounds it (NaN where t has one).
+double max_abs(const Tensor& t, double scale = 1) {
+  if (!on_host(t))
+    return (scale == 1 ? t : t.mul(scale)).abs().max().item<double>();
+  double largest = 0;
+  dispatch_host(t, [&](auto zero) {
+    using T = decltype(zero);
+    const T* v = t.const_data_ptr<T>();
+    const T s = static_cast<T>(scale);
+    for (int64_t j = 0; j < t.numel() && !std::isnan(largest); ++j) {
+      const double a = std::abs(static_cast<double>(scale == 1 ? v[j] : static_cast<T>(v[j] * s)));
+      largest = std::isnan(a) || a > largest ? a : largest;
+    }
+  });
+  return largest;
+}
+
+// A 0-dim tensor's value.
+double value(const Tensor& scalar) {
+  if (!on_host(scalar))
+    return scalar.item<double>();
+  double result = 0;
+  dispatch_host(scalar, [&](auto zero) { result = *scalar.const_data_ptr<decltype(zero)>(); });
+  return result;
+}
+
+// _cubic_interpolate: the minimiser of the cubic through (x1, f1) and (x2, f2) with slopes g1
+// and g2, clamped to the bounds ([x1, x2] unless given); their middle where the cubic has none.
+// std::min and std::max pick as Python's min and max do, NaN included.
+double cubic_interpolate(double x1, double f1, double g1, double x2, double f2, double g2,
+                         std::optional<std::pair<double, double>> bounds = std::nullopt) {
+  double xmin_bound = 0, xmax_bound = 0;
+  if (bounds) {
+    std::tie(xmin_bound, xmax_bound) = *bounds;
+  } else if (x1 <= x2) {
+    xmin_bound = x1;
+    xmax_bound = x2;
+  } else {
+    xmin_bound = x2;
+    xmax_bound = x1;
+  }
+  const double d1 = g1 + g2 - 3 * (f1 - f2) / (x1 - x2);
+  const double d2_square = d1 * d1 - g1 * g2; // d1 is a tensor there: d1**2 is d1 * d1
+  if (d2_square >= 0) {
+    const double d2 = std::sqrt(d2_square);
+    double min_pos = 0;
+    if (x1 <= x2) {
+      min_pos = x2 - (x2 - x1) * ((g2 + d2 - d1) / (g2 - g1 + 2 * d2));
+    } else {
+      min_pos = x1 - (x1 - x2) * ((g1 + d2 - d1) / (g1 - g2 + 2 * d2));
+    }
+    return std::min(std::max(min_pos, xmin_bound), xmax_bound);
+  }
+  return (xmin_bound + xmax_bound) / 2.;
+}
+
+struct LineSearch {
+  double loss;
+  Tensor flat_grad;
+  double t;
+  int64_t func_evals;
+};
+
+// The objective and its flat gradient at x + t * d.
+using Objective =
+    std::function<std::pair<double, Tensor>(const std::vector<Tensor>&, double, const Tensor&)>;
+
+// _strong_wolfe: a step t along d satisfying the strong Wolfe conditions, by bracketing and
+// then zooming with cubic interpolation. Its tolerance_change is its own default, not the
+// optimiser's (in PyTorch's too). pykan: max_ls stays 25, where PyTorch's lbfgs.py now passes
+// max_eval - current_evals. pykan clones gradients that nothing writes into; not here.
+LineSearch strong_wolfe(const Objective& obj_func, const std::vector<Tensor>& x, double t,
+                        const Tensor& d, double f, const Tensor& g, double gtd, double c1 = 1e-4,
+                        double c2 = 0.9, double tolerance_change = 1e-9, int64_t max_ls = 25) {
+  const double d_norm = max_abs(d);
+  // evaluate objective and gradient using initial step
+  double f_new = 0;
+  Tensor g_new;
+  std::tie(f_new, g_new) = obj_func(x, t, d);
+  int64_t ls_func_evals = 1;
+  double gtd_new = dot_value(g_new, d);
+
+  // bracket an interval containing a point satisfying the Wolfe criteria
+  double t_prev = 0, f_prev = f, gtd_prev = gtd;
+  Tensor g_prev = g;
+  bool done = false;
+  int64_t ls_iter = 0;
+  std::vector<double> bracket, bracket_f, bracket_gtd;
+  std::vector<Tensor> bracket_g;
+  while (ls_iter < max_ls) {
+    // check conditions
+    if (f_new > (f + c1 * t * gtd) || (ls_iter > 1 && f_new >= f_prev)) {
+      bracket = {t_prev, t};
+      bracket_f = {f_prev, f_new};
+      bracket_g = {g_prev, g_new};
+      bracket_gtd = {gtd_prev, gtd_new};
+      break;
+    }
+    if (std::abs(gtd_new) <= -c2 * gtd) {
+      bracket = {t};
+      bracket_f = {f_new};
+      bracket_g = {g_new};
+      done = true;
+      break;
+    }
+    if (gtd_new >= 0) {
+      bracket = {t_prev, t};
+      bracket_f = {f_prev, f_new};
+      bracket_g = {g_prev, g_new};
+      bracket_gtd = {gtd_prev, gtd_new};
+      break;
+    }
+    // interpolate
+    const double min_step = t + 0.01 * (t - t_prev);
+    const double max_step = t * 10;
+    const double tmp = t;
+    t = cubic_interpolate(t_prev, f_prev, gtd_prev, t, f_new, gtd_new,
+                          std::make_pair(min_step, max_step));
+    // next step
+    t_prev = tmp;
+    f_prev = f_new;
+    g_prev = g_new;
+    gtd_prev = gtd_new;
+    std::tie(f_new, g_new) = obj_func(x, t, d);
+    ls_func_evals += 1;
+    gtd_new = dot_value(g_new, d);
+    ls_iter += 1;
+  }
+  // reached max number of iterations? (bracket_gtd is then unused: the zoom does not run)
+  if (ls_iter == max_ls) {
+    bracket = {0, t};
+    bracket_f = {f, f_new};
+    bracket_g = {g, g_new};
+  }
+
+  // zoom phase: we now have a point satisfying the criteria, or a bracket around it. We refine
+  // the bracket until we find the exact point satisfying the criteria.
+  bool insuf_progress = false;
+  // find high and low points in bracket
+  size_t low_pos = 0, high_pos = 1;
+  if (!(bracket_f[0] <= bracket_f.back()))
+    std::swap(low_pos, high_pos);
+  while (!done && ls_iter < max_ls) {
+    // line-search bracket is so small
+    if (std::abs(bracket[1] - bracket[0]) * d_norm < tolerance_change)
+      break;
+    // compute new trial value
+    t = cubic_interpolate(bracket[0], bracket_f[0], bracket_gtd[0], bracket[1], bracket_f[1],
+                          bracket_gtd[1]);
+    // test that we are making sufficient progress: in case `t` is so close to boundary, we mark
+    // that we are making insufficient progress, and if we have made insufficient progress in
+    // the last step, or `t` is at one of the boundary, we will move `t` to a position which is
+    // `0.1 * len(bracket)` away from the nearest boundary point.
+    const double bracket_max = std::max(bracket[0], bracket[1]);
+    const double bracket_min = std::min(bracket[0], bracket[1]);
+    const double eps = 0.1 * (bracket_max - bracket_min);
+    if (std::min(bracket_max - t, t - bracket_min) < eps) {
+      // interpolation close to boundary
+      if (insuf_progress || t >= bracket_max || t <= bracket_min) {
+        // evaluate at 0.1 away from boundary
+        if (std::abs(t - bracket_max) < std::abs(t - bracket_min)) {
+          t = bracket_max - eps;
+        } else {
+          t = bracket_min + eps;
+        }
+        insuf_progress = false;
+      } else {
+        insuf_progress = true;
+      }
+    } else {
+      insuf_progress = false;
+    }
+    // Evaluate new point
+    std::tie(f_new, g_new) = obj_func(x, t, d);
+    ls_func_evals += 1;
+    gtd_new = dot_value(g_new, d);
+    ls_iter += 1;
+
+    if (f_new > (f + c1 * t * gtd) || f_new >= bracket_f[low_pos]) {
+      // Armijo condition not satisfied or not lower than lowest point
+      bracket[high_pos] = t;
+      bracket_f[high_pos] = f_new;
+      bracket_g[high_pos] = g_new;
+      bracket_gtd[high_pos] = gtd_new;
+      low_pos = bracket_f[0] <= bracket_f[1] ? 0 : 1;
+      high_pos = 1 - low_pos;
+    } else {
+      if (std::abs(gtd_new) <= -c2 * gtd) {
+        // Wolfe conditions satisfied
+        done = true;
+      } else if (gtd_new * (bracket[high_pos] - bracket[low_pos]) >= 0) {
+        // old low becomes new high
+        bracket[high_pos] = bracket[low_pos];
+        bracket_f[high_pos] = bracket_f[low_pos];
+        bracket_g[high_pos] = bracket_g[low_pos];
+        bracket_gtd[high_pos] = bracket_gtd[low_pos];
+      }
+      // new point becomes new low
+      bracket[low_pos] = t;
+      bracket_f[low_pos] = f_new;
+      bracket_g[low_pos] = g_new;
+      bracket_gtd[low_pos] = gtd_new;
+    }
+  }
+  const size_t pick = bracket.size() == 1 ? 0 : low_pos;
+  return {bracket_f[pick], bracket_g[pick], bracket[pick], ls_func_evals};
+}
+
+void check_options(const LBFGSOptions& o) {
+  TORCH_CHECK(std::isfinite(o.lr()) && o.lr() > 0,
+              "kan::LBFGS: lr must be a positive finite number, got ", o.lr());
+  TORCH_CHECK(o.max_iter() >= 1, "kan::LBFGS: max_iter must be >= 1, got ", o.max_iter());
+  TORCH_CHECK(!o.max_eval() || *o.max_eval() >= 1,
+              "kan::LBFGS: max_eval must be >= 1 or unset (max_iter * 5 / 4), got ",
+              o.max_eval().value_or(0));
+  for (const auto& [name, value] :
+       {std::pair<const char*, double>{"tolerance_grad", o.tolerance_grad()},
+        {"tolerance_change", o.tolerance_change()},
+        {"tolerance_ys", o.tolerance_ys()}}) {
+    // A NaN tolerance would compare false everywhere and switch its test off unseen.
+    TORCH_CHECK(std::isfinite(value) && value >= 0, "kan::LBFGS: ", name,
+                " must be a finite number >= 0, got ", value);
+  }
+  TORCH_CHECK(o.history_size() >= 1, "kan::LBFGS: history_size must be >= 1, got ",
+              o.history_size());
+  TORCH_CHECK(!o.line_search_fn() || *o.line_search_fn() == "strong_wolfe",
+              "kan::LBFGS: line_search_fn must be \"strong_wolfe\" or unset, got \"",
+              o.line_search_fn().value_or(""), "\"");
+}
+
+} // namespace
+
+LBFGSOptions::LBFGSOptions(double lr) : lr_(lr) {}
+
+void LBFGSOptions::serialize(torch::serialize::OutputArchive& archive) const {
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(lr);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(max_iter);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(max_eval);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(tolerance_grad);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(tolerance_change);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(tolerance_ys);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(history_size);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(line_search_fn);
+}
+
+void LBFGSOptions::serialize(torch::serialize::InputArchive& archive) {
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(double, lr);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(int64_t, max_iter);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG_OPTIONAL(int64_t, max_eval);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(double, tolerance_grad);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(double, tolerance_change);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(double, tolerance_ys);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(int64_t, history_size);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG_OPTIONAL(std::string, line_search_fn);
+}
+
+double LBFGSOptions::get_lr() const {
+  return lr();
+}
+
+void LBFGSOptions::set_lr(const double lr) {
+  this->lr(lr);
+}
+
+LBFGS::LBFGS(const std::vector<torch::optim::OptimizerParamGroup>& param_groups,
+             LBFGSOptions defaults)
+    : Optimizer(param_groups, std::make_unique<LBFGSOptions>(defaults)) {
+  TORCH_CHECK(param_groups_.size() == 1,
+              "kan::LBFGS takes one parameter group (LBFGS has no per-parameter options), got ",
+              param_groups_.size());
+  auto* options = dynamic_cast<LBFGSOptions*>(&param_groups_[0].options());
+  TORCH_CHECK(options != nullptr, "kan::LBFGS: the parameter group's options must be "
+                                  "kan::LBFGSOptions");
+  check_options(*options);
+  TORCH_CHECK(!param_groups_[0].params().empty(), "kan::LBFGS needs at least one parameter");
+  if (!options->max_eval()) {
+    options->max_eval(options->max_iter() * 5 / 4);
+    static_cast<LBFGSOptions&>(*defaults_).max_eval(options->max_eval());
+  }
+}
+
+LBFGS::LBFGS(std::vector<torch::Tensor> params, LBFGSOptions defaults)
+    : LBFGS({torch::optim::OptimizerParamGroup(std::move(params))}, std::move(defaults)) {}
+
+int64_t LBFGS::numel() {
+  if (!numel_cache_) {
+    int64_t total = 0;
+    for (const auto& p : param_groups_[0].params())
+      total += p.numel();
+    numel_cache_ = total;
+  }
+  return *numel_cache_;
+}
+
+// A parameter without a gradient (not part of the objective) contributes zeros.
+Tensor LBFGS::gather_flat_grad() {
+  const auto& params = param_groups_[0].params();
+  const bool host = host_vectors_ && std::all_of(params.begin(), params.end(), [](const auto& p) {
+                      const auto& grad = p.grad();
+                      return !grad.defined() || (grad.layout() == at::kStrided && on_host(grad, p));
+                    });
+  if (host) {
+    auto flat = at::empty({numel()}, params[0].options());
+    auto* out = static_cast<char*>(flat.mutable_data_ptr());
+    for (const auto& p : params) {
+      const size_t bytes = static_cast<size_t>(p.numel()) * p.element_size();
+      if (p.grad().defined())
+        std::memcpy(out, p.grad().const_data_ptr(), bytes);
+      else
+        std::memset(out, 0, bytes);
+      out += bytes;
+    }
+    return flat;
+  }
+  std::vector<Tensor> views;
+  for (const auto& p : param_groups_[0].params()) {
+    const auto& grad = p.grad();
+    if (!grad.defined()) {
+      views.push_back(torch::zeros({p.numel()}, p.options()));
+    } else if (grad.is_sparse()) {
+      views.push_back(grad.to_dense().reshape(-1));
+    } else {
+      views.push_back(grad.reshape(-1));
+    }
+  }
+  return torch::cat(views, 0);
+}
+
+void LBFGS::view_parameters() {
+  flat_views_.clear();
+  numels_.clear();
+  const auto& params = param_groups_[0].params();
+  host_vectors_ = numel() <= kHostVectorLimit;
+  for (const auto& p : params) {
+    TORCH_CHECK(p.is_contiguous(), "kan::LBFGS: parameters must be contiguous, one of shape ",
+                p.sizes(), " is not");
+    flat_views_.push_back(p.view({-1}));
+    numels_.push_back(p.numel());
+    host_vectors_ = host_vectors_ && on_host(p, params[0]);
+  }
+}
+
+// p += step_size * update, for every parameter in one operation (the same arithmetic as one
+// add_ per parameter).
+void LBFGS::add_grad(double step_size, const Tensor& update) {
+  TORCH_INTERNAL_ASSERT(update.numel() == numel());
+  if (!host_vectors_ || !on_host(update, flat_views_[0])) {
+    at::_foreach_add_(flat_views_, update.split_with_sizes(numels_), step_size);
+    return;
+  }
+  int64_t offset = 0;
+  for (const auto& view : flat_views_) {
+    add_scaled(view, update, offset, step_size);
+    offset += view.numel();
+  }
+}
+
+// The parameters as one flat tensor.
+std::vector<Tensor> LBFGS::clone_param() {
+  return {at::cat(flat_views_)};
+}
+
+void LBFGS::set_param(const std::vector<Tensor>& params_data) {
+  const auto& flat = params_data.front();
+  if (!host_vectors_ || !on_host(flat, flat_views_[0])) {
+    at::_foreach_copy_(flat_views_, flat.split_with_sizes(numels_));
+    return;
+  }
+  const auto* in = static_cast<const char*>(flat.const_data_ptr());
+  for (const auto& view : flat_views_) {
+    const size_t bytes = static_cast<size_t>(view.numel()) * view.element_size();
+    std::memcpy(view.mutable_data_ptr(), in, bytes);
+    view.unsafeGetTensorImpl()->bump_version();
+    in += bytes;
+  }
+}
+
+std::pair<double, Tensor> LBFGS::directional_evaluate(const LossClosure& closure,
+                                                      const std::vector<Tensor>& x, double t,
+                                                      const Tensor& d) {
+  add_grad(t, d);
+  const double loss = closure().item<double>();
+  auto flat_grad = gather_flat_grad();
+  set_param(x);
+  return {loss, flat_grad};
+}
+
+Tensor LBFGS::step(LossClosure closure) {
+  TORCH_CHECK(closure != nullptr, "kan::LBFGS::step needs a closure that zeroes the gradients, "
+                                  "evaluates the objective, runs backward and returns it");
+  // pykan: torch.manual_seed(0) here, at every step. The closure draws nothing, so it changes
+  // no number of the algorithm; resetting the caller's global generator is left out.
+  torch::NoGradGuard no_grad;
+  // Make sure the closure is always called with grad enabled
+  const LossClosure evaluate = [&closure] {
+    torch::AutoGradMode enable_grad(true);
+    return closure();
+  };
+
+  TORCH_INTERNAL_ASSERT(param_groups_.size() == 1);
+  const auto& group = static_cast<const LBFGSOptions&>(param_groups_[0].options());
+  const double lr = group.lr();
+  const int64_t max_iter = group.max_iter();
+  const int64_t max_eval = group.max_eval().value_or(max_iter * 5 / 4);
+  const double tolerance_grad = group.tolerance_grad();
+  const double tolerance_change = group.tolerance_change();
+  const double tolerance_ys = group.tolerance_ys();
+  const bool line_search = group.line_search_fn().has_value();
+  const int64_t history_size = group.history_size();
+
+  // NOTE: LBFGS has only global state, but we register it as state for the first param, because
+  // this helps with casting in load_state_dict
+  auto& slot = state_[param_groups_[0].params()[0].unsafeGetTensorImpl()];
+  if (!slot)
+    slot = std::make_unique<torch::optim::LBFGSParamState>();
+  auto* state_ptr = dynamic_cast<torch::optim::LBFGSParamState*>(slot.get());
+  TORCH_CHECK(state_ptr != nullptr,
+              "kan::LBFGS: the state of its first parameter is not "
+              "torch::optim::LBFGSParamState (loaded from another optimizer?)");
+  auto& state = *state_ptr;
+
+  view_parameters();
+  // evaluate initial f(x) and df/dx
+  const Tensor orig_loss = evaluate();
+  double loss = orig_loss.item<double>();
+  int64_t current_evals = 1;
+  state.func_evals(state.func_evals() + 1);
+
+  Tensor flat_grad = gather_flat_grad();
+  bool opt_cond = max_abs(flat_grad) <= tolerance_grad;
+
+  // optimal condition
+  if (opt_cond)
+    return orig_loss;
+
+  // The history is changed in place, as pykan changes its lists; the rest is stored at the end.
+  Tensor d = state.d();
+  double t = state.t();
+  auto& old_dirs = state.old_dirs();
+  auto& old_stps = state.old_stps();
+  auto& ro = state.ro();
+  Tensor H_diag = state.H_diag();
+  Tensor prev_flat_grad = state.prev_flat_grad();
+  double prev_loss = state.prev_loss();
+
+  int64_t n_iter = 0;
+  // optimize for a max of max_iter iterations
+  while (n_iter < max_iter) {
+    // keep track of nb of iterations
+    n_iter += 1;
+    state.n_iter(state.n_iter() + 1);
+
+    // compute gradient descent direction
+    if (state.n_iter() == 1) {
+      d = flat_grad.neg();
+      old_dirs.clear();
+      old_stps.clear();
+      ro.clear();
+      // pykan's is the number 1; a scalar on the parameters' device multiplies alike.
+      H_diag = torch::ones({}, flat_grad.options());
+    } else {
+      // do lbfgs update (update memory)
+      const Tensor y = flat_grad.sub(prev_flat_grad);
+      const Tensor s = d.mul(t);
+      const Tensor ys = y.dot(s); // y*s
+      // pykan: tolerance_ys (1e-32 by default) where PyTorch's LBFGS, LibTorch's too, skips
+      // every pair with y·s <= 1e-10: near convergence in float64, that can be all of them.
+      if (value(ys) > tolerance_ys) {
+        // updating memory
+        if (static_cast<int64_t>(old_dirs.size()) == history_size) {
+          // shift history by one (limited-memory)
+          old_dirs.pop_front();
+          old_stps.pop_front();
+          ro.pop_front();
+        }
+        // store new direction/step
+        old_dirs.push_back(y);
+        old_stps.push_back(s);
+        ro.push_back(ys.reciprocal());
+        // update scale of initial Hessian approximation
+        H_diag = ys / y.dot(y); // (y*y)
+      }
+
+      // compute the approximate (L-BFGS) inverse Hessian multiplied by the gradient
+      const auto num_old = static_cast<int64_t>(old_dirs.size());
+
+      // iteration in L-BFGS loop collapsed to use just one buffer. pykan multiplies and
+      // subtracts its 0-dim tensors: here the same products and differences of the same numbers
+      // on the host, rounded to the parameters' dtype as a tensor operation would be, without
+      // two operations per history entry and loop.
+      const bool single = flat_grad.scalar_type() == at::kFloat;
+      const auto times = [single](double a, double b) {
+        return single ? static_cast<double>(static_cast<float>(a) * static_cast<float>(b)) : a * b;
+      };
+      const auto minus = [single](double a, double b) {
+        return single ? static_cast<double>(static_cast<float>(a) - static_cast<float>(b)) : a - b;
+      };
+      std::vector<double> ro_values(static_cast<size_t>(num_old)), al(ro_values.size());
+      for (int64_t i = 0; i < num_old; ++i)
+        ro_values[i] = value(ro[i]);
+      Tensor q = flat_grad.neg();
+      for (int64_t i = num_old - 1; i > -1; --i) {
+        al[i] = times(dot_value(old_stps[i], q), ro_values[i]);
+        add_scaled(q, old_dirs[i], -al[i]);
+      }
+
+      // multiply by initial Hessian; r/d is the final direction
+      Tensor r = torch::mul(q, H_diag);
+      d = r;
+      for (int64_t i = 0; i < num_old; ++i) {
+        const double be_i = times(dot_value(old_dirs[i], r), ro_values[i]);
+        add_scaled(r, old_stps[i], minus(al[i], be_i));
+      }
+    }
+
+    if (!prev_flat_grad.defined()) {
+      prev_flat_grad = flat_grad.clone(at::MemoryFormat::Contiguous);
+    } else {
+      prev_flat_grad.copy_(flat_grad);
+    }
+    prev_loss = loss;
+
+    // compute step length: reset initial guess for step size
+    if (state.n_iter() == 1) {
+      t = std::min(1., 1. / flat_grad.abs().sum().item<double>()) * lr;
+    } else {
+      t = lr;
+    }
+
+    // directional derivative
+    const double gtd = dot_value(flat_grad, d); // g * d
+
+    // directional derivative is below tolerance
+    if (gtd > -tolerance_change)
+      break;
+
+    // optional line search: user function
+    int64_t ls_func_evals = 0;
+    if (line_search) {
+      // perform line search, using user function
+      const auto x_init = clone_param();
+      const Objective obj_func = [&](const std::vector<Tensor>& x, double step,
+                                     const Tensor& direction) {
+        return directional_evaluate(evaluate, x, step, direction);
+      };
+      auto result = strong_wolfe(obj_func, x_init, t, d, loss, flat_grad, gtd);
+      loss = result.loss;
+      flat_grad = result.flat_grad;
+      t = result.t;
+      ls_func_evals = result.func_evals;
+      add_grad(t, d);
+      opt_cond = max_abs(flat_grad) <= tolerance_grad;
+    } else {
+      // no line search, simply move with fixed-step
+      add_grad(t, d);
+      if (n_iter != max_iter) {
+        // re-evaluate function only if not in last iteration: in a stochastic setting, there is
+        // no use to re-evaluate that function here
+        loss = evaluate().item<double>();
+        flat_grad = gather_flat_grad();
+        opt_cond = max_abs(flat_grad) <= tolerance_grad;
+        ls_func_evals = 1;
+      }
+    }
+    // update func eval
+    current_evals += ls_func_evals;
+    state.func_evals(state.func_evals() + ls_func_evals);
+
+    // check conditions
+    if (n_iter == max_iter)
+      break;
+    if (current_evals >= max_eval)
+      break;
+    // optimal condition
+    if (opt_cond)
+      break;
+    // lack of progress
+    if (max_abs(d, t) <= tolerance_change)
+      break;
+    if (std::abs(loss - prev_loss) < tolerance_change)
+      break;
+  }
+
+  state.d(d);
+  state.t(t);
+  state.H_diag(H_diag);
+  state.prev_flat_grad(prev_flat_grad);
+  state.prev_loss(prev_loss);
+  return orig_loss;
+}
+
+void LBFGS::save(torch::serialize::OutputArchive& archive) const {
+  torch::optim::serialize<torch::optim::LBFGSParamState, LBFGSOptions>(archive, *this);
+}
+
+void LBFGS::load(torch::serialize::InputArchive& archive) {
+  torch::optim::serialize<torch::optim::LBFGSParamState, LBFGSOptions>(archive, *this);
+}
+
+} // namespace kan
