@@ -15,19 +15,21 @@
 
 namespace kan::fuzz {
 
-/// A folder of this process's own, removed at exit.
+/// A folder of this process's own, removed at exit. The path is never destroyed: a static
+/// object's destructor, registered after the atexit handler, would run before it and leave the
+/// handler a freed string (a campaign's ASan once caught exactly that at a child's exit).
 inline const std::filesystem::path& scratch_dir() {
-  static const std::filesystem::path dir = [] {
-    auto path =
-        std::filesystem::temp_directory_path() / ("kanbench-fuzz-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(path);
+  static const std::filesystem::path* const dir = [] {
+    auto* path = new std::filesystem::path(std::filesystem::temp_directory_path() /
+                                           ("kanbench-fuzz-" + std::to_string(::getpid())));
+    std::filesystem::create_directories(*path);
     std::atexit([] {
       std::error_code ec;
       std::filesystem::remove_all(scratch_dir(), ec);
     });
     return path;
   }();
-  return dir;
+  return *dir;
 }
 
 /// Writes the input to the file `name` of the scratch folder and returns its path.
