@@ -43,12 +43,17 @@ jobs=${KANBENCH_FUZZ_JOBS:-$(nproc)} # before OMP_NUM_THREADS, which nproc obeys
 export OMP_NUM_THREADS=1
 kanbench_log "fuzzing $target for $minutes min on $jobs core(s); corpus $campaign/corpus"
 cd "$campaign"
+# The fork children mostly end through _Exit, which skips the targets' removal of their scratch
+# folders (tests/fuzz/fuzz_input.h): they go into one folder, removed when the campaign ends.
+export TMPDIR=$campaign/tmp
+rm -rf "$TMPDIR" && mkdir -p "$TMPDIR"
 # -fork keeps fuzzing after a crash (each crash saved), so one run gives the whole campaign's
 # findings; the final stats line says executions, coverage and crashes.
 "$KANBENCH_FUZZ_BUILD/bin/fuzz_$target" -fork="$jobs" -ignore_crashes=1 -ignore_timeouts=1 \
   -ignore_ooms=1 -max_total_time=$((minutes * 60)) -timeout=20 -rss_limit_mb=2048 \
   -malloc_limit_mb=1024 -artifact_prefix="$campaign/" "${dict[@]}" "$@" "${dirs[@]}" 2>&1 |
   tee "$campaign/fuzz.log" | grep -E "^#|INFO: fuzzed|crash|ERROR|SUMMARY" || true
+rm -rf "$TMPDIR"
 crashes=$(ls "$campaign" | grep -cE '^(crash|leak|timeout|oom)-' || true)
 echo "fuzz.sh: $target: $(tail -n 50 "$campaign/fuzz.log" | grep -E '^#[0-9]+' | tail -1)"
 echo "fuzz.sh: $target: $crashes crashing input(s) in $campaign (log: $campaign/fuzz.log)"
