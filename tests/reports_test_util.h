@@ -2,9 +2,9 @@
 // Helpers of the reports tests (no LibTorch): scratch folders, a fully populated run, and
 // reading a report's HTML back.
 
-#include "kan/reports/results.h"
-#include "kan/reports/results_io.h"
-#include "kan/reports/statistics.h"
+#include "kan/results/results.h"
+#include "kan/results/results_io.h"
+#include "kan/results/statistics.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -20,7 +20,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace kan::reports::test {
+namespace kan::results::test {
 
 /// A fixture with a fresh scratch folder per test, removed afterwards.
 class ReportsScratchTest : public ::testing::Test {
@@ -503,4 +503,4 @@ inline void expect_fetches_nothing(const std::string& html) {
   EXPECT_NE(html.find("default-src 'none'"), std::string::npos);
 }
 
-} // namespace kan::reports::test
+} // namespace kan::results::test

@@ -5,7 +5,7 @@
 
 #include "kan/bench/accuracy.h"
 #include "kan/data/paper_results.h"
-#include "kan/reports/results_io.h"
+#include "kan/results/results_io.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -126,7 +126,7 @@ TEST(AccuracyFit, EachStageIsAPointOfParametersAndTestRmse) {
 TEST(Accuracy, ARunIsSummarisedAndAKilledRunContinues) {
   auto options = tiny({"jv", "iv"});
   std::vector<size_t> seen;
-  options.on_fit = [&](const kan::reports::AccuracyRun& run, const kan::reports::AccuracyFit*) {
+  options.on_fit = [&](const kan::results::AccuracyRun& run, const kan::results::AccuracyFit*) {
     seen.push_back(run.fits.size());
   };
   const auto whole = kan::bench::run_accuracy(options);
@@ -142,7 +142,7 @@ TEST(Accuracy, ARunIsSummarisedAndAKilledRunContinues) {
   // Killed after two fits: the rerun trains the other four only.
   auto killed = whole;
   killed.fits.resize(2);
-  kan::reports::summarize_accuracy(killed);
+  kan::results::summarize_accuracy(killed);
   options.resume = killed;
   seen.clear();
   const auto resumed = kan::bench::run_accuracy(options);
@@ -170,7 +170,7 @@ TEST_F(AccuracyCli, WritesResultsAfterEveryFitAndResumes) {
   EXPECT_NE(first.output.find("[function 1/1] jv: best KAN"), std::string::npos) << first.output;
   EXPECT_NE(first.output.find("paper: best KAN"), std::string::npos) << first.output;
   EXPECT_NE(first.output.find("holds for"), std::string::npos) << first.output;
-  const auto results = kan::reports::read_results_file(path("out/results.json"));
+  const auto results = kan::results::read_results_file(path("out/results.json"));
   ASSERT_TRUE(results.accuracy);
   EXPECT_EQ(results.accuracy->fits.size(), 3u);
   EXPECT_TRUE(std::filesystem::exists(path("out/report.html")));
@@ -179,7 +179,7 @@ TEST_F(AccuracyCli, WritesResultsAfterEveryFitAndResumes) {
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(again.output.find("3 of 3 fits done; skipping them"), std::string::npos)
       << again.output;
-  EXPECT_EQ(kan::reports::read_results_file(path("out/results.json")).accuracy->fits,
+  EXPECT_EQ(kan::results::read_results_file(path("out/results.json")).accuracy->fits,
             results.accuracy->fits);
 
   const auto other = kan::test::run_kanbench(

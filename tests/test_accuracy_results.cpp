@@ -2,9 +2,9 @@
 // summarize_accuracy() derives, the JSON form and its strict reader, and the report's section.
 #include "reports_test_util.h"
 
-#include "kan/reports/baseline.h"
 #include "kan/reports/html_report.h"
-#include "kan/reports/results_io.h"
+#include "kan/results/baseline.h"
+#include "kan/results/results_io.h"
 
 #include <cmath>
 #include <limits>
@@ -12,6 +12,7 @@
 namespace {
 
 using namespace kan::reports;
+using namespace kan::results;
 using json = nlohmann::json;
 using AccuracyIo = test::ReportsScratchTest;
 using test::accuracy_fit;
@@ -161,7 +162,7 @@ TEST(SummarizeAccuracy, RecomputesEverythingAndCountsOnlyItsFunctionAndDevice) {
 TEST(AccuracyJson, RoundTripIsIdenticalAndNaNIsNull) {
   const auto results = test::sample_accuracy_results();
   const auto j = to_json(results);
-  EXPECT_EQ(j["schema_version"], kan::reports::kSchemaVersion);
+  EXPECT_EQ(j["schema_version"], kan::results::kSchemaVersion);
   EXPECT_EQ(j["cases"], json::array());
   // The diverged stage: null in the file, NaN again when read.
   const auto& diverged = j["accuracy"]["fits"][1]["points"][2];

@@ -13,7 +13,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-using AtomicFile = kan::reports::test::ReportsScratchTest;
+using AtomicFile = kan::results::test::ReportsScratchTest;
 
 size_t entries(const fs::path& dir) {
   return static_cast<size_t>(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}));

@@ -2,8 +2,8 @@
 #include "reports_test_util.h"
 
 #include "kan/io/text.h"
-#include "kan/reports/baseline.h"
-#include "kan/reports/statistics.h"
+#include "kan/results/baseline.h"
+#include "kan/results/statistics.h"
 
 #include <sstream>
 #include <string>
@@ -11,7 +11,7 @@
 
 namespace {
 
-using namespace kan::reports;
+using namespace kan::results;
 
 TEST(Statistics, QuantilesInterpolateLikeNumpy) {
   EXPECT_DOUBLE_EQ(quantile({3, 1, 2}, 0.5), 2);

@@ -6,7 +6,7 @@
 #include "reports_test_util.h"
 #include "test_util.h"
 
-#include "kan/reports/results_io.h"
+#include "kan/results/results_io.h"
 
 #include <filesystem>
 #include <fstream>
@@ -21,7 +21,7 @@ class HostileCli : public kan::test::ScratchDirTest {
 protected:
   void SetUp() override {
     ScratchDirTest::SetUp();
-    kan::reports::write_results_file(path("results.json"), kan::reports::test::sample_results());
+    kan::results::write_results_file(path("results.json"), kan::results::test::sample_results());
     std::ofstream(path("file")) << "a file, not a folder";
     fs::create_directories(path("folders/fit.json")); // an output name taken by a folder
   }

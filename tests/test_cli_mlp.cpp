@@ -4,8 +4,8 @@
 #include "test_util.h"
 
 #include "kan/diagnostics/records.h"
-#include "kan/reports/fit_report.h"
-#include "kan/reports/results_io.h"
+#include "kan/results/fit_summary.h"
+#include "kan/results/results_io.h"
 #include "kan/serialize/checkpoint.h"
 
 #include <cstdio>
@@ -71,7 +71,7 @@ TEST_F(CliMlp, FitWritesAFitJsonTheStrictReaderReadsBack) {
     EXPECT_EQ(values[static_cast<size_t>(i)], expected[i].item<double>());
 
   // The fit report reads it too.
-  const auto summary = kan::reports::read_fit_summary(path("fit.json"));
+  const auto summary = kan::results::read_fit_summary(path("fit.json"));
   EXPECT_EQ(summary.model_kind, "mlp");
   EXPECT_EQ(summary.activation, "tanh");
   EXPECT_EQ(summary.parameters, 65);
@@ -169,11 +169,11 @@ TEST_F(CliMlp, RunHasMlpCasesBesideTheKanOnes) {
                                 "--cv-target 0 --devices cpu --no-edge-cases --out " +
                                 dir_.string());
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  const auto results = kan::reports::read_results_file(path("results.json"));
+  const auto results = kan::results::read_results_file(path("results.json"));
   bool kan = false, mlp = false;
   for (const auto& c : results.cases) {
     ASSERT_TRUE(c.model_kind && c.parameters && c.forward_flops) << c.name;
-    EXPECT_EQ(c.status, kan::reports::CaseStatus::kOk) << c.name << ": " << c.reason;
+    EXPECT_EQ(c.status, kan::results::CaseStatus::kOk) << c.name << ": " << c.reason;
     if (c.name == "toy") {
       kan = true;
       EXPECT_EQ(*c.model_kind, "kan");
@@ -193,7 +193,7 @@ TEST_F(CliMlp, RunHasMlpCasesBesideTheKanOnes) {
   EXPECT_TRUE(kan && mlp);
   ASSERT_EQ(results.comparisons.size(), 2u);
   for (const auto& c : results.comparisons)
-    EXPECT_EQ(c.parity, kan::reports::Parity::kPass) << c.case_name << ": " << c.message;
+    EXPECT_EQ(c.parity, kan::results::Parity::kPass) << c.case_name << ": " << c.message;
 }
 
 TEST_F(CliMlp, RunRefusesAnUnknownCaseListingTheMlpOnes) {

@@ -2,7 +2,7 @@
 #include "cli_runner.h"
 #include "reports_test_util.h"
 
-#include "kan/reports/results_io.h"
+#include "kan/results/results_io.h"
 
 #include <filesystem>
 
@@ -10,7 +10,7 @@
 
 namespace {
 
-using namespace kan::reports;
+using namespace kan::results;
 
 using Run = kan::test::CliRun;
 
@@ -100,7 +100,7 @@ TEST_F(CompareCli, BadCommandLinesExitTwo) {
 
 namespace {
 
-using ReportCli = kan::reports::test::ReportsScratchTest;
+using ReportCli = kan::results::test::ReportsScratchTest;
 
 TEST_F(ReportCli, WritesTheReport) {
   write_results_file(path("results.json"), test::sample_results());

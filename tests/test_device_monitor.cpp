@@ -20,11 +20,11 @@
 namespace kan::diagnostics {
 namespace {
 
-using reports::DeviceMonitoring;
-using reports::MetricSummary;
-using reports::MonitorSample;
-using reports::summarize_monitoring;
-using reports::throttle_reason_names;
+using results::DeviceMonitoring;
+using results::MetricSummary;
+using results::MonitorSample;
+using results::summarize_monitoring;
+using results::throttle_reason_names;
 using namespace std::chrono_literals;
 
 constexpr const char* kBusId = "00000000:3b:00.0";

@@ -8,13 +8,14 @@
 
 #include "kan/reports/fit_report.h"
 #include "kan/reports/html_report.h"
-#include "kan/reports/results_io.h"
+#include "kan/results/results_io.h"
 
 #include <functional>
 
 namespace {
 
 using namespace kan::reports;
+using namespace kan::results;
 using json = nlohmann::json;
 using test::chart;
 using test::count;
@@ -263,7 +264,7 @@ TEST(FitReportTest, PrunedAndRefinedStagesInOrder) {
   for (const char* id : {"chart-loss-refined-0", "chart-loss-refined-1"})
     EXPECT_NO_THROW(chart(embedded(scheduled_html, "kanbench-charts"), id)) << id;
   schedule["refined"] = coarse; // an object is 1.x's form
-  EXPECT_THROW(fit_summary_from_json(schedule), kan::reports::ResultsError);
+  EXPECT_THROW(fit_summary_from_json(schedule), kan::results::ResultsError);
   // Multiplication nodes: pykan's [sum, mult] form.
   j["config"]["model"]["width"] = {2, 3, 1};
   j["config"]["model"]["mult"] = {0, 1, 0};

@@ -1,14 +1,14 @@
 // Google Benchmark's --benchmark_out JSON, as the report imports it.
 #include "reports_test_util.h"
 
-#include "kan/reports/gbench.h"
-#include "kan/reports/results_io.h"
+#include "kan/results/gbench.h"
+#include "kan/results/results_io.h"
 
 #include <cmath>
 
 namespace {
 
-using namespace kan::reports;
+using namespace kan::results;
 using GBench = test::ReportsScratchTest;
 
 const std::string kSample = std::string(KAN_GBENCH_REFERENCE_DIR) + "/benchmark_out.json";

@@ -3,7 +3,7 @@
 #include "reports_test_util.h"
 
 #include "kan/reports/html_report.h"
-#include "kan/reports/results_io.h"
+#include "kan/results/results_io.h"
 
 #include <cstdlib>
 #include <functional>
@@ -12,6 +12,7 @@
 namespace {
 
 using namespace kan::reports;
+using namespace kan::results;
 using json = nlohmann::json;
 using HtmlReport = test::ReportsScratchTest;
 

@@ -262,7 +262,7 @@ TEST(Records, AuditRecordRoundTripsAndChecksItsSummary) {
   record.static_audit.expected_dtype = "float32";
   record.static_audit.summary.tensors_checked = 14;
   record.static_audit.summary.bytes_per_device = {{"cpu", 1484}};
-  reports::AuditFinding finding;
+  results::AuditFinding finding;
   finding.tensor = "data.train_input";
   finding.kind = "data";
   finding.problem = "wrong_dtype";

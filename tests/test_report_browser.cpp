@@ -7,7 +7,7 @@
 
 #include "kan/reports/fit_report.h"
 #include "kan/reports/html_report.h"
-#include "kan/reports/results_io.h"
+#include "kan/results/results_io.h"
 
 #include <sys/wait.h>
 
@@ -18,6 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace kan::reports;
+using namespace kan::results;
 
 // $KANBENCH_CHROMIUM, else the first Chromium on PATH; "" when there is none.
 std::string find_chromium() {

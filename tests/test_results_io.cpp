@@ -1,8 +1,8 @@
 // results.json: round trip, and one clear error (file, key path, problem) per malformed input.
 #include "reports_test_util.h"
 
-#include "kan/reports/results_io.h"
-#include "kan/reports/statistics.h"
+#include "kan/results/results_io.h"
+#include "kan/results/statistics.h"
 
 #include <cmath>
 #include <filesystem>
@@ -13,7 +13,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-using namespace kan::reports;
+using namespace kan::results;
 using json = nlohmann::json;
 using ResultsIo = test::ReportsScratchTest;
 

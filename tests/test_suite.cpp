@@ -78,7 +78,7 @@ TEST(Suite, StopOnNoiseAddsEpochsUntilItsCap) {
   auto w = tiny_toy();
   StopOnNoise noise{1e-12, 0.3, 50};
   const auto r = run_case(w, resolve_targets("cpu")[0], 60, {}, nullptr, noise);
-  ASSERT_EQ(r.status, reports::CaseStatus::kOk) << r.reason;
+  ASSERT_EQ(r.status, results::CaseStatus::kOk) << r.reason;
   EXPECT_GT(r.epoch_seconds.size(), 2u);
   EXPECT_LE(r.epoch_seconds.size(), 50u);
   double timed = 0;
@@ -92,7 +92,7 @@ TEST(Suite, StopOnNoiseAddsEpochsUntilItsCap) {
 
   // A target every run meets: exactly the workload's epochs, and it says so.
   const auto met = run_case(w, resolve_targets("cpu")[0], 60, {}, nullptr, {0.999, 10, 50});
-  ASSERT_EQ(met.status, reports::CaseStatus::kOk) << met.reason;
+  ASSERT_EQ(met.status, results::CaseStatus::kOk) << met.reason;
   EXPECT_EQ(met.epoch_seconds.size(), 2u);
   EXPECT_TRUE(*met.cv_target_met);
 
@@ -115,7 +115,7 @@ TEST(Suite, StopOnNoiseRunsOnEveryTargetOfTheSuite) {
   const auto results = run_suite(o);
   ASSERT_EQ(results.cases.size(), 2u);
   for (const auto& c : results.cases) {
-    ASSERT_EQ(c.status, reports::CaseStatus::kOk) << c.reason;
+    ASSERT_EQ(c.status, results::CaseStatus::kOk) << c.reason;
     EXPECT_FALSE(*c.cv_target_met);
   }
   EXPECT_EQ(results.config.extra["cv_target"], 1e-12);
@@ -180,7 +180,7 @@ TEST(Suite, Bf16OnTheCpuIsTimedAndComparedWithFloat32) {
   const auto results = run_suite(o);
   ASSERT_EQ(results.cases.size(), 4u);
   for (const auto& c : results.cases) {
-    ASSERT_EQ(c.status, reports::CaseStatus::kOk) << c.target << ": " << c.reason;
+    ASSERT_EQ(c.status, results::CaseStatus::kOk) << c.target << ": " << c.reason;
     if (c.target == "cpu-bf16") {
       EXPECT_EQ(*c.precision, "bf16");
       EXPECT_NE(c.precision_detail->find("fused spline kernels"), std::string::npos);
@@ -203,7 +203,7 @@ TEST(Suite, Bf16OnTheCpuIsTimedAndComparedWithFloat32) {
     EXPECT_LT(*c.max_rel_output_diff, parity_tolerances(Precision::kBF16, opt).output_rel);
     EXPECT_LT(*c.max_rel_grad_diff, parity_tolerances(Precision::kBF16, opt).grad_rel);
     if (c.case_name == "deep") {
-      EXPECT_EQ(c.parity, reports::Parity::kPass) << c.message;
+      EXPECT_EQ(c.parity, results::Parity::kPass) << c.message;
     }
   }
   EXPECT_EQ(results.config.extra["precisions"], nlohmann::json({"float32", "bf16"}));
@@ -223,7 +223,7 @@ TEST(Suite, EveryPrecisionOnCuda_CUDA) {
   const auto results = run_suite(o);
   ASSERT_EQ(results.cases.size(), 4u);
   for (const auto& c : results.cases) {
-    EXPECT_EQ(c.status, reports::CaseStatus::kOk) << c.target << ": " << c.reason;
+    EXPECT_EQ(c.status, results::CaseStatus::kOk) << c.target << ": " << c.reason;
     // The caching allocator's peaks while the case trained.
     EXPECT_EQ(c.memory_kind, "cuda_peak_allocated") << c.target;
     EXPECT_GT(c.peak_memory_bytes.value_or(0), 0) << c.target;
@@ -233,7 +233,7 @@ TEST(Suite, EveryPrecisionOnCuda_CUDA) {
   ASSERT_EQ(results.comparisons.size(), 3u);
   for (const auto& c : results.comparisons) {
     EXPECT_EQ(c.a, "cuda");
-    EXPECT_EQ(c.parity, reports::Parity::kPass) << c.b << ": " << c.message;
+    EXPECT_EQ(c.parity, results::Parity::kPass) << c.b << ": " << c.message;
   }
 }
 
@@ -287,7 +287,7 @@ TEST_F(UserModel, EveryTargetTrainsACopyOnDataFromTheModel) {
 
 TEST(Suite, OneCaseIsTimedPerEpoch) {
   const auto r = run_case(tiny_toy(), resolve_targets("cpu")[0], 60);
-  ASSERT_EQ(r.status, reports::CaseStatus::kOk) << r.reason;
+  ASSERT_EQ(r.status, results::CaseStatus::kOk) << r.reason;
   EXPECT_EQ(r.epoch_seconds.size(), 2u); // warm-up excluded
   EXPECT_EQ(r.train_loss_per_epoch.size(), 3u);
   EXPECT_GT(*r.median_epoch_seconds, 0.0);
@@ -302,7 +302,7 @@ TEST(Suite, ACaseOverItsLimitIsATimeoutWithoutNumbers) {
   auto w = tiny_toy();
   w.epochs = 100;
   const auto r = run_case(w, resolve_targets("cpu")[0], 1e-6);
-  EXPECT_EQ(r.status, reports::CaseStatus::kTimeout);
+  EXPECT_EQ(r.status, results::CaseStatus::kTimeout);
   EXPECT_NE(r.reason.find("timed out after"), std::string::npos) << r.reason;
   EXPECT_TRUE(r.epoch_seconds.empty());
   EXPECT_FALSE(r.median_epoch_seconds.has_value());
@@ -312,7 +312,7 @@ TEST(Suite, ACaseOverItsLimitIsATimeoutWithoutNumbers) {
 TEST(Suite, AMissingDeviceIsSkippedWithItsReason) {
   Target gpu{"cuda", torch::Device(torch::kCUDA, 0), torch::kFloat32, "no CUDA device: no driver"};
   const auto r = run_case(tiny_toy(), gpu, 60);
-  EXPECT_EQ(r.status, reports::CaseStatus::kSkipped);
+  EXPECT_EQ(r.status, results::CaseStatus::kSkipped);
   EXPECT_EQ(r.reason, "no CUDA device: no driver");
   EXPECT_FALSE(r.median_epoch_seconds.has_value());
 }
@@ -323,7 +323,7 @@ TEST(Suite, ParityOfTwoIdenticalTargetsIsExact) {
       b{"cpu-again", torch::kCPU, torch::kFloat64, ""};
   const auto ra = run_case(w, a, 60), rb = run_case(w, b, 60);
   const auto c = compare_targets(w, a, b, ra, rb);
-  EXPECT_EQ(c.parity, reports::Parity::kPass) << c.message;
+  EXPECT_EQ(c.parity, results::Parity::kPass) << c.message;
   EXPECT_EQ(*c.max_abs_output_diff, 0.0);
   EXPECT_EQ(*c.max_abs_grad_diff, 0.0);
   EXPECT_EQ(*c.max_rel_loss_diff, 0.0); // one thread count, one seed: the same run
@@ -341,7 +341,7 @@ TEST(Suite, ParityFailsBeyondTheTolerance) {
   rb.target = "cpu-b";
   rb.final_test_rmse = *ra.final_test_rmse * 2; // a planted divergence
   const auto c = compare_targets(w, a, b, ra, rb);
-  EXPECT_EQ(c.parity, reports::Parity::kFail);
+  EXPECT_EQ(c.parity, results::Parity::kFail);
   EXPECT_NE(c.message.find("final_metric_rel_diff 1 > "), std::string::npos) << c.message;
 }
 
@@ -349,19 +349,19 @@ TEST(Suite, EdgeCasesPassOnTheCpu) {
   const auto results = run_edge_cases(resolve_targets("cpu")[0], "quick");
   ASSERT_EQ(results.size(), edge_case_names().size());
   for (const auto& e : results) {
-    EXPECT_NE(e.status, reports::EdgeStatus::kFail) << e.name << ": " << e.message;
+    EXPECT_NE(e.status, results::EdgeStatus::kFail) << e.name << ": " << e.message;
     EXPECT_FALSE(e.message.empty()) << e.name;
   }
   const auto oom = std::find_if(results.begin(), results.end(),
                                 [](const auto& e) { return e.name == "out_of_memory"; });
   ASSERT_NE(oom, results.end());
-  EXPECT_EQ(oom->status, reports::EdgeStatus::kSkipped); // GPUs only
+  EXPECT_EQ(oom->status, results::EdgeStatus::kSkipped); // GPUs only
 }
 
 TEST(Suite, EdgeCasesPassOnCuda_CUDA) {
   KAN_REQUIRE_CUDA();
   for (const auto& e : run_edge_cases(resolve_targets("cuda")[0], "quick"))
-    EXPECT_EQ(e.status, reports::EdgeStatus::kPass) << e.name << ": " << e.message;
+    EXPECT_EQ(e.status, results::EdgeStatus::kPass) << e.name << ": " << e.message;
 }
 
 } // namespace

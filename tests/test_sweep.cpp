@@ -95,7 +95,7 @@ TEST(Sweep, EveryBatchOnEveryTargetWithItsSummary) {
   ASSERT_EQ(s.points.size(), 4u);
   std::set<std::string> targets;
   for (const auto& p : s.points) {
-    ASSERT_EQ(p.status, reports::CaseStatus::kOk) << p.reason;
+    ASSERT_EQ(p.status, results::CaseStatus::kOk) << p.reason;
     EXPECT_EQ(p.case_name, "deep");
     EXPECT_GT(*p.samples_per_second, 0.0);
     EXPECT_EQ(p.epoch_seconds.size(), 2u);
@@ -174,7 +174,7 @@ TEST(Sweep, AutoBatchesSearchTheGpu_CUDA) {
   EXPECT_EQ(gpu->max_batch, 4096);
   EXPECT_EQ(s.batches.back(), 4096);
   for (const auto& p : s.points)
-    EXPECT_EQ(p.status, reports::CaseStatus::kOk) << p.target << " " << p.batch << ": " << p.reason;
+    EXPECT_EQ(p.status, results::CaseStatus::kOk) << p.target << " " << p.batch << ": " << p.reason;
   ASSERT_EQ(s.crossovers.size(), 1u);
 }
 
@@ -221,7 +221,7 @@ TEST(SecondGpu, ACaseOnCuda1KeepsEverythingThere_CUDA) {
   const auto target = resolve_targets("cuda:1")[0];
   ASSERT_EQ(target.unavailable, "");
   const auto r = run_case(w, target, 60);
-  ASSERT_EQ(r.status, reports::CaseStatus::kOk) << r.reason;
+  ASSERT_EQ(r.status, results::CaseStatus::kOk) << r.reason;
   EXPECT_EQ(r.device, "cuda:1");
   EXPECT_TRUE(r.audit_findings.empty());
   auto model = w.make_model(target.device, target.dtype);

@@ -9,7 +9,7 @@
 #include "kan/diagnostics/environment.h"
 #include "kan/io/atomic_file.h"
 #include "kan/reports/html_report.h"
-#include "kan/reports/results_io.h"
+#include "kan/results/results_io.h"
 
 #include <chrono>
 #include <cmath>
@@ -43,19 +43,19 @@ std::string minutes(double seconds) {
 }
 
 // "best KAN 1.2e-04 ([2,5,1] G=20, 134 parameters)".
-std::string best_text(const kan::reports::AccuracyRun& run,
-                      const std::optional<kan::reports::AccuracyPointRef>& best) {
+std::string best_text(const kan::results::AccuracyRun& run,
+                      const std::optional<kan::results::AccuracyPointRef>& best) {
   if (!best)
     return "-";
   const auto& fit = run.fits.at(best->fit);
   const auto& point = fit.points.at(best->point);
-  return scientific(point.test_rmse) + " (" + kan::reports::width_text(fit.width) +
+  return scientific(point.test_rmse) + " (" + kan::results::width_text(fit.width) +
          (fit.family == "kan" ? " G=" + std::to_string(point.grid) : " " + fit.activation) + ", " +
          std::to_string(point.parameters) + " parameters)";
 }
 
-std::string summary_line(const kan::reports::AccuracyRun& run,
-                         const kan::reports::AccuracyFunction& f) {
+std::string summary_line(const kan::results::AccuracyRun& run,
+                         const kan::results::AccuracyFunction& f) {
   std::string line = f.function + (run.devices.size() > 1 ? " on " + f.device : "") +
                      ": best KAN " + best_text(run, f.best_kan) + ", best MLP " +
                      best_text(run, f.best_mlp);
@@ -77,9 +77,9 @@ int run_accuracy_command(AccuracyArgs& a) {
   kan::io::check_output_file(path, "--out");
   kan::io::check_output_file(report, "--out");
 
-  kan::reports::Results results;
+  kan::results::Results results;
   if (fs::exists(path)) {
-    auto previous = kan::reports::read_results_file(path);
+    auto previous = kan::results::read_results_file(path);
     TORCH_CHECK(previous.accuracy, "--out ", a.out, " holds ", path,
                 " of another command (no accuracy section): use another --out");
     results.run_id = previous.run_id; // the same run, continued
@@ -116,11 +116,11 @@ int run_accuracy_command(AccuracyArgs& a) {
   for (const auto& [key, count] : fits_of)
     functions_done += finished[key] >= count;
 
-  a.options.on_fit = [&](const kan::reports::AccuracyRun& run,
-                         const kan::reports::AccuracyFit* fit) {
+  a.options.on_fit = [&](const kan::results::AccuracyRun& run,
+                         const kan::results::AccuracyFit* fit) {
     results.accuracy = run;
     results.wall_seconds = run.wall_seconds;
-    kan::reports::write_results_file(path, results);
+    kan::results::write_results_file(path, results);
     if (!fit)
       return;
     const double elapsed =
@@ -130,7 +130,7 @@ int run_accuracy_command(AccuracyArgs& a) {
     const std::string time = minutes(elapsed) + " elapsed, ~" +
                              minutes(elapsed / std::max<size_t>(done, 1) * left) + " left";
     std::string what = fit->function + " " + fit->family + " " +
-                       kan::reports::width_text(fit->width) +
+                       kan::results::width_text(fit->width) +
                        (fit->activation.empty() ? "" : " " + fit->activation) + " seed " +
                        std::to_string(fit->seed);
     if (!fit->error.empty())

@@ -9,7 +9,7 @@
 #include "kan/diagnostics/records.h"
 #include "kan/io/atomic_file.h"
 #include "kan/kan.h"
-#include "kan/reports/results_io.h"
+#include "kan/results/results_io.h"
 #include "kan/serialize/pykan.h"
 
 #include <nlohmann/json.hpp>
@@ -63,12 +63,12 @@ kan::Dataset audit_dataset(const AuditArgs& a, const kan::KAN& model, torch::Dev
 
 // Every finding in one list with the stage that found it; a tensor's fault seen before and
 // after training is one finding.
-std::vector<kan::reports::AuditFinding> all_findings(const kan::diagnostics::AuditReport& before,
+std::vector<kan::results::AuditFinding> all_findings(const kan::diagnostics::AuditReport& before,
                                                      const kan::diagnostics::AuditedFit* after,
                                                      const std::string& training_error) {
-  std::vector<kan::reports::AuditFinding> findings;
+  std::vector<kan::results::AuditFinding> findings;
   std::set<std::string> seen;
-  auto add = [&](kan::reports::AuditFinding f, const char* stage) {
+  auto add = [&](kan::results::AuditFinding f, const char* stage) {
     if (f.kind != "operation" && !seen.insert(f.tensor + "/" + f.problem).second)
       return;
     f.stage = stage;
@@ -83,7 +83,7 @@ std::vector<kan::reports::AuditFinding> all_findings(const kan::diagnostics::Aud
       add(kan::diagnostics::to_audit_finding(f, after->trace.expected_device), "trace");
   }
   if (!training_error.empty()) {
-    kan::reports::AuditFinding f;
+    kan::results::AuditFinding f;
     f.kind = "error";
     f.problem = "training_failed";
     f.expected_device = before.expected_device;

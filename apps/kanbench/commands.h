@@ -3,7 +3,7 @@
 // callback stores the process exit code in `exit_code`.
 
 #include "kan/io/text.h"
-#include "kan/reports/results.h"
+#include "kan/results/results.h"
 
 #include <CLI/CLI.hpp>
 #include <torch/types.h>
@@ -66,14 +66,14 @@ void add_memory_options(CLI::App& command, double& memory_fraction, bool& empty_
 /// Writes DIR/results.json and DIR/report.html (titled `title`; "" = the default) of a run.
 /// A write that fails does not stop the other: its message goes to stderr and into `failures`.
 /// Returns the two paths.
-std::pair<std::string, std::string> write_results_and_report(const kan::reports::Results& results,
+std::pair<std::string, std::string> write_results_and_report(const kan::results::Results& results,
                                                              const std::string& out,
                                                              const std::string& title,
                                                              std::vector<std::string>& failures);
 
 /// One "warning: ..." line for each thing of the run's environment that may have skewed its CPU
 /// timings (a busy machine, a governor other than "performance", fewer threads than CPUs).
-void print_timing_warnings(const kan::reports::Environment& environment);
+void print_timing_warnings(const kan::results::Environment& environment);
 
 using kan::io::first_line; // the first line of an exception's message (no backtrace)
 

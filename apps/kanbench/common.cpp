@@ -4,7 +4,7 @@
 
 #include "kan/diagnostics/environment.h"
 #include "kan/reports/html_report.h"
-#include "kan/reports/results_io.h"
+#include "kan/results/results_io.h"
 
 #include <c10/util/Exception.h>
 #include <torch/cuda.h>
@@ -36,7 +36,7 @@ torch::Device parse_device(const std::string& name, const std::string& option) {
   return *device;
 }
 
-void print_timing_warnings(const kan::reports::Environment& e) {
+void print_timing_warnings(const kan::results::Environment& e) {
   for (const auto& p : kan::diagnostics::timing_problems(e.cpu_cores, e.torch_threads,
                                                          e.load_average, e.cpu_governor))
     std::cout << "warning: " << p.what << ". Fix: " << p.fix << "\n";
@@ -68,7 +68,7 @@ void add_memory_options(CLI::App& command, double& memory_fraction, bool& empty_
                    "Free the caching allocator's cached GPU memory before every case");
 }
 
-std::pair<std::string, std::string> write_results_and_report(const kan::reports::Results& results,
+std::pair<std::string, std::string> write_results_and_report(const kan::results::Results& results,
                                                              const std::string& out,
                                                              const std::string& title,
                                                              std::vector<std::string>& failures) {
@@ -79,7 +79,7 @@ std::pair<std::string, std::string> write_results_and_report(const kan::reports:
     failures.push_back(first_line(e.what()));
   };
   try {
-    kan::reports::write_results_file(path, results);
+    kan::results::write_results_file(path, results);
   } catch (const std::exception& e) {
     failed(e);
   }

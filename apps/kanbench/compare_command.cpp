@@ -4,9 +4,9 @@
 #include "commands.h"
 #include "values.h"
 
-#include "kan/reports/baseline.h"
 #include "kan/reports/html_report.h"
-#include "kan/reports/results_io.h"
+#include "kan/results/baseline.h"
+#include "kan/results/results_io.h"
 
 #include <cstdio>
 #include <iostream>
@@ -26,18 +26,18 @@ struct CompareArgs {
 };
 
 int run_compare(const CompareArgs& a) {
-  const auto baseline = kan::reports::read_results_file(a.old_path);
-  const auto current = kan::reports::read_results_file(a.new_path);
+  const auto baseline = kan::results::read_results_file(a.old_path);
+  const auto current = kan::results::read_results_file(a.new_path);
   // A report.html beside either that shows another run would mislead whoever opens it next.
   for (const auto& [path, results] :
        {std::pair{&a.old_path, &baseline}, std::pair{&a.new_path, &current}})
     if (const auto problem = kan::reports::report_pair_problem(*path, *results))
       std::cerr << "kanbench: warning: " << *problem << "\n";
-  kan::reports::BaselineOptions options;
+  kan::results::BaselineOptions options;
   options.min_change = a.min_change / 100;
   options.alpha = a.alpha;
-  const auto comparison = kan::reports::compare_with_baseline(baseline, current, options);
-  std::cout << kan::reports::format_baseline_table(comparison);
+  const auto comparison = kan::results::compare_with_baseline(baseline, current, options);
+  std::cout << kan::results::format_baseline_table(comparison);
   if (!a.fail_on_regression)
     return 0;
   const auto regressions = comparison.regressions(*a.fail_on_regression);

@@ -3,7 +3,7 @@
 
 #include "kan/diagnostics/environment.h"
 #include "kan/io/atomic_file.h"
-#include "kan/reports/results_io.h"
+#include "kan/results/results_io.h"
 
 #include <iostream>
 #include <memory>
@@ -22,7 +22,7 @@ void add_env_command(CLI::App& app, int& exit_code) {
     const auto environment = kan::diagnostics::collect_environment();
     std::cout << kan::diagnostics::to_text(environment);
     if (!json_path->empty())
-      kan::io::write_file_atomically(*json_path, kan::reports::to_json(environment).dump(2) + "\n");
+      kan::io::write_file_atomically(*json_path, kan::results::to_json(environment).dump(2) + "\n");
     exit_code = 0;
   });
 }

@@ -3,9 +3,9 @@
 #include "commands.h"
 
 #include "kan/reports/fit_report.h"
-#include "kan/reports/gbench.h"
 #include "kan/reports/html_report.h"
-#include "kan/reports/results_io.h"
+#include "kan/results/gbench.h"
+#include "kan/results/results_io.h"
 
 #include <filesystem>
 #include <iostream>
@@ -48,7 +48,7 @@ void refuse_overwriting_an_input(const ReportArgs& a, const std::string& out) {
                                ": choose another -o");
 }
 
-void warn_if_stale(const std::string& results_path, const kan::reports::Results& results) {
+void warn_if_stale(const std::string& results_path, const kan::results::Results& results) {
   if (const auto problem = kan::reports::report_pair_problem(results_path, results))
     std::cerr << "kanbench: warning: " << *problem << "\n";
 }
@@ -64,7 +64,7 @@ int run_fit_report(const ReportArgs& a, const nlohmann::json& document, const st
   options.title = a.title;
   options.fit_source = a.results;
   options.chartjs_path = a.chartjs;
-  kan::reports::write_fit_report(out, kan::reports::fit_summary_from_json(document, a.results),
+  kan::reports::write_fit_report(out, kan::results::fit_summary_from_json(document, a.results),
                                  options);
   std::cout << "report -> " << out << std::endl;
   return 0;
@@ -75,25 +75,25 @@ int run_report(const ReportArgs& a) {
       a.out.empty() ? (std::filesystem::path(a.results).parent_path() / "report.html").string()
                     : a.out;
   refuse_overwriting_an_input(a, out);
-  const auto document = kan::reports::read_json_file(a.results, "a results.json or fit.json file");
-  if (kan::reports::is_fit_document(document))
+  const auto document = kan::results::read_json_file(a.results, "a results.json or fit.json file");
+  if (kan::results::is_fit_document(document))
     return run_fit_report(a, document, out);
   if (document.is_object() && document.contains("command"))
-    throw kan::reports::ResultsError(
+    throw kan::results::ResultsError(
         a.results, "command",
         "expected \"fit\" (a fit.json) or no command (a results.json), got " +
             kan::io::elide(document["command"].dump()));
-  const auto results = kan::reports::results_from_json(document, a.results);
+  const auto results = kan::results::results_from_json(document, a.results);
   kan::reports::HtmlReportOptions options;
   options.title = a.title;
   options.results_source = a.results;
   options.chartjs_path = a.chartjs;
   if (!a.baseline.empty()) {
-    options.baseline = kan::reports::read_results_file(a.baseline);
+    options.baseline = kan::results::read_results_file(a.baseline);
     options.baseline_source = a.baseline;
   }
   for (const auto& file : a.gbench)
-    options.gbench.push_back(kan::reports::read_gbench_file(file));
+    options.gbench.push_back(kan::results::read_gbench_file(file));
   kan::reports::write_html_report(out, results, options);
   std::cout << "report -> " << out << std::endl; // before the warnings on stderr
   // After writing: a report.html beside the results that was just replaced is no longer stale.

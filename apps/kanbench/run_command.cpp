@@ -6,7 +6,7 @@
 #include "kan/bench/suite.h"
 #include "kan/io/atomic_file.h"
 #include "kan/reports/html_report.h"
-#include "kan/reports/results_io.h"
+#include "kan/results/results_io.h"
 
 #include <unistd.h>
 
@@ -19,23 +19,12 @@
 namespace kanbench {
 namespace {
 
+// The suite's options are filled by the command line directly; the rest says where the results
+// go and holds what needs parsing or loading first.
 struct RunArgs {
-  std::string suite = "default";
-  std::string devices = "auto";
-  int64_t repeat = 0;
-  std::vector<std::string> cases;
-  std::string precisions;
-  std::string model;
-  DataArgs data;
-  double time_limit = 0;
-  bool no_edge_cases = false;
-  bool no_cupti = false;
-  double cv_target = 0.02;
-  double cv_max_time = 0;
-  double memory_fraction = 0;
-  bool empty_cache = false;
-  double monitor_interval = 0.1;
-  std::string trace;
+  kan::bench::SuiteOptions suite;
+  std::string precisions; ///< parsed into suite.precisions
+  DataArgs data;          ///< loaded into suite.data, data_options and loss
   std::string out = "results/run";
 };
 
@@ -56,38 +45,24 @@ void print_progress(const kan::bench::Progress& p) {
 int run(const RunArgs& a) {
   // Every output path is checked before the first case is measured.
   kan::io::check_output_folder(a.out, "--out");
-  if (!a.trace.empty())
-    kan::io::check_output_file(a.trace, "--trace");
+  if (!a.suite.trace_file.empty())
+    kan::io::check_output_file(a.suite.trace_file, "--trace");
   std::vector<std::string> write_failures;
   auto report_failure = [&](const std::string& message) {
     std::cerr << "kanbench: error: " << message << "\n";
     write_failures.push_back(message);
   };
 
-  kan::bench::SuiteOptions options;
-  options.suite = a.suite;
-  options.devices = a.devices;
-  options.repeat = a.repeat;
-  options.cases = a.cases;
+  kan::bench::SuiteOptions options = a.suite;
   if (!a.precisions.empty())
     options.precisions = kan::bench::parse_precisions(a.precisions);
-  options.model = a.model;
   options.data = a.data.data;
   // The data file's options only mean something with a file (and --loss with a model).
   a.data.check_needs_data();
-  TORCH_CHECK(a.data.loss == "mse" || !a.model.empty(), "--loss ", a.data.loss,
+  TORCH_CHECK(a.data.loss == "mse" || !options.model.empty(), "--loss ", a.data.loss,
               " needs --model (the suite's workloads have their own losses)");
   options.data_options = a.data.load_options();
   options.loss = a.data.loss_kind();
-  options.time_limit_seconds = a.time_limit;
-  options.edge_cases = !a.no_edge_cases;
-  options.cupti = !a.no_cupti;
-  options.cv_target = a.cv_target;
-  options.cv_max_seconds = a.cv_max_time;
-  options.memory_fraction = a.memory_fraction;
-  options.empty_cache = a.empty_cache;
-  options.monitor_interval_seconds = a.monitor_interval;
-  options.trace_file = a.trace;
   options.on_progress = print_progress;
   options.on_output_error = report_failure;
   auto results = kan::bench::run_suite(options);
@@ -105,8 +80,8 @@ int run(const RunArgs& a) {
               << "\n";
 
   for (const auto& c : results.cases) {
-    std::cout << c.name << " on " << c.target << ": " << kan::reports::to_string(c.status);
-    if (c.status == kan::reports::CaseStatus::kOk)
+    std::cout << c.name << " on " << c.target << ": " << kan::results::to_string(c.status);
+    if (c.status == kan::results::CaseStatus::kOk)
       std::cout << ", epoch "
                 << (c.median_epoch_seconds ? kan::io::format_seconds(*c.median_epoch_seconds) : "-")
                 << " (IQR "
@@ -123,13 +98,13 @@ int run(const RunArgs& a) {
         std::cout << "warning: " << c.name << " on " << c.target << ": " << finding << "\n";
   for (const auto& c : results.comparisons) {
     std::printf("%s %s vs %s: speedup %.3g, parity %s%s\n", c.case_name.c_str(), c.a.c_str(),
-                c.b.c_str(), c.speedup.value_or(0), kan::reports::to_string(c.parity).c_str(),
+                c.b.c_str(), c.speedup.value_or(0), kan::results::to_string(c.parity).c_str(),
                 c.message.empty() ? "" : (" (" + c.message + ")").c_str());
   }
   int passed = 0;
   for (const auto& e : results.edge_cases) {
-    passed += e.status == kan::reports::EdgeStatus::kPass;
-    if (e.status == kan::reports::EdgeStatus::kFail)
+    passed += e.status == kan::results::EdgeStatus::kPass;
+    if (e.status == kan::results::EdgeStatus::kFail)
       std::cout << "edge case " << e.name << " on " << e.device << ": FAIL: " << e.message << "\n";
   }
   std::printf("edge cases: %d of %zu passed; %.1f s in all -> %s, %s\n", passed,
@@ -137,7 +112,7 @@ int run(const RunArgs& a) {
               report.c_str());
   // The CI gate: exit 1 on a failed case, parity, edge case or audit finding; 2 when an output
   // could not be written (the run did not do its job, whatever it measured).
-  const auto problems = kan::reports::run_problems(results);
+  const auto problems = kan::results::run_problems(results);
   for (const auto& p : problems)
     std::cout << "problem: " << p << "\n";
   for (const auto& f : write_failures)
@@ -157,23 +132,24 @@ void add_run_command(CLI::App& app, int& exit_code) {
              "when every case, parity check and edge "
              "case passed with no audit finding, 1 otherwise (the results are written either "
              "way), 2 when it could not run or write its outputs");
-  cmd->add_option("--suite", args->suite, "quick (seconds), default (minutes), full (GPU sizes)")
+  cmd->add_option("--suite", args->suite.suite,
+                  "quick (seconds), default (minutes), full (GPU sizes)")
       ->check(CLI::IsMember(kan::bench::suite_names()))
       ->capture_default_str();
-  cmd->add_option("--devices", args->devices,
+  cmd->add_option("--devices", args->suite.devices,
                   "auto, or a list of cpu, cuda, cuda:N and cuda:all (every visible GPU)")
       ->capture_default_str();
-  cmd->add_option("--repeat", args->repeat, "Timed epochs per case (0: the suite's own)")
+  cmd->add_option("--repeat", args->suite.repeat, "Timed epochs per case (0: the suite's own)")
       ->check(integer_at_least(0))
       ->capture_default_str();
-  cmd->add_option("--case", args->cases,
+  cmd->add_option("--case", args->suite.cases,
                   "Only these workloads (toy, deep, wide, million; the MLP baselines toy-mlp, "
                   "deep-mlp)");
   cmd->add_option("--precision", args->precisions,
                   "Precisions to run every device in, e.g. float64,float32,tf32,bf16,fp16: each a "
                   "target, compared with float32 on its device (tf32 and fp16: CUDA only; bf16 "
                   "and fp16 under autocast, fp16 with loss scaling). Default: float32");
-  cmd->add_option("--model", args->model,
+  cmd->add_option("--model", args->suite.model,
                   "Instead of the workloads: time, compare and audit this model (a kanbench "
                   "checkpoint or a pykan saveckpt prefix), trained with LBFGS at full batch");
   add_data_options(cmd, args->data,
@@ -183,21 +159,24 @@ void add_run_command(CLI::App& app, int& exit_code) {
                    "Loss of --model's training: mse, or cross-entropy (--data's target: one "
                    "column of integer class labels below the model's output count; accuracy "
                    "reported)");
-  cmd->add_option("--time-limit", args->time_limit,
+  cmd->add_option("--time-limit", args->suite.time_limit_seconds,
                   "Seconds per case before it is recorded as timeout (0: the suite's default)")
       ->check(finite_number(0))
       ->capture_default_str();
-  cmd->add_flag("--no-edge-cases", args->no_edge_cases, "Skip the edge cases");
-  cmd->add_flag("--no-cupti", args->no_cupti, "Do not count GPU kernels and copies with CUPTI");
-  add_noise_options(*cmd, args->cv_target, args->cv_max_time);
-  add_memory_options(*cmd, args->memory_fraction, args->empty_cache);
-  cmd->add_option("--monitor-interval", args->monitor_interval,
+  cmd->add_flag_callback(
+      "--no-edge-cases", [args] { args->suite.edge_cases = false; }, "Skip the edge cases");
+  cmd->add_flag_callback(
+      "--no-cupti", [args] { args->suite.cupti = false; },
+      "Do not count GPU kernels and copies with CUPTI");
+  add_noise_options(*cmd, args->suite.cv_target, args->suite.cv_max_seconds);
+  add_memory_options(*cmd, args->suite.memory_fraction, args->suite.empty_cache);
+  cmd->add_option("--monitor-interval", args->suite.monitor_interval_seconds,
                   "Seconds between samples of the device during timed epochs: NVML on a GPU "
                   "(utilisation, memory, SM clock, power, temperature, throttling), the process's "
                   "CPU utilisation on the CPU (0: off)")
       ->check(finite_number(0))
       ->capture_default_str();
-  cmd->add_option("--trace", args->trace,
+  cmd->add_option("--trace", args->suite.trace_file,
                   "Write a Chrome trace (kernels, copies, epoch and step ranges) that Perfetto "
                   "opens");
   cmd->add_option("--out", args->out, "Output folder for results.json")->capture_default_str();

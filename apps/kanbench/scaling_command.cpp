@@ -10,7 +10,7 @@
 #include "kan/distributed/data_parallel.h"
 #include "kan/io/atomic_file.h"
 #include "kan/reports/html_report.h"
-#include "kan/reports/results_io.h"
+#include "kan/results/results_io.h"
 
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
@@ -59,9 +59,9 @@ int run_rank(const ScalingArgs& a) {
   const auto workload = find_workload(a.suite, a.cases.at(0));
   auto entry = kan::bench::train_data_parallel(workload, *group, kan::dtype_from_string(a.dtype));
   if (group->rank() == 0) {
-    kan::reports::Results results;
+    kan::results::Results results;
     results.scaling.push_back(entry);
-    kan::reports::write_results_file(a.rank_result, results);
+    kan::results::write_results_file(a.rank_result, results);
   }
   return 0;
 }
@@ -83,15 +83,15 @@ std::string rank_error(const std::vector<kan::bench::RankExit>& exits) {
   return last.empty() ? "no output" : last;
 }
 
-kan::reports::ScalingResult measure(const ScalingArgs& a, const std::string& name, int64_t ranks,
+kan::results::ScalingResult measure(const ScalingArgs& a, const std::string& name, int64_t ranks,
                                     const fs::path& scratch) {
-  kan::reports::ScalingResult entry;
+  kan::results::ScalingResult entry;
   entry.case_name = name;
   entry.device = a.device == "cpu" ? "cpu" : "cuda";
   entry.backend = entry.device == "cpu" ? "gloo" : "nccl";
   entry.ranks = ranks;
   if (entry.device == "cuda" && ranks > static_cast<int64_t>(torch::cuda::device_count())) {
-    entry.status = kan::reports::CaseStatus::kSkipped;
+    entry.status = kan::results::CaseStatus::kSkipped;
     entry.reason = std::to_string(ranks) + " ranks need as many GPUs; this machine has " +
                    std::to_string(torch::cuda::device_count());
     return entry;
@@ -122,13 +122,13 @@ kan::reports::ScalingResult measure(const ScalingArgs& a, const std::string& nam
   const bool ok = std::all_of(exits.begin(), exits.end(),
                               [](const kan::bench::RankExit& e) { return e.exit_code == 0; });
   if (ok && fs::exists(result)) {
-    auto measured = kan::reports::read_results_file(result.string()).scaling.at(0);
+    auto measured = kan::results::read_results_file(result.string()).scaling.at(0);
     fs::remove(result);
     return measured;
   }
   const bool killed = std::any_of(exits.begin(), exits.end(),
                                   [](const kan::bench::RankExit& e) { return e.killed; });
-  entry.status = killed ? kan::reports::CaseStatus::kTimeout : kan::reports::CaseStatus::kFailed;
+  entry.status = killed ? kan::results::CaseStatus::kTimeout : kan::results::CaseStatus::kFailed;
   entry.reason =
       killed ? "past --time-limit " + std::to_string(a.time_limit) + " s" : rank_error(exits);
   return entry;
@@ -144,7 +144,7 @@ int run_scaling(const ScalingArgs& a) {
   std::sort(nproc.begin(), nproc.end());
   nproc.erase(std::unique(nproc.begin(), nproc.end()), nproc.end());
 
-  kan::reports::Results results;
+  kan::results::Results results;
   results.environment = kan::diagnostics::collect_environment();
   results.config.suite = a.suite;
   results.config.devices = {a.device};
@@ -162,7 +162,7 @@ int run_scaling(const ScalingArgs& a) {
     }
   }
   fs::remove_all(scratch);
-  kan::reports::fill_scaling_comparisons(results.scaling);
+  kan::results::fill_scaling_comparisons(results.scaling);
   results.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
@@ -173,8 +173,8 @@ int run_scaling(const ScalingArgs& a) {
   for (const auto& s : results.scaling) {
     std::printf("%s on %lld %s rank(s) (%s): %s", s.case_name.c_str(),
                 static_cast<long long>(s.ranks), s.device.c_str(), s.backend.c_str(),
-                kan::reports::to_string(s.status).c_str());
-    if (s.status == kan::reports::CaseStatus::kOk) {
+                kan::results::to_string(s.status).c_str());
+    if (s.status == kan::results::CaseStatus::kOk) {
       std::printf(", epoch %s", s.median_epoch_seconds
                                     ? kan::io::format_seconds(*s.median_epoch_seconds).c_str()
                                     : "-");
@@ -195,7 +195,7 @@ int run_scaling(const ScalingArgs& a) {
   std::printf("-> %s, %s\n", path.c_str(), report.c_str());
   if (!write_failures.empty())
     return 2;
-  return kan::reports::run_problems(results).empty() ? 0 : 1;
+  return kan::results::run_problems(results).empty() ? 0 : 1;
 }
 
 } // namespace

@@ -72,7 +72,7 @@ int run(SweepArgs& a) {
   const auto& sweep = *results.sweep;
   for (const auto& p : sweep.points) {
     std::printf("%s batch %lld on %s: %s", p.case_name.c_str(), static_cast<long long>(p.batch),
-                p.target.c_str(), kan::reports::to_string(p.status).c_str());
+                p.target.c_str(), kan::results::to_string(p.status).c_str());
     if (p.samples_per_second)
       std::printf(", %.4g samples/s (epoch %s, CV %.1f%%)", *p.samples_per_second,
                   kan::io::format_seconds(*p.median_epoch_seconds).c_str(),
@@ -99,7 +99,7 @@ int run(SweepArgs& a) {
   std::printf("%.1f s in all -> %s, %s\n", results.wall_seconds.value_or(0), path.c_str(),
               report.c_str());
   // The CI gate of `run`: a failed point or an audit finding (a GPU epoch without a kernel).
-  const auto problems = kan::reports::run_problems(results);
+  const auto problems = kan::results::run_problems(results);
   for (const auto& p : problems)
     std::cout << "problem: " << p << "\n";
   if (!write_failures.empty())

@@ -24,9 +24,9 @@
 namespace kan::bench {
 namespace {
 
-using reports::AccuracyFit;
-using reports::AccuracyPoint;
-using reports::AccuracyRun;
+using results::AccuracyFit;
+using results::AccuracyPoint;
+using results::AccuracyRun;
 
 struct Preset {
   std::vector<uint64_t> seeds;
@@ -44,13 +44,13 @@ Preset preset_of(const std::string& name) {
 }
 
 // The paper's numbers for a function, from the library's copy of its tables.
-std::optional<reports::PublishedAccuracy> published_for(const std::string& function) {
+std::optional<results::PublishedAccuracy> published_for(const std::string& function) {
   const auto rmse = [](double value) {
     return std::isnan(value) ? std::nullopt : std::optional<double>(value);
   };
   for (const auto& row : paper_special_functions())
     if (row.function == function)
-      return reports::PublishedAccuracy{std::string(kKanPaper) + " Table 1 (Special functions)",
+      return results::PublishedAccuracy{std::string(kKanPaper) + " Table 1 (Special functions)",
                                         row.minimal_kan_shape,
                                         rmse(row.minimal_kan_test_rmse),
                                         row.best_kan_shape,
@@ -58,7 +58,7 @@ std::optional<reports::PublishedAccuracy> published_for(const std::string& funct
                                         rmse(row.mlp_test_rmse)};
   for (const auto& row : paper_feynman())
     if (row.function == function)
-      return reports::PublishedAccuracy{std::string(kKanPaper) + " Table 2 (Feynman dataset)",
+      return results::PublishedAccuracy{std::string(kKanPaper) + " Table 2 (Feynman dataset)",
                                         row.pruned_kan_shape_minimal,
                                         std::nullopt,
                                         row.pruned_kan_shape_best,
@@ -244,7 +244,7 @@ AccuracyRun plan_accuracy(const AccuracyOptions& options, std::vector<AccuracyMo
   for (const auto* f : functions) {
     run.functions.push_back(f->name);
     for (const auto& device : run.devices) {
-      reports::AccuracyFunction summary;
+      results::AccuracyFunction summary;
       summary.function = f->name;
       summary.device = device;
       summary.formula = f->formula;
@@ -360,7 +360,7 @@ AccuracyRun run_accuracy(const AccuracyOptions& options) {
         names.push_back(name);
     };
     for (const auto& summary : options.resume->summary) {
-      const auto same = [&](const reports::AccuracyFunction& s) {
+      const auto same = [&](const results::AccuracyFunction& s) {
         return s.function == summary.function && s.device == summary.device;
       };
       if (std::none_of(run.summary.begin(), run.summary.end(), same)) {
@@ -371,7 +371,7 @@ AccuracyRun run_accuracy(const AccuracyOptions& options) {
     }
     run.planned_fits = static_cast<int64_t>(run.fits.size() + models.size());
   }
-  reports::summarize_accuracy(run);
+  results::summarize_accuracy(run);
 
   const auto start = std::chrono::steady_clock::now();
   const double previous_seconds = run.wall_seconds;
@@ -392,7 +392,7 @@ AccuracyRun run_accuracy(const AccuracyOptions& options) {
       run.wall_seconds =
           previous_seconds +
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      reports::summarize_accuracy(run);
+      results::summarize_accuracy(run);
       try {
         if (options.on_fit)
           options.on_fit(run, &run.fits.back());

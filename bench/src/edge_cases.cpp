@@ -15,8 +15,8 @@
 namespace kan::bench {
 namespace {
 
-using reports::EdgeCaseResult;
-using reports::EdgeStatus;
+using results::EdgeCaseResult;
+using results::EdgeStatus;
 
 bool all_finite(const torch::Tensor& t) {
   return !t.defined() || t.numel() == 0 || torch::isfinite(t).all().item<bool>();
@@ -200,15 +200,15 @@ EdgeCaseResult time_limit(const Target& t) {
     w.epochs = 50;
     const auto result = run_case(w, t, /*time_limit_seconds=*/1e-3);
     r.status =
-        result.status == reports::CaseStatus::kTimeout ? EdgeStatus::kPass : EdgeStatus::kFail;
-    r.message = "a case with a 1 ms limit ended as '" + reports::to_string(result.status) +
+        result.status == results::CaseStatus::kTimeout ? EdgeStatus::kPass : EdgeStatus::kFail;
+    r.message = "a case with a 1 ms limit ended as '" + results::to_string(result.status) +
                 "': " + result.reason;
   });
 }
 
 } // namespace
 
-reports::EdgeCaseResult skipped_edge_case(const std::string& name, const std::string& device,
+results::EdgeCaseResult skipped_edge_case(const std::string& name, const std::string& device,
                                           const std::string& reason) {
   EdgeCaseResult r;
   r.name = name;
@@ -225,7 +225,7 @@ const std::vector<std::string>& edge_case_names() {
   return names;
 }
 
-std::vector<reports::EdgeCaseResult> run_edge_cases(const Target& target,
+std::vector<results::EdgeCaseResult> run_edge_cases(const Target& target,
                                                     const std::string& suite) {
   return {empty_input(target), single_sample(target), million_samples(target, suite),
           out_of_memory(target), time_limit(target)};

@@ -1,7 +1,7 @@
 #include "kan/bench/scaling.h"
 
 #include "kan/distributed/data_parallel.h"
-#include "kan/reports/statistics.h"
+#include "kan/results/statistics.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -136,9 +136,9 @@ std::vector<RankExit> launch_local_ranks(const LocalLaunch& launch) {
   return exits;
 }
 
-reports::ScalingResult train_data_parallel(const Workload& w, DataParallel& group,
+results::ScalingResult train_data_parallel(const Workload& w, DataParallel& group,
                                            torch::Dtype dtype) {
-  reports::ScalingResult result;
+  results::ScalingResult result;
   result.case_name = w.name;
   result.device = group.device().is_cuda() ? "cuda" : "cpu";
   result.backend = group.backend_name();
@@ -176,9 +176,9 @@ reports::ScalingResult train_data_parallel(const Workload& w, DataParallel& grou
     previous = now;
     result.train_loss_per_epoch.push_back(epoch.train_loss);
   }
-  if (const auto s = reports::summarize(result.epoch_seconds))
+  if (const auto s = results::summarize(result.epoch_seconds))
     result.median_epoch_seconds = s->median;
-  if (const auto s = reports::summarize(communication))
+  if (const auto s = results::summarize(communication))
     result.communication_seconds = s->median;
   const double steps = static_cast<double>(std::max<size_t>(history.steps.size(), 1));
   result.collectives_per_step = static_cast<double>(after.collectives - before.collectives) / steps;

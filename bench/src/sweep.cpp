@@ -92,8 +92,8 @@ bool trains_one_step(const Workload& w, const Target& target, int64_t batch) {
 namespace {
 
 // Every point's result, from run_case's.
-reports::SweepPoint sweep_point(const reports::CaseResult& c, int64_t batch) {
-  reports::SweepPoint p;
+results::SweepPoint sweep_point(const results::CaseResult& c, int64_t batch) {
+  results::SweepPoint p;
   p.case_name = c.name;
   p.target = c.target;
   p.device = c.device;
@@ -134,7 +134,7 @@ int64_t next_power_of_two(int64_t n) {
 
 } // namespace
 
-reports::Results run_sweep(const SweepOptions& o) {
+results::Results run_sweep(const SweepOptions& o) {
   for (const int64_t b : o.batches)
     TORCH_CHECK(b >= 1, "--batch sizes must be >= 1, got ", b);
   TORCH_CHECK(!o.cases.empty(), "--case names no workload");
@@ -153,7 +153,7 @@ reports::Results run_sweep(const SweepOptions& o) {
   diagnostics::NvtxScopes nvtx_scopes;
   const auto start = io::Clock::now();
 
-  reports::Results results;
+  results::Results results;
   results.environment = diagnostics::collect_environment();
   results.config.suite = o.suite;
   for (const auto& t : targets)
@@ -169,14 +169,14 @@ reports::Results run_sweep(const SweepOptions& o) {
   if (o.memory_fraction > 0)
     results.config.extra["memory_fraction"] = o.memory_fraction;
 
-  reports::Sweep sweep;
+  results::Sweep sweep;
   for (const auto& w : workloads) {
     // The max-batch search on every GPU target that runs; the CPU is bounded by the host's
     // memory, which a search would exhaust (and swap) rather than measure.
     int64_t largest_fitting = o.max_batch_limit;
     bool searched = false;
     for (const auto& t : targets) {
-      reports::SweepTarget st;
+      results::SweepTarget st;
       st.case_name = w.name;
       st.target = t.name;
       if (!t.unavailable.empty()) {
@@ -228,7 +228,7 @@ reports::Results run_sweep(const SweepOptions& o) {
     }
   }
   std::sort(sweep.batches.begin(), sweep.batches.end());
-  reports::fill_sweep_summaries(sweep);
+  results::fill_sweep_summaries(sweep);
   results.sweep = std::move(sweep);
   results.wall_seconds = io::seconds_since(start);
   return results;

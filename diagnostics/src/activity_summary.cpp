@@ -107,8 +107,8 @@ ActivitySummary summarize_activity(const std::vector<KernelRecord>& kernels,
   return s;
 }
 
-reports::EpochActivity ActivitySummary::to_epoch_activity() const {
-  reports::EpochActivity e;
+results::EpochActivity ActivitySummary::to_epoch_activity() const {
+  results::EpochActivity e;
   e.kernels = kernels;
   e.busy_seconds = busy_seconds;
   e.wall_seconds = wall_seconds;
@@ -120,11 +120,11 @@ reports::EpochActivity ActivitySummary::to_epoch_activity() const {
   return e;
 }
 
-std::optional<reports::AuditFinding>
+std::optional<results::AuditFinding>
 gpu_not_used_finding(const ActivitySummary& summary, const std::string& device, int64_t epoch) {
   if (!summary.gpu_not_used())
     return std::nullopt;
-  reports::AuditFinding f;
+  results::AuditFinding f;
   f.tensor = "epoch " + std::to_string(epoch);
   f.kind = "kernel";
   f.device = "none";

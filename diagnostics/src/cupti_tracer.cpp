@@ -459,9 +459,9 @@ const std::vector<ActivitySummary>& CuptiTracer::intervals() const {
   return state_->intervals;
 }
 
-reports::GpuActivity CuptiTracer::gpu_activity() const {
+results::GpuActivity CuptiTracer::gpu_activity() const {
   const auto& s = *state_;
-  reports::GpuActivity g;
+  results::GpuActivity g;
   g.traced = !s.intervals.empty();
   // A tracer that failed after some intervals keeps them, and says why the rest are missing.
   g.reason = s.reason;

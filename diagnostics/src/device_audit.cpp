@@ -2,7 +2,7 @@
 
 #include "kan/io/json_reader.h"
 #include "kan/nn/options.h"
-#include "kan/reports/results_io.h"
+#include "kan/results/results_io.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/function.h>
@@ -274,8 +274,8 @@ void diagnose_device_errors(const std::function<void()>& fn,
   }
 }
 
-reports::AuditFinding to_audit_finding(const Finding& f) {
-  reports::AuditFinding a;
+results::AuditFinding to_audit_finding(const Finding& f) {
+  results::AuditFinding a;
   a.tensor = f.tensor;
   a.kind = to_string(f.kind);
   a.problem = to_string(f.problem);
@@ -288,7 +288,7 @@ reports::AuditFinding to_audit_finding(const Finding& f) {
   return a;
 }
 
-Finding finding_from_audit_finding(const reports::AuditFinding& a, const std::string& path) {
+Finding finding_from_audit_finding(const results::AuditFinding& a, const std::string& path) {
   Finding f;
   f.tensor = a.tensor;
   f.kind = io::enum_from_string(a.kind, kTensorKinds, path + ".kind");
@@ -311,7 +311,7 @@ AuditReport audit_report_from_json(const nlohmann::json& json, const std::string
   for (size_t i = 0; i < findings.size(); ++i) {
     const auto at = io::index_path(r.path_of("findings"), i);
     report.findings.push_back(
-        finding_from_audit_finding(reports::audit_finding_from_json(findings[i], at), at));
+        finding_from_audit_finding(results::audit_finding_from_json(findings[i], at), at));
   }
   io::ObjectReader summary(r.required("summary"), r.path_of("summary"), false);
   report.summary.tensors_checked = summary.integer("tensors_checked", io::Bound::kNonNegative);
@@ -334,7 +334,7 @@ AuditReport audit_report_from_json(const nlohmann::json& json, const std::string
 nlohmann::json AuditReport::to_json() const {
   auto findings_json = nlohmann::json::array();
   for (const auto& f : findings)
-    findings_json.push_back(reports::to_json(to_audit_finding(f)));
+    findings_json.push_back(results::to_json(to_audit_finding(f)));
   return {{"expected_device", expected_device},
           {"expected_dtype", expected_dtype},
           {"findings", findings_json},

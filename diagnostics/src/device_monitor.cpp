@@ -113,7 +113,7 @@ struct MonitorState {
   std::condition_variable wake;
   bool stop_requested = false; // guarded by mutex
 
-  std::vector<reports::MonitorSample> samples;
+  std::vector<results::MonitorSample> samples;
   std::string sampler_error;
   std::optional<std::pair<Clock::time_point, double>> last_cpu; // previous wall and CPU time
 
@@ -143,9 +143,9 @@ struct MonitorState {
     running = false;
   }
 
-  reports::MonitorSample take_sample() {
+  results::MonitorSample take_sample() {
     const auto now = Clock::now();
-    reports::MonitorSample s;
+    results::MonitorSample s;
     s.seconds = seconds_between(started, now);
     if (api) {
       const NvmlApi& nvml = *api;
@@ -307,7 +307,7 @@ std::optional<std::string> gpu_clock_warning(NvmlApi& api, const std::string& pc
   bool idle = false;
   unsigned long long reasons = 0;
   if (detail::succeeded(api.clocks_throttle_reasons, device, &reasons)) {
-    for (auto& name : reports::throttle_reason_names(reasons)) {
+    for (auto& name : results::throttle_reason_names(reasons)) {
       if (name == "gpu_idle")
         idle = true;
       else if (name != "applications_clocks_setting")
@@ -401,9 +401,9 @@ bool DeviceMonitor::start() {
   return true;
 }
 
-reports::DeviceMonitoring DeviceMonitor::stop() {
+results::DeviceMonitoring DeviceMonitor::stop() {
   auto& s = *state_;
-  reports::DeviceMonitoring m;
+  results::DeviceMonitoring m;
   m.source = s.source;
   m.interval_seconds = s.options.interval_seconds();
   if (!s.running) {
@@ -418,7 +418,7 @@ reports::DeviceMonitoring DeviceMonitor::stop() {
   m.available = true;
   m.samples = std::move(s.samples);
   s.samples.clear();
-  reports::summarize_monitoring(m, s.options.low_utilization_percent());
+  results::summarize_monitoring(m, s.options.low_utilization_percent());
   if (!s.sampler_error.empty())
     m.findings.push_back("Device monitoring stopped early: the sampler failed with " +
                          s.sampler_error + "; the samples before it are kept");

@@ -108,7 +108,7 @@ long libtorch_cudnn_version() {
 }
 
 // Why CUDA is unusable, with the fix; both empty when it is usable.
-reports::EnvironmentProblem diagnose_cuda() {
+results::EnvironmentProblem diagnose_cuda() {
   const int built = libtorch_cuda_version();
   if (built == 0) {
     return {"CUDA is not usable: this LibTorch is a CPU-only build",
@@ -161,8 +161,8 @@ std::string cuda_unavailable_reason() {
   return diagnose_cuda().what;
 }
 
-reports::Environment collect_environment() {
-  reports::Environment env;
+results::Environment collect_environment() {
+  results::Environment env;
   env.kanbench_version = KANBENCH_VERSION;
   env.git_commit = run_and_read("git -C '" KAN_SOURCE_DIR "' rev-parse HEAD 2>/dev/null");
   env.date = utc_now();
@@ -186,7 +186,7 @@ reports::Environment collect_environment() {
     env.cuda_runtime_version = cuda_version_string(runtime);
     for (int i = 0; i < static_cast<int>(torch::cuda::device_count()); ++i) {
       cudaDeviceProp props{};
-      reports::CudaDevice device;
+      results::CudaDevice device;
       device.index = i;
       if (cudaGetDeviceProperties(&props, i) != cudaSuccess) {
         cudaGetLastError();
@@ -236,10 +236,10 @@ reports::Environment collect_environment() {
   return env;
 }
 
-std::vector<reports::EnvironmentProblem>
+std::vector<results::EnvironmentProblem>
 timing_problems(int64_t cpu_cores, int64_t torch_threads, std::optional<double> load_average,
                 const std::optional<std::string>& governor) {
-  std::vector<reports::EnvironmentProblem> problems;
+  std::vector<results::EnvironmentProblem> problems;
   if (torch_threads < cpu_cores) {
     problems.push_back({"LibTorch uses " + std::to_string(torch_threads) + " of " +
                             std::to_string(cpu_cores) + " usable CPUs",
@@ -262,7 +262,7 @@ timing_problems(int64_t cpu_cores, int64_t torch_threads, std::optional<double> 
   return problems;
 }
 
-std::string to_text(const reports::Environment& e) {
+std::string to_text(const results::Environment& e) {
   std::ostringstream out;
   auto line = [&](const char* key, const std::string& value) {
     out << key << ": " << (value.empty() ? "-" : value) << "\n";

@@ -2,7 +2,7 @@
 
 #include "kan/io/json_reader.h"
 #include "kan/nn/trace_scope.h"
-#include "kan/reports/results_io.h"
+#include "kan/results/results_io.h"
 
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
@@ -538,8 +538,8 @@ std::string to_string(TraceProblem problem) {
   return "unknown";
 }
 
-reports::AuditFinding to_audit_finding(const TraceFinding& f, const std::string& expected_device) {
-  reports::AuditFinding a;
+results::AuditFinding to_audit_finding(const TraceFinding& f, const std::string& expected_device) {
+  results::AuditFinding a;
   a.tensor = f.operation.empty() ? std::string("(all operations)")
                                  : f.operation + (f.module.empty() ? "" : " in " + f.module);
   a.kind = "operation";
@@ -557,7 +557,7 @@ reports::AuditFinding to_audit_finding(const TraceFinding& f, const std::string&
 nlohmann::json TraceReport::to_json() const {
   auto findings_json = nlohmann::json::array();
   for (const auto& f : findings)
-    findings_json.push_back(reports::to_json(to_audit_finding(f, expected_device)));
+    findings_json.push_back(results::to_json(to_audit_finding(f, expected_device)));
   auto operations_json = nlohmann::json::array();
   for (const auto& o : operations) {
     operations_json.push_back({{"operation", o.operation},
@@ -603,7 +603,7 @@ TraceReport trace_report_from_json(const nlohmann::json& json, const std::string
   const auto& findings = io::as_array(r.required("findings"), r.path_of("findings"));
   for (size_t i = 0; i < findings.size(); ++i) {
     const auto at = io::index_path(r.path_of("findings"), i);
-    const auto a = reports::audit_finding_from_json(findings[i], at);
+    const auto a = results::audit_finding_from_json(findings[i], at);
     constexpr TraceProblem kProblems[] = {TraceProblem::kMixedDevices,
                                           TraceProblem::kCreatedOnWrongDevice,
                                           TraceProblem::kRanOnCpu, TraceProblem::kDeviceNotUsed};

@@ -1,17 +1,12 @@
 #include "kan/diagnostics/records.h"
 
 #include "kan/io/json_reader.h"
-#include "kan/reports/fit_report.h"
-#include "kan/reports/results_io.h"
+#include "kan/results/results_io.h"
 
 #include <algorithm>
 #include <cmath>
-#include <string_view>
 
 namespace kan::diagnostics {
-
-// The report reads what this writes.
-static_assert(std::string_view(kFitSchemaVersion) == reports::kFitReportSchemaVersion);
 
 namespace {
 
@@ -547,14 +542,14 @@ FitRecord fit_record_from_json(const json& value, const std::string& source) {
 
 FitRecord read_fit_record(const std::string& path) {
   return in_file(
-      path, [&] { return fit_record_from_json(io::parse_json(reports::read_text_file(path))); });
+      path, [&] { return fit_record_from_json(io::parse_json(results::read_text_file(path))); });
 }
 
 json to_json(const AuditRecord& a) {
   const auto& c = a.config;
   auto findings = json::array();
   for (const auto& f : a.findings)
-    findings.push_back(reports::to_json(f));
+    findings.push_back(results::to_json(f));
   json summary{{"clean", a.findings.empty()},
                {"findings", a.findings.size()},
                {"tensors_checked", a.static_audit.summary.tensors_checked},
@@ -607,7 +602,7 @@ AuditRecord audit_record_from_json(const json& value, const std::string& source)
     const auto& findings = io::as_array(r.required("findings"), "findings");
     for (size_t i = 0; i < findings.size(); ++i)
       a.findings.push_back(
-          reports::audit_finding_from_json(findings[i], io::index_path("findings", i)));
+          results::audit_finding_from_json(findings[i], io::index_path("findings", i)));
     a.static_audit = audit_report_from_json(r.required("static_audit"), "static_audit");
     if (r.optional("after_training"))
       a.after_training = audited_fit_from_json(r.required("after_training"), "after_training");
@@ -627,7 +622,7 @@ AuditRecord audit_record_from_json(const json& value, const std::string& source)
 
 AuditRecord read_audit_record(const std::string& path) {
   return in_file(
-      path, [&] { return audit_record_from_json(io::parse_json(reports::read_text_file(path))); });
+      path, [&] { return audit_record_from_json(io::parse_json(results::read_text_file(path))); });
 }
 
 } // namespace kan::diagnostics

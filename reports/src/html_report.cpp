@@ -5,8 +5,8 @@
 #include "kan/io/atomic_file.h"
 #include "kan/io/text.h"
 
-#include "kan/reports/results_io.h"
-#include "kan/reports/statistics.h"
+#include "kan/results/results_io.h"
+#include "kan/results/statistics.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -22,6 +22,9 @@
 #include <tuple>
 
 namespace kan::reports {
+
+// The documents this renders.
+using namespace kan::results;
 
 using json = nlohmann::json;
 

@@ -7,7 +7,7 @@
 #include <kan/diagnostics/device_audit.h>
 #include <kan/io/atomic_file.h>
 #include <kan/kan.h>
-#include <kan/reports/results.h>
+#include <kan/results/results.h>
 
 #include <cstdio>
 
@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   kan::KAN model(kan::KANOptions({2, 3, 1}).grid(4).seed(1));
   const auto y = model(torch::rand({8, 2}));
   const auto audit = kan::diagnostics::DeviceAudit(torch::kCPU).module(*model).report();
-  kan::reports::Results results;
+  kan::results::Results results;
   const auto sn = kan::reference_function("ellipj").f(torch::tensor({{0.5, 1.0}}, torch::kFloat64));
   const auto published = kan::paper_special_functions().size() + kan::paper_feynman().size();
   if (argc > 1)

@@ -3,11 +3,11 @@
 #include "fuzz_input.h"
 
 #include "kan/diagnostics/records.h"
-#include "kan/reports/fit_report.h"
+#include "kan/results/fit_summary.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto path = kan::fuzz::write_input(data, size, "fit.json");
   kan::fuzz::read_or_refuse([&] { kan::diagnostics::read_fit_record(path); });
-  kan::fuzz::read_or_refuse([&] { kan::reports::read_fit_summary(path); });
+  kan::fuzz::read_or_refuse([&] { kan::results::read_fit_summary(path); });
   return 0;
 }

@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-namespace kan::detail {
+namespace kan::reports::detail {
 
 using json = nlohmann::json;
 using reports::html_escape;
@@ -110,4 +110,4 @@ std::string page_end(const std::vector<std::pair<std::string, json>>& embedded,
   return html + "<script>" + std::string(kReportScript) + "</script>\n</body>\n</html>\n";
 }
 
-} // namespace kan::detail
+} // namespace kan::reports::detail

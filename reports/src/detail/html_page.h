@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-namespace kan::detail {
+namespace kan::reports::detail {
 
 /// `value` as compact JSON; invalid UTF-8 is replaced rather than thrown on.
 std::string dump_json(const nlohmann::json& value);
@@ -48,4 +48,4 @@ std::string page_start(const std::string& title, const std::string& first_meta,
 std::string page_end(const std::vector<std::pair<std::string, nlohmann::json>>& embedded,
                      const std::string& chartjs);
 
-} // namespace kan::detail
+} // namespace kan::reports::detail

@@ -6,7 +6,7 @@
 /// over each finished fit at once so that a killed run loses at most the fits in flight.
 /// docs/accuracy.md describes the protocol and the presets.
 
-#include "kan/reports/results.h"
+#include "kan/results/results.h"
 
 #include <cstdint>
 #include <functional>
@@ -21,7 +21,7 @@ struct AccuracyModel {
   std::string function;
   std::string device;
   std::string family; ///< "kan" or "mlp"
-  std::string role;   ///< reports::AccuracyFit::role
+  std::string role;   ///< results::AccuracyFit::role
   std::vector<int64_t> width;
   std::string activation; ///< MLPs
   uint64_t seed = 0;
@@ -30,8 +30,8 @@ struct AccuracyModel {
   std::optional<double> prune_lamb;
 
   /// Its fit as the results name it, before anything is measured (no points).
-  reports::AccuracyFit unmeasured_fit() const;
-  /// reports::AccuracyFit::key() of its fit.
+  results::AccuracyFit unmeasured_fit() const;
+  /// results::AccuracyFit::key() of its fit.
   std::string key() const;
 };
 
@@ -54,25 +54,25 @@ struct AccuracyOptions {
   int64_t threads_per_fit = 1;
   /// A previous, unfinished run of the same plan: its fits are kept and not run again. A run of
   /// another plan (table, preset, seeds, grids, steps, samples) is an error saying which differs.
-  std::optional<reports::AccuracyRun> resume;
+  std::optional<results::AccuracyRun> resume;
   /// Called (one call at a time) with the run so far after every finished fit, and when the run
   /// starts: where the caller writes it (atomically) and reports progress.
-  std::function<void(const reports::AccuracyRun&, const reports::AccuracyFit* finished)> on_fit;
+  std::function<void(const results::AccuracyRun&, const results::AccuracyFit* finished)> on_fit;
 };
 
 /// The fits `options` stands for, in the order they start (function by function), with the
 /// run's configuration (no fits yet). Unknown functions, tables, presets or devices are errors
 /// naming the option and the value.
-reports::AccuracyRun plan_accuracy(const AccuracyOptions& options,
+results::AccuracyRun plan_accuracy(const AccuracyOptions& options,
                                    std::vector<AccuracyModel>* models = nullptr);
 
 /// Trains one model on its function's samples (train_num / test_num drawn with the model's
 /// seed, float64) and measures it. Never throws for a fit that fails (a diverged LBFGS, a device
 /// error): the fit holds the error.
-reports::AccuracyFit run_accuracy_fit(const AccuracyModel& model, const reports::AccuracyRun& run);
+results::AccuracyFit run_accuracy_fit(const AccuracyModel& model, const results::AccuracyRun& run);
 
 /// Runs the plan: every fit not in options.resume, `jobs` at a time. Returns the whole run,
-/// summarised (reports::summarize_accuracy).
-reports::AccuracyRun run_accuracy(const AccuracyOptions& options);
+/// summarised (results::summarize_accuracy).
+results::AccuracyRun run_accuracy(const AccuracyOptions& options);
 
 } // namespace kan::bench

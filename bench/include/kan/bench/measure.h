@@ -1,6 +1,6 @@
 #pragma once
 /// Honest measurements (docs/measuring.md): device-side epoch timing
-/// and peak memory per case. Statistics of repeated timings: kan/reports/statistics.h.
+/// and peak memory per case. Statistics of repeated timings: kan/results/statistics.h.
 
 #include <torch/types.h>
 

@@ -3,7 +3,7 @@
 /// ... ranks of this machine, each rank a process started as torchrun starts its workers.
 
 #include "kan/bench/workloads.h"
-#include "kan/reports/results.h"
+#include "kan/results/results.h"
 
 #include <torch/types.h>
 
@@ -45,7 +45,7 @@ std::vector<RankExit> launch_local_ranks(const LocalLaunch& launch);
 /// One rank's part of a scaling measurement: trains `w` data-parallel in `group` for its warm-up
 /// and timed epochs (the suite's schedule) and returns rank 0's view, without the entries that
 /// compare rank counts (speedup, efficiency, max_rel_loss_diff: fill_scaling_comparisons).
-reports::ScalingResult train_data_parallel(const Workload& w, DataParallel& group,
+results::ScalingResult train_data_parallel(const Workload& w, DataParallel& group,
                                            torch::Dtype dtype);
 
 } // namespace kan::bench

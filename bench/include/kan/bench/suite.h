@@ -1,11 +1,11 @@
 #pragma once
 /// `kanbench run`: every workload of a suite on every target, timed per epoch, compared for
-/// result parity, plus the edge cases; everything lands in a reports::Results.
+/// result parity, plus the edge cases; everything lands in a results::Results.
 
 #include "kan/bench/workloads.h"
 #include "kan/diagnostics/chrome_trace.h"
 #include "kan/diagnostics/cupti_tracer.h"
-#include "kan/reports/results.h"
+#include "kan/results/results.h"
 
 #include <torch/types.h>
 
@@ -173,32 +173,32 @@ struct SuiteOptions {
 ///
 /// Example:
 ///   auto results = kan::bench::run_suite(kan::bench::SuiteOptions{.suite = "quick"});
-///   kan::reports::write_results_file("results.json", results);
-reports::Results run_suite(const SuiteOptions& options);
+///   kan::results::write_results_file("results.json", results);
+results::Results run_suite(const SuiteOptions& options);
 
 /// One workload on one target (the building block of run_suite). Each epoch is an NVTX range
 /// (steps too); on a GPU each timed epoch is traced by CUPTI unless instrumentation says not.
 /// `on_epoch` gets the epoch and the most epochs the case may run.
-reports::CaseResult
+results::CaseResult
 run_case(const Workload& workload, const Target& target, double time_limit_seconds,
          const std::function<void(int64_t epoch, int64_t epochs)>& on_epoch = {},
          Instrumentation* instrumentation = nullptr, const StopOnNoise& noise = {});
 
 /// Result parity and speed of a workload on two targets that both ran.
-reports::Comparison compare_targets(const Workload& workload, const Target& a, const Target& b,
-                                    const reports::CaseResult& result_a,
-                                    const reports::CaseResult& result_b);
+results::Comparison compare_targets(const Workload& workload, const Target& a, const Target& b,
+                                    const results::CaseResult& result_a,
+                                    const results::CaseResult& result_b);
 
 /// The edge cases' names, in the order run_edge_cases reports them.
 const std::vector<std::string>& edge_case_names();
 
 /// An edge case that did not run, with the reason.
-reports::EdgeCaseResult skipped_edge_case(const std::string& name, const std::string& device,
+results::EdgeCaseResult skipped_edge_case(const std::string& name, const std::string& device,
                                           const std::string& reason);
 
 /// The edge cases on one device, in float32 whatever the target's dtype: empty input, one sample,
 /// 2^20 samples through a 100-input model in bounded memory, out of memory (GPU), a case past its
 /// time limit.
-std::vector<reports::EdgeCaseResult> run_edge_cases(const Target& target, const std::string& suite);
+std::vector<results::EdgeCaseResult> run_edge_cases(const Target& target, const std::string& suite);
 
 } // namespace kan::bench

@@ -70,6 +70,6 @@ struct SweepOptions {
 /// Example:
 ///   auto results = kan::bench::run_sweep({.suite = "quick", .batches = {64, 256, 1024}});
 ///   for (const auto& c : results.sweep->crossovers) std::cout << c.message << "\n";
-reports::Results run_sweep(const SweepOptions& options);
+results::Results run_sweep(const SweepOptions& options);
 
 } // namespace kan::bench

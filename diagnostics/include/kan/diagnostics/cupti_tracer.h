@@ -7,7 +7,7 @@
 /// The record-to-summary logic (summarize_activity) is a pure function over plain records, so it
 /// is tested with synthetic records on machines without a GPU.
 
-#include "kan/reports/results.h"
+#include "kan/results/results.h"
 
 #include <torch/arg.h>
 
@@ -79,7 +79,7 @@ struct ActivitySummary {
   /// No kernel ran in a traced interval.
   bool gpu_not_used() const { return traced && kernels == 0; }
   /// As the results model's per-epoch figures (device-to-device copies have no field there).
-  reports::EpochActivity to_epoch_activity() const;
+  results::EpochActivity to_epoch_activity() const;
 };
 
 /// Summarises the records of one interval [begin_ns, end_ns] (CUPTI's clock). Every record is
@@ -100,7 +100,7 @@ ActivitySummary summarize_activity(const std::vector<KernelRecord>& kernels,
 /// The results model's audit finding for a traced epoch that ran no kernel (kind "kernel",
 /// problem "gpu_not_used"), or nullopt when the epoch used the GPU or was not traced.
 /// epoch: the index of the timed epoch; device: "cuda:0".
-std::optional<reports::AuditFinding> gpu_not_used_finding(const ActivitySummary& summary,
+std::optional<results::AuditFinding> gpu_not_used_finding(const ActivitySummary& summary,
                                                           const std::string& device, int64_t epoch);
 
 /// Settings of a CuptiTracer.
@@ -179,7 +179,7 @@ public:
   const std::vector<ActivitySummary>& intervals() const;
   /// traced/reason and one EpochActivity per traced interval, for CaseResult::gpu_activity.
   /// traced is true when at least one interval was traced.
-  reports::GpuActivity gpu_activity() const;
+  results::GpuActivity gpu_activity() const;
   /// The kept records of every traced interval (empty unless keep_records).
   const ActivityRecords& records() const;
 

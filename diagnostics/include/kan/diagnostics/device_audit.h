@@ -3,7 +3,7 @@
 /// data lives, and what is wrong with it.
 
 #include "kan/data/dataset.h"
-#include "kan/reports/results.h"
+#include "kan/results/results.h"
 
 #include <nlohmann/json.hpp>
 #include <torch/nn/module.h>
@@ -48,11 +48,11 @@ struct Finding {
   std::string fix;     ///< one sentence: what to do
 };
 
-/// The finding as the result files hold it (the one finding type, kan/reports/results.h).
-reports::AuditFinding to_audit_finding(const Finding& finding);
+/// The finding as the result files hold it (the one finding type, kan/results/results.h).
+results::AuditFinding to_audit_finding(const Finding& finding);
 /// The inverse: a static-audit finding read back; a kan::io::JsonError (naming `path`) for a
 /// kind or problem the static audit does not have.
-Finding finding_from_audit_finding(const reports::AuditFinding& finding, const std::string& path);
+Finding finding_from_audit_finding(const results::AuditFinding& finding, const std::string& path);
 
 struct AuditSummary {
   int64_t tensors_checked = 0;

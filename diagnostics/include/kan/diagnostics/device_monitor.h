@@ -8,7 +8,7 @@
 /// NVML is loaded at run time (dlopen of libnvidia-ml.so.1), never linked, through a table of
 /// its entry points (NvmlApi) that a test can fill with a fake.
 
-#include "kan/reports/monitoring.h"
+#include "kan/results/monitoring.h"
 
 #include <torch/arg.h>
 
@@ -69,7 +69,7 @@ struct NvmlApi {
   std::function<NvmlReturn(NvmlDevice, unsigned int* milliwatts)> power_usage;
   /// nvmlDeviceGetTemperature: a sensor's (kNvmlTemperatureGpu) temperature, degrees Celsius.
   std::function<NvmlReturn(NvmlDevice, unsigned int sensor, unsigned int* celsius)> temperature;
-  /// nvmlDeviceGetCurrentClocksThrottleReasons: a bit mask (reports::throttle_reason_names).
+  /// nvmlDeviceGetCurrentClocksThrottleReasons: a bit mask (results::throttle_reason_names).
   std::function<NvmlReturn(NvmlDevice, unsigned long long* reasons)> clocks_throttle_reasons;
   /// Where the library was loaded from ("" for a fake).
   std::string library;
@@ -100,13 +100,13 @@ struct DeviceMonitorOptions {
   /// Seconds between samples; finite, > 0 and at most 86400. NVML's utilisation figures are
   /// averages over its own sample period (1/6 s to 1 s, by GPU), so shorter intervals repeat them.
   TORCH_ARG(double, interval_seconds) = 0.1;
-  /// A mean GPU utilisation below this, percent, is a finding (reports::summarize_monitoring).
+  /// A mean GPU utilisation below this, percent, is a finding (results::summarize_monitoring).
   TORCH_ARG(double, low_utilization_percent) = 20;
 };
 
 /// Samples a device on a background thread between start() and stop(): a first sample at once,
 /// then one per interval, and a last one at stop(). One result per interval
-/// (reports::DeviceMonitoring), with its summary and findings filled. A query that fails leaves
+/// (results::DeviceMonitoring), with its summary and findings filled. A query that fails leaves
 /// its figure empty in that sample; the monitor being unavailable (no NVML, no GPU) is no error:
 /// start() returns false and stop() returns a result with available == false and the reason.
 ///
@@ -114,7 +114,7 @@ struct DeviceMonitorOptions {
 ///   auto monitor = kan::diagnostics::DeviceMonitor::gpu_for_cuda_device(0);
 ///   monitor.start(); // false (and nothing sampled) where NVML or the GPU is missing
 ///   run_epochs();
-///   kan::reports::DeviceMonitoring m = monitor.stop();
+///   kan::results::DeviceMonitoring m = monitor.stop();
 ///   for (const auto& finding : m.findings) std::cout << finding << "\n";
 class DeviceMonitor {
 public:
@@ -145,11 +145,11 @@ public:
   /// already started.
   bool start();
   /// Ends the interval: the sampler takes a last sample and is joined; the samples are
-  /// summarised (reports::summarize_monitoring). Without a running start() (never started,
+  /// summarised (results::summarize_monitoring). Without a running start() (never started,
   /// already stopped, or not available) it returns a result without samples, available false and
   /// the reason ("not started: ..." or why the monitor is not available). Never throws for the
   /// device; start() may be called again for another interval.
-  reports::DeviceMonitoring stop();
+  results::DeviceMonitoring stop();
 
   /// Between a successful start() and stop().
   bool running() const;

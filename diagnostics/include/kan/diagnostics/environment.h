@@ -2,7 +2,7 @@
 /// The environment report: LibTorch and CUDA versions, whether CUDA is usable and why not,
 /// the devices, the CPU and the threads, each problem with what to do about it.
 
-#include "kan/reports/environment.h"
+#include "kan/results/environment.h"
 
 #include <cstdint>
 #include <optional>
@@ -16,7 +16,7 @@ namespace kan::diagnostics {
 ///
 /// Example:
 ///   std::cout << kan::diagnostics::to_text(kan::diagnostics::collect_environment());
-reports::Environment collect_environment();
+results::Environment collect_environment();
 
 /// Why CUDA cannot be used in this process ("no NVIDIA driver: ...", "CUDA_VISIBLE_DEVICES=''
 /// hides every GPU", ...), or an empty string when it can.
@@ -26,11 +26,11 @@ std::string cuda_unavailable_reason();
 /// threads than usable CPUs, a load average above the CPU count (other processes), a frequency
 /// governor other than "performance" (the clock drifts with load). collect_environment adds these
 /// to its problems from /proc and /sys.
-std::vector<reports::EnvironmentProblem>
+std::vector<results::EnvironmentProblem>
 timing_problems(int64_t cpu_cores, int64_t torch_threads, std::optional<double> load_average,
                 const std::optional<std::string>& governor);
 
 /// The report for a terminal: one "key: value" line each, then the problems with their fixes.
-std::string to_text(const reports::Environment& environment);
+std::string to_text(const results::Environment& environment);
 
 } // namespace kan::diagnostics

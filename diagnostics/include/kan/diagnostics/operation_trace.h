@@ -2,7 +2,7 @@
 /// Dynamic device audit: which device every ATen operation of a forward, backward, optimiser
 /// step or fit step ran on, attributed to the KAN module and training phase that ran it.
 
-#include "kan/reports/results.h"
+#include "kan/results/results.h"
 
 #include <nlohmann/json.hpp>
 #include <torch/types.h>
@@ -78,10 +78,10 @@ struct TraceSummary {
   int64_t findings = 0;
 };
 
-/// The finding as the result files hold it (the one finding type, kan/reports/results.h): kind
+/// The finding as the result files hold it (the one finding type, kan/results/results.h): kind
 /// "operation", tensor "aten::ones in model.layers.0" (or "(all operations)"), device the devices
 /// involved. expected_device: the trace's.
-reports::AuditFinding to_audit_finding(const TraceFinding& finding,
+results::AuditFinding to_audit_finding(const TraceFinding& finding,
                                        const std::string& expected_device);
 
 /// The result of a trace; `to_json()` has `findings`, `operations` and `summary`.

@@ -1,7 +1,7 @@
 #pragma once
 /// fit.json and audit.json, the documents `kanbench fit` and `kanbench audit` write: their data,
 /// their one JSON form and their strict readers (docs/formats.md describes every key). As with
-/// results.json (kan/reports/results_io.h): a missing, mistyped or unknown key, or a summary
+/// results.json (kan/results/results_io.h): a missing, mistyped or unknown key, or a summary
 /// that contradicts what it summarises, is a kan::io::JsonError "FILE: KEY.PATH: PROBLEM";
 /// unknown keys are tolerated only in a file of a newer minor version.
 
@@ -9,7 +9,8 @@
 #include "kan/nn/mlp.h"
 #include "kan/nn/model.h"
 #include "kan/nn/network.h"
-#include "kan/reports/results.h"
+#include "kan/results/fit_summary.h"
+#include "kan/results/results.h"
 #include "kan/train/fit.h"
 #include "kan/train/pipeline.h"
 
@@ -22,11 +23,8 @@
 
 namespace kan::diagnostics {
 
-/// The version of fit.json this library writes (2.1: config.model_kind, an MLP's configuration,
-/// and the final model's parameters and forward FLOPs; 2.0: a grid schedule, config.refine and
-/// refined lists; null RMSE and the accuracies of a classification in every stage; 1.x history
-/// in docs/formats.md).
-inline constexpr const char* kFitSchemaVersion = "2.1.0";
+/// The version of fit.json this library writes: the one the report's reader knows.
+using results::kFitSchemaVersion;
 /// The version of audit.json this library writes (1.1: one finding form with the optional
 /// detail keys of results.json 1.2's findings).
 inline constexpr const char* kAuditSchemaVersion = "1.1.0";
@@ -123,7 +121,7 @@ struct AuditRecord {
   std::string device; ///< the device audited against, "cuda:0"
   AuditRun config;
   /// Every finding once, each with its stage (static audit before and after training, trace).
-  std::vector<reports::AuditFinding> findings;
+  std::vector<results::AuditFinding> findings;
   int exit_code = 0;                        ///< what `kanbench audit` returned: 0 clean, 1 findings
   AuditReport static_audit;                 ///< before training
   std::optional<AuditedFit> after_training; ///< when training ran

@@ -2,9 +2,9 @@
 /// The self-contained HTML report: one file with Chart.js and the data inlined, no network
 /// request of any kind; it opens from disk in a browser offline.
 
-#include "kan/reports/baseline.h"
-#include "kan/reports/gbench.h"
-#include "kan/reports/results.h"
+#include "kan/results/baseline.h"
+#include "kan/results/gbench.h"
+#include "kan/results/results.h"
 
 #include <optional>
 #include <string>
@@ -30,10 +30,11 @@ struct HtmlReportOptions {
   /// Chart.js to inline. Empty: read from `chartjs_path` (empty: default_chartjs_path()).
   std::string chartjs_source;
   std::string chartjs_path;
-  std::optional<Results> baseline; ///< adds the "Against the baseline" section and verdict line
-  std::string baseline_source;     ///< the baseline's file name, shown in that section
-  BaselineOptions baseline_options;
-  std::vector<GBenchReport> gbench; ///< one "Google Benchmark" section each
+  std::optional<results::Results>
+      baseline;                ///< adds the "Against the baseline" section and verdict line
+  std::string baseline_source; ///< the baseline's file name, shown in that section
+  results::BaselineOptions baseline_options;
+  std::vector<results::GBenchReport> gbench; ///< one "Google Benchmark" section each
 };
 
 /// The report as one HTML document.
@@ -52,11 +53,12 @@ struct HtmlReportOptions {
 ///
 /// Example:
 ///   kan::reports::HtmlReportOptions options;
-///   options.baseline = kan::reports::read_results_file("old/results.json");
+///   options.baseline = kan::results::read_results_file("old/results.json");
 ///   kan::reports::write_html_report("run/report.html",
-///                                   kan::reports::read_results_file("run/results.json"),
+///                                   kan::results::read_results_file("run/results.json"),
 ///                                   options);
-std::string render_html_report(const Results& results, const HtmlReportOptions& options = {});
+std::string render_html_report(const results::Results& results,
+                               const HtmlReportOptions& options = {});
 
 /// The run id a report records (<meta name="kanbench-run-id" content="..."> in its <head>),
 /// from the report's text or its beginning; std::nullopt when it has none (a report of a
@@ -74,12 +76,12 @@ std::optional<std::string> html_report_run_id(const std::string& html);
 ///   if (auto problem = kan::reports::report_pair_problem("run/results.json", results))
 ///     std::cerr << "warning: " << *problem << "\n";
 std::optional<std::string> report_pair_problem(const std::string& results_path,
-                                               const Results& results);
-/// The same, reading the results from `results_path` first (throws ResultsError).
+                                               const results::Results& results);
+/// The same, reading the results from `results_path` first (throws results::ResultsError).
 std::optional<std::string> report_pair_problem(const std::string& results_path);
 
 /// render_html_report(), written atomically to `path`.
-void write_html_report(const std::string& path, const Results& results,
+void write_html_report(const std::string& path, const results::Results& results,
                        const HtmlReportOptions& options = {});
 
 /// `text` with & < > " ' replaced by character references: safe in element content and in

@@ -1,6 +1,6 @@
-#include "kan/reports/results.h"
+#include "kan/results/results.h"
 
-#include "kan/reports/statistics.h"
+#include "kan/results/statistics.h"
 
 #include <algorithm>
 #include <atomic>
@@ -15,7 +15,7 @@
 
 #include <unistd.h>
 
-namespace kan::reports {
+namespace kan::results {
 
 std::string to_string(CaseStatus status) {
   switch (status) {
@@ -429,4 +429,4 @@ const CaseResult* Results::find_case(const std::string& name, const std::string&
   return nullptr;
 }
 
-} // namespace kan::reports
+} // namespace kan::results

@@ -1,4 +1,4 @@
-#include "kan/reports/monitoring.h"
+#include "kan/results/monitoring.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <tuple>
 #include <utility>
 
-namespace kan::reports {
+namespace kan::results {
 namespace {
 
 auto tie(const MonitorSample& s) {
@@ -145,4 +145,4 @@ void summarize_monitoring(DeviceMonitoring& m, double low_utilization_percent) {
   }
 }
 
-} // namespace kan::reports
+} // namespace kan::results

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace kan::reports {
+namespace kan::results {
 
 /// One CUDA device as the runtime sees it.
 struct CudaDevice {
@@ -60,4 +60,4 @@ struct Environment {
   std::vector<EnvironmentProblem> problems;
 };
 
-} // namespace kan::reports
+} // namespace kan::results

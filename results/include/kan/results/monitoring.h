@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace kan::reports {
+namespace kan::results {
 
 /// One sample of a device's state. Every figure is empty when the device could not report it.
 struct MonitorSample {
@@ -70,13 +70,13 @@ struct DeviceMonitoring {
 /// GPU utilisation of the samples that have one is below `low_utilization_percent`.
 ///
 /// Example:
-///   kan::reports::DeviceMonitoring m;
+///   kan::results::DeviceMonitoring m;
 ///   for (double gpu : {2.0, 4.0}) {
-///     kan::reports::MonitorSample s;
+///     kan::results::MonitorSample s;
 ///     s.gpu_utilization_percent = gpu;
 ///     m.samples.push_back(s);
 ///   }
-///   kan::reports::summarize_monitoring(m);
+///   kan::results::summarize_monitoring(m);
 ///   // m.summary["gpu_utilization_percent"] == {3, 4}; m.findings[0] starts
 ///   // "GPU utilisation stayed low: mean 3 % over 2 samples"
 void summarize_monitoring(DeviceMonitoring& m, double low_utilization_percent = 20);
@@ -87,4 +87,4 @@ void summarize_monitoring(DeviceMonitoring& m, double low_utilization_percent = 
 /// "display_clock_setting"; a bit NVML does not define is "bit_N" (N from 0).
 std::vector<std::string> throttle_reason_names(uint64_t mask);
 
-} // namespace kan::reports
+} // namespace kan::results

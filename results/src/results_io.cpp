@@ -1,4 +1,4 @@
-#include "kan/reports/results_io.h"
+#include "kan/results/results_io.h"
 
 #include "kan/io/atomic_file.h"
 
@@ -13,7 +13,7 @@
 #include <sstream>
 #include <tuple>
 
-namespace kan::reports {
+namespace kan::results {
 
 using json = nlohmann::json;
 using io::Bound;
@@ -1355,4 +1355,4 @@ void write_results_file(const std::string& path, const Results& results) {
   io::write_file_atomically(path, text);
 }
 
-} // namespace kan::reports
+} // namespace kan::results

@@ -5,7 +5,7 @@
 #include <optional>
 #include <vector>
 
-namespace kan::reports {
+namespace kan::results {
 
 /// The q-quantile (0..1) of `values` with linear interpolation between order statistics
 /// (numpy's default). Throws std::invalid_argument when `values` is empty.
@@ -42,4 +42,4 @@ struct UTest {
 /// either sample is empty.
 UTest mann_whitney_u(const std::vector<double>& a, const std::vector<double>& b);
 
-} // namespace kan::reports
+} // namespace kan::results

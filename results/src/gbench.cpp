@@ -1,6 +1,6 @@
-#include "kan/reports/gbench.h"
+#include "kan/results/gbench.h"
 
-#include "kan/reports/results_io.h"
+#include "kan/results/results_io.h"
 
 #include "kan/io/json_reader.h"
 
@@ -10,7 +10,7 @@
 #include <set>
 #include <stdexcept>
 
-namespace kan::reports {
+namespace kan::results {
 
 using json = nlohmann::json;
 using io::ObjectReader;
@@ -223,4 +223,4 @@ GBenchReport read_gbench_file(const std::string& path) {
   return gbench_from_text(text, path);
 }
 
-} // namespace kan::reports
+} // namespace kan::results

@@ -2,7 +2,7 @@
 /// `kanbench accuracy`: the KAN paper's tables re-measured, as results.json's `accuracy` section
 /// (from schema 1.5). Plain structs, free of LibTorch: the runner (kan/bench/accuracy.h) fills
 /// `fits` and each function's `published` numbers; summarize_accuracy() derives the rest, and the
-/// strict reader refuses a summary that contradicts the fits. reports/SCHEMA.md documents every
+/// strict reader refuses a summary that contradicts the fits. results/SCHEMA.md documents every
 /// key.
 
 #include <cstdint>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace kan::reports {
+namespace kan::results {
 
 /// One trained stage of one model: what the model measured after it.
 struct AccuracyPoint {
@@ -128,4 +128,4 @@ void summarize_accuracy(AccuracyRun& run);
 std::vector<AccuracyPointRef> pareto_front(const AccuracyRun& run, const std::string& function,
                                            const std::string& device, const std::string& family);
 
-} // namespace kan::reports
+} // namespace kan::results

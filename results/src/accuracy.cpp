@@ -1,10 +1,10 @@
-#include "kan/reports/accuracy.h"
+#include "kan/results/accuracy.h"
 
 #include <algorithm>
 #include <cmath>
 #include <tuple>
 
-namespace kan::reports {
+namespace kan::results {
 
 namespace {
 
@@ -152,4 +152,4 @@ void summarize_accuracy(AccuracyRun& run) {
   }
 }
 
-} // namespace kan::reports
+} // namespace kan::results

@@ -3,13 +3,13 @@
 /// time with a noise-aware verdict (faster / slower / same), and warnings when the two runs come
 /// from different machines or devices.
 
-#include "kan/reports/results.h"
+#include "kan/results/results.h"
 
 #include <optional>
 #include <string>
 #include <vector>
 
-namespace kan::reports {
+namespace kan::results {
 
 /// What a baseline comparison concludes for one case.
 enum class Verdict {
@@ -68,9 +68,9 @@ struct BaselineComparison {
 /// threshold alone (the note says so). A significant change smaller than `min_change` is `same`.
 ///
 /// Example:
-///   auto diff = kan::reports::compare_with_baseline(read_results_file("old/results.json"),
+///   auto diff = kan::results::compare_with_baseline(read_results_file("old/results.json"),
 ///                                                   read_results_file("new/results.json"));
-///   std::cout << kan::reports::format_baseline_table(diff);
+///   std::cout << kan::results::format_baseline_table(diff);
 ///   if (!diff.regressions(10).empty()) return 1;
 BaselineComparison compare_with_baseline(const Results& baseline, const Results& current,
                                          const BaselineOptions& options = {});
@@ -78,4 +78,4 @@ BaselineComparison compare_with_baseline(const Results& baseline, const Results&
 /// A plain-text table (one line per case) with the warnings above it, for a terminal or CI log.
 std::string format_baseline_table(const BaselineComparison& comparison);
 
-} // namespace kan::reports
+} // namespace kan::results

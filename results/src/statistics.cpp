@@ -1,10 +1,10 @@
-#include "kan/reports/statistics.h"
+#include "kan/results/statistics.h"
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
-namespace kan::reports {
+namespace kan::results {
 
 double quantile(std::vector<double> values, double q) {
   if (values.empty())
@@ -137,4 +137,4 @@ UTest mann_whitney_u(const std::vector<double>& a, const std::vector<double>& b)
   return test;
 }
 
-} // namespace kan::reports
+} // namespace kan::results

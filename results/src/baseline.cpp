@@ -1,8 +1,8 @@
-#include "kan/reports/baseline.h"
+#include "kan/results/baseline.h"
 
 #include "kan/io/text.h"
 
-#include "kan/reports/statistics.h"
+#include "kan/results/statistics.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include <set>
 #include <sstream>
 
-namespace kan::reports {
+namespace kan::results {
 
 std::string to_string(Verdict verdict) {
   switch (verdict) {
@@ -225,4 +225,4 @@ std::string format_baseline_table(const BaselineComparison& comparison) {
   return out.str();
 }
 
-} // namespace kan::reports
+} // namespace kan::results

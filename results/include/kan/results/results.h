@@ -1,6 +1,6 @@
 #pragma once
 /// The result model of `kanbench run` (results.json): plain structs, free of LibTorch.
-/// reports/SCHEMA.md documents every key, its unit and meaning; results_io.h reads and writes
+/// results/SCHEMA.md documents every key, its unit and meaning; results_io.h reads and writes
 /// them.
 ///
 /// Conventions: a field that the contract requires but that a run may not have measured (a
@@ -8,9 +8,9 @@
 /// a run may leave out entirely is a `std::optional` (or an empty vector / map) and is not
 /// written at all when empty. No number is ever invented: leave it empty.
 
-#include "kan/reports/accuracy.h"
-#include "kan/reports/environment.h"
-#include "kan/reports/monitoring.h"
+#include "kan/results/accuracy.h"
+#include "kan/results/environment.h"
+#include "kan/results/monitoring.h"
 
 #include <nlohmann/json.hpp>
 
@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-namespace kan::reports {
+namespace kan::results {
 
 /// The version of the results.json format this library writes; a file with another major
 /// version is refused. Bump on every change (major: incompatible, minor: keys added).
@@ -355,7 +355,7 @@ struct Results {
 /// its case and device (left empty where that entry is missing or not measured).
 void fill_scaling_comparisons(std::vector<ScalingResult>& scaling);
 
-/// Sets median, IQR, min and max of `result.epoch_seconds` (quantiles as kan::reports::quantile,
+/// Sets median, IQR, min and max of `result.epoch_seconds` (quantiles as kan::results::quantile,
 /// so every file agrees on them), and steps_per_second / samples_per_second from
 /// steps_per_epoch / samples_per_epoch and the median. Clears them when there are no epochs.
 void fill_epoch_statistics(CaseResult& result);
@@ -375,4 +375,4 @@ bool operator==(const CudaDevice& a, const CudaDevice& b);
 bool operator==(const EnvironmentProblem& a, const EnvironmentProblem& b);
 bool operator==(const Environment& a, const Environment& b);
 
-} // namespace kan::reports
+} // namespace kan::results

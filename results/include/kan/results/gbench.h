@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace kan::reports {
+namespace kan::results {
 
 /// The `context` object: where the benchmarks ran.
 struct GBenchContext {
@@ -75,4 +75,4 @@ GBenchReport read_gbench_file(const std::string& path);
 /// Parses Google Benchmark's JSON text (bare NaN / Infinity allowed). Throws ResultsError.
 GBenchReport gbench_from_text(const std::string& text, const std::string& source = "");
 
-} // namespace kan::reports
+} // namespace kan::results

@@ -3,15 +3,15 @@
 /// problem; never a half-built object) and atomic writing.
 
 #include "kan/io/json_reader.h"
-#include "kan/reports/environment.h"
-#include "kan/reports/results.h"
+#include "kan/results/environment.h"
+#include "kan/results/results.h"
 
 #include <nlohmann/json.hpp>
 
 #include <stdexcept>
 #include <string>
 
-namespace kan::reports {
+namespace kan::results {
 
 /// A results (or other input) file that cannot be read: what() is "FILE: KEY.PATH: PROBLEM",
 /// e.g. "run/results.json: cases[3].median_epoch_seconds: expected a number, got a string
@@ -44,8 +44,8 @@ Environment environment_from_json(const nlohmann::json& json, const std::string&
 ///
 /// Example:
 ///   try {
-///     auto results = kan::reports::read_results_file("run/results.json");
-///   } catch (const kan::reports::ResultsError& e) {
+///     auto results = kan::results::read_results_file("run/results.json");
+///   } catch (const kan::results::ResultsError& e) {
 ///     std::cerr << e.what() << "\n"; // names the file, the key path and the problem
 ///   }
 Results read_results_file(const std::string& path);
@@ -68,4 +68,4 @@ int check_schema_version(const nlohmann::json& version, const std::string& key_p
 /// The whole content of a file; throws std::runtime_error naming the file when it cannot be read.
 std::string read_text_file(const std::string& path);
 
-} // namespace kan::reports
+} // namespace kan::results
