@@ -70,8 +70,8 @@ TEST(DeviceAudit, BufferLeftOnAnotherDevice) {
   const auto report = audit(*broken, torch::kCPU);
   ASSERT_EQ(names(report), std::vector<std::string>{"model.table"});
   const auto& f = report.findings[0];
-  EXPECT_EQ(f.kind, TensorKind::kBuffer);
-  EXPECT_EQ(f.problem, Problem::kWrongDevice);
+  EXPECT_EQ(f.kind, to_string(TensorKind::kBuffer));
+  EXPECT_EQ(f.problem, to_string(Problem::kWrongDevice));
   EXPECT_EQ(f.device, "meta");
   EXPECT_EQ(f.expected_device, "cpu");
   EXPECT_EQ(f.shape, std::vector<int64_t>{4});
@@ -84,7 +84,7 @@ TEST(DeviceAudit, ParameterReplacedByANonLeafTensor) {
   broken->replace_weight_by_an_operation();
   const auto report = audit(*broken, torch::kCPU);
   ASSERT_EQ(names(report), std::vector<std::string>{"model.weight"});
-  EXPECT_EQ(report.findings[0].problem, Problem::kNonLeafParameter);
+  EXPECT_EQ(report.findings[0].problem, to_string(Problem::kNonLeafParameter));
   EXPECT_NE(report.findings[0].message.find("output of MulBackward"), std::string::npos)
       << report.findings[0].message;
 }
@@ -94,7 +94,7 @@ TEST(DeviceAudit, KanBufferOfAnotherDtype) {
   model->layer(1)->grid.set_data(model->layer(1)->grid.to(torch::kFloat64));
   const auto report = audit(*model, torch::kCPU);
   ASSERT_EQ(names(report), std::vector<std::string>{"model.layers.1.grid"});
-  EXPECT_EQ(report.findings[0].problem, Problem::kWrongDtype);
+  EXPECT_EQ(report.findings[0].problem, to_string(Problem::kWrongDtype));
   EXPECT_EQ(report.findings[0].dtype, "float64");
 }
 
@@ -104,7 +104,7 @@ TEST(DeviceAudit, GradientOnAnotherDevice) {
   coef.mutable_grad() = torch::zeros(coef.sizes(), meta);
   const auto report = audit(*model, torch::kCPU);
   ASSERT_EQ(names(report), std::vector<std::string>{"model.layers.0.coef.grad"});
-  EXPECT_EQ(report.findings[0].kind, TensorKind::kGradient);
+  EXPECT_EQ(report.findings[0].kind, to_string(TensorKind::kGradient));
 }
 
 TEST(DeviceAudit, OptimizerStateOnAnotherDevice) {
@@ -119,7 +119,7 @@ TEST(DeviceAudit, OptimizerStateOnAnotherDevice) {
   const auto report = DeviceAudit(torch::kCPU).optimizer(adam, *model).report();
   ASSERT_EQ(names(report),
             std::vector<std::string>{"optimizer.state[model.layers.1.scale_sp].exp_avg_sq"});
-  EXPECT_EQ(report.findings[0].kind, TensorKind::kOptimizerState);
+  EXPECT_EQ(report.findings[0].kind, to_string(TensorKind::kOptimizerState));
   EXPECT_NE(report.findings[0].fix.find("create the optimizer after moving the model"),
             std::string::npos);
 }
@@ -133,7 +133,7 @@ TEST(DeviceAudit, DatasetOnAnotherDevice) {
   EXPECT_EQ(names(report), (std::vector<std::string>{"data.train_input", "data.train_label",
                                                      "data.test_input", "data.test_label"}));
   for (const auto& f : report.findings)
-    EXPECT_EQ(f.kind, TensorKind::kData);
+    EXPECT_EQ(f.kind, to_string(TensorKind::kData));
 }
 
 TEST(DeviceAudit, NonContiguousAndNonDenseData) {
@@ -145,8 +145,8 @@ TEST(DeviceAudit, NonContiguousAndNonDenseData) {
                           .data("sparse", torch::eye(3).to_sparse())
                           .report();
   ASSERT_EQ(report.findings.size(), 2u);
-  EXPECT_EQ(report.findings[0].problem, Problem::kNonContiguous);
-  EXPECT_EQ(report.findings[1].problem, Problem::kNonDense);
+  EXPECT_EQ(report.findings[0].problem, to_string(Problem::kNonContiguous));
+  EXPECT_EQ(report.findings[1].problem, to_string(Problem::kNonDense));
 }
 
 TEST(DeviceAudit, JsonHasFindingsAndSummary) {

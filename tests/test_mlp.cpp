@@ -79,8 +79,8 @@ TEST(Mlp, BadOptionsNameTheOptionAndItsValue) {
   KAN_EXPECT_ERROR(MLP(MLPOptions({2})), "MLPOptions::width", "at least 2");
   KAN_EXPECT_ERROR(MLP(MLPOptions({2, 0, 1})), "width[1] = 0");
   KAN_EXPECT_ERROR(MLP(MLPOptions({2, 1}).dtype(torch::kLong)), "MLPOptions::dtype", "got Long");
-  KAN_EXPECT_ERROR(activation_from_string("gelu"), "gelu", "silu, tanh or relu");
-  KAN_EXPECT_ERROR(model_kind_from_string("cnn"), "cnn", "kan or mlp");
+  KAN_EXPECT_ERROR(activation_from_string("gelu"), "gelu", "silu, tanh, relu");
+  KAN_EXPECT_ERROR(model_kind_from_string("cnn"), "cnn", "kan, mlp");
 }
 
 TEST(Mlp, OptionsJsonRoundTripsAndIsStrict) {

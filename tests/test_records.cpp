@@ -108,7 +108,7 @@ TEST(Records, KanOptionsFitOptionsAndHistoryRoundTrip) {
 TEST(Records, KanReadersNameTheKeyPath) {
   auto j = to_json(FitOptions());
   j["opt"] = "sgd";
-  EXPECT_REFUSED(fit_options_from_json(j, "config.fit"), "config.fit.opt", "lbfgs or adam");
+  EXPECT_REFUSED(fit_options_from_json(j, "config.fit"), "config.fit.opt", "lbfgs, adam");
   j = to_json(FitOptions());
   j["momentum"] = 0.9;
   EXPECT_REFUSED(fit_options_from_json(j, "config.fit"), "config.fit.momentum", "unknown key");
@@ -270,9 +270,9 @@ TEST(Records, AuditRecordRoundTripsAndChecksItsSummary) {
   finding.dtype = "float64";
   finding.shape = {32, 2};
   finding.message = "data.train_input is float64, the model is float32";
+  record.static_audit.findings = {finding};
   finding.stage = "before_training";
   record.findings = {finding};
-  record.static_audit.findings = {finding_from_audit_finding(finding, "static_audit.findings[0]")};
   record.static_audit.summary.findings = 1;
   record.exit_code = 1;
   const auto j = to_json(record);

@@ -163,7 +163,7 @@ TEST(Suite, PrecisionTargetsPerDevice) {
   EXPECT_GT(bf16.grad_rel, f32.grad_rel);
 
   KAN_EXPECT_ERROR(parse_precisions("float32,half"),
-                   "--precision must be a list of float64, float32, tf32, bf16 and fp16");
+                   "--precision must be a list of float64, float32, tf32, bf16, fp16");
   KAN_EXPECT_ERROR(parse_precisions("bf16,bf16"), "--precision names bf16 twice");
   KAN_EXPECT_ERROR(parse_precisions(""), "--precision names no precision");
 }

@@ -203,7 +203,7 @@ TEST(SecondGpu, TheAuditFlagsATensorLeftOnCuda0WithAFakeCuda1) {
   EXPECT_EQ(f.tensor, "model.mask");
   EXPECT_EQ(f.device, "cuda:0");
   EXPECT_EQ(f.expected_device, "cuda:1");
-  EXPECT_EQ(f.problem, diagnostics::Problem::kWrongDevice);
+  EXPECT_EQ(f.problem, to_string(diagnostics::Problem::kWrongDevice));
   // The same model expected on cuda:0 has the other two wrong: the index counts.
   EXPECT_EQ(diagnostics::DeviceAudit(torch::Device(torch::kCUDA, 0))
                 .module(model)

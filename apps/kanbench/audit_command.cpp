@@ -75,12 +75,12 @@ std::vector<kan::results::AuditFinding> all_findings(const kan::diagnostics::Aud
     findings.push_back(std::move(f));
   };
   for (const auto& f : before.findings)
-    add(kan::diagnostics::to_audit_finding(f), "before_training");
+    add(f, "before_training");
   if (after != nullptr) {
     for (const auto& f : after->audit.findings)
-      add(kan::diagnostics::to_audit_finding(f), "after_training");
+      add(f, "after_training");
     for (const auto& f : after->trace.findings)
-      add(kan::diagnostics::to_audit_finding(f, after->trace.expected_device), "trace");
+      add(f, "trace");
   }
   if (!training_error.empty()) {
     kan::results::AuditFinding f;

@@ -80,36 +80,21 @@ std::vector<results::ActivationCurve> activation_curves(KANImpl& model, int64_t 
 
 } // namespace
 
-std::string to_string(Precision precision) {
-  switch (precision) {
-  case Precision::kFloat64:
-    return "float64";
-  case Precision::kFloat32:
-    return "float32";
-  case Precision::kTF32:
-    return "tf32";
-  case Precision::kBF16:
-    return "bf16";
-  case Precision::kFP16:
-    return "fp16";
-  }
-  return "unknown";
+std::string to_string(Precision value) {
+  return io::name_of(value, kPrecisionNames);
 }
 
 std::vector<Precision> parse_precisions(const std::string& list, const std::string& option) {
-  const std::vector<Precision> all{Precision::kFloat64, Precision::kFloat32, Precision::kTF32,
-                                   Precision::kBF16, Precision::kFP16};
   std::vector<Precision> precisions;
   std::stringstream in(list);
   std::string name;
   while (std::getline(in, name, ',')) {
-    const auto it =
-        std::find_if(all.begin(), all.end(), [&](Precision p) { return to_string(p) == name; });
-    TORCH_CHECK(it != all.end(), option,
-                " must be a list of float64, float32, tf32, bf16 and fp16, got '", list, "'");
-    TORCH_CHECK(std::find(precisions.begin(), precisions.end(), *it) == precisions.end(), option,
-                " names ", name, " twice: '", list, "'");
-    precisions.push_back(*it);
+    const auto precision = io::value_named(name, kPrecisionNames);
+    TORCH_CHECK(precision, option, " must be a list of ", io::names_of(kPrecisionNames), ", got '",
+                list, "'");
+    TORCH_CHECK(std::find(precisions.begin(), precisions.end(), *precision) == precisions.end(),
+                option, " names ", name, " twice: '", list, "'");
+    precisions.push_back(*precision);
   }
   TORCH_CHECK(!precisions.empty(), option, " names no precision: '", list, "'");
   return precisions;
@@ -524,8 +509,7 @@ results::CaseResult run_case(const Workload& w, const Target& target, double tim
     auto audit = [&] {
       return diagnostics::DeviceAudit(target.device).module(model.module()).dataset(data).report();
     };
-    for (const auto& f : audit().findings)
-      r.audit_findings.push_back(diagnostics::to_audit_finding(f));
+    r.audit_findings = audit().findings;
 
     Instrumentation local;
     EpochMeasurement measurement(w, target, instrumentation ? *instrumentation : local, r);

@@ -45,18 +45,8 @@ uint64_t union_length_ns(std::vector<std::pair<uint64_t, uint64_t>>& intervals, 
 } // namespace
 } // namespace detail
 
-std::string to_string(CopyKind kind) {
-  switch (kind) {
-  case CopyKind::kHostToDevice:
-    return "h2d";
-  case CopyKind::kDeviceToHost:
-    return "d2h";
-  case CopyKind::kDeviceToDevice:
-    return "d2d";
-  case CopyKind::kOther:
-    return "other";
-  }
-  return "other";
+std::string to_string(CopyKind value) {
+  return io::name_of(value, kCopyKindNames);
 }
 
 ActivitySummary summarize_activity(const std::vector<KernelRecord>& kernels,

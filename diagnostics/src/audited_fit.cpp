@@ -94,8 +94,8 @@ AuditedFit audited_fit(Model& model, const Dataset& data, FitOptions options, in
     trace.stop();
     std::string operations;
     for (const auto& f : trace.report().findings) {
-      if (f.problem == TraceProblem::kMixedDevices ||
-          f.problem == TraceProblem::kCreatedOnWrongDevice)
+      if (f.problem == to_string(TraceProblem::kMixedDevices) ||
+          f.problem == to_string(TraceProblem::kCreatedOnWrongDevice))
         operations += "\n  " + f.message + ". Fix: " + f.fix;
     }
     if (operations.empty())

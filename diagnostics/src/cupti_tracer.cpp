@@ -268,18 +268,8 @@ void make_unavailable(CuptiState& s, std::string reason) {
 } // namespace
 } // namespace detail
 
-std::string to_string(CuptiStatus status) {
-  switch (status) {
-  case CuptiStatus::kReady:
-    return "ready";
-  case CuptiStatus::kTracing:
-    return "tracing";
-  case CuptiStatus::kDisabled:
-    return "disabled";
-  case CuptiStatus::kUnavailable:
-    return "unavailable";
-  }
-  return "unknown";
+std::string to_string(CuptiStatus value) {
+  return io::name_of(value, kCuptiStatusNames);
 }
 
 bool cupti_compiled_in() {

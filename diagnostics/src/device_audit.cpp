@@ -19,13 +19,6 @@
 namespace kan::diagnostics {
 namespace {
 
-constexpr TensorKind kTensorKinds[] = {TensorKind::kParameter, TensorKind::kBuffer,
-                                       TensorKind::kGradient, TensorKind::kOptimizerState,
-                                       TensorKind::kData};
-constexpr Problem kProblems[] = {Problem::kWrongDevice, Problem::kWrongDtype,
-                                 Problem::kNonContiguous, Problem::kNonDense,
-                                 Problem::kNonLeafParameter};
-
 // "cuda" (no index) accepts every CUDA device; "cuda:1" only that one.
 bool on_expected_device(const torch::Tensor& t, torch::Device expected) {
   if (t.device().type() != expected.type())
@@ -75,36 +68,12 @@ std::unordered_map<const void*, std::string> parameter_names(const torch::nn::Mo
 
 } // namespace
 
-std::string to_string(TensorKind kind) {
-  switch (kind) {
-  case TensorKind::kParameter:
-    return "parameter";
-  case TensorKind::kBuffer:
-    return "buffer";
-  case TensorKind::kGradient:
-    return "grad";
-  case TensorKind::kOptimizerState:
-    return "optimizer_state";
-  case TensorKind::kData:
-    return "data";
-  }
-  TORCH_INTERNAL_ASSERT(false, "unknown TensorKind");
+std::string to_string(TensorKind value) {
+  return io::name_of(value, kTensorKindNames);
 }
 
-std::string to_string(Problem problem) {
-  switch (problem) {
-  case Problem::kWrongDevice:
-    return "wrong_device";
-  case Problem::kWrongDtype:
-    return "wrong_dtype";
-  case Problem::kNonContiguous:
-    return "non_contiguous";
-  case Problem::kNonDense:
-    return "non_dense";
-  case Problem::kNonLeafParameter:
-    return "non_leaf_parameter";
-  }
-  TORCH_INTERNAL_ASSERT(false, "unknown Problem");
+std::string to_string(Problem value) {
+  return io::name_of(value, kProblemNames);
 }
 
 DeviceAudit::DeviceAudit(torch::Device expected_device, std::optional<torch::Dtype> expected_dtype)
@@ -125,9 +94,17 @@ void DeviceAudit::check(const std::string& name, TensorKind kind, const torch::T
 
   const std::string expected = expected_device_.str();
   auto add = [&](Problem problem, const std::string& message, const std::string& fix) {
-    report_.findings.push_back(Finding{name, kind, problem, t.device().str(), expected,
-                                       kan::to_string(t.scalar_type()), t.sizes().vec(), message,
-                                       fix});
+    results::AuditFinding f;
+    f.tensor = name;
+    f.kind = to_string(kind);
+    f.problem = to_string(problem);
+    f.device = t.device().str();
+    f.expected_device = expected;
+    f.dtype = kan::to_string(t.scalar_type());
+    f.shape = t.sizes().vec();
+    f.message = message;
+    f.fix = fix;
+    report_.findings.push_back(std::move(f));
   };
   const std::string what = to_string(kind) + " " + name;
   if (!on_expected_device(t, expected_device_)) {
@@ -265,41 +242,13 @@ void diagnose_device_errors(const std::function<void()>& fn,
     }
     std::string names;
     for (const auto& f : report.findings) {
-      if (f.problem != Problem::kWrongDevice)
+      if (f.problem != to_string(Problem::kWrongDevice))
         continue;
       names += "\n  " + f.message + ". Fix: " + f.fix;
     }
     TORCH_CHECK(false, "device mismatch: ", report.summary.findings,
                 " misplaced or faulty tensor(s)", names, "\n(LibTorch: ", libtorch, ")");
   }
-}
-
-results::AuditFinding to_audit_finding(const Finding& f) {
-  results::AuditFinding a;
-  a.tensor = f.tensor;
-  a.kind = to_string(f.kind);
-  a.problem = to_string(f.problem);
-  a.device = f.device;
-  a.expected_device = f.expected_device;
-  a.dtype = f.dtype;
-  a.shape = f.shape;
-  a.message = f.message;
-  a.fix = f.fix;
-  return a;
-}
-
-Finding finding_from_audit_finding(const results::AuditFinding& a, const std::string& path) {
-  Finding f;
-  f.tensor = a.tensor;
-  f.kind = io::enum_from_string(a.kind, kTensorKinds, path + ".kind");
-  f.problem = io::enum_from_string(a.problem, kProblems, path + ".problem");
-  f.device = a.device;
-  f.expected_device = a.expected_device;
-  f.dtype = a.dtype;
-  f.shape = a.shape;
-  f.message = a.message;
-  f.fix = a.fix;
-  return f;
 }
 
 AuditReport audit_report_from_json(const nlohmann::json& json, const std::string& path) {
@@ -310,8 +259,11 @@ AuditReport audit_report_from_json(const nlohmann::json& json, const std::string
   const auto& findings = io::as_array(r.required("findings"), r.path_of("findings"));
   for (size_t i = 0; i < findings.size(); ++i) {
     const auto at = io::index_path(r.path_of("findings"), i);
-    report.findings.push_back(
-        finding_from_audit_finding(results::audit_finding_from_json(findings[i], at), at));
+    auto finding = results::audit_finding_from_json(findings[i], at);
+    // A static audit's finding names one of its own tensor kinds and problems.
+    io::enum_from_string(finding.kind, kTensorKindNames, at + ".kind");
+    io::enum_from_string(finding.problem, kProblemNames, at + ".problem");
+    report.findings.push_back(std::move(finding));
   }
   io::ObjectReader summary(r.required("summary"), r.path_of("summary"), false);
   report.summary.tensors_checked = summary.integer("tensors_checked", io::Bound::kNonNegative);
@@ -334,7 +286,7 @@ AuditReport audit_report_from_json(const nlohmann::json& json, const std::string
 nlohmann::json AuditReport::to_json() const {
   auto findings_json = nlohmann::json::array();
   for (const auto& f : findings)
-    findings_json.push_back(results::to_json(to_audit_finding(f)));
+    findings_json.push_back(results::to_json(f));
   return {{"expected_device", expected_device},
           {"expected_dtype", expected_dtype},
           {"findings", findings_json},
@@ -347,8 +299,7 @@ nlohmann::json AuditReport::to_json() const {
 std::string AuditReport::to_text() const {
   std::ostringstream out;
   for (const auto& f : findings) {
-    out << "[" << diagnostics::to_string(f.problem) << "] " << f.message << ". Fix: " << f.fix
-        << "\n";
+    out << "[" << f.problem << "] " << f.message << ". Fix: " << f.fix << "\n";
   }
   out << "audit against " << expected_device << ": " << summary.tensors_checked
       << " tensors checked (";

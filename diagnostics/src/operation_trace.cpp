@@ -112,6 +112,14 @@ std::string join_devices(std::vector<c10::Device> devices) {
 
 } // namespace
 
+// One problem at one place while the trace runs, with how often it happened; the report makes
+// a results::AuditFinding of each.
+struct Occurrences {
+  TraceProblem problem = TraceProblem::kMixedDevices;
+  std::string operation, module, phase, devices;
+  int64_t count = 0;
+};
+
 struct TraceState {
   torch::Device expected;
   std::string root;
@@ -124,7 +132,7 @@ struct TraceState {
   std::mutex mutex; // guards everything below: autograd threads report too
   std::unordered_map<int64_t, std::string> module_of_sequence;
   std::map<std::tuple<std::string, std::string, std::string, std::string>, OperationCount> ops;
-  std::map<std::tuple<int, std::string, std::string, std::string, std::string>, TraceFinding>
+  std::map<std::tuple<int, std::string, std::string, std::string, std::string>, Occurrences>
       findings;
   TransferCounts transfers;
   int64_t steps = 0;
@@ -469,27 +477,35 @@ TraceReport OperationTrace::report() const {
     if (count.device != "none" && s.on_expected(c10::Device(count.device)))
       on_expected_device += count.calls;
   }
-  for (const auto& [key, finding] : s.findings) {
-    TraceFinding f = finding;
+  for (const auto& [key, o] : s.findings) {
+    results::AuditFinding f;
+    f.tensor = o.operation + (o.module.empty() ? "" : " in " + o.module);
+    f.kind = "operation";
+    f.problem = to_string(o.problem);
+    f.device = o.devices;
+    f.expected_device = expected;
+    f.module = o.module;
+    f.phase = o.phase;
+    f.count = o.count;
     const std::string where =
-        (f.module.empty() ? std::string("outside the model") : "in " + f.module) +
-        (f.phase.empty() ? "" : " (" + f.phase + ")");
-    const std::string times = f.count == 1 ? "once" : std::to_string(f.count) + " times";
-    switch (f.problem) {
+        (o.module.empty() ? std::string("outside the model") : "in " + o.module) +
+        (o.phase.empty() ? "" : " (" + o.phase + ")");
+    const std::string times = o.count == 1 ? "once" : std::to_string(o.count) + " times";
+    switch (o.problem) {
     case TraceProblem::kMixedDevices:
-      f.message = f.operation + " " + where + " received tensors on " + f.devices + " (" + times +
+      f.message = o.operation + " " + where + " received tensors on " + o.devices + " (" + times +
                   "); LibTorch refuses or silently computes on one of them";
       f.fix = "Create every tensor the module uses on the model's device (x.options()), or "
               "register it as a buffer so that .to() moves it.";
       break;
     case TraceProblem::kCreatedOnWrongDevice:
-      f.message = f.operation + " " + where + " created a tensor on " + f.devices +
+      f.message = o.operation + " " + where + " created a tensor on " + o.devices +
                   " but the model is on " + expected + " (" + times + ")";
       f.fix = "Pass the device when creating it (e.g. torch::zeros(shape, x.options())), or "
               "create it once and register it as a buffer.";
       break;
     case TraceProblem::kRanOnCpu:
-      f.message = f.operation + " " + where + " ran on the CPU " + times +
+      f.message = o.operation + " " + where + " ran on the CPU " + times +
                   " while the model is on " + expected;
       f.fix =
           "Move the tensors it reads to " + expected +
@@ -504,13 +520,16 @@ TraceReport OperationTrace::report() const {
     sum.cpu_share = static_cast<double>(s.cpu_operations) /
                     static_cast<double>(std::max<int64_t>(s.computing_operations, 1));
     if (on_expected_device == 0) {
-      TraceFinding f;
-      f.problem = TraceProblem::kDeviceNotUsed;
+      results::AuditFinding f;
+      f.tensor = "(all operations)";
+      f.kind = "operation";
+      f.problem = to_string(TraceProblem::kDeviceNotUsed);
       for (const auto& [device, calls] : sum.operations_per_device)
-        f.devices += (f.devices.empty() ? "" : ", ") + device;
+        f.device += (f.device.empty() ? "" : ", ") + device;
+      f.expected_device = expected;
       f.count = sum.operations;
       f.message = "none of the " + std::to_string(sum.operations) + " traced operations ran on " +
-                  expected + "; they ran on " + f.devices;
+                  expected + "; they ran on " + f.device;
       f.fix = "Move the model and the data to " + expected +
               " (model->to(device), Dataset::to(device)) before training.";
       r.findings.insert(r.findings.begin(), std::move(f));
@@ -524,40 +543,14 @@ TraceReport OperationTrace::report() const {
   return r;
 }
 
-std::string to_string(TraceProblem problem) {
-  switch (problem) {
-  case TraceProblem::kMixedDevices:
-    return "mixed_devices";
-  case TraceProblem::kCreatedOnWrongDevice:
-    return "created_on_wrong_device";
-  case TraceProblem::kRanOnCpu:
-    return "ran_on_cpu";
-  case TraceProblem::kDeviceNotUsed:
-    return "device_not_used";
-  }
-  return "unknown";
-}
-
-results::AuditFinding to_audit_finding(const TraceFinding& f, const std::string& expected_device) {
-  results::AuditFinding a;
-  a.tensor = f.operation.empty() ? std::string("(all operations)")
-                                 : f.operation + (f.module.empty() ? "" : " in " + f.module);
-  a.kind = "operation";
-  a.problem = to_string(f.problem);
-  a.device = f.devices;
-  a.expected_device = expected_device;
-  a.module = f.module;
-  a.phase = f.phase;
-  a.count = f.count;
-  a.message = f.message;
-  a.fix = f.fix;
-  return a;
+std::string to_string(TraceProblem value) {
+  return io::name_of(value, kTraceProblemNames);
 }
 
 nlohmann::json TraceReport::to_json() const {
   auto findings_json = nlohmann::json::array();
   for (const auto& f : findings)
-    findings_json.push_back(results::to_json(to_audit_finding(f, expected_device)));
+    findings_json.push_back(results::to_json(f));
   auto operations_json = nlohmann::json::array();
   for (const auto& o : operations) {
     operations_json.push_back({{"operation", o.operation},
@@ -603,23 +596,9 @@ TraceReport trace_report_from_json(const nlohmann::json& json, const std::string
   const auto& findings = io::as_array(r.required("findings"), r.path_of("findings"));
   for (size_t i = 0; i < findings.size(); ++i) {
     const auto at = io::index_path(r.path_of("findings"), i);
-    const auto a = results::audit_finding_from_json(findings[i], at);
-    constexpr TraceProblem kProblems[] = {TraceProblem::kMixedDevices,
-                                          TraceProblem::kCreatedOnWrongDevice,
-                                          TraceProblem::kRanOnCpu, TraceProblem::kDeviceNotUsed};
-    TraceFinding f;
-    f.problem = io::enum_from_string(a.problem, kProblems, at + ".problem");
-    // to_audit_finding() wrote "OPERATION in MODULE", or "(all operations)" for none.
-    const std::string suffix = a.module.empty() ? "" : " in " + a.module;
-    if (a.tensor != "(all operations)")
-      f.operation = a.tensor.substr(0, a.tensor.size() - suffix.size());
-    f.module = a.module;
-    f.phase = a.phase;
-    f.devices = a.device;
-    f.count = a.count.value_or(0);
-    f.message = a.message;
-    f.fix = a.fix;
-    report.findings.push_back(f);
+    auto finding = results::audit_finding_from_json(findings[i], at);
+    io::enum_from_string(finding.problem, kTraceProblemNames, at + ".problem");
+    report.findings.push_back(std::move(finding));
   }
   const auto& operations = io::as_array(r.required("operations"), r.path_of("operations"));
   for (size_t i = 0; i < operations.size(); ++i) {
@@ -667,7 +646,7 @@ TraceReport trace_report_from_json(const nlohmann::json& json, const std::string
 std::string TraceReport::to_text() const {
   std::ostringstream out;
   for (const auto& f : findings)
-    out << "trace: " << to_string(f.problem) << ": " << f.message << ". Fix: " << f.fix << "\n";
+    out << "trace: " << f.problem << ": " << f.message << ". Fix: " << f.fix << "\n";
   const auto& s = summary;
   const auto& t = s.transfers;
   out << "trace: " << s.operations << " operations";

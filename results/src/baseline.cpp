@@ -12,18 +12,8 @@
 
 namespace kan::results {
 
-std::string to_string(Verdict verdict) {
-  switch (verdict) {
-  case Verdict::kFaster:
-    return "faster";
-  case Verdict::kSlower:
-    return "slower";
-  case Verdict::kSame:
-    return "same";
-  case Verdict::kUnavailable:
-    return "n/a";
-  }
-  return "n/a";
+std::string to_string(Verdict value) {
+  return io::name_of(value, kVerdictNames);
 }
 
 std::vector<CaseChange> BaselineComparison::regressions(double min_percent) const {

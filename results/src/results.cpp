@@ -17,36 +17,16 @@
 
 namespace kan::results {
 
-std::string to_string(CaseStatus status) {
-  switch (status) {
-  case CaseStatus::kOk:
-    return "ok";
-  case CaseStatus::kSkipped:
-    return "skipped";
-  case CaseStatus::kFailed:
-    return "failed";
-  case CaseStatus::kOom:
-    return "oom";
-  case CaseStatus::kTimeout:
-    return "timeout";
-  }
-  return "unknown";
+std::string to_string(CaseStatus value) {
+  return io::name_of(value, kCaseStatusNames);
 }
 
-std::string to_string(Parity parity) {
-  return parity == Parity::kPass ? "pass" : "fail";
+std::string to_string(Parity value) {
+  return io::name_of(value, kParityNames);
 }
 
-std::string to_string(EdgeStatus status) {
-  switch (status) {
-  case EdgeStatus::kPass:
-    return "pass";
-  case EdgeStatus::kFail:
-    return "fail";
-  case EdgeStatus::kSkipped:
-    return "skipped";
-  }
-  return "unknown";
+std::string to_string(EdgeStatus value) {
+  return io::name_of(value, kEdgeStatusNames);
 }
 
 namespace {

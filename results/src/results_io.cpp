@@ -350,29 +350,6 @@ json to_json(const RunConfig& c) {
 // Reading. Each reader takes the value and its key path; `lenient` allows unknown keys (a file
 // of a newer minor version).
 
-template <typename Enum, size_t N>
-Enum parse_enum(const json& value, const std::string& path,
-                const std::pair<const char*, Enum> (&names)[N]) {
-  const std::string text = detail::as_string(value, path);
-  std::string expected;
-  for (const auto& [name, e] : names) {
-    if (text == name)
-      return e;
-    expected += (expected.empty() ? "" : ", ") + std::string(name);
-  }
-  detail::fail(path, "expected one of " + expected + "; got " + detail::quoted(text));
-}
-
-constexpr std::pair<const char*, CaseStatus> kCaseStatuses[] = {{"ok", CaseStatus::kOk},
-                                                                {"skipped", CaseStatus::kSkipped},
-                                                                {"failed", CaseStatus::kFailed},
-                                                                {"oom", CaseStatus::kOom},
-                                                                {"timeout", CaseStatus::kTimeout}};
-constexpr std::pair<const char*, Parity> kParities[] = {{"pass", Parity::kPass},
-                                                        {"fail", Parity::kFail}};
-constexpr std::pair<const char*, EdgeStatus> kEdgeStatuses[] = {
-    {"pass", EdgeStatus::kPass}, {"fail", EdgeStatus::kFail}, {"skipped", EdgeStatus::kSkipped}};
-
 template <typename T, typename F>
 std::vector<T> read_optional_array(ObjectReader& r, const std::string& key, F&& read_one) {
   const auto* value = r.optional(key);
@@ -538,7 +515,7 @@ CaseResult case_from_json(const json& value, const std::string& path, bool lenie
   c.target = r.string("target");
   c.device = r.string("device");
   c.dtype = r.string("dtype");
-  c.status = parse_enum(r.required("status"), r.path_of("status"), kCaseStatuses);
+  c.status = detail::enum_from_string(r.string("status"), kCaseStatusNames, r.path_of("status"));
   c.reason = r.string("reason");
   c.epoch_seconds = r.numbers("epoch_seconds", Bound::kNonNegative);
   c.median_epoch_seconds = r.nullable_number("median_epoch_seconds", Bound::kNonNegative);
@@ -625,7 +602,7 @@ Comparison comparison_from_json(const json& value, const std::string& path, bool
   c.max_abs_output_diff = r.nullable_number("max_abs_output_diff", Bound::kNonNegative);
   c.max_rel_loss_diff = r.nullable_number("max_rel_loss_diff", Bound::kNonNegative);
   c.final_metric_rel_diff = r.nullable_number("final_metric_rel_diff", Bound::kNonNegative);
-  c.parity = parse_enum(r.required("parity"), r.path_of("parity"), kParities);
+  c.parity = detail::enum_from_string(r.string("parity"), kParityNames, r.path_of("parity"));
   c.label = r.optional_string("label");
   c.speedup_low = r.optional_number("speedup_low", Bound::kNonNegative);
   c.speedup_high = r.optional_number("speedup_high", Bound::kNonNegative);
@@ -645,7 +622,7 @@ EdgeCaseResult edge_case_from_json(const json& value, const std::string& path, b
   EdgeCaseResult e;
   e.name = r.string("name");
   e.device = r.string("device");
-  e.status = parse_enum(r.required("status"), r.path_of("status"), kEdgeStatuses);
+  e.status = detail::enum_from_string(r.string("status"), kEdgeStatusNames, r.path_of("status"));
   e.message = r.string("message");
   e.samples = r.optional_integer("samples", Bound::kNonNegative);
   e.peak_memory_bytes = r.optional_integer("peak_memory_bytes", Bound::kNonNegative);
@@ -664,7 +641,7 @@ ScalingResult scaling_from_json(const json& value, const std::string& path, bool
   s.ranks = r.integer("ranks", Bound::kNonNegative);
   if (s.ranks < 1)
     detail::fail(r.path_of("ranks"), "expected an integer >= 1, got " + std::to_string(s.ranks));
-  s.status = parse_enum(r.required("status"), r.path_of("status"), kCaseStatuses);
+  s.status = detail::enum_from_string(r.string("status"), kCaseStatusNames, r.path_of("status"));
   s.reason = r.optional_string("reason").value_or("");
   s.epoch_seconds = r.numbers("epoch_seconds", Bound::kNonNegative);
   s.median_epoch_seconds = r.nullable_number("median_epoch_seconds", Bound::kNonNegative);
@@ -689,7 +666,7 @@ SweepPoint sweep_point_from_json(const json& value, const std::string& path, boo
   p.batch = r.integer("batch", Bound::kNonNegative);
   if (p.batch < 1)
     detail::fail(r.path_of("batch"), "expected an integer >= 1, got " + std::to_string(p.batch));
-  p.status = parse_enum(r.required("status"), r.path_of("status"), kCaseStatuses);
+  p.status = detail::enum_from_string(r.string("status"), kCaseStatusNames, r.path_of("status"));
   p.reason = r.optional_string("reason").value_or("");
   p.epoch_seconds = r.numbers("epoch_seconds", Bound::kNonNegative);
   p.median_epoch_seconds = r.nullable_number("median_epoch_seconds", Bound::kNonNegative);

@@ -666,18 +666,8 @@ void check_classification(const Plan& plan, const std::string& path) {
 
 } // namespace
 
-std::string to_string(DataFormat format) {
-  switch (format) {
-  case DataFormat::kCsv:
-    return "csv";
-  case DataFormat::kNpy:
-    return "npy";
-  case DataFormat::kNpz:
-    return "npz";
-  case DataFormat::kTorch:
-    return "torch";
-  }
-  return "?";
+std::string to_string(DataFormat value) {
+  return io::name_of(value, kDataFormatNames);
 }
 
 LoadedDataset load_dataset(const std::string& path, const LoadDatasetOptions& o) {

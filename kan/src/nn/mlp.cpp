@@ -1,5 +1,7 @@
 #include "kan/nn/mlp.h"
 
+#include "detail/parse_name.h"
+
 #include "detail/checks.h"
 #include "detail/saturate.h"
 #include "kan/io/json_reader.h"
@@ -33,23 +35,12 @@ template <typename Build> void keeping_global_generator(Build build) {
 
 } // namespace
 
-std::string to_string(Activation activation) {
-  switch (activation) {
-  case Activation::kSiLU:
-    return "silu";
-  case Activation::kTanh:
-    return "tanh";
-  case Activation::kReLU:
-    return "relu";
-  }
-  TORCH_INTERNAL_ASSERT(false, "unknown Activation ", static_cast<int>(activation));
+std::string to_string(Activation value) {
+  return io::name_of(value, kActivationNames);
 }
 
 Activation activation_from_string(const std::string& name) {
-  for (const auto a : {Activation::kSiLU, Activation::kTanh, Activation::kReLU})
-    if (name == to_string(a))
-      return a;
-  TORCH_CHECK(false, "activation must be silu, tanh or relu, got '", name, "'");
+  return detail::parse_name(name, kActivationNames, "activation");
 }
 
 int64_t activation_flops(Activation activation) {

@@ -1,24 +1,17 @@
 #include "kan/nn/model.h"
 
+#include "detail/parse_name.h"
+
 #include <c10/util/Exception.h>
 
 namespace kan {
 
-std::string to_string(ModelKind kind) {
-  switch (kind) {
-  case ModelKind::kKAN:
-    return "kan";
-  case ModelKind::kMLP:
-    return "mlp";
-  }
-  TORCH_INTERNAL_ASSERT(false, "unknown ModelKind ", static_cast<int>(kind));
+std::string to_string(ModelKind value) {
+  return io::name_of(value, kModelKindNames);
 }
 
 ModelKind model_kind_from_string(const std::string& name) {
-  for (const auto kind : {ModelKind::kKAN, ModelKind::kMLP})
-    if (name == to_string(kind))
-      return kind;
-  TORCH_CHECK(false, "model kind must be kan or mlp, got '", name, "'");
+  return detail::parse_name(name, kModelKindNames, "model kind");
 }
 
 int64_t Model::parameter_count() const {

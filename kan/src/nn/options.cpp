@@ -1,5 +1,7 @@
 #include "kan/nn/options.h"
 
+#include "detail/parse_name.h"
+
 #include <c10/util/Exception.h>
 
 namespace kan {
@@ -27,44 +29,20 @@ c10::ScalarType dtype_from_string(const std::string& name) {
   TORCH_CHECK(false, "dtype must be one of float32, float64, float16, bfloat16; got '", name, "'");
 }
 
-std::string to_string(BaseFunction f) {
-  switch (f) {
-  case BaseFunction::kSiLU:
-    return "silu";
-  case BaseFunction::kIdentity:
-    return "identity";
-  case BaseFunction::kZero:
-    return "zero";
-  }
-  TORCH_INTERNAL_ASSERT(false, "unknown BaseFunction ", static_cast<int>(f));
+std::string to_string(BaseFunction value) {
+  return io::name_of(value, kBaseFunctionNames);
 }
 
 BaseFunction base_function_from_string(const std::string& name) {
-  if (name == "silu")
-    return BaseFunction::kSiLU;
-  if (name == "identity")
-    return BaseFunction::kIdentity;
-  if (name == "zero")
-    return BaseFunction::kZero;
-  TORCH_CHECK(false, "base_fun must be one of silu, identity, zero; got '", name, "'");
+  return detail::parse_name(name, kBaseFunctionNames, "base_fun");
 }
 
-std::string to_string(SplineBackend b) {
-  switch (b) {
-  case SplineBackend::kReference:
-    return "reference";
-  case SplineBackend::kFused:
-    return "fused";
-  }
-  TORCH_INTERNAL_ASSERT(false, "unknown SplineBackend ", static_cast<int>(b));
+std::string to_string(SplineBackend value) {
+  return io::name_of(value, kSplineBackendNames);
 }
 
 SplineBackend spline_backend_from_string(const std::string& name) {
-  if (name == "reference")
-    return SplineBackend::kReference;
-  if (name == "fused")
-    return SplineBackend::kFused;
-  TORCH_CHECK(false, "backend must be one of reference, fused; got '", name, "'");
+  return detail::parse_name(name, kSplineBackendNames, "backend");
 }
 
 } // namespace kan

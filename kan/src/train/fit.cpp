@@ -1,5 +1,7 @@
 #include "kan/train/fit.h"
 
+#include "detail/parse_name.h"
+
 #include "detail/checks.h"
 #include "kan/distributed/data_parallel.h"
 #include "kan/io/clock.h"
@@ -170,40 +172,33 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const FitOptions& o,
 
 } // namespace
 
-std::string to_string(Optimizer opt) {
-  return opt == Optimizer::kLBFGS ? "lbfgs" : "adam";
+std::string to_string(Optimizer value) {
+  return io::name_of(value, kOptimizerNames);
 }
 
 Optimizer optimizer_from_string(const std::string& name) {
-  if (name == "lbfgs" || name == "LBFGS")
+  // pykan's spellings too: its fit() takes opt="LBFGS" or "Adam".
+  if (name == "LBFGS")
     return Optimizer::kLBFGS;
-  if (name == "adam" || name == "Adam")
+  if (name == "Adam")
     return Optimizer::kAdam;
-  TORCH_CHECK(false, "opt must be lbfgs or adam, got '", name, "'");
+  return detail::parse_name(name, kOptimizerNames, "opt");
 }
 
-std::string to_string(BatchDraw draw) {
-  return draw == BatchDraw::kPerStep ? "per_step" : "per_epoch";
+std::string to_string(BatchDraw value) {
+  return io::name_of(value, kBatchDrawNames);
 }
 
 BatchDraw batch_draw_from_string(const std::string& name) {
-  if (name == "per_step")
-    return BatchDraw::kPerStep;
-  if (name == "per_epoch")
-    return BatchDraw::kPerEpoch;
-  TORCH_CHECK(false, "batch_draw must be per_step or per_epoch, got '", name, "'");
+  return detail::parse_name(name, kBatchDrawNames, "batch_draw");
 }
 
-std::string to_string(Loss loss) {
-  return loss == Loss::kMSE ? "mse" : "cross_entropy";
+std::string to_string(Loss value) {
+  return io::name_of(value, kLossNames);
 }
 
 Loss loss_from_string(const std::string& name) {
-  if (name == "mse")
-    return Loss::kMSE;
-  if (name == "cross_entropy")
-    return Loss::kCrossEntropy;
-  TORCH_CHECK(false, "loss must be mse or cross_entropy, got '", name, "'");
+  return detail::parse_name(name, kLossNames, "loss");
 }
 
 torch::Tensor compute_loss(Loss loss, const torch::Tensor& pred, const torch::Tensor& labels) {

@@ -5,6 +5,7 @@
 #include "kan/bench/workloads.h"
 #include "kan/diagnostics/chrome_trace.h"
 #include "kan/diagnostics/cupti_tracer.h"
+#include "kan/io/enum_names.h"
 #include "kan/results/results.h"
 
 #include <torch/types.h>
@@ -22,8 +23,13 @@ namespace kan::bench {
 /// fp16 are float32 parameters with forward passes under autocast (bf16 on the CPU or CUDA,
 /// fp16 on CUDA with dynamic loss scaling, kan::GradScaler).
 enum class Precision { kFloat64, kFloat32, kTF32, kBF16, kFP16 };
-/// "float64", "float32", "tf32", "bf16", "fp16".
-std::string to_string(Precision precision);
+/// Its names, each written once (to_string, the readers).
+inline constexpr io::EnumName<Precision> kPrecisionNames[] = {{Precision::kFloat64, "float64"},
+                                                              {Precision::kFloat32, "float32"},
+                                                              {Precision::kTF32, "tf32"},
+                                                              {Precision::kBF16, "bf16"},
+                                                              {Precision::kFP16, "fp16"}};
+std::string to_string(Precision value);
 /// The precisions of a comma-separated list ("float32,bf16"); an unknown or repeated name is an
 /// error naming `option`.
 std::vector<Precision> parse_precisions(const std::string& list,

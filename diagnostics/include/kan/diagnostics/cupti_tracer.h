@@ -7,6 +7,7 @@
 /// The record-to-summary logic (summarize_activity) is a pure function over plain records, so it
 /// is tested with synthetic records on machines without a GPU.
 
+#include "kan/io/enum_names.h"
 #include "kan/results/results.h"
 
 #include <torch/arg.h>
@@ -38,8 +39,12 @@ enum class CopyKind {
   kDeviceToDevice, ///< within a device, or between devices (peer to peer)
   kOther,          ///< host to host, or a kind CUPTI does not know
 };
-/// "h2d", "d2h", "d2d", "other".
-std::string to_string(CopyKind kind);
+/// Its names, each written once (to_string, the readers).
+inline constexpr io::EnumName<CopyKind> kCopyKindNames[] = {{CopyKind::kHostToDevice, "h2d"},
+                                                            {CopyKind::kDeviceToHost, "d2h"},
+                                                            {CopyKind::kDeviceToDevice, "d2d"},
+                                                            {CopyKind::kOther, "other"}};
+std::string to_string(CopyKind value);
 
 /// One memory copy. Timestamps as in KernelRecord.
 struct CopyRecord {
@@ -124,8 +129,13 @@ enum class CuptiStatus {
   kDisabled,    ///< CuptiTracerOptions::enabled is false
   kUnavailable, ///< CUPTI could not start or failed (reason() says why), or built without CUPTI
 };
-/// "ready", "tracing", "disabled", "unavailable".
-std::string to_string(CuptiStatus status);
+/// Its names, each written once (to_string, the readers).
+inline constexpr io::EnumName<CuptiStatus> kCuptiStatusNames[] = {
+    {CuptiStatus::kReady, "ready"},
+    {CuptiStatus::kTracing, "tracing"},
+    {CuptiStatus::kDisabled, "disabled"},
+    {CuptiStatus::kUnavailable, "unavailable"}};
+std::string to_string(CuptiStatus value);
 
 /// All records a tracer kept (CuptiTracerOptions::keep_records), for write_chrome_trace.
 struct ActivityRecords {

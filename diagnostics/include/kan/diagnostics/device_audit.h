@@ -3,6 +3,7 @@
 /// data lives, and what is wrong with it.
 
 #include "kan/data/dataset.h"
+#include "kan/io/enum_names.h"
 #include "kan/results/results.h"
 
 #include <nlohmann/json.hpp>
@@ -21,8 +22,14 @@ namespace kan::diagnostics {
 
 /// What an audited tensor is to the model.
 enum class TensorKind { kParameter, kBuffer, kGradient, kOptimizerState, kData };
-/// "parameter", "buffer", "grad", "optimizer_state", "data".
-std::string to_string(TensorKind kind);
+/// Its names, each written once (to_string, the readers).
+inline constexpr io::EnumName<TensorKind> kTensorKindNames[] = {
+    {TensorKind::kParameter, "parameter"},
+    {TensorKind::kBuffer, "buffer"},
+    {TensorKind::kGradient, "grad"},
+    {TensorKind::kOptimizerState, "optimizer_state"},
+    {TensorKind::kData, "data"}};
+std::string to_string(TensorKind value);
 
 /// What is wrong with a tensor.
 enum class Problem {
@@ -32,27 +39,14 @@ enum class Problem {
   kNonDense,         ///< sparse or another non-strided layout
   kNonLeafParameter, ///< a parameter that is the result of an operation: it no longer trains
 };
-/// "wrong_device", "wrong_dtype", "non_contiguous", "non_dense", "non_leaf_parameter".
-std::string to_string(Problem problem);
-
-/// One problem with one tensor.
-struct Finding {
-  std::string tensor; ///< full dotted name, e.g. "model.layers.0.grid"
-  TensorKind kind;
-  Problem problem;
-  std::string device;
-  std::string expected_device;
-  std::string dtype;
-  std::vector<int64_t> shape;
-  std::string message; ///< one sentence: what is wrong
-  std::string fix;     ///< one sentence: what to do
-};
-
-/// The finding as the result files hold it (the one finding type, kan/results/results.h).
-results::AuditFinding to_audit_finding(const Finding& finding);
-/// The inverse: a static-audit finding read back; a kan::io::JsonError (naming `path`) for a
-/// kind or problem the static audit does not have.
-Finding finding_from_audit_finding(const results::AuditFinding& finding, const std::string& path);
+/// Its names, each written once (to_string, the readers).
+inline constexpr io::EnumName<Problem> kProblemNames[] = {
+    {Problem::kWrongDevice, "wrong_device"},
+    {Problem::kWrongDtype, "wrong_dtype"},
+    {Problem::kNonContiguous, "non_contiguous"},
+    {Problem::kNonDense, "non_dense"},
+    {Problem::kNonLeafParameter, "non_leaf_parameter"}};
+std::string to_string(Problem value);
 
 struct AuditSummary {
   int64_t tensors_checked = 0;
@@ -64,7 +58,9 @@ struct AuditSummary {
 struct AuditReport {
   std::string expected_device;
   std::string expected_dtype;
-  std::vector<Finding> findings;
+  /// One per misplaced or faulty tensor, in the one finding type of every result file: `kind`
+  /// is a TensorKind's name, `problem` a Problem's (to_string), with the tensor's dtype and shape.
+  std::vector<results::AuditFinding> findings;
   AuditSummary summary;
 
   bool clean() const { return findings.empty(); }

@@ -2,6 +2,7 @@
 /// Dynamic device audit: which device every ATen operation of a forward, backward, optimiser
 /// step or fit step ran on, attributed to the KAN module and training phase that ran it.
 
+#include "kan/io/enum_names.h"
 #include "kan/results/results.h"
 
 #include <nlohmann/json.hpp>
@@ -27,20 +28,13 @@ enum class TraceProblem {
   kRanOnCpu,      ///< a computing operation ran on the CPU while the model is on an accelerator
   kDeviceNotUsed, ///< no traced operation ran on the model's device at all
 };
-/// "mixed_devices", "created_on_wrong_device", "ran_on_cpu", "device_not_used".
-std::string to_string(TraceProblem problem);
-
-/// One problem at one place, with how often it happened.
-struct TraceFinding {
-  TraceProblem problem;
-  std::string operation; ///< "aten::ones"; empty for kDeviceNotUsed
-  std::string module;    ///< "model.layers.0"; empty outside any module scope
-  std::string phase;     ///< "forward", "backward", ... (kan::Phase); empty when unmarked
-  std::string devices;   ///< the devices involved, e.g. "cpu, cuda:0"
-  int64_t count = 0;
-  std::string message; ///< one sentence: what happened
-  std::string fix;     ///< one sentence: what to do
-};
+/// Its names, each written once (to_string, the readers).
+inline constexpr io::EnumName<TraceProblem> kTraceProblemNames[] = {
+    {TraceProblem::kMixedDevices, "mixed_devices"},
+    {TraceProblem::kCreatedOnWrongDevice, "created_on_wrong_device"},
+    {TraceProblem::kRanOnCpu, "ran_on_cpu"},
+    {TraceProblem::kDeviceNotUsed, "device_not_used"}};
+std::string to_string(TraceProblem value);
 
 /// Calls of one top-level ATen operation at one place, on one device.
 struct OperationCount {
@@ -78,16 +72,13 @@ struct TraceSummary {
   int64_t findings = 0;
 };
 
-/// The finding as the result files hold it (the one finding type, kan/results/results.h): kind
-/// "operation", tensor "aten::ones in model.layers.0" (or "(all operations)"), device the devices
-/// involved. expected_device: the trace's.
-results::AuditFinding to_audit_finding(const TraceFinding& finding,
-                                       const std::string& expected_device);
-
 /// The result of a trace; `to_json()` has `findings`, `operations` and `summary`.
 struct TraceReport {
   std::string expected_device;
-  std::vector<TraceFinding> findings;
+  /// One per problem at one place, in the one finding type of every result file: kind
+  /// "operation", tensor "aten::ones in model.layers.0" (or "(all operations)"), problem a
+  /// TraceProblem's name (to_string), device the devices involved, count how often it happened.
+  std::vector<results::AuditFinding> findings;
   std::vector<OperationCount> operations; ///< sorted by module, phase and operation
   TraceSummary summary;
 

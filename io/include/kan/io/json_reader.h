@@ -4,6 +4,8 @@
 /// reads, so a wrong input ends in one JsonError("", "cases[3].median_epoch_seconds",
 /// "expected ..."), and ObjectReader::finish() refuses keys nobody read.
 
+#include "kan/io/enum_names.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -136,18 +138,13 @@ std::vector<T> read_array(const json& value, const std::string& path, ReadOne&& 
   return items;
 }
 
-/// The value of `values` whose to_string() (found by argument-dependent lookup) is `text`; a
-/// JsonError at `path` that lists the spellings otherwise.
+/// The value `table` calls `text`; a JsonError at `path` that lists the names otherwise.
 template <typename Enum, size_t N>
-Enum enum_from_string(const std::string& text, const Enum (&values)[N], const std::string& path) {
-  std::string known;
-  for (const Enum value : values) {
-    const std::string spelling = to_string(value);
-    if (spelling == text)
-      return value;
-    known += (known.empty() ? "" : ", ") + spelling;
-  }
-  fail(path, "expected one of " + known + ", got " + quoted(text));
+Enum enum_from_string(const std::string& text, const EnumName<Enum> (&table)[N],
+                      const std::string& path) {
+  if (const auto value = value_named(text, table))
+    return *value;
+  fail(path, "expected one of " + names_of(table) + ", got " + quoted(text));
 }
 
 /// Checks that `version` is "MAJOR.MINOR.PATCH" with the major of `writes` (the version this

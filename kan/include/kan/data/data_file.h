@@ -3,6 +3,7 @@
 /// torch.save, read into a kan::Dataset by one function (docs/formats.md, "Data files").
 
 #include "kan/data/dataset.h"
+#include "kan/io/enum_names.h"
 
 #include <torch/arg.h>
 #include <torch/types.h>
@@ -26,8 +27,12 @@ enum class DataFormat {
   kNpz,  ///< NumPy arrays in a zip archive (np.savez, np.savez_compressed)
   kTorch ///< pykan's create_dataset dict saved with torch.save
 };
-/// "csv", "npy", "npz", "torch".
-std::string to_string(DataFormat format);
+/// Its names, each written once (to_string, the readers).
+inline constexpr io::EnumName<DataFormat> kDataFormatNames[] = {{DataFormat::kCsv, "csv"},
+                                                                {DataFormat::kNpy, "npy"},
+                                                                {DataFormat::kNpz, "npz"},
+                                                                {DataFormat::kTorch, "torch"}};
+std::string to_string(DataFormat value);
 
 /// Options of load_dataset. Example:
 ///   kan::LoadDatasetOptions().inputs("0-3").targets("label").classification(true)

@@ -2,6 +2,7 @@
 /// The MLP baseline beside every KAN: LibTorch's nn::Linear layers with an activation between
 /// them (docs/kan.md, "MLP baseline").
 
+#include "kan/io/enum_names.h"
 #include "kan/nn/model.h"
 
 #include <nlohmann/json_fwd.hpp>
@@ -21,8 +22,10 @@ namespace kan {
 
 /// The activation between an MLP's layers.
 enum class Activation { kSiLU, kTanh, kReLU };
-/// "silu", "tanh" or "relu".
-std::string to_string(Activation activation);
+/// Its names, each written once (to_string, the readers).
+inline constexpr io::EnumName<Activation> kActivationNames[] = {
+    {Activation::kSiLU, "silu"}, {Activation::kTanh, "tanh"}, {Activation::kReLU, "relu"}};
+std::string to_string(Activation value);
 /// Parses "silu", "tanh" or "relu"; anything else is an error naming the value and the choices.
 Activation activation_from_string(const std::string& name);
 /// FLOPs of one evaluation of `activation` (kSiLUFlops, kTanhFlops, kReLUFlops).

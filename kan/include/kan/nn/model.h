@@ -2,6 +2,7 @@
 /// What training, evaluation, checkpoints and the benchmarks need of a model, whatever it is: a
 /// KAN (kan/nn/network.h) or its MLP baseline (kan/nn/mlp.h). docs/kan.md, "MLP baseline".
 
+#include "kan/io/enum_names.h"
 #include <nlohmann/json_fwd.hpp>
 #include <torch/nn/module.h>
 #include <torch/types.h>
@@ -15,8 +16,10 @@ struct RegularizationOptions;
 
 /// The kinds of model the library trains.
 enum class ModelKind { kKAN, kMLP };
-/// "kan" or "mlp".
-std::string to_string(ModelKind kind);
+/// Its names, each written once (to_string, the readers).
+inline constexpr io::EnumName<ModelKind> kModelKindNames[] = {{ModelKind::kKAN, "kan"},
+                                                              {ModelKind::kMLP, "mlp"}};
+std::string to_string(ModelKind value);
 /// Parses "kan" or "mlp"; anything else is an error naming the value and the choices.
 ModelKind model_kind_from_string(const std::string& name);
 

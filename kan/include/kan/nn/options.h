@@ -1,6 +1,7 @@
 #pragma once
 /// Small option types shared by the KAN layer and network.
 
+#include "kan/io/enum_names.h"
 #include <c10/core/ScalarType.h>
 
 #include <array>
@@ -17,8 +18,12 @@ c10::ScalarType dtype_from_string(const std::string& name);
 /// The base branch b(x) of every edge.
 enum class BaseFunction { kSiLU, kIdentity, kZero };
 
-/// "silu", "identity" or "zero".
-std::string to_string(BaseFunction f);
+/// Its names, each written once (to_string, the readers).
+inline constexpr io::EnumName<BaseFunction> kBaseFunctionNames[] = {
+    {BaseFunction::kSiLU, "silu"},
+    {BaseFunction::kIdentity, "identity"},
+    {BaseFunction::kZero, "zero"}};
+std::string to_string(BaseFunction value);
 /// Parses "silu", "identity" or "zero"; anything else is an error naming the value.
 BaseFunction base_function_from_string(const std::string& name);
 
@@ -29,8 +34,10 @@ BaseFunction base_function_from_string(const std::string& name);
 ///    in custom kernels with their own backward; memory does not grow with G.
 enum class SplineBackend { kReference, kFused };
 
-/// "reference" or "fused".
-std::string to_string(SplineBackend b);
+/// Its names, each written once (to_string, the readers).
+inline constexpr io::EnumName<SplineBackend> kSplineBackendNames[] = {
+    {SplineBackend::kReference, "reference"}, {SplineBackend::kFused, "fused"}};
+std::string to_string(SplineBackend value);
 /// Parses "reference" or "fused"; anything else is an error naming the value.
 SplineBackend spline_backend_from_string(const std::string& name);
 

@@ -3,6 +3,7 @@
 /// "Training", "MLP baseline").
 
 #include "kan/data/dataset.h"
+#include "kan/io/enum_names.h"
 #include "kan/nn/mlp.h"
 #include "kan/nn/model.h"
 #include "kan/nn/network.h"
@@ -26,8 +27,10 @@ class DataParallel;
 enum class Optimizer { kLBFGS, kAdam };
 /// LBFGS keeps this many past steps (pykan's setting); estimate_training_memory counts them.
 inline constexpr int64_t kLBFGSHistorySize = 10;
-/// "lbfgs" or "adam".
-std::string to_string(Optimizer opt);
+/// Its names, each written once (to_string, the readers).
+inline constexpr io::EnumName<Optimizer> kOptimizerNames[] = {{Optimizer::kLBFGS, "lbfgs"},
+                                                              {Optimizer::kAdam, "adam"}};
+std::string to_string(Optimizer value);
 Optimizer optimizer_from_string(const std::string& name);
 
 /// How minibatches are drawn (batch < the training set).
@@ -38,8 +41,10 @@ enum class BatchDraw {
   /// one per step, which at 2^20 samples is most of an epoch's time on a fast device.
   kPerEpoch
 };
-/// "per_step" or "per_epoch".
-std::string to_string(BatchDraw draw);
+/// Its names, each written once (to_string, the readers).
+inline constexpr io::EnumName<BatchDraw> kBatchDrawNames[] = {{BatchDraw::kPerStep, "per_step"},
+                                                              {BatchDraw::kPerEpoch, "per_epoch"}};
+std::string to_string(BatchDraw value);
 BatchDraw batch_draw_from_string(const std::string& name);
 
 /// The data term of the objective.
@@ -47,8 +52,10 @@ enum class Loss {
   kMSE,         ///< mean squared error; labels (N, out) of the model's dtype
   kCrossEntropy ///< classification; labels (N) of class indices (int64)
 };
-/// "mse" or "cross_entropy".
-std::string to_string(Loss loss);
+/// Its names, each written once (to_string, the readers).
+inline constexpr io::EnumName<Loss> kLossNames[] = {{Loss::kMSE, "mse"},
+                                                    {Loss::kCrossEntropy, "cross_entropy"}};
+std::string to_string(Loss value);
 Loss loss_from_string(const std::string& name);
 
 /// What one optimisation step measured. RMSE fields are sqrt(MSE) and NaN for cross-entropy;

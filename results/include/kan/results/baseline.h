@@ -3,6 +3,7 @@
 /// time with a noise-aware verdict (faster / slower / same), and warnings when the two runs come
 /// from different machines or devices.
 
+#include "kan/io/enum_names.h"
 #include "kan/results/results.h"
 
 #include <optional>
@@ -18,8 +19,12 @@ enum class Verdict {
   kSame,        ///< within noise or below the minimum relevant change
   kUnavailable, ///< not measured on one side (missing, skipped, failed, ...)
 };
-/// "faster", "slower", "same", "n/a".
-std::string to_string(Verdict verdict);
+/// Its names, each written once (to_string, the readers).
+inline constexpr io::EnumName<Verdict> kVerdictNames[] = {{Verdict::kFaster, "faster"},
+                                                          {Verdict::kSlower, "slower"},
+                                                          {Verdict::kSame, "same"},
+                                                          {Verdict::kUnavailable, "n/a"}};
+std::string to_string(Verdict value);
 
 /// How the verdict is reached.
 struct BaselineOptions {

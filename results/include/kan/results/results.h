@@ -8,6 +8,7 @@
 /// a run may leave out entirely is a `std::optional` (or an empty vector / map) and is not
 /// written at all when empty. No number is ever invented: leave it empty.
 
+#include "kan/io/enum_names.h"
 #include "kan/results/accuracy.h"
 #include "kan/results/environment.h"
 #include "kan/results/monitoring.h"
@@ -43,18 +44,27 @@ enum class CaseStatus {
   kOom,     ///< out of memory; `reason` names the size that failed
   kTimeout, ///< past the per-case time limit; `reason` names the limit
 };
-/// "ok", "skipped", "failed", "oom", "timeout".
-std::string to_string(CaseStatus status);
+/// Its names, each written once (to_string, the readers).
+inline constexpr io::EnumName<CaseStatus> kCaseStatusNames[] = {{CaseStatus::kOk, "ok"},
+                                                                {CaseStatus::kSkipped, "skipped"},
+                                                                {CaseStatus::kFailed, "failed"},
+                                                                {CaseStatus::kOom, "oom"},
+                                                                {CaseStatus::kTimeout, "timeout"}};
+std::string to_string(CaseStatus value);
 
 /// The verdict of a parity comparison against its documented tolerances.
 enum class Parity { kPass, kFail };
-/// "pass", "fail".
-std::string to_string(Parity parity);
+/// Its names, each written once (to_string, the readers).
+inline constexpr io::EnumName<Parity> kParityNames[] = {{Parity::kPass, "pass"},
+                                                        {Parity::kFail, "fail"}};
+std::string to_string(Parity value);
 
 /// How an edge case ended.
 enum class EdgeStatus { kPass, kFail, kSkipped };
-/// "pass", "fail", "skipped".
-std::string to_string(EdgeStatus status);
+/// Its names, each written once (to_string, the readers).
+inline constexpr io::EnumName<EdgeStatus> kEdgeStatusNames[] = {
+    {EdgeStatus::kPass, "pass"}, {EdgeStatus::kFail, "fail"}, {EdgeStatus::kSkipped, "skipped"}};
+std::string to_string(EdgeStatus value);
 
 /// One problem a device audit found: the one finding type of every result file (results.json's
 /// audit_findings, audit.json's findings, fit.json's device_audit), with one JSON form
