@@ -68,9 +68,8 @@ std::string to_string(EdgeStatus value);
 
 /// One problem a device audit found: the one finding type of every result file (results.json's
 /// audit_findings, audit.json's findings, fit.json's device_audit), with one JSON form
-/// (results_io.h). Its producers convert to it next to their own types:
-/// kan::diagnostics::to_audit_finding() (static audit, operation trace) and
-/// kan::diagnostics::gpu_not_used_finding() (CUPTI).
+/// (results_io.h). Its producers make it directly: kan::diagnostics::DeviceAudit (static audit),
+/// OperationTrace and gpu_not_used_finding() (CUPTI).
 struct AuditFinding {
   std::string tensor;          ///< full dotted name, "model.layers.0.grid"; for an operation
                                ///< "aten::ones in model.layers.0"
