@@ -300,31 +300,10 @@ int run_mlp_fit(FitArgs& a, const kan::Dataset& data,
   return 0;
 }
 
-int run_fit(FitArgs& a) {
-  // Every kan phase, a data-parallel run's "communication" included, is an NVTX range during the
-  // run, as in the suite and sweep runners.
-  kan::diagnostics::NvtxScopes nvtx_scopes;
+// The model's options from --pykan (its model, in --dtype when given) or --width, and the later
+// stages' from theirs. Returns the --pykan model.
+std::optional<kan::KAN> resolve_model(FitArgs& a, torch::Device device) {
   auto& run = a.run;
-  auto device = parse_device(run.device);
-  // Data-parallel: join the launch first, so that a bad launch fails before any work. Each rank
-  // trains on its own device (cuda:LOCAL_RANK); rank 0 writes the outputs.
-  std::shared_ptr<kan::DataParallel> group;
-  if (a.distributed) {
-    group = kan::DataParallel::join(kan::LaunchEnvironment::from_environment(), device,
-                                    a.data_parallel);
-    device = group->device();
-    run.device = device.str();
-    run.distributed =
-        kan::diagnostics::FitDistributedRun{group->world_size(), group->backend_name()};
-  }
-  const bool writes = !group || group->rank() == 0;
-  a.data.check_needs_data();
-  run.fit.loss(a.data.loss_kind());
-  TORCH_CHECK(!a.data.data.empty() || run.fit.loss() == kan::Loss::kMSE, "--loss ", a.data.loss,
-              " needs --data (a file whose target column holds integer class labels): the "
-              "reference functions are regressions");
-  const bool mlp = run.model_kind == kan::ModelKind::kMLP;
-  // The starting model: pykan's (its options, in --dtype when given), or a new one.
   std::optional<kan::KAN> initial;
   if (!run.initial_model.empty()) {
     initial = kan::load_pykan(run.initial_model, device);
@@ -339,7 +318,7 @@ int run_fit(FitArgs& a) {
     run.model.dtype(kan::dtype_from_string(a.dtype.empty() ? "float64" : a.dtype));
   }
   run.model.device(device).seed(run.seed);
-  if (mlp)
+  if (run.model_kind == kan::ModelKind::kMLP)
     run.mlp.width(mlp_width(a.width)).dtype(run.model.dtype()).device(device).seed(run.seed);
   run.fit.seed(run.seed);
   if (run.prune)
@@ -350,33 +329,6 @@ int run_fit(FitArgs& a) {
     a.symbolic_stage.steps = a.symbolic_stage.steps.value_or(run.fit.steps());
     run.symbolic = a.symbolic_stage;
   }
-  const auto& width = mlp ? run.mlp.width() : run.model.width();
-  const char* model_source = initial ? "the --pykan model" : "--width";
-  // The data: the user's file (checked against the model's width before anything is trained),
-  // or the reference function's samples.
-  std::optional<kan::LoadedDataset> loaded;
-  if (!a.data.data.empty()) {
-    loaded = kan::load_dataset(
-        a.data.data, a.data.load_options().seed(run.seed).dtype(run.model.dtype()).device(device));
-    try {
-      kan::check_width(*loaded, width.front(), width.back());
-    } catch (const c10::Error& e) {
-      TORCH_CHECK(false, model_source, " ", kan::width_text(kan::pykan_width(run.model)), ": ",
-                  e.what_without_backtrace());
-    }
-    run.function.clear();
-    run.train_num = loaded->train_rows;
-    run.test_num = loaded->test_rows;
-    run.data = kan::diagnostics::FitDataRun{
-        loaded->path,     kan::to_string(loaded->format), loaded->input_names, loaded->target_names,
-        a.data.test_data, a.data.test_fraction,           loaded->classes,     loaded->description};
-  } else {
-    const auto& function = kan::reference_function(run.function);
-    TORCH_CHECK(width.front() == function.n_var, model_source, " starts with ", width.front(),
-                " inputs but function '", run.function, "' has ", function.n_var, " variables");
-    TORCH_CHECK(width.back() == 1, model_source,
-                " must end in 1 output for a regression function, got ", width.back());
-  }
   int64_t grid = run.model.grid();
   for (const int64_t next : run.refine) {
     TORCH_CHECK(next > grid,
@@ -385,44 +337,98 @@ int run_fit(FitArgs& a) {
                 run.model.grid(), "), got ", next, " after ", grid);
     grid = next;
   }
-  if (writes) {
-    kan::io::check_output_folder(a.out, "--out");
-    for (const char* name : {"model.pt", "fit.json"})
-      kan::io::check_output_file((std::filesystem::path(a.out) / name).string(), "--out");
+  return initial;
+}
+
+// The user's --data, checked against the model's width before anything is trained (none: the
+// reference function's samples, checked the same way).
+std::optional<kan::LoadedDataset> load_data(FitArgs& a, torch::Device device,
+                                            const char* model_source) {
+  auto& run = a.run;
+  const auto& width = run.model_kind == kan::ModelKind::kMLP ? run.mlp.width() : run.model.width();
+  if (a.data.data.empty()) {
+    const auto& function = kan::reference_function(run.function);
+    TORCH_CHECK(width.front() == function.n_var, model_source, " starts with ", width.front(),
+                " inputs but function '", run.function, "' has ", function.n_var, " variables");
+    TORCH_CHECK(width.back() == 1, model_source,
+                " must end in 1 output for a regression function, got ", width.back());
+    return std::nullopt;
   }
-  // Refused before anything is allocated: a CPU run past the machine's memory is killed by the
-  // kernel without a word, a GPU run fails deep inside a step. (The estimate is a KAN's.)
+  auto loaded = kan::load_dataset(
+      a.data.data, a.data.load_options().seed(run.seed).dtype(run.model.dtype()).device(device));
   try {
-    if (!mlp)
-      kan::check_fits_in_memory(run.model, run.fit, run.train_num, run.test_num);
+    kan::check_width(loaded, width.front(), width.back());
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false, model_source, " ", kan::width_text(kan::pykan_width(run.model)), ": ",
+                e.what_without_backtrace());
+  }
+  run.function.clear();
+  run.train_num = loaded.train_rows;
+  run.test_num = loaded.test_rows;
+  run.data = kan::diagnostics::FitDataRun{
+      loaded.path,      kan::to_string(loaded.format), loaded.input_names, loaded.target_names,
+      a.data.test_data, a.data.test_fraction,          loaded.classes,     loaded.description};
+  return loaded;
+}
+
+// Refused before anything is allocated: a CPU run past the machine's memory is killed by the
+// kernel without a word, a GPU run fails deep inside a step. (The estimate is a KAN's.)
+void check_memory(const FitArgs& a, bool from_file) {
+  const auto& run = a.run;
+  if (run.model_kind == kan::ModelKind::kMLP)
+    return;
+  try {
+    kan::check_fits_in_memory(run.model, run.fit, run.train_num, run.test_num);
   } catch (const c10::OutOfMemoryError& e) {
     TORCH_CHECK(false, "--width ", a.width, " --grid ", run.model.grid(),
-                loaded ? " on --data's " : " --train-num ", run.train_num,
-                loaded ? " training rows" : "", " --batch ", run.fit.batch(),
+                from_file ? " on --data's " : " --train-num ", run.train_num,
+                from_file ? " training rows" : "", " --batch ", run.fit.batch(),
                 " does not fit: ", e.what_without_backtrace());
   }
-  kan::Dataset data;
-  if (loaded) {
-    data = std::move(loaded->data);
-  } else {
-    const auto& function = kan::reference_function(run.function);
-    data = kan::create_dataset(function.f, kan::DatasetOptions(function.n_var)
-                                               .ranges(function.ranges)
-                                               .train_num(run.train_num)
-                                               .test_num(run.test_num)
-                                               .seed(run.seed)
-                                               .device(device)
-                                               .dtype(run.model.dtype()));
-  }
-  if (loaded && writes)
-    std::fprintf(stderr, "data: %s\n", loaded->description.c_str());
-  // What progress and the summary call the run: the function, or the data file's name.
-  const std::string subject =
-      loaded ? std::filesystem::path(loaded->path).filename().string() : run.function;
-  if (mlp)
-    return run_mlp_fit(a, data, group, writes, subject);
-  kan::KAN model = initial ? *initial : kan::KAN(run.model);
+}
 
+kan::Dataset function_samples(const kan::diagnostics::FitRun& run, torch::Device device) {
+  const auto& function = kan::reference_function(run.function);
+  return kan::create_dataset(function.f, kan::DatasetOptions(function.n_var)
+                                             .ranges(function.ranges)
+                                             .train_num(run.train_num)
+                                             .test_num(run.test_num)
+                                             .seed(run.seed)
+                                             .device(device)
+                                             .dtype(run.model.dtype()));
+}
+
+// One summary line of a KAN's fit, every stage's test metric, and the formula's lines.
+std::pair<std::string, std::string> kan_summary(const kan::diagnostics::FitRecord& record,
+                                                const std::string& subject, int64_t grid) {
+  std::string summary = subject + " G=" + std::to_string(grid) + ": " + test_metric(record.trained);
+  if (record.pruned)
+    summary += ", pruned to " + kan::width_text(record.pruned->width_after) + ": " +
+               test_metric(record.pruned->retrained);
+  for (const auto& refined : record.refined)
+    summary += ", refined " + subject + " G=" + std::to_string(refined.grid) + ": " +
+               test_metric(refined.trained);
+  std::string formulas;
+  if (const auto& symbolic = record.symbolic) {
+    summary += ", symbolic: " + test_metric(symbolic->retrained);
+    if (symbolic->formula) {
+      for (size_t out = 0; out < symbolic->formula->size(); ++out)
+        formulas += "formula" +
+                    (symbolic->formula->size() > 1 ? " y" + std::to_string(out + 1) : "") + ": " +
+                    (*symbolic->formula)[out].sympy + "\n";
+    } else {
+      formulas = "no formula: " + symbolic->formula_error + "\n";
+    }
+  }
+  return {summary, formulas};
+}
+
+// `kanbench fit` of a KAN: kan::run_pipeline with progress, its first training under the device
+// audit, then fit.json, the checkpoint and the summary.
+int run_kan_fit(FitArgs& a, kan::KAN model, const kan::Dataset& data,
+                const std::shared_ptr<kan::DataParallel>& group, bool writes,
+                const std::string& subject) {
+  const auto& run = a.run;
   auto record = new_record(run);
   auto fit_options = run.fit;
   fit_options.data_parallel(group);
@@ -463,39 +469,59 @@ int run_fit(FitArgs& a) {
                 e.what_without_backtrace());
     throw;
   }
-
-  // One summary line: every stage's test metric, then the formula.
-  std::string summary =
-      subject + " G=" + std::to_string(run.model.grid()) + ": " + test_metric(record.trained);
-  if (record.pruned)
-    summary += ", pruned to " + kan::width_text(record.pruned->width_after) + ": " +
-               test_metric(record.pruned->retrained);
-  for (const auto& refined : record.refined)
-    summary += ", refined " + subject + " G=" + std::to_string(refined.grid) + ": " +
-               test_metric(refined.trained);
-  std::string formulas;
-  if (const auto& symbolic = record.symbolic) {
-    summary += ", symbolic: " + test_metric(symbolic->retrained);
-    if (writes)
-      std::fprintf(stderr, "auto_symbolic: %zu edges in %.1f s\n", symbolic->edges.size(),
-                   symbolic->auto_symbolic_seconds);
-    if (symbolic->formula) {
-      for (size_t out = 0; out < symbolic->formula->size(); ++out)
-        formulas += "formula" +
-                    (symbolic->formula->size() > 1 ? " y" + std::to_string(out + 1) : "") + ": " +
-                    (*symbolic->formula)[out].sympy + "\n";
-    } else {
-      formulas = "no formula: " + symbolic->formula_error + "\n";
-    }
-  }
-
   if (!writes)
     return 0;
+  if (record.symbolic)
+    std::fprintf(stderr, "auto_symbolic: %zu edges in %.1f s\n", record.symbolic->edges.size(),
+                 record.symbolic->auto_symbolic_seconds);
+  const auto [summary, formulas] = kan_summary(record, subject, run.model.grid());
   const auto json_path = write_fit(record, *model, group.get(), a.out);
   std::cout << summary << " (" << run_details(record, *model, group.get()) << ") -> " << json_path
             << "\n"
             << formulas;
   return 0;
+}
+
+int run_fit(FitArgs& a) {
+  // Every kan phase, a data-parallel run's "communication" included, is an NVTX range during the
+  // run, as in the suite and sweep runners.
+  kan::diagnostics::NvtxScopes nvtx_scopes;
+  auto& run = a.run;
+  auto device = parse_device(run.device);
+  // Data-parallel: join the launch first, so that a bad launch fails before any work. Each rank
+  // trains on its own device (cuda:LOCAL_RANK); rank 0 writes the outputs.
+  std::shared_ptr<kan::DataParallel> group;
+  if (a.distributed) {
+    group = kan::DataParallel::join(kan::LaunchEnvironment::from_environment(), device,
+                                    a.data_parallel);
+    device = group->device();
+    run.device = device.str();
+    run.distributed =
+        kan::diagnostics::FitDistributedRun{group->world_size(), group->backend_name()};
+  }
+  const bool writes = !group || group->rank() == 0;
+  a.data.check_needs_data();
+  run.fit.loss(a.data.loss_kind());
+  TORCH_CHECK(!a.data.data.empty() || run.fit.loss() == kan::Loss::kMSE, "--loss ", a.data.loss,
+              " needs --data (a file whose target column holds integer class labels): the "
+              "reference functions are regressions");
+  auto initial = resolve_model(a, device);
+  auto loaded = load_data(a, device, initial ? "the --pykan model" : "--width");
+  if (writes) {
+    kan::io::check_output_folder(a.out, "--out");
+    for (const char* name : {"model.pt", "fit.json"})
+      kan::io::check_output_file((std::filesystem::path(a.out) / name).string(), "--out");
+  }
+  check_memory(a, loaded.has_value());
+  const kan::Dataset data = loaded ? std::move(loaded->data) : function_samples(run, device);
+  if (loaded && writes)
+    std::fprintf(stderr, "data: %s\n", loaded->description.c_str());
+  // What progress and the summary call the run: the function, or the data file's name.
+  const std::string subject =
+      loaded ? std::filesystem::path(loaded->path).filename().string() : run.function;
+  if (run.model_kind == kan::ModelKind::kMLP)
+    return run_mlp_fit(a, data, group, writes, subject);
+  return run_kan_fit(a, initial ? *initial : kan::KAN(run.model), data, group, writes, subject);
 }
 
 } // namespace
