@@ -68,31 +68,51 @@ void BM_LayerForwardBackward_CUDA(benchmark::State& state) {
 }
 
 // The dense matrix product of the spline's shape, (N, I * (G + k)) x (I * (G + k), O) forward
-// and its two backward products: the yardstick for the GPU figures.
-void BM_DenseEquivalentGemm_CUDA(benchmark::State& state) {
-  const int64_t N = state.range(1), I = state.range(2), O = state.range(3),
-                K = I * (state.range(4) + state.range(5));
-  const auto opts = torch::TensorOptions().device(torch::kCUDA);
-  auto a = torch::randn({N, K}, opts), w = torch::randn({K, O}, opts),
-       g = torch::randn({N, O}, opts);
-  time_on_cuda(state, [&] {
+// and its two backward products: the yardstick a layer's fused forward + backward is measured
+// against (its arithmetic touches k + 1 of the G + k basis functions, about half the GEMM's).
+struct DenseGemm {
+  torch::Tensor a, w, g;
+
+  DenseGemm(const benchmark::State& state, torch::Device device) {
+    const int64_t N = state.range(1), I = state.range(2), O = state.range(3),
+                  K = I * (state.range(4) + state.range(5));
+    const auto opts = torch::TensorOptions().device(device);
+    a = torch::randn({N, K}, opts), w = torch::randn({K, O}, opts), g = torch::randn({N, O}, opts);
+  }
+  void operator()() const {
     auto y = torch::matmul(a, w);
     auto gw = torch::matmul(a.t(), g);
     auto ga = torch::matmul(g, w.t());
     benchmark::DoNotOptimize(y);
     benchmark::DoNotOptimize(gw);
     benchmark::DoNotOptimize(ga);
-  });
+  }
+};
+
+void BM_DenseEquivalentGemm(benchmark::State& state) {
+  const DenseGemm gemm(state, torch::kCPU);
+  gemm(); // warm-up
+  for (auto _ : state)
+    gemm();
   set_layer_counters(state);
   state.SetLabel("dense gemm");
 }
 
-// batch, in, out, G, k. G = 5 and G = 50 at 4096 x 100 -> 100 are the fused backend's yardsticks
-// (docs/benchmarks.md quotes them); batch 256 is the ctest smoke case.
+void BM_DenseEquivalentGemm_CUDA(benchmark::State& state) {
+  const DenseGemm gemm(state, torch::kCUDA);
+  time_on_cuda(state, gemm);
+  set_layer_counters(state);
+  state.SetLabel("dense gemm");
+}
+
+// batch, in, out, G, k. G = 3, 5, 10 and 50 at 4096 x 100 -> 100 are the fused backend's
+// yardsticks against the dense GEMM (docs/benchmarks.md quotes them); batch 256 is the ctest
+// smoke case.
 const std::vector<std::vector<int64_t>>& layer_shapes() {
   static const std::vector<std::vector<int64_t>> shapes = {
-      {256, 16, 16, 5, 3},     {4096, 100, 100, 5, 3},  {4096, 100, 100, 50, 3},
-      {4096, 100, 100, 10, 1}, {4096, 100, 100, 10, 5}, {1024, 784, 64, 5, 3}};
+      {256, 16, 16, 5, 3},     {4096, 100, 100, 3, 3},  {4096, 100, 100, 5, 3},
+      {4096, 100, 100, 10, 3}, {4096, 100, 100, 50, 3}, {4096, 100, 100, 10, 1},
+      {4096, 100, 100, 10, 5}, {1024, 784, 64, 5, 3}};
   return shapes;
 }
 
@@ -152,6 +172,63 @@ void activation_args(benchmark::internal::Benchmark* b) {
       b->Args({backend, s[0], s[1], s[2], s[3], s[4]});
 }
 
+// ---- Small models: pykan's toy --------------------------------------------------------------
+// KAN [2, 5, 1], G = 3, k = 3, float64 on pykan's toy function exp(sin(pi x1) + x2^2), 1000
+// training samples, lamb 0.001: tools/peer-compare.py's toy workload. A small model's time is
+// dispatch and bookkeeping, not arithmetic, so these count what a step is made of.
+
+struct ToyCase {
+  Dataset data = [] {
+    const auto& f = reference_function("toy");
+    return create_dataset(
+        f.f, DatasetOptions(f.n_var).train_num(1000).test_num(1000).dtype(torch::kFloat64));
+  }();
+  static KAN model() {
+    return KAN(KANOptions({2, 5, 1}).grid(3).k(3).seed(0).dtype(torch::kFloat64));
+  }
+  static FitOptions options(int64_t steps) { return FitOptions().steps(steps).lamb(0.001); }
+};
+
+// One evaluation of LBFGS's objective: forward on the training set, MSE plus the regulariser,
+// backward (what each of an LBFGS step's many closure calls does).
+void BM_ToyEvaluation(benchmark::State& state) {
+  const ToyCase toy;
+  auto model = ToyCase::model();
+  model->set_save_statistics(true);
+  auto evaluate = [&] {
+    model->zero_grad();
+    const auto out = model(toy.data.train_input);
+    const auto loss = torch::mse_loss(out, toy.data.train_label) + 0.001 * model->regularization();
+    loss.backward();
+  };
+  evaluate();
+  for (auto _ : state)
+    evaluate();
+  state.counters["evaluations/s"] =
+      benchmark::Counter(1, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// pykan's toy training loop: 50 LBFGS steps of kan::fit from a new model, grid updates at fit's
+// defaults. evaluations/s counts the objective evaluations the steps took.
+void BM_ToyFit(benchmark::State& state) {
+  const ToyCase toy;
+  const int64_t steps = state.range(0);
+  int64_t evaluations = 0;
+  auto warm_up = ToyCase::model();
+  fit(warm_up, toy.data, ToyCase::options(1));
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto model = ToyCase::model();
+    state.ResumeTiming();
+    for (const auto& step : fit(model, toy.data, ToyCase::options(steps)).steps)
+      evaluations += step.evaluations;
+  }
+  state.counters["evaluations/s"] =
+      benchmark::Counter(static_cast<double>(evaluations), benchmark::Counter::kIsRate);
+  state.counters["steps/s"] =
+      benchmark::Counter(static_cast<double>(steps), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // ---- The `deep` workload's training epoch ---------------------------------------------------
 // KAN [4, 100, 100, 100, 1] on exp_sin4, Adam (lr 1e-3), batch 100 over 1000 training samples:
 // one epoch = 10 steps of kan::fit (each step also evaluates the 1000 test samples). Arg: backend.
@@ -178,8 +255,21 @@ void register_families() {
       ->Apply(layer_args)
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("BM_DenseEquivalentGemm", BM_DenseEquivalentGemm)
+      ->Apply(gemm_args)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("BM_LayerActivations", BM_LayerActivations)
       ->Apply(activation_args)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("BM_ToyEvaluation", BM_ToyEvaluation)
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("BM_ToyFit", BM_ToyFit)
+      ->ArgName("steps")
+      ->Arg(1)
+      ->Arg(50)
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("BM_DeepEpoch", BM_DeepEpoch)
