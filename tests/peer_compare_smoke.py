@@ -23,6 +23,7 @@ ours = tools["kanbench"]
 assert ours["median"] > 0 and ours["ratio"] == 1.0, ours
 assert min(ours["evaluations"]) >= 2, ours  # 2 LBFGS steps evaluate at least once each
 assert math.isfinite(ours["train_rmse"]), ours
+assert ours["evaluations_per_second"] > 0, ours
 for tool, r in tools.items():
     assert r["ratio"] > 0 and r["median"] > 0, r
 print("peer comparison ran:", ", ".join(f"{t} {r['median']:.3f} s" for t, r in tools.items()))

@@ -304,11 +304,12 @@ def main():
     print("seconds of training alone: kanbench's fit.json (its training loop), pykan: "
           "model.fit, efficient-kan: the training loop; medians and minima over the runs")
     print("evals: objective evaluations (forward and backward on the training batch), median; "
-          "an LBFGS step's line search\nevaluates a tool-dependent number of times (rounding "
+          "evals/s its inverse; an LBFGS step's line search\nevaluates a tool-dependent number of times (rounding "
           "steers it), so 'x per eval' compares the work done at equal work")
     print()
     header = f"{'workload':10} {'tool':13} {'median s':>9} {'min s':>9} {'x kanbench':>10} " \
-             f"{'evals':>6} {'ms/eval':>8} {'x per eval':>10} {'last train RMSE':>15}"
+             f"{'evals':>6} {'ms/eval':>8} {'evals/s':>8} {'x per eval':>10} " \
+             f"{'last train RMSE':>15}"
     print(header)
     print("-" * len(header))
     rows = []
@@ -329,12 +330,14 @@ def main():
                        min=min(seconds), ratio=median / base_median,
                        evaluations=[r["evaluations"] for r in results],
                        seconds_per_evaluation=per_eval(results),
+                       evaluations_per_second=1 / per_eval(results),
                        ratio_per_evaluation=per_eval(results) / per_eval(base),
                        train_rmse=results[-1]["train_rmse"])
             rows.append(row)
             print(f"{workload:10} {tool:13} {median:9.3f} {row['min']:9.3f} "
                   f"{row['ratio']:10.2f} {statistics.median(row['evaluations']):6.0f} "
                   f"{1e3 * row['seconds_per_evaluation']:8.3f} "
+                  f"{row['evaluations_per_second']:8.0f} "
                   f"{row['ratio_per_evaluation']:10.2f} {row['train_rmse']:15.3e}")
     if "efficient-kan" in tools:
         print("\nefficient-kan: not on toy; its regulariser is on the spline weights (pykan's and "
