@@ -290,6 +290,178 @@ json final_json(const FitRecord& f) {
   return j;
 }
 
+FitDataRun data_run_from(const json& value, const std::string& path, bool lenient) {
+  ObjectReader d(value, path, lenient);
+  FitDataRun run;
+  run.path = d.string("path");
+  run.format = d.string("format");
+  run.inputs = io::as_strings(d.required("inputs"), d.path_of("inputs"));
+  run.targets = io::as_strings(d.required("targets"), d.path_of("targets"));
+  if (const auto& test = d.required("test_data"); !test.is_null())
+    run.test_data = io::as_string(test, d.path_of("test_data"));
+  run.test_fraction = d.nullable_number("test_fraction", Bound::kNonNegative);
+  run.classes = d.integer("classes", Bound::kNonNegative);
+  run.description = d.string("description");
+  if (run.inputs.empty() || run.targets.empty())
+    io::fail(d.path_of(run.inputs.empty() ? "inputs" : "targets"), "no columns");
+  d.finish();
+  return run;
+}
+
+PruneStage prune_stage_from(const json& value, const std::string& path, bool lenient) {
+  ObjectReader p(value, path, lenient);
+  PruneStage stage;
+  stage.node_th = p.number("node_th", Bound::kNonNegative);
+  stage.edge_th = p.number("edge_th", Bound::kNonNegative);
+  stage.steps = p.integer("steps", Bound::kNonNegative);
+  p.finish();
+  return stage;
+}
+
+SymbolicStage symbolic_stage_from(const json& value, const std::string& path, bool lenient) {
+  ObjectReader p(value, path, lenient);
+  SymbolicStage stage;
+  stage.lib = io::as_strings(p.required("lib"), p.path_of("lib"));
+  stage.r2_threshold = p.number("r2_threshold");
+  stage.weight_simple = p.number("weight_simple");
+  stage.steps = p.integer("steps", Bound::kNonNegative);
+  stage.search = p.string("search");
+  const auto& names = symbolic_search_names();
+  if (std::find(names.begin(), names.end(), stage.search) == names.end())
+    io::fail(p.path_of("search"),
+             "expected pykan, zoom or newton, got " + io::quoted(stage.search));
+  if (stage.lib.empty())
+    io::fail(p.path_of("lib"), "the library is empty");
+  p.finish();
+  return stage;
+}
+
+// `config`: what ran. A file of minor version `minor` (2.x) holds what that version writes.
+FitRun fit_run_from(const json& value, int minor, bool lenient) {
+  ObjectReader c(value, "config", lenient);
+  FitRun run;
+  // Required from 2.1; 2.0 files written before data files have none.
+  const json* data = minor >= 1 ? &c.required("data") : c.optional("data");
+  if (data != nullptr && !data->is_null()) {
+    if (!c.required("function").is_null())
+      io::fail(c.path_of("function"), "must be null when config.data names a data file");
+    run.data = data_run_from(*data, c.path_of("data"), lenient);
+    run.function.clear();
+  } else {
+    run.function = c.string("function");
+  }
+  run.train_num = c.integer("train_num", Bound::kNonNegative);
+  run.test_num = c.integer("test_num", Bound::kNonNegative);
+  run.seed = io::as_unsigned(c.required("seed"), c.path_of("seed"));
+  run.device = c.string("device");
+  run.refine = io::read_array<int64_t>(c.required("refine"), c.path_of("refine"),
+                                       [](const json& grid, const std::string& at) {
+                                         return io::as_integer(grid, at, Bound::kNonNegative);
+                                       });
+  if (const auto& prune = c.required("prune"); !prune.is_null())
+    run.prune = prune_stage_from(prune, c.path_of("prune"), lenient);
+  if (const auto& symbolic = c.required("symbolic"); !symbolic.is_null())
+    run.symbolic = symbolic_stage_from(symbolic, c.path_of("symbolic"), lenient);
+  if (const auto& distributed = c.required("distributed"); !distributed.is_null()) {
+    ObjectReader p(distributed, c.path_of("distributed"), lenient);
+    run.distributed =
+        FitDistributedRun{p.integer("world_size", Bound::kNonNegative), p.string("backend")};
+    p.finish();
+  }
+  run.trace_steps = c.integer("trace_steps", Bound::kNonNegative);
+  // From 2.1 the kind says what config.model holds; before, it is a KAN's.
+  if (minor >= 1)
+    run.model_kind =
+        io::enum_from_string(c.string("model_kind"), kModelKindNames, c.path_of("model_kind"));
+  if (run.model_kind == ModelKind::kMLP) {
+    run.mlp = mlp_options_from_json(c.required("model"), c.path_of("model"));
+    // An MLP trains once: the pipeline's later stages are a KAN's.
+    if (run.prune || run.symbolic || !run.refine.empty())
+      io::fail(run.prune      ? "config.prune"
+               : run.symbolic ? "config.symbolic"
+                              : "config.refine",
+               "set, but config.model_kind is \"mlp\": an MLP has no pruning, refinement or "
+               "symbolic stage");
+  } else {
+    run.model = kan_options_from_json(c.required("model"), c.path_of("model"));
+  }
+  run.fit = fit_options_from_json(c.required("fit"), c.path_of("fit"));
+  if (c.optional("initial_model"))
+    run.initial_model = c.string("initial_model");
+  c.finish();
+  return run;
+}
+
+// An optional stage `key` of the document: present exactly when its configuration `configured`
+// (named `config_key`) asks for it.
+template <typename Read>
+void read_stage(ObjectReader& r, const char* key, bool configured, const char* config_key,
+                bool lenient, Read read) {
+  if (!r.optional(key)) {
+    if (configured)
+      io::fail(key, std::string("missing, but ") + config_key + " is set");
+    return;
+  }
+  if (!configured)
+    io::fail(key, std::string("present, but ") + config_key + " is null");
+  ObjectReader stage(r.required(key), key, lenient);
+  read(stage);
+  stage.finish();
+}
+
+// The stages after the first, and what a data-parallel fit's collectives cost.
+void later_stages_from(ObjectReader& r, FitRecord& f, bool lenient) {
+  read_stage(r, "pruned", f.config.prune.has_value(), "config.prune", lenient,
+             [&](ObjectReader& pruned) { f.pruned = pruning_from(pruned, f.config); });
+  f.refined = io::read_array<RefineResult>(
+      r.required("refined"), "refined", [&](const json& stage, const std::string& at) {
+        ObjectReader refined(stage, at, lenient);
+        RefineResult result;
+        result.trained = stage_from(refined);
+        result.grid = refined.integer("grid", Bound::kNonNegative);
+        check_seconds(refined, "seconds", result.trained.history.seconds,
+                      (at + ".history.seconds").c_str());
+        refined.finish();
+        return result;
+      });
+  std::vector<int64_t> grids;
+  for (const auto& stage : f.refined)
+    grids.push_back(stage.grid);
+  check_repeats(json(grids), json(f.config.refine), "refined[].grid", "config.refine");
+  read_stage(
+      r, "symbolic", f.config.symbolic.has_value(), "config.symbolic", lenient,
+      [&](ObjectReader& symbolic) { f.symbolic = symbolic_from(symbolic, f.config, lenient); });
+  read_stage(r, "communication", f.config.distributed.has_value(), "config.distributed", lenient,
+             [&](ObjectReader& m) {
+               f.communication = FitCommunication{m.integer("collectives", Bound::kNonNegative),
+                                                  m.integer("bytes", Bound::kNonNegative),
+                                                  m.number("wait_seconds", Bound::kNonNegative)};
+             });
+}
+
+// `final`: the last stage's metrics, repeated, and (from 2.1) the final model's size, both or
+// neither (a record whose writer had no model).
+void final_from(const json& final, FitRecord& f, int minor) {
+  if (minor >= 1) {
+    ObjectReader size(final, "final", /*allow_unknown=*/true);
+    f.parameters = size.optional_integer("parameters", Bound::kNonNegative);
+    f.forward_flops = size.optional_integer("forward_flops", Bound::kNonNegative);
+    if (f.parameters.has_value() != f.forward_flops.has_value())
+      io::fail(f.parameters ? "final.forward_flops" : "final.parameters",
+               "missing, but final." + std::string(f.parameters ? "parameters" : "forward_flops") +
+                   " is given");
+    // An MLP's size follows from its configuration alone.
+    const auto& mlp = f.config.mlp;
+    if (f.config.model_kind == ModelKind::kMLP && f.parameters) {
+      check_repeats(*f.parameters, mlp_parameter_count(mlp.width()), "final.parameters",
+                    "config.model's count");
+      check_repeats(*f.forward_flops, mlp_forward_flops(mlp.width(), mlp.activation()),
+                    "final.forward_flops", "config.model's count");
+    }
+  }
+  check_repeats(final, final_json(f), "final", "the last stage");
+}
+
 } // namespace
 
 json to_json(const FitRecord& f) {
@@ -371,97 +543,7 @@ FitRecord fit_record_from_json(const json& value, const std::string& source) {
     FitRecord f;
     f.schema_version = r.string("schema_version");
     check_command(r, "fit");
-    ObjectReader c(r.required("config"), "config", lenient);
-    // Required from 2.1; 2.0 files written before data files have none.
-    const json* data = minor >= 1 ? &c.required("data") : c.optional("data");
-    if (data != nullptr && !data->is_null()) {
-      if (!c.required("function").is_null())
-        io::fail(c.path_of("function"), "must be null when config.data names a data file");
-      ObjectReader d(*data, c.path_of("data"), lenient);
-      FitDataRun run;
-      run.path = d.string("path");
-      run.format = d.string("format");
-      run.inputs = io::as_strings(d.required("inputs"), d.path_of("inputs"));
-      run.targets = io::as_strings(d.required("targets"), d.path_of("targets"));
-      if (const auto& test = d.required("test_data"); !test.is_null())
-        run.test_data = io::as_string(test, d.path_of("test_data"));
-      run.test_fraction = d.nullable_number("test_fraction", Bound::kNonNegative);
-      run.classes = d.integer("classes", Bound::kNonNegative);
-      run.description = d.string("description");
-      if (run.inputs.empty() || run.targets.empty())
-        io::fail(d.path_of(run.inputs.empty() ? "inputs" : "targets"), "no columns");
-      d.finish();
-      f.config.data = run;
-      f.config.function.clear();
-    } else {
-      f.config.function = c.string("function");
-    }
-    f.config.train_num = c.integer("train_num", Bound::kNonNegative);
-    f.config.test_num = c.integer("test_num", Bound::kNonNegative);
-    f.config.seed = io::as_unsigned(c.required("seed"), c.path_of("seed"));
-    f.config.device = c.string("device");
-    f.config.refine = io::read_array<int64_t>(
-        c.required("refine"), c.path_of("refine"), [](const json& grid, const std::string& at) {
-          return io::as_integer(grid, at, Bound::kNonNegative);
-        });
-    if (const auto& prune = c.required("prune"); !prune.is_null()) {
-      ObjectReader p(prune, c.path_of("prune"), lenient);
-      PruneStage stage;
-      stage.node_th = p.number("node_th", Bound::kNonNegative);
-      stage.edge_th = p.number("edge_th", Bound::kNonNegative);
-      stage.steps = p.integer("steps", Bound::kNonNegative);
-      f.config.prune = stage;
-      p.finish();
-    }
-    if (const auto& symbolic = c.required("symbolic"); !symbolic.is_null()) {
-      ObjectReader p(symbolic, c.path_of("symbolic"), lenient);
-      SymbolicStage stage;
-      stage.lib = io::as_strings(p.required("lib"), p.path_of("lib"));
-      stage.r2_threshold = p.number("r2_threshold");
-      stage.weight_simple = p.number("weight_simple");
-      stage.steps = p.integer("steps", Bound::kNonNegative);
-      stage.search = p.string("search");
-      const auto& names = symbolic_search_names();
-      if (std::find(names.begin(), names.end(), stage.search) == names.end())
-        io::fail(p.path_of("search"),
-                 "expected pykan, zoom or newton, got " + io::quoted(stage.search));
-      if (stage.lib.empty())
-        io::fail(p.path_of("lib"), "the library is empty");
-      f.config.symbolic = stage;
-      p.finish();
-    }
-    if (const auto& distributed = c.required("distributed"); !distributed.is_null()) {
-      ObjectReader p(distributed, c.path_of("distributed"), lenient);
-      f.config.distributed =
-          FitDistributedRun{p.integer("world_size", Bound::kNonNegative), p.string("backend")};
-      p.finish();
-    }
-    f.config.trace_steps = c.integer("trace_steps", Bound::kNonNegative);
-    // From 2.1 the kind says what config.model holds; before, it is a KAN's.
-    if (minor >= 1) {
-      const auto kind = c.string("model_kind");
-      try {
-        f.config.model_kind = model_kind_from_string(kind);
-      } catch (const c10::Error&) {
-        io::fail(c.path_of("model_kind"), "expected \"kan\" or \"mlp\", got " + io::quoted(kind));
-      }
-    }
-    if (f.config.model_kind == ModelKind::kMLP) {
-      f.config.mlp = mlp_options_from_json(c.required("model"), c.path_of("model"));
-      // An MLP trains once: the pipeline's later stages are a KAN's.
-      if (f.config.prune || f.config.symbolic || !f.config.refine.empty())
-        io::fail(f.config.prune      ? "config.prune"
-                 : f.config.symbolic ? "config.symbolic"
-                                     : "config.refine",
-                 "set, but config.model_kind is \"mlp\": an MLP has no pruning, refinement or "
-                 "symbolic stage");
-    } else {
-      f.config.model = kan_options_from_json(c.required("model"), c.path_of("model"));
-    }
-    f.config.fit = fit_options_from_json(c.required("fit"), c.path_of("fit"));
-    if (c.optional("initial_model"))
-      f.config.initial_model = c.string("initial_model");
-    c.finish();
+    f.config = fit_run_from(r.required("config"), minor, lenient);
     ObjectReader e(r.required("environment"), "environment", lenient);
     f.libtorch = e.string("libtorch");
     f.threads = e.integer("threads", Bound::kNonNegative);
@@ -469,71 +551,9 @@ FitRecord fit_record_from_json(const json& value, const std::string& source) {
     e.finish();
     f.device_audit = audited_fit_from_json(r.required("device_audit"), "device_audit");
     f.trained = stage_from(r);
-    if (r.optional("pruned")) {
-      if (!f.config.prune)
-        io::fail("pruned", "present, but config.prune is null");
-      ObjectReader pruned(r.required("pruned"), "pruned", lenient);
-      f.pruned = pruning_from(pruned, f.config);
-      pruned.finish();
-    } else if (f.config.prune) {
-      io::fail("pruned", "missing, but config.prune is set");
-    }
-    f.refined = io::read_array<RefineResult>(
-        r.required("refined"), "refined", [&](const json& stage, const std::string& at) {
-          ObjectReader refined(stage, at, lenient);
-          RefineResult result;
-          result.trained = stage_from(refined);
-          result.grid = refined.integer("grid", Bound::kNonNegative);
-          check_seconds(refined, "seconds", result.trained.history.seconds,
-                        (at + ".history.seconds").c_str());
-          refined.finish();
-          return result;
-        });
-    std::vector<int64_t> grids;
-    for (const auto& stage : f.refined)
-      grids.push_back(stage.grid);
-    check_repeats(json(grids), json(f.config.refine), "refined[].grid", "config.refine");
-    if (r.optional("symbolic")) {
-      if (!f.config.symbolic)
-        io::fail("symbolic", "present, but config.symbolic is null");
-      ObjectReader symbolic(r.required("symbolic"), "symbolic", lenient);
-      f.symbolic = symbolic_from(symbolic, f.config, lenient);
-      symbolic.finish();
-    } else if (f.config.symbolic) {
-      io::fail("symbolic", "missing, but config.symbolic is set");
-    }
-    if (r.optional("communication")) {
-      if (!f.config.distributed)
-        io::fail("communication", "present, but config.distributed is null");
-      ObjectReader m(r.required("communication"), "communication", lenient);
-      f.communication = FitCommunication{m.integer("collectives", Bound::kNonNegative),
-                                         m.integer("bytes", Bound::kNonNegative),
-                                         m.number("wait_seconds", Bound::kNonNegative)};
-      m.finish();
-    } else if (f.config.distributed) {
-      io::fail("communication", "missing, but config.distributed is set");
-    }
+    later_stages_from(r, f, lenient);
     check_seconds(r, "seconds", f.seconds(), "the stages' training time");
-    // From 2.1, the final model's size: both or neither (a record whose writer had no model).
-    const auto& final = r.required("final");
-    if (minor >= 1) {
-      ObjectReader size(final, "final", /*allow_unknown=*/true);
-      f.parameters = size.optional_integer("parameters", Bound::kNonNegative);
-      f.forward_flops = size.optional_integer("forward_flops", Bound::kNonNegative);
-      if (f.parameters.has_value() != f.forward_flops.has_value())
-        io::fail(f.parameters ? "final.forward_flops" : "final.parameters",
-                 "missing, but final." +
-                     std::string(f.parameters ? "parameters" : "forward_flops") + " is given");
-      // An MLP's size follows from its configuration alone.
-      const auto& mlp = f.config.mlp;
-      if (f.config.model_kind == ModelKind::kMLP && f.parameters) {
-        check_repeats(*f.parameters, mlp_parameter_count(mlp.width()), "final.parameters",
-                      "config.model's count");
-        check_repeats(*f.forward_flops, mlp_forward_flops(mlp.width(), mlp.activation()),
-                      "final.forward_flops", "config.model's count");
-      }
-    }
-    check_repeats(final, final_json(f), "final", "the last stage");
+    final_from(r.required("final"), f, minor);
     f.checkpoint = r.string("checkpoint");
     r.finish();
     return f;
