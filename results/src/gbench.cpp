@@ -14,7 +14,6 @@ namespace kan::results {
 
 using json = nlohmann::json;
 using io::ObjectReader;
-namespace detail = io; // the strict reader's helpers
 
 double time_unit_seconds(const std::string& unit) {
   if (unit == "ns")
@@ -52,7 +51,7 @@ std::optional<double> gbench_number(ObjectReader& r, const std::string& key) {
     return std::nullopt;
   }
   if (!value->is_number())
-    detail::fail(r.path_of(key), "expected a number, got " + detail::describe(*value));
+    io::fail(r.path_of(key), "expected a number, got " + io::describe(*value));
   return value->get<double>();
 }
 
@@ -68,12 +67,11 @@ GBenchContext context_from_json(const json& value, const std::string& path) {
   c.mhz_per_cpu = gbench_number(r, "mhz_per_cpu");
   c.cpu_scaling_enabled = r.optional_bool("cpu_scaling_enabled");
   if (const auto* load = r.optional("load_avg")) {
-    const auto& array = detail::as_array(*load, r.path_of("load_avg"));
+    const auto& array = io::as_array(*load, r.path_of("load_avg"));
     for (size_t i = 0; i < array.size(); ++i)
-      c.load_avg.push_back(
-          array[i].is_null()
-              ? std::numeric_limits<double>::quiet_NaN()
-              : detail::as_number(array[i], detail::index_path(r.path_of("load_avg"), i)));
+      c.load_avg.push_back(array[i].is_null()
+                               ? std::numeric_limits<double>::quiet_NaN()
+                               : io::as_number(array[i], io::index_path(r.path_of("load_avg"), i)));
   }
   return c;
 }
@@ -100,7 +98,7 @@ GBenchRun run_from_json(const json& value, const std::string& path) {
   try {
     time_unit_seconds(b.time_unit);
   } catch (const std::invalid_argument& e) {
-    detail::fail(r.path_of("time_unit"), e.what());
+    io::fail(r.path_of("time_unit"), e.what());
   }
   // Keys Google Benchmark writes that are not counters.
   for (const char* key : {"family_index", "per_family_instance_index", "big_o", "rms",
@@ -186,15 +184,15 @@ GBenchReport gbench_from_json(const json& value, const std::string& source) {
     const auto& benchmarks = r.required("benchmarks");
     if (const auto* context = r.optional("context"))
       report.context = context_from_json(*context, "context");
-    const auto& array = detail::as_array(benchmarks, "benchmarks");
+    const auto& array = io::as_array(benchmarks, "benchmarks");
     for (size_t i = 0; i < array.size(); ++i)
-      report.benchmarks.push_back(run_from_json(array[i], detail::index_path("benchmarks", i)));
+      report.benchmarks.push_back(run_from_json(array[i], io::index_path("benchmarks", i)));
     return report;
   } catch (const ResultsError& e) {
     if (e.key_path().empty() && !value.is_object())
       throw ResultsError(source, "",
                          "expected a Google Benchmark JSON object (--benchmark_out), got " +
-                             detail::describe(value));
+                             io::describe(value));
     throw e.in_file(source);
   }
 }
@@ -203,8 +201,7 @@ GBenchReport gbench_from_text(const std::string& text, const std::string& source
   try {
     // A user counter named like a built-in field ("iterations") repeats that key in Google
     // Benchmark's output; the last one counts, as in Google Benchmark's own tools.
-    return gbench_from_json(detail::parse_json(sanitise(text), /*allow_duplicate_keys=*/true),
-                            source);
+    return gbench_from_json(io::parse_json(sanitise(text), /*allow_duplicate_keys=*/true), source);
   } catch (const ResultsError& e) {
     throw e.in_file(source);
   }

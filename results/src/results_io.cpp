@@ -19,7 +19,6 @@ using json = nlohmann::json;
 using io::Bound;
 using io::ObjectReader;
 using io::read_array;
-namespace detail = io; // the strict reader's helpers: detail::as_array, ...
 
 namespace {
 
@@ -368,10 +367,10 @@ AuditFinding finding_from_json(const json& value, const std::string& path, bool 
   f.fix = r.optional_string("fix").value_or("");
   f.dtype = r.optional_string("dtype").value_or("");
   if (const auto* shape = r.optional("shape")) {
-    const auto& sizes = detail::as_array(*shape, r.path_of("shape"));
+    const auto& sizes = io::as_array(*shape, r.path_of("shape"));
     for (size_t i = 0; i < sizes.size(); ++i)
-      f.shape.push_back(detail::as_integer(sizes[i], detail::index_path(r.path_of("shape"), i),
-                                           Bound::kNonNegative));
+      f.shape.push_back(
+          io::as_integer(sizes[i], io::index_path(r.path_of("shape"), i), Bound::kNonNegative));
   }
   f.module = r.optional_string("module").value_or("");
   f.phase = r.optional_string("phase").value_or("");
@@ -435,9 +434,9 @@ DeviceMonitoring monitoring_from_json(const json& value, const std::string& path
   m.samples = read_array<MonitorSample>(
       r.required("samples"), r.path_of("samples"),
       [&](const json& v, const std::string& p) { return monitor_sample_from_json(v, p, lenient); });
-  const auto& summary = detail::as_object(r.required("summary"), r.path_of("summary"));
+  const auto& summary = io::as_object(r.required("summary"), r.path_of("summary"));
   for (const auto& [metric, figures] : summary.items()) {
-    ObjectReader s(figures, detail::child_path(r.path_of("summary"), metric), lenient);
+    ObjectReader s(figures, io::child_path(r.path_of("summary"), metric), lenient);
     m.summary[metric] = {s.number("mean"), s.number("max")};
     s.finish();
   }
@@ -445,7 +444,7 @@ DeviceMonitoring monitoring_from_json(const json& value, const std::string& path
   m.findings = r.optional_strings("findings");
   r.finish();
   if (!m.available && m.reason.empty())
-    detail::fail(r.path_of("reason"), "is empty but available is false (say why)");
+    io::fail(r.path_of("reason"), "is empty but available is false (say why)");
   return m;
 }
 
@@ -458,8 +457,8 @@ ActivationCurve activation_from_json(const json& value, const std::string& path,
   c.x = r.numbers("x");
   c.y = r.numbers("y");
   if (c.x.size() != c.y.size())
-    detail::fail(r.path_of("y"), "has " + std::to_string(c.y.size()) + " values but x has " +
-                                     std::to_string(c.x.size()));
+    io::fail(r.path_of("y"), "has " + std::to_string(c.y.size()) + " values but x has " +
+                                 std::to_string(c.x.size()));
   r.finish();
   return c;
 }
@@ -481,14 +480,14 @@ void check_epoch_statistics(const CaseResult& c, const ObjectReader& r) {
       return;
     if (!computed) {
       if (c.epoch_seconds.empty())
-        detail::fail(r.path_of(key), "is " + detail::format_number(*stated) +
-                                         " but epoch_seconds is empty (it is " + what + ")");
+        io::fail(r.path_of(key), "is " + io::format_number(*stated) +
+                                     " but epoch_seconds is empty (it is " + what + ")");
       return; // a rate without steps_per_epoch, or with a median of 0: nothing to compare
     }
     const double tolerance = 1e-9 * std::max({std::fabs(*stated), std::fabs(*computed), scale});
     if (!(std::fabs(*stated - *computed) <= tolerance))
-      detail::fail(r.path_of(key), "is " + detail::format_number(*stated) + " but " + what +
-                                       " is " + detail::format_number(*computed));
+      io::fail(r.path_of(key), "is " + io::format_number(*stated) + " but " + what + " is " +
+                                   io::format_number(*computed));
   };
   // q3 <= median + IQR: the size of the quantiles the IQR is the difference of.
   const double quantiles = expected.median_epoch_seconds
@@ -515,7 +514,7 @@ CaseResult case_from_json(const json& value, const std::string& path, bool lenie
   c.target = r.string("target");
   c.device = r.string("device");
   c.dtype = r.string("dtype");
-  c.status = detail::enum_from_string(r.string("status"), kCaseStatusNames, r.path_of("status"));
+  c.status = io::enum_from_string(r.string("status"), kCaseStatusNames, r.path_of("status"));
   c.reason = r.string("reason");
   c.epoch_seconds = r.numbers("epoch_seconds", Bound::kNonNegative);
   c.median_epoch_seconds = r.nullable_number("median_epoch_seconds", Bound::kNonNegative);
@@ -525,8 +524,8 @@ CaseResult case_from_json(const json& value, const std::string& path, bool lenie
   c.final_accuracy = r.optional_number("final_accuracy", Bound::kFraction);
   c.model_kind = r.optional_string("model_kind");
   if (c.model_kind && *c.model_kind != "kan" && *c.model_kind != "mlp")
-    detail::fail(r.path_of("model_kind"),
-                 "expected \"kan\" or \"mlp\", got " + detail::quoted(*c.model_kind));
+    io::fail(r.path_of("model_kind"),
+             "expected \"kan\" or \"mlp\", got " + io::quoted(*c.model_kind));
   c.parameters = r.optional_integer("parameters", Bound::kNonNegative);
   c.forward_flops = r.optional_integer("forward_flops", Bound::kNonNegative);
   c.backend = r.optional_string("backend");
@@ -547,8 +546,8 @@ CaseResult case_from_json(const json& value, const std::string& path, bool lenie
   c.precision = r.optional_string("precision");
   c.precision_detail = r.optional_string("precision_detail");
   if (c.precision && *c.precision != "tf32" && *c.precision != "bf16" && *c.precision != "fp16")
-    detail::fail(r.path_of("precision"),
-                 "expected \"tf32\", \"bf16\" or \"fp16\", got " + detail::quoted(*c.precision));
+    io::fail(r.path_of("precision"),
+             "expected \"tf32\", \"bf16\" or \"fp16\", got " + io::quoted(*c.precision));
   c.train_loss_per_epoch = r.optional_numbers("train_loss_per_epoch");
   c.test_loss_per_epoch = r.optional_numbers("test_loss_per_epoch");
   c.config = r.optional_object("config");
@@ -566,26 +565,26 @@ CaseResult case_from_json(const json& value, const std::string& path, bool lenie
 
   // What the status promises.
   if (c.name.empty())
-    detail::fail(r.path_of("name"), "must not be empty");
+    io::fail(r.path_of("name"), "must not be empty");
   if (c.target.empty())
-    detail::fail(r.path_of("target"), "must not be empty");
+    io::fail(r.path_of("target"), "must not be empty");
   if (c.status == CaseStatus::kOk) {
     if (c.epoch_seconds.empty())
-      detail::fail(r.path_of("epoch_seconds"), "is empty but status is \"ok\"");
+      io::fail(r.path_of("epoch_seconds"), "is empty but status is \"ok\"");
     if (!c.median_epoch_seconds)
-      detail::fail(r.path_of("median_epoch_seconds"), "is null but status is \"ok\"");
+      io::fail(r.path_of("median_epoch_seconds"), "is null but status is \"ok\"");
     if (!c.iqr_epoch_seconds)
-      detail::fail(r.path_of("iqr_epoch_seconds"), "is null but status is \"ok\"");
+      io::fail(r.path_of("iqr_epoch_seconds"), "is null but status is \"ok\"");
     if (!c.final_test_rmse && !c.final_accuracy)
-      detail::fail(path, "status is \"ok\" but neither final_test_rmse nor final_accuracy is "
-                         "given");
+      io::fail(path, "status is \"ok\" but neither final_test_rmse nor final_accuracy is "
+                     "given");
   } else {
     if (c.reason.empty())
-      detail::fail(r.path_of("reason"),
-                   "is empty but status is \"" + to_string(c.status) + "\" (say why)");
+      io::fail(r.path_of("reason"),
+               "is empty but status is \"" + to_string(c.status) + "\" (say why)");
     if (c.status == CaseStatus::kSkipped && (!c.epoch_seconds.empty() || c.median_epoch_seconds))
-      detail::fail(path, "status is \"skipped\" but it has epoch times (a skipped case has no "
-                         "numbers)");
+      io::fail(path, "status is \"skipped\" but it has epoch times (a skipped case has no "
+                     "numbers)");
   }
   check_epoch_statistics(c, r);
   return c;
@@ -602,7 +601,7 @@ Comparison comparison_from_json(const json& value, const std::string& path, bool
   c.max_abs_output_diff = r.nullable_number("max_abs_output_diff", Bound::kNonNegative);
   c.max_rel_loss_diff = r.nullable_number("max_rel_loss_diff", Bound::kNonNegative);
   c.final_metric_rel_diff = r.nullable_number("final_metric_rel_diff", Bound::kNonNegative);
-  c.parity = detail::enum_from_string(r.string("parity"), kParityNames, r.path_of("parity"));
+  c.parity = io::enum_from_string(r.string("parity"), kParityNames, r.path_of("parity"));
   c.label = r.optional_string("label");
   c.speedup_low = r.optional_number("speedup_low", Bound::kNonNegative);
   c.speedup_high = r.optional_number("speedup_high", Bound::kNonNegative);
@@ -622,7 +621,7 @@ EdgeCaseResult edge_case_from_json(const json& value, const std::string& path, b
   EdgeCaseResult e;
   e.name = r.string("name");
   e.device = r.string("device");
-  e.status = detail::enum_from_string(r.string("status"), kEdgeStatusNames, r.path_of("status"));
+  e.status = io::enum_from_string(r.string("status"), kEdgeStatusNames, r.path_of("status"));
   e.message = r.string("message");
   e.samples = r.optional_integer("samples", Bound::kNonNegative);
   e.peak_memory_bytes = r.optional_integer("peak_memory_bytes", Bound::kNonNegative);
@@ -640,8 +639,8 @@ ScalingResult scaling_from_json(const json& value, const std::string& path, bool
   s.backend = r.string("backend");
   s.ranks = r.integer("ranks", Bound::kNonNegative);
   if (s.ranks < 1)
-    detail::fail(r.path_of("ranks"), "expected an integer >= 1, got " + std::to_string(s.ranks));
-  s.status = detail::enum_from_string(r.string("status"), kCaseStatusNames, r.path_of("status"));
+    io::fail(r.path_of("ranks"), "expected an integer >= 1, got " + std::to_string(s.ranks));
+  s.status = io::enum_from_string(r.string("status"), kCaseStatusNames, r.path_of("status"));
   s.reason = r.optional_string("reason").value_or("");
   s.epoch_seconds = r.numbers("epoch_seconds", Bound::kNonNegative);
   s.median_epoch_seconds = r.nullable_number("median_epoch_seconds", Bound::kNonNegative);
@@ -665,8 +664,8 @@ SweepPoint sweep_point_from_json(const json& value, const std::string& path, boo
   p.dtype = r.string("dtype");
   p.batch = r.integer("batch", Bound::kNonNegative);
   if (p.batch < 1)
-    detail::fail(r.path_of("batch"), "expected an integer >= 1, got " + std::to_string(p.batch));
-  p.status = detail::enum_from_string(r.string("status"), kCaseStatusNames, r.path_of("status"));
+    io::fail(r.path_of("batch"), "expected an integer >= 1, got " + std::to_string(p.batch));
+  p.status = io::enum_from_string(r.string("status"), kCaseStatusNames, r.path_of("status"));
   p.reason = r.optional_string("reason").value_or("");
   p.epoch_seconds = r.numbers("epoch_seconds", Bound::kNonNegative);
   p.median_epoch_seconds = r.nullable_number("median_epoch_seconds", Bound::kNonNegative);
@@ -678,10 +677,10 @@ SweepPoint sweep_point_from_json(const json& value, const std::string& path, boo
       [&](const json& v, const std::string& path) { return finding_from_json(v, path, lenient); });
   r.finish();
   if (p.status == CaseStatus::kOk && !p.median_epoch_seconds)
-    detail::fail(r.path_of("median_epoch_seconds"), "is null but status is \"ok\"");
+    io::fail(r.path_of("median_epoch_seconds"), "is null but status is \"ok\"");
   if (p.status != CaseStatus::kOk && p.reason.empty())
-    detail::fail(r.path_of("reason"),
-                 "is empty but status is \"" + to_string(p.status) + "\" (say why)");
+    io::fail(r.path_of("reason"),
+             "is empty but status is \"" + to_string(p.status) + "\" (say why)");
   return p;
 }
 
@@ -723,9 +722,9 @@ Sweep sweep_from_json(const json& value, const std::string& path, bool lenient) 
   Sweep s;
   s.batches = read_array<int64_t>(
       r.required("batches"), r.path_of("batches"), [](const json& v, const std::string& p) {
-        const auto batch = detail::as_integer(v, p, Bound::kNonNegative);
+        const auto batch = io::as_integer(v, p, Bound::kNonNegative);
         if (batch < 1)
-          detail::fail(p, "expected an integer >= 1, got " + std::to_string(batch));
+          io::fail(p, "expected an integer >= 1, got " + std::to_string(batch));
         return batch;
       });
   s.points = read_array<SweepPoint>(
@@ -740,18 +739,17 @@ Sweep sweep_from_json(const json& value, const std::string& path, bool lenient) 
   r.finish();
   for (size_t i = 0; i < s.points.size(); ++i)
     if (std::find(s.batches.begin(), s.batches.end(), s.points[i].batch) == s.batches.end())
-      detail::fail(detail::child_path(detail::index_path(r.path_of("points"), i), "batch"),
-                   std::to_string(s.points[i].batch) + " is not one of the sweep's batches");
+      io::fail(io::child_path(io::index_path(r.path_of("points"), i), "batch"),
+               std::to_string(s.points[i].batch) + " is not one of the sweep's batches");
   return s;
 }
 
 // Integers of an array, each at least `min`.
 std::vector<int64_t> integers_from_json(const json& value, const std::string& path, int64_t min) {
   return read_array<int64_t>(value, path, [&](const json& v, const std::string& p) {
-    const auto n = detail::as_integer(v, p, Bound::kNonNegative);
+    const auto n = io::as_integer(v, p, Bound::kNonNegative);
     if (n < min)
-      detail::fail(p,
-                   "expected an integer >= " + std::to_string(min) + ", got " + std::to_string(n));
+      io::fail(p, "expected an integer >= " + std::to_string(min) + ", got " + std::to_string(n));
     return n;
   });
 }
@@ -785,7 +783,7 @@ AccuracyPoint accuracy_point_from_json(const json& value, const std::string& pat
   p.seconds = r.number("seconds", Bound::kNonNegative);
   r.finish();
   if (p.stage.empty())
-    detail::fail(r.path_of("stage"), "must not be empty");
+    io::fail(r.path_of("stage"), "must not be empty");
   return p;
 }
 
@@ -796,11 +794,11 @@ AccuracyFit accuracy_fit_from_json(const json& value, const std::string& path, b
   f.device = r.string("device");
   f.family = r.string("family");
   if (f.family != "kan" && f.family != "mlp")
-    detail::fail(r.path_of("family"), "expected one of kan, mlp; got " + detail::quoted(f.family));
+    io::fail(r.path_of("family"), "expected one of kan, mlp; got " + io::quoted(f.family));
   f.role = r.string("role");
   f.width = integers_from_json(r.required("width"), r.path_of("width"), 0);
   f.activation = r.string("activation");
-  f.seed = detail::as_unsigned(r.required("seed"), r.path_of("seed"));
+  f.seed = io::as_unsigned(r.required("seed"), r.path_of("seed"));
   f.points = read_array<AccuracyPoint>(
       r.required("points"), r.path_of("points"),
       [&](const json& v, const std::string& p) { return accuracy_point_from_json(v, p, lenient); });
@@ -808,12 +806,12 @@ AccuracyFit accuracy_fit_from_json(const json& value, const std::string& path, b
   f.error = r.string("error");
   r.finish();
   if (f.function.empty())
-    detail::fail(r.path_of("function"), "must not be empty");
+    io::fail(r.path_of("function"), "must not be empty");
   if (f.device.empty())
-    detail::fail(r.path_of("device"), "must not be empty");
+    io::fail(r.path_of("device"), "must not be empty");
   if (f.error.empty() && f.points.empty())
-    detail::fail(r.path_of("points"), "is empty but error is empty (a fit that did not fail has "
-                                      "its stages' points)");
+    io::fail(r.path_of("points"), "is empty but error is empty (a fit that did not fail has "
+                                  "its stages' points)");
   return f;
 }
 
@@ -848,11 +846,11 @@ AccuracyFunction accuracy_function_from_json(const json& value, const std::strin
   f.pareto = read_array<AccuracyPointRef>(r.required("pareto"), r.path_of("pareto"),
                                           [&](const json& v, const std::string& p) {
                                             if (v.is_null())
-                                              detail::fail(p, "expected an object, got null");
+                                              io::fail(p, "expected an object, got null");
                                             return *point_ref_from_json(v, p, lenient);
                                           });
   if (const auto& beats = r.required("kan_beats_mlp"); !beats.is_null())
-    f.kan_beats_mlp = detail::as_bool(beats, r.path_of("kan_beats_mlp"));
+    f.kan_beats_mlp = io::as_bool(beats, r.path_of("kan_beats_mlp"));
   f.seconds = r.number("seconds", Bound::kNonNegative);
   r.finish();
   return f;
@@ -865,11 +863,10 @@ std::string describe_ref(const AccuracyRun& run, const std::optional<AccuracyPoi
     return "null";
   const auto& point =
       run.fits[static_cast<size_t>(ref->fit)].points[static_cast<size_t>(ref->point)];
-  return detail::index_path(
-             detail::child_path(detail::index_path(fits_path, static_cast<size_t>(ref->fit)),
-                                "points"),
+  return io::index_path(
+             io::child_path(io::index_path(fits_path, static_cast<size_t>(ref->fit)), "points"),
              static_cast<size_t>(ref->point)) +
-         " (test RMSE " + detail::format_number(point.test_rmse) + ", " +
+         " (test RMSE " + io::format_number(point.test_rmse) + ", " +
          std::to_string(point.parameters) + " parameters)";
 }
 
@@ -877,76 +874,72 @@ std::string describe_ref(const AccuracyRun& run, const std::optional<AccuracyPoi
 void check_ref(const AccuracyRun& run, const AccuracyPointRef& ref, const std::string& path,
                const std::string& fits_path) {
   if (static_cast<size_t>(ref.fit) >= run.fits.size())
-    detail::fail(detail::child_path(path, "fit"), std::to_string(ref.fit) + " is not a fit (" +
-                                                      fits_path + " has " +
-                                                      std::to_string(run.fits.size()) + ")");
+    io::fail(io::child_path(path, "fit"), std::to_string(ref.fit) + " is not a fit (" + fits_path +
+                                              " has " + std::to_string(run.fits.size()) + ")");
   const auto& fit = run.fits[static_cast<size_t>(ref.fit)];
   if (static_cast<size_t>(ref.point) >= fit.points.size())
-    detail::fail(detail::child_path(path, "point"),
-                 std::to_string(ref.point) + " is not a point of " +
-                     detail::index_path(fits_path, static_cast<size_t>(ref.fit)) + " (it has " +
-                     std::to_string(fit.points.size()) + ")");
+    io::fail(io::child_path(path, "point"),
+             std::to_string(ref.point) + " is not a point of " +
+                 io::index_path(fits_path, static_cast<size_t>(ref.fit)) + " (it has " +
+                 std::to_string(fit.points.size()) + ")");
 }
 
 // The derived fields of each summary entry must be what summarize_accuracy() makes of the fits:
 // a file whose summary contradicts what it summarises is refused rather than shown.
 void check_accuracy_summary(const AccuracyRun& run, const std::string& path) {
-  const auto fits_path = detail::child_path(path, "fits");
-  const auto summary_path = detail::child_path(path, "summary");
+  const auto fits_path = io::child_path(path, "fits");
+  const auto summary_path = io::child_path(path, "summary");
   AccuracyRun expected = run;
   summarize_accuracy(expected);
   for (size_t k = 0; k < run.summary.size(); ++k) {
     const auto& s = run.summary[k];
     const auto& e = expected.summary[k];
-    const auto entry = detail::index_path(summary_path, k);
-    const auto key = [&](const char* name) { return detail::child_path(entry, name); };
-    const std::string of = detail::quoted(s.function) + " on " + detail::quoted(s.device);
+    const auto entry = io::index_path(summary_path, k);
+    const auto key = [&](const char* name) { return io::child_path(entry, name); };
+    const std::string of = io::quoted(s.function) + " on " + io::quoted(s.device);
     for (const auto& [name, ref] :
          {std::pair{"best_kan", s.best_kan}, std::pair{"best_mlp", s.best_mlp}})
       if (ref)
         check_ref(run, *ref, key(name), fits_path);
     for (size_t i = 0; i < s.pareto.size(); ++i)
-      check_ref(run, s.pareto[i], detail::index_path(key("pareto"), i), fits_path);
+      check_ref(run, s.pareto[i], io::index_path(key("pareto"), i), fits_path);
 
     if (s.fits != e.fits)
-      detail::fail(key("fits"), "is " + std::to_string(s.fits) + " but " + fits_path + " has " +
-                                    std::to_string(e.fits) + " fits of " + of);
+      io::fail(key("fits"), "is " + std::to_string(s.fits) + " but " + fits_path + " has " +
+                                std::to_string(e.fits) + " fits of " + of);
     if (s.failed != e.failed)
-      detail::fail(key("failed"), "is " + std::to_string(s.failed) + " but " +
-                                      std::to_string(e.failed) + " of the fits of " + of +
-                                      " failed");
+      io::fail(key("failed"), "is " + std::to_string(s.failed) + " but " +
+                                  std::to_string(e.failed) + " of the fits of " + of + " failed");
     for (const auto& [name, family, stated, computed] :
          {std::tuple{"best_kan", "KAN", s.best_kan, e.best_kan},
           std::tuple{"best_mlp", "MLP", s.best_mlp, e.best_mlp}})
       if (!(stated == computed))
-        detail::fail(key(name), "is " + describe_ref(run, stated, fits_path) + " but the " +
-                                    family + " point of lowest test RMSE of " + of + " is " +
-                                    describe_ref(run, computed, fits_path));
+        io::fail(key(name), "is " + describe_ref(run, stated, fits_path) + " but the " + family +
+                                " point of lowest test RMSE of " + of + " is " +
+                                describe_ref(run, computed, fits_path));
     if (s.pareto != e.pareto) {
       const auto list = [&](const std::vector<AccuracyPointRef>& refs) {
         std::string text = "[";
         for (size_t i = 0; i < refs.size(); ++i)
           text += (i ? ", " : "") + describe_ref(run, refs[i], fits_path);
-        return detail::elide(text + "]", 400);
+        return io::elide(text + "]", 400);
       };
-      detail::fail(key("pareto"), "is " + list(s.pareto) +
-                                      " but the Pareto front of the points of " + of + " is " +
-                                      list(e.pareto));
+      io::fail(key("pareto"), "is " + list(s.pareto) + " but the Pareto front of the points of " +
+                                  of + " is " + list(e.pareto));
     }
     if (s.kan_beats_mlp != e.kan_beats_mlp) {
       const auto text = [](const std::optional<bool>& b) {
         return b ? std::string(*b ? "true" : "false") : std::string("null");
       };
-      detail::fail(key("kan_beats_mlp"), "is " + text(s.kan_beats_mlp) +
-                                             " but the best KAN and MLP points of " + of + " (" +
-                                             describe_ref(run, e.best_kan, fits_path) + ", " +
-                                             describe_ref(run, e.best_mlp, fits_path) +
-                                             ") make it " + text(e.kan_beats_mlp));
+      io::fail(key("kan_beats_mlp"),
+               "is " + text(s.kan_beats_mlp) + " but the best KAN and MLP points of " + of + " (" +
+                   describe_ref(run, e.best_kan, fits_path) + ", " +
+                   describe_ref(run, e.best_mlp, fits_path) + ") make it " + text(e.kan_beats_mlp));
     }
     if (!(std::fabs(s.seconds - e.seconds) <= 1e-9 * std::max({1.0, s.seconds, e.seconds})))
-      detail::fail(key("seconds"), "is " + detail::format_number(s.seconds) +
-                                       " but the seconds of the fits of " + of + " sum to " +
-                                       detail::format_number(e.seconds));
+      io::fail(key("seconds"), "is " + io::format_number(s.seconds) +
+                                   " but the seconds of the fits of " + of + " sum to " +
+                                   io::format_number(e.seconds));
   }
 }
 
@@ -955,11 +948,11 @@ AccuracyRun accuracy_from_json(const json& value, const std::string& path, bool 
   AccuracyRun a;
   a.table = r.string("table");
   a.preset = r.string("preset");
-  a.functions = detail::as_strings(r.required("functions"), r.path_of("functions"));
-  a.devices = detail::as_strings(r.required("devices"), r.path_of("devices"));
+  a.functions = io::as_strings(r.required("functions"), r.path_of("functions"));
+  a.devices = io::as_strings(r.required("devices"), r.path_of("devices"));
   a.seeds = read_array<uint64_t>(
       r.required("seeds"), r.path_of("seeds"),
-      [](const json& v, const std::string& p) { return detail::as_unsigned(v, p); });
+      [](const json& v, const std::string& p) { return io::as_unsigned(v, p); });
   a.train_num = r.integer("train_num", Bound::kNonNegative);
   a.test_num = r.integer("test_num", Bound::kNonNegative);
   a.grids = integers_from_json(r.required("grids"), r.path_of("grids"), 1);
@@ -978,18 +971,18 @@ AccuracyRun accuracy_from_json(const json& value, const std::string& path, bool 
   r.finish();
 
   if (static_cast<int64_t>(a.fits.size()) > a.planned_fits)
-    detail::fail(r.path_of("planned_fits"), "is " + std::to_string(a.planned_fits) + " but " +
-                                                r.path_of("fits") + " has " +
-                                                std::to_string(a.fits.size()) + " fits");
+    io::fail(r.path_of("planned_fits"), "is " + std::to_string(a.planned_fits) + " but " +
+                                            r.path_of("fits") + " has " +
+                                            std::to_string(a.fits.size()) + " fits");
   // Fits are unique by key (a resumed run skips a fit by it).
   std::map<std::string, size_t> keys;
   for (size_t i = 0; i < a.fits.size(); ++i) {
     const auto [first, added] = keys.emplace(a.fits[i].key(), i);
     if (!added)
-      detail::fail(detail::index_path(r.path_of("fits"), i),
-                   "same key " + detail::quoted(first->first) + " as " +
-                       detail::index_path(r.path_of("fits"), first->second) +
-                       " (function, device, family, width, activation and seed)");
+      io::fail(io::index_path(r.path_of("fits"), i),
+               "same key " + io::quoted(first->first) + " as " +
+                   io::index_path(r.path_of("fits"), first->second) +
+                   " (function, device, family, width, activation and seed)");
   }
   // One summary entry per function and device of the run, and one for every fit's.
   const auto listed = [](const std::vector<std::string>& names, const std::string& name) {
@@ -997,27 +990,27 @@ AccuracyRun accuracy_from_json(const json& value, const std::string& path, bool 
   };
   for (size_t k = 0; k < a.summary.size(); ++k) {
     const auto& s = a.summary[k];
-    const auto entry = detail::index_path(r.path_of("summary"), k);
+    const auto entry = io::index_path(r.path_of("summary"), k);
     if (!listed(a.functions, s.function))
-      detail::fail(detail::child_path(entry, "function"),
-                   detail::quoted(s.function) + " is not one of " + r.path_of("functions"));
+      io::fail(io::child_path(entry, "function"),
+               io::quoted(s.function) + " is not one of " + r.path_of("functions"));
     if (!listed(a.devices, s.device))
-      detail::fail(detail::child_path(entry, "device"),
-                   detail::quoted(s.device) + " is not one of " + r.path_of("devices"));
+      io::fail(io::child_path(entry, "device"),
+               io::quoted(s.device) + " is not one of " + r.path_of("devices"));
     for (size_t j = 0; j < k; ++j)
       if (a.summary[j].function == s.function && a.summary[j].device == s.device)
-        detail::fail(entry, "same function " + detail::quoted(s.function) + " and device " +
-                                detail::quoted(s.device) + " as " +
-                                detail::index_path(r.path_of("summary"), j));
+        io::fail(entry, "same function " + io::quoted(s.function) + " and device " +
+                            io::quoted(s.device) + " as " +
+                            io::index_path(r.path_of("summary"), j));
   }
   for (size_t i = 0; i < a.fits.size(); ++i) {
     const auto& f = a.fits[i];
     if (std::none_of(a.summary.begin(), a.summary.end(), [&](const AccuracyFunction& s) {
           return s.function == f.function && s.device == f.device;
         }))
-      detail::fail(detail::index_path(r.path_of("fits"), i),
-                   "no entry of " + r.path_of("summary") + " is for its function " +
-                       detail::quoted(f.function) + " on " + detail::quoted(f.device));
+      io::fail(io::index_path(r.path_of("fits"), i),
+               "no entry of " + r.path_of("summary") + " is for its function " +
+                   io::quoted(f.function) + " on " + io::quoted(f.device));
   }
   check_accuracy_summary(a, path);
   return a;
@@ -1027,7 +1020,7 @@ RunConfig config_from_json(const json& value, const std::string& path, bool leni
   ObjectReader r(value, path, lenient);
   RunConfig c;
   c.suite = r.string("suite");
-  c.devices = detail::as_strings(r.required("devices"), r.path_of("devices"));
+  c.devices = io::as_strings(r.required("devices"), r.path_of("devices"));
   c.repeat = r.integer("repeat", Bound::kNonNegative);
   c.warmup = r.optional_integer("warmup", Bound::kNonNegative);
   c.cases = r.optional_strings("cases");
@@ -1078,7 +1071,7 @@ Environment environment_from_json_at(const json& value, const std::string& path,
   e.cuda_available = r.boolean("cuda_available");
   e.cuda_unavailable_reason = r.string("cuda_unavailable_reason");
   if (const auto& visible = r.required("cuda_visible_devices"); !visible.is_null())
-    e.cuda_visible_devices = detail::as_string(visible, r.path_of("cuda_visible_devices"));
+    e.cuda_visible_devices = io::as_string(visible, r.path_of("cuda_visible_devices"));
   e.cuda_devices = read_array<CudaDevice>(
       r.required("cuda_devices"), r.path_of("cuda_devices"),
       [&](const json& v, const std::string& p) { return cuda_device_from_json(v, p, lenient); });
@@ -1209,10 +1202,10 @@ int check_schema_version(const json& version, const std::string& key_path,
 Results results_from_json(const json& value, const std::string& source) {
   try {
     if (!value.is_object())
-      detail::fail("", "expected a JSON object at the top level, got " + detail::describe(value));
+      io::fail("", "expected a JSON object at the top level, got " + io::describe(value));
     const auto version = value.find("schema_version");
     if (version == value.end())
-      detail::fail("schema_version", "missing (a required key; is this a kanbench results.json?)");
+      io::fail("schema_version", "missing (a required key; is this a kanbench results.json?)");
     int our_minor = 0;
     std::sscanf(kSchemaVersion, "%*d.%d", &our_minor);
     const int minor = check_schema_version(*version, "schema_version");
@@ -1226,8 +1219,8 @@ Results results_from_json(const json& value, const std::string& source) {
     if (minor >= 1) {
       results.run_id = r.string("run_id");
       if (!is_valid_run_id(results.run_id))
-        detail::fail("run_id", "expected 1 to 128 letters, digits, '.', '_' or '-', got " +
-                                   detail::quoted(results.run_id));
+        io::fail("run_id", "expected 1 to 128 letters, digits, '.', '_' or '-', got " +
+                               io::quoted(results.run_id));
     }
     results.environment =
         environment_from_json_at(r.required("environment"), "environment", lenient);
@@ -1244,7 +1237,7 @@ Results results_from_json(const json& value, const std::string& source) {
     // From 1.3.0; absent when the run measured no scaling.
     if (const auto* scaling = r.optional("scaling")) {
       if (minor < 3)
-        detail::fail("scaling", "not part of schema " + results.schema_version + " (from 1.3.0)");
+        io::fail("scaling", "not part of schema " + results.schema_version + " (from 1.3.0)");
       results.scaling =
           read_array<ScalingResult>(*scaling, "scaling", [&](const json& v, const std::string& p) {
             return scaling_from_json(v, p, lenient);
@@ -1253,13 +1246,13 @@ Results results_from_json(const json& value, const std::string& source) {
     // From 1.4.0; absent when the run swept no batch sizes.
     if (const auto* sweep = r.optional("sweep")) {
       if (minor < 4)
-        detail::fail("sweep", "not part of schema " + results.schema_version + " (from 1.4.0)");
+        io::fail("sweep", "not part of schema " + results.schema_version + " (from 1.4.0)");
       results.sweep = sweep_from_json(*sweep, "sweep", lenient);
     }
     // From 1.5.0; absent unless the run is a `kanbench accuracy` run.
     if (const auto* accuracy = r.optional("accuracy")) {
       if (minor < 5)
-        detail::fail("accuracy", "not part of schema " + results.schema_version + " (from 1.5.0)");
+        io::fail("accuracy", "not part of schema " + results.schema_version + " (from 1.5.0)");
       results.accuracy = accuracy_from_json(*accuracy, "accuracy", lenient);
     }
     results.wall_seconds = r.optional_number("wall_seconds", Bound::kNonNegative);
@@ -1270,19 +1263,18 @@ Results results_from_json(const json& value, const std::string& source) {
       const auto& c = results.cases[i];
       for (size_t k = 0; k < i; ++k)
         if (results.cases[k].name == c.name && results.cases[k].target == c.target)
-          detail::fail(detail::index_path("cases", i),
-                       "same name " + detail::quoted(c.name) + " and target " +
-                           detail::quoted(c.target) + " as " + detail::index_path("cases", k) +
-                           " (give each target its own label)");
+          io::fail(io::index_path("cases", i),
+                   "same name " + io::quoted(c.name) + " and target " + io::quoted(c.target) +
+                       " as " + io::index_path("cases", k) + " (give each target its own label)");
     }
     for (size_t i = 0; i < results.comparisons.size(); ++i) {
       const auto& c = results.comparisons[i];
-      const auto path = detail::index_path("comparisons", i);
+      const auto path = io::index_path("comparisons", i);
       for (const auto& [key, target] : {std::pair{"a", &c.a}, std::pair{"b", &c.b}})
         if (!results.find_case(c.case_name, *target))
-          detail::fail(detail::child_path(path, key),
-                       "no case with name " + detail::quoted(c.case_name) + " and target " +
-                           detail::quoted(*target) + " in cases");
+          io::fail(io::child_path(path, key), "no case with name " + io::quoted(c.case_name) +
+                                                  " and target " + io::quoted(*target) +
+                                                  " in cases");
     }
     return results;
   } catch (const ResultsError& e) {
@@ -1310,7 +1302,7 @@ nlohmann::json read_json_file(const std::string& path, const std::string& what) 
   std::ostringstream buffer;
   buffer << in.rdbuf();
   try {
-    return detail::parse_json(buffer.str());
+    return io::parse_json(buffer.str());
   } catch (const ResultsError& e) {
     throw e.in_file(path);
   }
@@ -1325,7 +1317,7 @@ void write_results_file(const std::string& path, const Results& results) {
   // The writer refuses what the reader would refuse: every file written can be read back.
   const std::string text = j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
   try {
-    results_from_json(detail::parse_json(text), path);
+    results_from_json(io::parse_json(text), path);
   } catch (const ResultsError& e) {
     throw ResultsError(path, e.key_path(), e.problem() + " (not written)");
   }
