@@ -110,15 +110,51 @@ std::string join_devices(std::vector<c10::Device> devices) {
   return out;
 }
 
-} // namespace
+// Where a problem happened: the problem, the operation, its module and phase, the devices
+// involved. The trace counts each place; the report makes a results::AuditFinding of each.
+using Place = std::tuple<TraceProblem, std::string, std::string, std::string, std::string>;
 
-// One problem at one place while the trace runs, with how often it happened; the report makes
-// a results::AuditFinding of each.
-struct Occurrences {
-  TraceProblem problem = TraceProblem::kMixedDevices;
-  std::string operation, module, phase, devices;
-  int64_t count = 0;
-};
+// The finding of a place seen `count` times while the model was on `expected`.
+results::AuditFinding finding_at(const Place& place, int64_t count, const std::string& expected) {
+  const auto& [problem, operation, module, phase, devices] = place;
+  results::AuditFinding f;
+  f.tensor = operation + (module.empty() ? "" : " in " + module);
+  f.kind = "operation";
+  f.problem = to_string(problem);
+  f.device = devices;
+  f.expected_device = expected;
+  f.module = module;
+  f.phase = phase;
+  f.count = count;
+  const std::string where = (module.empty() ? std::string("outside the model") : "in " + module) +
+                            (phase.empty() ? "" : " (" + phase + ")");
+  const std::string times = count == 1 ? "once" : std::to_string(count) + " times";
+  switch (problem) {
+  case TraceProblem::kMixedDevices:
+    f.message = operation + " " + where + " received tensors on " + devices + " (" + times +
+                "); LibTorch refuses or silently computes on one of them";
+    f.fix = "Create every tensor the module uses on the model's device (x.options()), or "
+            "register it as a buffer so that .to() moves it.";
+    break;
+  case TraceProblem::kCreatedOnWrongDevice:
+    f.message = operation + " " + where + " created a tensor on " + devices +
+                " but the model is on " + expected + " (" + times + ")";
+    f.fix = "Pass the device when creating it (e.g. torch::zeros(shape, x.options())), or "
+            "create it once and register it as a buffer.";
+    break;
+  case TraceProblem::kRanOnCpu:
+    f.message =
+        operation + " " + where + " ran on the CPU " + times + " while the model is on " + expected;
+    f.fix = "Move the tensors it reads to " + expected +
+            "; work that must stay on the host belongs in kan::PhaseScope(kan::Phase::kHostWork).";
+    break;
+  case TraceProblem::kDeviceNotUsed:
+    break;
+  }
+  return f;
+}
+
+} // namespace
 
 struct TraceState {
   torch::Device expected;
@@ -132,8 +168,7 @@ struct TraceState {
   std::mutex mutex; // guards everything below: autograd threads report too
   std::unordered_map<int64_t, std::string> module_of_sequence;
   std::map<std::tuple<std::string, std::string, std::string, std::string>, OperationCount> ops;
-  std::map<std::tuple<int, std::string, std::string, std::string, std::string>, Occurrences>
-      findings;
+  std::map<Place, int64_t> findings; ///< how often each place went wrong
   TransferCounts transfers;
   int64_t steps = 0;
   int64_t computing_operations = 0; // top-level, neither copies nor host work
@@ -176,17 +211,7 @@ struct TraceState {
 
   void add_finding(TraceProblem problem, const std::string& operation, const std::string& module,
                    const std::string& phase, const std::string& devices) {
-    auto key = std::make_tuple(static_cast<int>(problem), operation, module, phase, devices);
-    auto [it, inserted] = findings.try_emplace(key);
-    auto& f = it->second;
-    ++f.count;
-    if (!inserted)
-      return;
-    f.problem = problem;
-    f.operation = operation;
-    f.module = module;
-    f.phase = phase;
-    f.devices = devices;
+    ++findings[Place(problem, operation, module, phase, devices)];
   }
 
   void record_transfer(const c10::Device& from, const c10::Device& to, int64_t bytes) {
@@ -477,45 +502,8 @@ TraceReport OperationTrace::report() const {
     if (count.device != "none" && s.on_expected(c10::Device(count.device)))
       on_expected_device += count.calls;
   }
-  for (const auto& [key, o] : s.findings) {
-    results::AuditFinding f;
-    f.tensor = o.operation + (o.module.empty() ? "" : " in " + o.module);
-    f.kind = "operation";
-    f.problem = to_string(o.problem);
-    f.device = o.devices;
-    f.expected_device = expected;
-    f.module = o.module;
-    f.phase = o.phase;
-    f.count = o.count;
-    const std::string where =
-        (o.module.empty() ? std::string("outside the model") : "in " + o.module) +
-        (o.phase.empty() ? "" : " (" + o.phase + ")");
-    const std::string times = o.count == 1 ? "once" : std::to_string(o.count) + " times";
-    switch (o.problem) {
-    case TraceProblem::kMixedDevices:
-      f.message = o.operation + " " + where + " received tensors on " + o.devices + " (" + times +
-                  "); LibTorch refuses or silently computes on one of them";
-      f.fix = "Create every tensor the module uses on the model's device (x.options()), or "
-              "register it as a buffer so that .to() moves it.";
-      break;
-    case TraceProblem::kCreatedOnWrongDevice:
-      f.message = o.operation + " " + where + " created a tensor on " + o.devices +
-                  " but the model is on " + expected + " (" + times + ")";
-      f.fix = "Pass the device when creating it (e.g. torch::zeros(shape, x.options())), or "
-              "create it once and register it as a buffer.";
-      break;
-    case TraceProblem::kRanOnCpu:
-      f.message = o.operation + " " + where + " ran on the CPU " + times +
-                  " while the model is on " + expected;
-      f.fix =
-          "Move the tensors it reads to " + expected +
-          "; work that must stay on the host belongs in kan::PhaseScope(kan::Phase::kHostWork).";
-      break;
-    case TraceProblem::kDeviceNotUsed:
-      break;
-    }
-    r.findings.push_back(std::move(f));
-  }
+  for (const auto& [place, count] : s.findings)
+    r.findings.push_back(detail::finding_at(place, count, expected));
   if (!s.expected.is_cpu() && sum.operations > 0) {
     sum.cpu_share = static_cast<double>(s.cpu_operations) /
                     static_cast<double>(std::max<int64_t>(s.computing_operations, 1));
