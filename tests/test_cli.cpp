@@ -161,10 +161,11 @@ TEST_F(Cli, FitPrunesAndTrainsAgain) {
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("pruned to 2,["), std::string::npos) << run.output;
   const auto fit = kan::diagnostics::read_fit_record((dir_ / "fit.json").string());
-  ASSERT_TRUE(fit.config.prune.has_value());
-  EXPECT_EQ(fit.config.prune->node_th, 0.01);
-  EXPECT_EQ(fit.config.prune->edge_th, 0.03);
-  EXPECT_EQ(fit.config.prune->steps, 2);
+  const auto prune = kan::diagnostics::read_fit_setup(fit.config).prune;
+  ASSERT_TRUE(prune.has_value());
+  EXPECT_EQ(prune->node_th, 0.01);
+  EXPECT_EQ(prune->edge_th, 0.03);
+  EXPECT_EQ(prune->steps, 2);
   ASSERT_TRUE(fit.pruned.has_value());
   EXPECT_EQ(fit.pruned->retrained.history.steps.size(), 2u);
   EXPECT_EQ(fit.pruned->node_scores.size(), 3u);

@@ -88,7 +88,7 @@ TEST_F(FitData, ACsvOfTheFunctionsSamplesTrainsAsTheFunction) {
   EXPECT_EQ(file.config.data->format, "csv");
   EXPECT_EQ(file.config.data->inputs, (std::vector<std::string>{"x1", "x2"}));
   EXPECT_EQ(file.config.data->targets, (std::vector<std::string>{"y"}));
-  EXPECT_EQ(file.config.data->test_data, path("test.csv"));
+  EXPECT_EQ(file.config.data->test_data, std::optional(path("test.csv")));
   EXPECT_EQ(file.config.train_num, 120);
   EXPECT_EQ(file.config.test_num, 40);
 }
@@ -132,7 +132,7 @@ TEST_F(FitData, ClassifiesWithCrossEntropy) {
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("classes.csv G=3: test accuracy"), std::string::npos) << run.output;
   const auto record = kan::diagnostics::read_fit_record(path("out/fit.json"));
-  EXPECT_EQ(record.config.fit.loss(), kan::Loss::kCrossEntropy);
+  EXPECT_EQ(kan::diagnostics::read_fit_setup(record.config).fit.loss(), kan::Loss::kCrossEntropy);
   EXPECT_EQ(record.config.data->classes, 2);
   EXPECT_TRUE(std::isnan(record.last().test_rmse));
   EXPECT_GT(record.last().test_accuracy, 0.9); // two linearly separable classes

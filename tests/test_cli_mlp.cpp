@@ -4,7 +4,7 @@
 #include "test_util.h"
 
 #include "kan/diagnostics/records.h"
-#include "kan/results/fit_summary.h"
+#include "kan/results/fit_record.h"
 #include "kan/results/results_io.h"
 #include "kan/serialize/checkpoint.h"
 
@@ -31,11 +31,12 @@ TEST_F(CliMlp, FitWritesAFitJsonTheStrictReaderReadsBack) {
   EXPECT_NE(run.output.find("device audit: clean"), std::string::npos) << run.output;
 
   const auto record = kan::diagnostics::read_fit_record(path("fit.json"));
-  EXPECT_EQ(record.schema_version, kan::diagnostics::kFitSchemaVersion);
-  EXPECT_EQ(record.config.model_kind, kan::ModelKind::kMLP);
-  EXPECT_EQ(record.config.mlp.width(), (std::vector<int64_t>{2, 16, 1}));
-  EXPECT_EQ(record.config.mlp.activation(), kan::Activation::kTanh);
-  EXPECT_EQ(record.config.mlp.dtype(), torch::kFloat64);
+  EXPECT_EQ(record.schema_version, kan::results::kFitSchemaVersion);
+  const auto setup = kan::diagnostics::read_fit_setup(record.config);
+  EXPECT_EQ(setup.model_kind, kan::ModelKind::kMLP);
+  EXPECT_EQ(setup.mlp.width(), (std::vector<int64_t>{2, 16, 1}));
+  EXPECT_EQ(setup.mlp.activation(), kan::Activation::kTanh);
+  EXPECT_EQ(setup.mlp.dtype(), torch::kFloat64);
   // (2 + 1) 16 + (16 + 1) 1 parameters; 2 2 16 + 16, 16 tanh, 2 16 + 1 FLOPs.
   ASSERT_TRUE(record.parameters && record.forward_flops);
   EXPECT_EQ(*record.parameters, 65);
@@ -44,7 +45,7 @@ TEST_F(CliMlp, FitWritesAFitJsonTheStrictReaderReadsBack) {
   EXPECT_LT(record.trained.test_rmse, 10.0);
   EXPECT_TRUE(record.refined.empty());
   EXPECT_FALSE(record.pruned || record.symbolic);
-  EXPECT_EQ(record.device_audit.trace.summary.steps, 1);
+  EXPECT_EQ(kan::diagnostics::audited_fit_from_json(record.device_audit).trace.summary.steps, 1);
   // An MLP's size follows from its configuration: a file that says otherwise is refused.
   std::ifstream in(path("fit.json"));
   auto json = nlohmann::json::parse(in);
@@ -54,7 +55,7 @@ TEST_F(CliMlp, FitWritesAFitJsonTheStrictReaderReadsBack) {
   // model.pt is the MLP fit.json describes.
   auto model = kan::load_mlp_checkpoint(path("model.pt"));
   EXPECT_EQ(model->parameter_count(), 65);
-  EXPECT_EQ(kan::to_json(model->options()), kan::to_json(record.config.mlp));
+  EXPECT_EQ(kan::to_json(model->options()), kan::to_json(setup.mlp));
 
   // kanbench predict evaluates it as it evaluates a KAN.
   std::ofstream(path("samples.csv")) << "0.1,0.2\n-0.5,0.75\n";
@@ -71,10 +72,10 @@ TEST_F(CliMlp, FitWritesAFitJsonTheStrictReaderReadsBack) {
     EXPECT_EQ(values[static_cast<size_t>(i)], expected[i].item<double>());
 
   // The fit report reads it too.
-  const auto summary = kan::results::read_fit_summary(path("fit.json"));
-  EXPECT_EQ(summary.model_kind, "mlp");
-  EXPECT_EQ(summary.activation, "tanh");
-  EXPECT_EQ(summary.parameters, 65);
+  const auto read = kan::results::read_fit_record(path("fit.json"));
+  EXPECT_EQ(read.config.model_kind, "mlp");
+  EXPECT_EQ(kan::results::model_shape(read.config).activation, "tanh");
+  EXPECT_EQ(read.parameters, 65);
   const auto report = run_kanbench("report " + path("fit.json") + " -o " + path("fit.html"));
   ASSERT_EQ(report.exit_code, 0) << report.output;
   std::ifstream html(path("fit.html"));
@@ -92,7 +93,7 @@ TEST_F(CliMlp, FitsAUsersDataFileAsAKanDoes) {
   EXPECT_NE(run.output.find("classes.csv MLP [2, 8, 2] silu: test accuracy"), std::string::npos)
       << run.output;
   const auto record = kan::diagnostics::read_fit_record(path("out/fit.json"));
-  EXPECT_EQ(record.config.model_kind, kan::ModelKind::kMLP);
+  EXPECT_EQ(record.config.model_kind, "mlp");
   ASSERT_TRUE(record.config.data);
   EXPECT_EQ(record.config.data->classes, 2);
   EXPECT_GT(record.last().test_accuracy, 0.9); // two linearly separable classes
@@ -103,9 +104,10 @@ TEST_F(CliMlp, AKansFitJsonRecordsItsSizeToo) {
       "fit --width 2,5,1 --grid 3 --steps 1 --train-num 50 --test-num 20 --out " + dir_.string());
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const auto record = kan::diagnostics::read_fit_record(path("fit.json"));
-  EXPECT_EQ(record.config.model_kind, kan::ModelKind::kKAN);
+  EXPECT_EQ(record.config.model_kind, "kan");
   EXPECT_EQ(record.parameters, 2 * 5 * (3 + 3 + 2) + 5 * (3 + 3 + 2));
-  EXPECT_EQ(record.forward_flops, kan::kan_forward_flops(record.config.model));
+  EXPECT_EQ(record.forward_flops,
+            kan::kan_forward_flops(kan::diagnostics::read_fit_setup(record.config).model));
 }
 
 TEST_F(CliMlp, AFitJson20StillReadsAsAKan) {
@@ -119,10 +121,10 @@ TEST_F(CliMlp, AFitJson20StillReadsAsAKan) {
   json["final"].erase("parameters");
   json["final"].erase("forward_flops");
   const auto record = kan::diagnostics::fit_record_from_json(json);
-  EXPECT_EQ(record.config.model_kind, kan::ModelKind::kKAN);
+  EXPECT_EQ(record.config.model_kind, "kan");
   EXPECT_FALSE(record.parameters);
   // ... and a 2.1 file must say what it holds.
-  json["schema_version"] = kan::diagnostics::kFitSchemaVersion;
+  json["schema_version"] = kan::results::kFitSchemaVersion;
   KAN_EXPECT_ERROR(kan::diagnostics::fit_record_from_json(json), "config.model_kind", "missing");
   json["config"]["model_kind"] = "mlp";
   KAN_EXPECT_ERROR(kan::diagnostics::fit_record_from_json(json), "config.model");

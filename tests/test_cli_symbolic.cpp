@@ -64,7 +64,7 @@ TEST_F(Cli, HelloKanEndsInItsFormula) {
   EXPECT_EQ(symbolic.formula->front().sympy, "exp(sin(3.1416*x1) + x2**2)");
   EXPECT_EQ(symbolic.formula->front().latex, "e^{\\sin{\\left(3.1416 x_{1}\\right)} + x_{2}^{2}}");
   EXPECT_LE(symbolic.retrained.test_rmse, 1e-5);
-  EXPECT_EQ(fit.config.symbolic->lib.size(), 10u);
+  EXPECT_EQ(kan::diagnostics::read_fit_setup(fit.config).symbolic->lib.size(), 10u);
   EXPECT_EQ(symbolic.retrained.history.steps.size(), 50u);
   std::multiset<std::string> functions;
   for (const auto& edge : symbolic.edges) {
@@ -105,8 +105,8 @@ TEST_F(Cli, HelloKanOnCuda_CUDA) {
   EXPECT_NE(run.output.find("formula: "), std::string::npos) << run.output;
   const auto fit = kan::diagnostics::read_fit_record((dir_ / "fit.json").string());
   EXPECT_EQ(fit.config.device, "cuda");
-  EXPECT_TRUE(fit.device_audit.clean())
-      << fit.device_audit.audit.to_text() << fit.device_audit.trace.to_text();
+  const auto audit = kan::diagnostics::audited_fit_from_json(fit.device_audit);
+  EXPECT_TRUE(audit.clean()) << audit.audit.to_text() << audit.trace.to_text();
   ASSERT_TRUE(fit.symbolic.has_value());
   ASSERT_TRUE(fit.symbolic->formula.has_value()) << fit.symbolic->formula_error;
   EXPECT_LE(fit.symbolic->retrained.test_rmse, 1e-4);
@@ -179,7 +179,7 @@ TEST_F(Cli, SymbolicSearchesAreChosenAndRecorded) {
                               dir_.string());
     ASSERT_EQ(run.exit_code, 0) << search << ": " << run.output;
     const auto fit = kan::diagnostics::read_fit_record((dir_ / "fit.json").string());
-    EXPECT_EQ(fit.config.symbolic->search, search);
+    EXPECT_EQ(kan::diagnostics::read_fit_setup(fit.config).symbolic->search, search);
     ASSERT_FALSE(fit.symbolic->edges.empty());
     const auto& edges = fit.symbolic->edges;
     if (search == "pykan") {
@@ -198,7 +198,7 @@ TEST_F(Cli, SymbolicSearchesAreChosenAndRecorded) {
     }
     EXPECT_GE(good, static_cast<int64_t>(edges.size()) / 2) << search << ": most edges fit";
     // The reader knows the searches.
-    auto j = kan::diagnostics::to_json(fit);
+    auto j = kan::results::to_json(fit);
     j["config"]["symbolic"]["search"] = "fast";
     try {
       kan::diagnostics::fit_record_from_json(j);

@@ -1,13 +1,13 @@
 // The report of a fit.json, checked structurally against the committed fixture
-// tests/reference/fit/fit_symbolic.json: the fit.json 1.5 of `kanbench fit --function toy --width
-// 2,1,1 --grid 5 --steps 20 --trace-steps 0`, with the keys of 1.6 added by hand after
-// docs/formats.md (config.symbolic; symbolic: three fixed edges sin, x^2, exp with curves, a
-// formula, 5 steps after auto_symbolic). Checked: the reader's model and errors, the sections,
-// the chart data, escaping.
+// tests/reference/fit/fit_symbolic.json: the fit.json of `kanbench fit --function toy --width
+// 2,1,1 --grid 5 --steps 20 --trace-steps 0 --symbolic --lib sin,x^2,exp` (three fixed edges sin,
+// x^2, x^2 with curves, a formula, 20 steps after auto_symbolic). Checked: kan::results' reader
+// (its model and its errors), the sections, the chart data, escaping.
 #include "reports_test_util.h"
 
 #include "kan/reports/fit_report.h"
 #include "kan/reports/html_report.h"
+#include "kan/results/fit_record.h"
 #include "kan/results/results_io.h"
 
 #include <functional>
@@ -29,18 +29,16 @@ json fixture() {
   return read_json_file(kFixture);
 }
 
-// The fixture as fit.json 1.5 wrote it: no symbolic stage.
-json without_symbolic() {
-  auto j = fixture();
-  j["schema_version"] = "1.5.0";
-  j["config"].erase("symbolic");
-  j["seconds"] = j["history"]["seconds"];
-  j.erase("symbolic");
-  return j;
+// The fixture's fit without its symbolic stage, as kanbench would have written it.
+FitRecord without_symbolic() {
+  auto fit = fit_record_from_json(fixture());
+  fit.symbolic.reset();
+  fit.config.symbolic = nullptr;
+  return fit;
 }
 
 std::string render(const json& document, FitReportOptions options = {}) {
-  return render_fit_report(fit_summary_from_json(document, "fit.json"), options);
+  return render_fit_report(fit_record_from_json(document, "fit.json"), options);
 }
 
 // The text of <section id=ID>.
@@ -52,44 +50,53 @@ std::string section(const std::string& html, const std::string& id) {
 }
 
 TEST(FitReportTest, ReadsTheFixture) {
-  const auto fit = read_fit_summary(kFixture);
-  EXPECT_EQ(fit.schema_version, "1.6.0");
-  EXPECT_EQ(fit.function, "toy");
-  EXPECT_EQ(to_string(fit.width), "[2, 1, 1]");
-  EXPECT_FALSE(fit.pruned_width);
-  EXPECT_EQ(fit.device, "cpu");
-  EXPECT_EQ(fit.dtype, "float64");
-  EXPECT_EQ(fit.grid, 5);
-  EXPECT_EQ(fit.k, 3);
+  const auto fit = read_fit_record(kFixture);
   const auto j = fixture();
-  ASSERT_EQ(fit.stages.size(), 2u);
-  EXPECT_EQ(fit.stages[0].key, "trained");
-  EXPECT_EQ(fit.stages[1].key, "symbolic");
-  EXPECT_EQ(fit.stages[0].steps.size(), j["history"]["steps"].size());
-  EXPECT_EQ(fit.stages[1].steps.size(), j["symbolic"]["history"]["steps"].size());
-  EXPECT_EQ(fit.stages[1].test_rmse, j["symbolic"]["test_rmse"].get<double>());
-  EXPECT_EQ(fit.seconds, j["seconds"].get<double>());
-
+  EXPECT_EQ(fit.schema_version, kFitSchemaVersion);
+  EXPECT_EQ(fit.config.function, "toy");
+  EXPECT_FALSE(fit.config.data);
+  EXPECT_EQ(fit.config.device, "cpu");
+  const auto shape = model_shape(fit.config);
+  EXPECT_EQ(to_string(shape.width), "[2, 1, 1]");
+  EXPECT_EQ(shape.dtype, "float64");
+  EXPECT_EQ(shape.grid, 5);
+  EXPECT_EQ(shape.k, 3);
+  EXPECT_EQ(shape.symbolic_lib, (std::vector<std::string>{"sin", "x^2", "exp"}));
+  EXPECT_FALSE(fit.pruned);
+  EXPECT_TRUE(fit.refined.empty());
+  EXPECT_EQ(fit.trained.history.steps.size(), j["history"]["steps"].size());
   ASSERT_TRUE(fit.symbolic);
   const auto& s = *fit.symbolic;
-  EXPECT_EQ(s.lib, (std::vector<std::string>{"x", "x^2", "exp", "sin"}));
+  EXPECT_EQ(s.retrained.history.steps.size(), j["symbolic"]["history"]["steps"].size());
+  EXPECT_EQ(s.retrained.test_rmse, j["symbolic"]["test_rmse"].get<double>());
+  EXPECT_DOUBLE_EQ(fit.seconds(), j["seconds"].get<double>());
   ASSERT_EQ(s.edges.size(), 3u);
   EXPECT_EQ(s.edges[0].function, "sin");
   EXPECT_EQ(s.edges[1].function, "x^2");
-  EXPECT_EQ(s.edges[2].function, "exp");
+  EXPECT_EQ(s.edges[2].function, "x^2");
   EXPECT_EQ(s.edges[1].i, 1);
   EXPECT_EQ(s.edges[2].layer, 1);
   for (const auto& edge : s.edges) {
     EXPECT_TRUE(edge.fixed);
-    ASSERT_TRUE(edge.params);
+    ASSERT_EQ(edge.params.size(), 4u);
     ASSERT_TRUE(edge.curve);
     EXPECT_EQ(edge.curve->x.size(), 48u);
   }
-  EXPECT_EQ((*s.edges[0].params)[0], j["symbolic"]["edges"][0]["params"][0].get<double>());
+  EXPECT_EQ(s.edges[0].params[0], j["symbolic"]["edges"][0]["params"][0].get<double>());
   ASSERT_TRUE(s.formula);
   ASSERT_EQ(s.formula->size(), 1u);
   EXPECT_EQ((*s.formula)[0].sympy, j["symbolic"]["formula"][0]["sympy"]);
   EXPECT_EQ(s.digits, 4);
+  ASSERT_TRUE(fit.parameters);
+  EXPECT_EQ(*fit.parameters, j["final"]["parameters"].get<int64_t>());
+}
+
+// The one writer and the one reader agree: what is read writes back the same document.
+TEST(FitReportTest, ReadAndWrittenBack) {
+  const auto j = fixture();
+  EXPECT_EQ(to_json(fit_record_from_json(j)), j);
+  const auto plain = without_symbolic();
+  EXPECT_EQ(to_json(fit_record_from_json(to_json(plain))), to_json(plain));
 }
 
 TEST(FitReportTest, HasEverySectionInOrder) {
@@ -157,9 +164,9 @@ TEST(FitReportTest, EachEdgeCurveIsCharted) {
     EXPECT_EQ(c["y"], edge["curve"]["activation"]) << id;
     EXPECT_EQ(c["fit"], edge["curve"]["fit"]) << id;
   }
-  EXPECT_EQ(chart(charts, "chart-symbolic-0-0-0")["title"], "layer 0: x1 -> 0: sin, R^2 0.9999");
+  EXPECT_EQ(chart(charts, "chart-symbolic-0-0-0")["title"], "layer 0: x1 -> 0: sin, R^2 1");
   EXPECT_EQ(chart(charts, "chart-symbolic-0-1-0")["title"], "layer 0: x2 -> 0: x^2, R^2 1");
-  EXPECT_EQ(chart(charts, "chart-symbolic-1-0-0")["title"], "layer 1: 0 -> 0: exp, R^2 0.9998");
+  EXPECT_EQ(chart(charts, "chart-symbolic-1-0-0")["title"], "layer 1: 0 -> 0: x^2, R^2 0.9912");
 }
 
 TEST(FitReportTest, EdgeTable) {
@@ -168,7 +175,7 @@ TEST(FitReportTest, EdgeTable) {
   const auto symbolic = section(html, "symbolic");
   // layer, i, j, function, R^2, fixed, a, b, c, d
   EXPECT_NE(symbolic.find("<tr><td>0</td><td>1</td><td>0</td><td>x^2</td><td>1</td><td>yes</td>"
-                          "<td>1.001</td><td>-0.0003</td><td>0.9987</td><td>0.0011</td></tr>"),
+                          "<td>-10</td><td>0.01205</td><td>-0.0003683</td><td>0.08883</td></tr>"),
             std::string::npos)
       << symbolic;
   EXPECT_EQ(count(symbolic, "<td>yes</td>"), 3u);
@@ -216,59 +223,50 @@ TEST(FitReportTest, NoFormulaShowsWhy) {
   EXPECT_EQ(count(html, "<canvas"), 4u);
 }
 
-TEST(FitReportTest, OlderFilesHaveNoSymbolicSection) {
-  const auto html = render(without_symbolic());
+TEST(FitReportTest, WithoutSymbolicStageNoSymbolicSection) {
+  const auto html = render_fit_report(without_symbolic());
   EXPECT_EQ(html.find("<section id=\"symbolic\""), std::string::npos);
   EXPECT_EQ(html.find("Symbolic regression"), std::string::npos);
   EXPECT_EQ(html.find("chart-symbolic-"), std::string::npos);
   const auto charts = embedded(html, "kanbench-charts");
   ASSERT_EQ(charts["charts"].size(), 1u);
   EXPECT_EQ(charts["charts"][0]["id"], "chart-loss-trained");
-  // fit.json 1.0 had neither config.prune nor config.symbolic.
-  auto old = without_symbolic();
-  old["schema_version"] = "1.0.0";
-  old["config"].erase("prune");
-  EXPECT_NO_THROW(render(old));
 }
 
 TEST(FitReportTest, PrunedAndRefinedStagesInOrder) {
-  auto j = without_symbolic();
-  j["pruned"] = {{"width_before", {2, 1, 1}}, {"width_after", {2, json::array({1, 0}), 1}},
-                 {"history", j["history"]},   {"train_rmse", 0.5},
-                 {"test_rmse", 0.25},         {"seconds", j["history"]["seconds"]}};
-  j["refined"] = {{"grid", 10},
-                  {"history", j["history"]},
-                  {"train_rmse", 0.1},
-                  {"test_rmse", 0.2},
-                  {"seconds", j["history"]["seconds"]}};
-  const auto fit = fit_summary_from_json(j);
-  ASSERT_EQ(fit.stages.size(), 3u);
-  EXPECT_EQ(fit.stages[1].title, "after pruning");
-  EXPECT_EQ(fit.stages[2].title, "after refinement to grid 10");
-  EXPECT_EQ(to_string(*fit.pruned_width), "[2, 1, 1]");
-  const auto html = render_fit_report(fit);
+  auto fit = without_symbolic();
+  fit.config.prune = {{"node_th", 0.01}, {"edge_th", 0.03}, {"steps", 20}};
+  const std::vector<LayerWidth> width{{2, 0}, {1, 0}, {1, 0}};
+  fit.pruned = PruneResult{
+      width, width, {{0.5, 0.5}, {0.25}, {1.0}}, {{{0.1}, {0.2}}, {{0.3}}}, fit.trained};
+  fit.config.refine = {5, 10};
+  fit.refined = {{5, fit.trained}, {10, fit.trained}};
+  // Written and read back: what kanbench would write for such a fit.
+  const auto read = fit_record_from_json(to_json(fit));
+  ASSERT_TRUE(read.pruned);
+  EXPECT_EQ(read.pruned->edge_scores, fit.pruned->edge_scores);
+  const auto html = render_fit_report(read);
   EXPECT_NE(html.find("(pruned to [2, 1, 1])"), std::string::npos);
-  for (const char* id : {"chart-loss-trained", "chart-loss-pruned", "chart-loss-refined"})
+  const auto stages = section(html, "stages");
+  size_t previous = 0;
+  for (const char* title : {"first training", "after pruning", "after refinement to grid 5",
+                            "after refinement to grid 10"}) {
+    const auto at = stages.find("<td>" + std::string(title) + "</td>");
+    ASSERT_NE(at, std::string::npos) << title;
+    EXPECT_GT(at, previous) << title << " out of order";
+    previous = at;
+  }
+  for (const char* id :
+       {"chart-loss-trained", "chart-loss-pruned", "chart-loss-refined-0", "chart-loss-refined-1"})
     EXPECT_NO_THROW(chart(embedded(html, "kanbench-charts"), id)) << id;
-  // fit.json 2.x: a grid schedule, one stage per grid.
-  auto schedule = j;
-  schedule["schema_version"] = "2.0.0";
-  auto coarse = j["refined"], fine = j["refined"];
-  coarse["grid"] = 5;
-  schedule["refined"] = json::array({coarse, fine});
-  const auto scheduled = fit_summary_from_json(schedule);
-  ASSERT_EQ(scheduled.stages.size(), 4u);
-  EXPECT_EQ(scheduled.stages[2].title, "after refinement to grid 5");
-  EXPECT_EQ(scheduled.stages[3].title, "after refinement to grid 10");
-  const auto scheduled_html = render_fit_report(scheduled);
-  for (const char* id : {"chart-loss-refined-0", "chart-loss-refined-1"})
-    EXPECT_NO_THROW(chart(embedded(scheduled_html, "kanbench-charts"), id)) << id;
-  schedule["refined"] = coarse; // an object is 1.x's form
-  EXPECT_THROW(fit_summary_from_json(schedule), kan::results::ResultsError);
+  // A schedule that is not the one configured.
+  auto j = to_json(fit);
+  j["refined"][0]["grid"] = 7;
+  EXPECT_THROW(fit_record_from_json(j), ResultsError);
   // Multiplication nodes: pykan's [sum, mult] form.
-  j["config"]["model"]["width"] = {2, 3, 1};
-  j["config"]["model"]["mult"] = {0, 1, 0};
-  EXPECT_EQ(to_string(fit_summary_from_json(j).width), "[2, [2, 1], 1]");
+  fit.config.model["width"] = {2, 3, 1};
+  fit.config.model["mult"] = {0, 1, 0};
+  EXPECT_EQ(to_string(model_shape(fit.config).width), "[2, [2, 1], 1]");
 }
 
 // Malformed input: one error naming the file, the key path and the problem.
@@ -281,29 +279,37 @@ TEST(FitReportTest, MalformedInputNamesTheKey) {
       {[](json& j) { j["history"]["steps"][2].erase("train_rmse"); },
        "fit.json: history.steps[2].train_rmse: missing (a required key)"},
       {[](json& j) { j["symbolic"]["edges"][0]["curve"]["fit"].erase(0); },
-       "fit.json: symbolic.edges[0].curve.fit: expected 48 numbers, one per x, got 47"},
+       "fit.json: symbolic.edges[0].curve: x, activation and fit must have one value per point, "
+       "got 48, 48 and 47"},
       {[](json& j) {
          j["symbolic"]["edges"][0]["params"] = {1, 2};
        },
-       "fit.json: symbolic.edges[0].params: expected 4 numbers (a, b, c, d), got 2"},
+       "fit.json: symbolic.edges[0].params: expected a, b, c, d (4 numbers), got 2"},
       {[](json& j) { j["symbolic"]["formula"] = nullptr; },
        "fit.json: symbolic.formula_error: missing (a required key)"},
       {[](json& j) { j["symbolic"]["formula"].push_back(j["symbolic"]["formula"][0]); },
        "fit.json: symbolic.formula: expected one formula per output (1), got 2"},
       {[](json& j) { j["config"]["symbolic"] = nullptr; },
-       "fit.json: symbolic: present, but config.symbolic is null or missing"},
+       "fit.json: symbolic: present, but config.symbolic is null"},
       {[](json& j) { j.erase("symbolic"); },
        "fit.json: symbolic: missing, but config.symbolic is set"},
       {[](json& j) { j["command"] = "audit"; },
        "fit.json: command: expected \"fit\", got \"audit\""},
       {[](json& j) { j["schema_version"] = "3.0.0"; }, "fit.json: schema_version: "},
+      {[](json& j) { j["schema_version"] = "1.6.0"; }, "fit.json: schema_version: "},
+      {[](json& j) { j["seconds"] = 1e6; }, "fit.json: seconds: 1000000.0 is not the stages'"},
+      {[](json& j) { j["final"]["test_rmse"] = 0; }, "fit.json: final: is "},
+      {[](json& j) { j["config"]["model"] = 3; },
+       "fit.json: config.model: expected an object, got "},
+      {[](json& j) { j["environment"]["device"] = "cuda"; },
+       "fit.json: environment.device: is \"cuda\" but config.device is \"cpu\""},
       {[](json& j) { j["config"]["model"]["width"][1] = -1; },
        "fit.json: config.model.width[1]: "}};
   for (const auto& [mutate, message] : cases) {
     auto j = fixture();
     mutate(j);
     try {
-      fit_summary_from_json(j, "fit.json");
+      fit_record_from_json(j, "fit.json");
       ADD_FAILURE() << "read: " << message;
     } catch (const ResultsError& e) {
       EXPECT_EQ(std::string(e.what()).rfind(message, 0), 0u) << e.what();
@@ -313,14 +319,14 @@ TEST(FitReportTest, MalformedInputNamesTheKey) {
 }
 
 TEST_F(FitReport, FileErrorsNameTheFile) {
-  write("fit.json", "{\"schema_version\": \"1.6.0\", ");
+  write("fit.json", "{\"schema_version\": \"2.1.0\", ");
   try {
-    read_fit_summary(path("fit.json"));
+    read_fit_record(path("fit.json"));
     ADD_FAILURE() << "read a truncated file";
   } catch (const ResultsError& e) {
     EXPECT_EQ(e.file(), path("fit.json"));
   }
-  EXPECT_THROW(read_fit_summary(path("missing.json")), ResultsError);
+  EXPECT_THROW(read_fit_record(path("missing.json")), ResultsError);
   EXPECT_FALSE(is_fit_document(json::parse("{\"schema_version\": \"1.2.0\"}")));
   EXPECT_FALSE(is_fit_document(json::array()));
   EXPECT_TRUE(is_fit_document(fixture()));
@@ -330,6 +336,7 @@ TEST(FitReportTest, HostileStringsAreInert) {
   auto j = fixture();
   j["config"]["function"] = kHostile;
   j["config"]["device"] = kHostile;
+  j["environment"]["device"] = kHostile;
   j["symbolic"]["edges"][0]["function"] = kHostile;
   j["symbolic"]["formula"][0]["sympy"] = kHostile;
   j["symbolic"]["formula"][0]["latex"] = kHostile + "\xE2\x80\xA8<!--";
@@ -348,7 +355,7 @@ TEST(FitReportTest, HostileStringsAreInert) {
   EXPECT_EQ(count(html, "</script>"), 3u);
   // The chart titles still hold the exact strings.
   EXPECT_EQ(chart(embedded(html, "kanbench-charts"), "chart-symbolic-0-0-0")["title"],
-            "layer 0: x1 -> 0: " + kHostile + ", R^2 0.9999");
+            "layer 0: x1 -> 0: " + kHostile + ", R^2 1");
   // And with no formula, the error.
   j["symbolic"]["formula"] = nullptr;
   j["symbolic"]["formula_error"] = kHostile;
@@ -362,7 +369,7 @@ TEST(FitReportTest, NoExternalUrls) {
 }
 
 TEST_F(FitReport, WrittenAtomically) {
-  const auto fit = read_fit_summary(kFixture);
+  const auto fit = read_fit_record(kFixture);
   write_fit_report(path("report.html"), fit);
   EXPECT_EQ(read("report.html"), render_fit_report(fit));
   FitReportOptions options;

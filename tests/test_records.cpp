@@ -36,32 +36,33 @@ template <typename Read> std::string json_error(Read read) {
 
 // A small real fit: three stages of three steps (trained, pruned, refined), through the library's
 // pipeline with the first stage audited, as `kanbench fit` records it.
-FitRecord small_fit_record() {
-  FitRecord record;
-  record.config.model = KANOptions({2, 3, 1}).grid(3).dtype(torch::kFloat64).seed(0);
-  record.config.fit = FitOptions().steps(3).opt(Optimizer::kAdam).lr(0.01).lamb(0.001);
+results::FitRecord small_fit_record() {
+  FitSetup setup;
+  setup.model = KANOptions({2, 3, 1}).grid(3).dtype(torch::kFloat64).seed(0);
+  setup.fit = FitOptions().steps(3).opt(Optimizer::kAdam).lr(0.01).lamb(0.001);
+  setup.prune = PruneStage{0.01, 0.03, 3};
+  results::FitRecord record;
   record.config.train_num = 64;
   record.config.test_num = 16;
   record.config.refine = {5};
-  record.config.prune = PruneStage{0.01, 0.03, 3};
+  write_fit_setup(setup, record.config);
   record.libtorch = "2.11.0";
   record.threads = 2;
   const auto data =
       create_dataset(reference_function("toy").f,
                      DatasetOptions(2).train_num(64).test_num(16).dtype(torch::kFloat64));
-  KAN model(record.config.model);
+  KAN model(setup.model);
   const auto options =
       PipelineOptions()
-          .fit(record.config.fit)
-          .prune(record.config.prune)
+          .fit(setup.fit)
+          .prune(setup.prune)
           .grids(record.config.refine)
           .train([&](KAN& m, const Dataset& d, const FitOptions& o, const PipelineStage& stage) {
             if (stage.kind != PipelineStage::Kind::kTrain)
               return fit(m, d, o);
-            record.device_audit = audited_fit(m, d, o, 1);
-            auto history = std::move(record.device_audit.history);
-            record.device_audit.history = {};
-            return history;
+            auto audited = audited_fit(m, d, o, 1);
+            record.device_audit = audited.to_json();
+            return std::move(audited.history);
           });
   static_cast<PipelineResult&>(record) = run_pipeline(model, data, options);
   record.parameters = model->parameter_count();
@@ -126,7 +127,7 @@ TEST(Records, KanReadersNameTheKeyPath) {
 TEST(Records, FitRecordRoundTrips) {
   const auto record = small_fit_record();
   const auto j = to_json(record);
-  EXPECT_EQ(j["schema_version"], kFitSchemaVersion);
+  EXPECT_EQ(j["schema_version"], results::kFitSchemaVersion);
   EXPECT_EQ(j["refined"][0]["grid"], 5);
   EXPECT_EQ(j["config"]["refine"], json({5}));
   EXPECT_EQ(j["final"]["stage"], "refined");
@@ -142,9 +143,12 @@ TEST(Records, FitRecordRoundTrips) {
   EXPECT_EQ(back.pruned->retrained.history.steps.size(), 3u);
   EXPECT_EQ(back.pruned->node_scores.size(), 3u);
   EXPECT_EQ(back.pruned->edge_scores.size(), 2u);
-  EXPECT_EQ(back.config.fit.opt(), Optimizer::kAdam);
-  EXPECT_EQ(back.device_audit.trace.summary.steps, 1);
-  EXPECT_EQ(back.device_audit.trace.operations.size(), record.device_audit.trace.operations.size());
+  EXPECT_EQ(read_fit_setup(back.config).fit.opt(), Optimizer::kAdam);
+  EXPECT_EQ(read_fit_setup(back.config).prune->steps, 3);
+  const auto audit = audited_fit_from_json(back.device_audit);
+  EXPECT_EQ(audit.trace.summary.steps, 1);
+  EXPECT_EQ(audit.trace.operations.size(),
+            audited_fit_from_json(record.device_audit).trace.operations.size());
   EXPECT_DOUBLE_EQ(back.seconds(), record.seconds());
   EXPECT_EQ(j["config"]["model_kind"], "kan");
   EXPECT_EQ(back.parameters, record.parameters);
@@ -303,25 +307,27 @@ TEST_F(RecordsCli, CommandLineDocumentsReadBack) {
                               dir_.string());
   ASSERT_EQ(fit_run.exit_code, 0) << fit_run.output;
   const auto fit = read_fit_record(path("fit.json"));
-  EXPECT_EQ(fit.config.model.width(), (std::vector<int64_t>{2, 3, 1}));
-  EXPECT_EQ(fit.config.model.grid(), 4);
-  EXPECT_EQ(fit.config.model.k(), 2);
-  EXPECT_EQ(fit.config.model.seed(), 7u);
-  EXPECT_EQ(fit.config.model.dtype(), torch::kFloat64);
-  EXPECT_EQ(fit.config.fit.opt(), Optimizer::kAdam);
-  EXPECT_EQ(fit.config.fit.lr(), 0.02);
-  EXPECT_EQ(fit.config.fit.steps(), 4);
-  EXPECT_EQ(fit.config.fit.batch(), 16);
-  EXPECT_EQ(fit.config.fit.batch_draw(), BatchDraw::kPerEpoch);
-  EXPECT_EQ(fit.config.fit.lamb(), 0.001);
-  EXPECT_EQ(fit.config.fit.lamb_entropy(), 3.0);
-  EXPECT_FALSE(fit.config.fit.update_grid());
-  EXPECT_EQ(fit.config.fit.seed(), 7u);
+  const auto setup = read_fit_setup(fit.config);
+  EXPECT_EQ(setup.model.width(), (std::vector<int64_t>{2, 3, 1}));
+  EXPECT_EQ(setup.model.grid(), 4);
+  EXPECT_EQ(setup.model.k(), 2);
+  EXPECT_EQ(setup.model.seed(), 7u);
+  EXPECT_EQ(setup.model.dtype(), torch::kFloat64);
+  EXPECT_EQ(setup.fit.opt(), Optimizer::kAdam);
+  EXPECT_EQ(setup.fit.lr(), 0.02);
+  EXPECT_EQ(setup.fit.steps(), 4);
+  EXPECT_EQ(setup.fit.batch(), 16);
+  EXPECT_EQ(setup.fit.batch_draw(), BatchDraw::kPerEpoch);
+  EXPECT_EQ(setup.fit.lamb(), 0.001);
+  EXPECT_EQ(setup.fit.lamb_entropy(), 3.0);
+  EXPECT_FALSE(setup.fit.update_grid());
+  EXPECT_EQ(setup.fit.seed(), 7u);
   EXPECT_EQ(fit.trained.history.steps.size(), 4u);
   ASSERT_EQ(fit.refined.size(), 1u);
   EXPECT_EQ(fit.refined[0].grid, 6);
   EXPECT_EQ(fit.refined[0].trained.history.steps.size(), 4u);
-  EXPECT_FALSE(fit.config.prune.has_value());
+  EXPECT_TRUE(fit.config.prune.is_null());
+  EXPECT_FALSE(setup.prune);
 
   const auto audit_run = kan::test::run_kanbench(
       "audit --device cpu --width 2,3,1 --dtype float32 --data-dtype float64 --samples 32 "

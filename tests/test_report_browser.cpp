@@ -173,7 +173,7 @@ TEST_F(ReportBrowser, FitReportOpensOfflineAndDrawsEveryChart) {
   const auto report = artifacts_ / "fit-report.html";
   FitReportOptions options;
   options.fit_source = std::string(KAN_FIT_REFERENCE_DIR) + "/fit_symbolic.json";
-  write_fit_report(report.string(), read_fit_summary(options.fit_source), options);
+  write_fit_report(report.string(), read_fit_record(options.fit_source), options);
   const size_t expected = embedded_charts(read_file(report));
   ASSERT_EQ(expected, 5u); // two stages, three edges with curves
 

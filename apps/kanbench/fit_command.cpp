@@ -39,7 +39,8 @@ namespace {
 // option structs (add_fit_command), so each option has one home and one default; only the
 // values that need LibTorch to parse stay text until the run.
 struct FitArgs {
-  kan::diagnostics::FitRun run = defaults();
+  kan::results::FitConfig config;
+  kan::diagnostics::FitSetup setup = defaults();
   DataArgs data;
   std::string width = "2,5,1";
   std::string mult_arity; // "": the library's default, 2
@@ -53,10 +54,10 @@ struct FitArgs {
   kan::DataParallelOptions data_parallel;
 
   // The library's defaults, except pykan's reference run: 50 steps, float64.
-  static kan::diagnostics::FitRun defaults() {
-    kan::diagnostics::FitRun run;
-    run.fit.steps(50);
-    return run;
+  static kan::diagnostics::FitSetup defaults() {
+    kan::diagnostics::FitSetup setup;
+    setup.fit.steps(50);
+    return setup;
   }
 };
 
@@ -191,9 +192,10 @@ void write_outputs(const kan::Model& model, const std::string& checkpoint_path,
 }
 
 // fit.json before anything is measured: what runs, and on what.
-kan::diagnostics::FitRecord new_record(const kan::diagnostics::FitRun& run) {
-  kan::diagnostics::FitRecord record;
-  record.config = run;
+kan::results::FitRecord new_record(const FitArgs& a) {
+  kan::results::FitRecord record;
+  record.config = a.config;
+  kan::diagnostics::write_fit_setup(a.setup, record.config);
   record.libtorch = TORCH_VERSION;
   record.threads = at::get_num_threads();
   return record;
@@ -201,23 +203,33 @@ kan::diagnostics::FitRecord new_record(const kan::diagnostics::FitRun& run) {
 
 // A fit's last steps on rank 0, for both kinds of model: the collectives' cost recorded, then
 // fit.json and the checkpoint written. Returns fit.json's path.
-std::string write_fit(kan::diagnostics::FitRecord& record, const kan::Model& model,
+std::string write_fit(kan::results::FitRecord& record, const kan::Model& model,
                       const kan::DataParallel* group, const std::string& out) {
   if (group) {
     const auto& stats = group->stats();
     record.communication =
-        kan::diagnostics::FitCommunication{stats.collectives, stats.bytes, stats.wait_seconds};
+        kan::results::FitCommunication{stats.collectives, stats.bytes, stats.wait_seconds};
   }
   const auto json_path = (std::filesystem::path(out) / "fit.json").string();
   write_outputs(model, (std::filesystem::path(out) / record.checkpoint).string(), json_path,
-                kan::diagnostics::to_json(record).dump(2) + "\n");
+                kan::results::to_json(record).dump(2) + "\n");
   return json_path;
 }
 
+// The first training under the device audit (a trace of its first steps): the audit goes into
+// the record, the history to the pipeline.
+kan::FitHistory audited_training(kan::Model& model, const kan::Dataset& data,
+                                 const kan::FitOptions& options, int64_t trace_steps,
+                                 kan::results::FitRecord& record) {
+  auto audited = kan::diagnostics::audited_fit(model, data, options, trace_steps);
+  report_audit(audited);
+  record.device_audit = audited.to_json();
+  return std::move(audited.history);
+}
+
 // How the fit ran, for its summary line: "lbfgs, 50 steps, 1143 evaluations, float64, cpu, 2.5 s".
-std::string run_details(const kan::diagnostics::FitRecord& record, const kan::Model& model,
-                        const kan::DataParallel* group) {
-  const auto& fit = record.config.fit;
+std::string run_details(const kan::results::FitRecord& record, const kan::FitOptions& fit,
+                        const kan::Model& model, const kan::DataParallel* group) {
   int64_t evaluations = 0; // LBFGS's line searches evaluate a step's objective many times
   for (const auto& step : record.trained.history.steps)
     evaluations += step.evaluations;
@@ -244,8 +256,8 @@ std::vector<int64_t> mlp_width(const std::string& text) {
 
 // What only a KAN has, refused for --model mlp with one line naming the option (and --activation,
 // an MLP's, for a KAN): silently ignoring it would train something other than what was asked.
-void check_model_options(const CLI::App& cmd, const kan::diagnostics::FitRun& run) {
-  if (run.model_kind == kan::ModelKind::kKAN) {
+void check_model_options(const CLI::App& cmd, const kan::diagnostics::FitSetup& setup) {
+  if (setup.model_kind == kan::ModelKind::kKAN) {
     TORCH_CHECK(cmd.count("--activation") == 0,
                 "--activation is an MLP's option (--model mlp); a KAN's edges learn their own");
     return;
@@ -258,7 +270,7 @@ void check_model_options(const CLI::App& cmd, const kan::diagnostics::FitRun& ru
     TORCH_CHECK(cmd.count(name) == 0, name,
                 " is a KAN's option; --model mlp trains an MLP (its options: --width, "
                 "--activation)");
-  TORCH_CHECK(run.fit.lamb() == 0, "--lamb ", run.fit.lamb(),
+  TORCH_CHECK(setup.fit.lamb() == 0, "--lamb ", setup.fit.lamb(),
               ": the regulariser scores a KAN's edges; --model mlp has none (FitOptions::lamb "
               "must be 0)");
 }
@@ -268,73 +280,70 @@ void check_model_options(const CLI::App& cmd, const kan::diagnostics::FitRun& ru
 int run_mlp_fit(FitArgs& a, const kan::Dataset& data,
                 const std::shared_ptr<kan::DataParallel>& group, bool writes,
                 const std::string& subject) {
-  auto& run = a.run;
-  kan::MLP model(run.mlp);
-  auto record = new_record(run);
-  auto fit_options = run.fit;
+  auto& config = a.config;
+  auto& setup = a.setup;
+  kan::MLP model(setup.mlp);
+  auto record = new_record(a);
+  auto fit_options = setup.fit;
   fit_options.data_parallel(group);
   const Progress progress(subject + " MLP", !writes);
-  const kan::PipelineStage stage{kan::PipelineStage::Kind::kTrain, 0, run.fit.steps()};
+  const kan::PipelineStage stage{kan::PipelineStage::Kind::kTrain, 0, setup.fit.steps()};
   fit_options.on_step(
       [&](const kan::StepRecord& step, int64_t /*total*/) { progress(stage, step); });
   record.trained =
       kan::train_stage(*model, data, fit_options,
                        [&](kan::Model& m, const kan::Dataset& d, const kan::FitOptions& o) {
-                         record.device_audit =
-                             kan::diagnostics::audited_fit(m, d, o, run.trace_steps);
-                         report_audit(record.device_audit);
-                         auto history = std::move(record.device_audit.history);
-                         record.device_audit.history = {};
-                         return history;
+                         return audited_training(m, d, o, config.trace_steps, record);
                        });
   record.parameters = model->parameter_count();
   record.forward_flops = model->forward_flops();
   if (!writes)
     return 0;
   const auto json_path = write_fit(record, *model, group.get(), a.out);
-  std::cout << subject << " MLP " << c10::IntArrayRef(run.mlp.width()) << " "
-            << kan::to_string(run.mlp.activation()) << ": " << test_metric(record.trained) << " ("
+  std::cout << subject << " MLP " << c10::IntArrayRef(setup.mlp.width()) << " "
+            << kan::to_string(setup.mlp.activation()) << ": " << test_metric(record.trained) << " ("
             << *record.parameters << " parameters, " << *record.forward_flops
-            << " FLOPs per sample; " << run_details(record, *model, group.get()) << ") -> "
-            << json_path << "\n";
+            << " FLOPs per sample; " << run_details(record, a.setup.fit, *model, group.get())
+            << ") -> " << json_path << "\n";
   return 0;
 }
 
 // The model's options from --pykan (its model, in --dtype when given) or --width, and the later
 // stages' from theirs. Returns the --pykan model.
 std::optional<kan::KAN> resolve_model(FitArgs& a, torch::Device device) {
-  auto& run = a.run;
+  auto& config = a.config;
+  auto& setup = a.setup;
   std::optional<kan::KAN> initial;
-  if (!run.initial_model.empty()) {
-    initial = kan::load_pykan(run.initial_model, device);
+  if (!config.initial_model.empty()) {
+    initial = kan::load_pykan(config.initial_model, device);
     if (!a.dtype.empty())
       (*initial)->to(kan::dtype_from_string(a.dtype));
-    run.model = (*initial)->options();
-    run.model.dtype((*initial)->dtype());
+    setup.model = (*initial)->options();
+    setup.model.dtype((*initial)->dtype());
   } else {
-    set_width(run.model, a.width);
+    set_width(setup.model, a.width);
     if (!a.mult_arity.empty())
-      set_mult_arity(run.model, a.mult_arity);
-    run.model.dtype(kan::dtype_from_string(a.dtype.empty() ? "float64" : a.dtype));
+      set_mult_arity(setup.model, a.mult_arity);
+    setup.model.dtype(kan::dtype_from_string(a.dtype.empty() ? "float64" : a.dtype));
   }
-  run.model.device(device).seed(run.seed);
-  if (run.model_kind == kan::ModelKind::kMLP)
-    run.mlp.width(mlp_width(a.width)).dtype(run.model.dtype()).device(device).seed(run.seed);
-  run.fit.seed(run.seed);
-  if (run.prune)
-    run.prune->steps = a.steps_after_prune.value_or(run.fit.steps());
+  setup.model.device(device).seed(config.seed);
+  if (setup.model_kind == kan::ModelKind::kMLP)
+    setup.mlp.width(mlp_width(a.width)).dtype(setup.model.dtype()).device(device).seed(config.seed);
+  setup.fit.seed(config.seed);
+  if (setup.prune)
+    setup.prune->steps = a.steps_after_prune.value_or(setup.fit.steps());
   if (a.symbolic) {
     if (a.lib)
       a.symbolic_stage.lib = symbolic_library(*a.lib);
-    a.symbolic_stage.steps = a.symbolic_stage.steps.value_or(run.fit.steps());
-    run.symbolic = a.symbolic_stage;
+    a.symbolic_stage.steps = a.symbolic_stage.steps.value_or(setup.fit.steps());
+    setup.symbolic = a.symbolic_stage;
   }
-  int64_t grid = run.model.grid();
-  for (const int64_t next : run.refine) {
+  int64_t grid = setup.model.grid();
+  for (const int64_t next : config.refine) {
     TORCH_CHECK(next > grid,
                 "--refine: each grid must be larger than the one before it (the "
                 "model's is ",
-                run.model.grid(), "), got ", next, " after ", grid);
+                setup.model.grid(), "), got ", next, " after ", grid);
     grid = next;
   }
   return initial;
@@ -344,62 +353,74 @@ std::optional<kan::KAN> resolve_model(FitArgs& a, torch::Device device) {
 // reference function's samples, checked the same way).
 std::optional<kan::LoadedDataset> load_data(FitArgs& a, torch::Device device,
                                             const char* model_source) {
-  auto& run = a.run;
-  const auto& width = run.model_kind == kan::ModelKind::kMLP ? run.mlp.width() : run.model.width();
+  auto& config = a.config;
+  auto& setup = a.setup;
+  const auto& width =
+      setup.model_kind == kan::ModelKind::kMLP ? setup.mlp.width() : setup.model.width();
   if (a.data.data.empty()) {
-    const auto& function = kan::reference_function(run.function);
+    const auto& function = kan::reference_function(config.function);
     TORCH_CHECK(width.front() == function.n_var, model_source, " starts with ", width.front(),
-                " inputs but function '", run.function, "' has ", function.n_var, " variables");
+                " inputs but function '", config.function, "' has ", function.n_var, " variables");
     TORCH_CHECK(width.back() == 1, model_source,
                 " must end in 1 output for a regression function, got ", width.back());
     return std::nullopt;
   }
   auto loaded = kan::load_dataset(
-      a.data.data, a.data.load_options().seed(run.seed).dtype(run.model.dtype()).device(device));
+      a.data.data,
+      a.data.load_options().seed(config.seed).dtype(setup.model.dtype()).device(device));
   try {
     kan::check_width(loaded, width.front(), width.back());
   } catch (const c10::Error& e) {
-    TORCH_CHECK(false, model_source, " ", kan::width_text(kan::pykan_width(run.model)), ": ",
+    TORCH_CHECK(false, model_source, " ", kan::width_text(kan::pykan_width(setup.model)), ": ",
                 e.what_without_backtrace());
   }
-  run.function.clear();
-  run.train_num = loaded.train_rows;
-  run.test_num = loaded.test_rows;
-  run.data = kan::diagnostics::FitDataRun{
-      loaded.path,      kan::to_string(loaded.format), loaded.input_names, loaded.target_names,
-      a.data.test_data, a.data.test_fraction,          loaded.classes,     loaded.description};
+  config.function.clear();
+  config.train_num = loaded.train_rows;
+  config.test_num = loaded.test_rows;
+  config.data = kan::results::FitDataRun{loaded.path,
+                                         kan::to_string(loaded.format),
+                                         loaded.input_names,
+                                         loaded.target_names,
+                                         a.data.test_data.empty() ? std::nullopt
+                                                                  : std::optional(a.data.test_data),
+                                         a.data.test_fraction,
+                                         loaded.classes,
+                                         loaded.description};
   return loaded;
 }
 
 // Refused before anything is allocated: a CPU run past the machine's memory is killed by the
 // kernel without a word, a GPU run fails deep inside a step. (The estimate is a KAN's.)
 void check_memory(const FitArgs& a, bool from_file) {
-  const auto& run = a.run;
-  if (run.model_kind == kan::ModelKind::kMLP)
+  const auto& config = a.config;
+  const auto& setup = a.setup;
+  if (setup.model_kind == kan::ModelKind::kMLP)
     return;
   try {
-    kan::check_fits_in_memory(run.model, run.fit, run.train_num, run.test_num);
+    kan::check_fits_in_memory(setup.model, setup.fit, config.train_num, config.test_num);
   } catch (const c10::OutOfMemoryError& e) {
-    TORCH_CHECK(false, "--width ", a.width, " --grid ", run.model.grid(),
-                from_file ? " on --data's " : " --train-num ", run.train_num,
-                from_file ? " training rows" : "", " --batch ", run.fit.batch(),
+    TORCH_CHECK(false, "--width ", a.width, " --grid ", setup.model.grid(),
+                from_file ? " on --data's " : " --train-num ", config.train_num,
+                from_file ? " training rows" : "", " --batch ", setup.fit.batch(),
                 " does not fit: ", e.what_without_backtrace());
   }
 }
 
-kan::Dataset function_samples(const kan::diagnostics::FitRun& run, torch::Device device) {
-  const auto& function = kan::reference_function(run.function);
+kan::Dataset function_samples(const FitArgs& a, torch::Device device) {
+  const auto& config = a.config;
+  const auto& setup = a.setup;
+  const auto& function = kan::reference_function(config.function);
   return kan::create_dataset(function.f, kan::DatasetOptions(function.n_var)
                                              .ranges(function.ranges)
-                                             .train_num(run.train_num)
-                                             .test_num(run.test_num)
-                                             .seed(run.seed)
+                                             .train_num(config.train_num)
+                                             .test_num(config.test_num)
+                                             .seed(config.seed)
                                              .device(device)
-                                             .dtype(run.model.dtype()));
+                                             .dtype(setup.model.dtype()));
 }
 
 // One summary line of a KAN's fit, every stage's test metric, and the formula's lines.
-std::pair<std::string, std::string> kan_summary(const kan::diagnostics::FitRecord& record,
+std::pair<std::string, std::string> kan_summary(const kan::results::FitRecord& record,
                                                 const std::string& subject, int64_t grid) {
   std::string summary = subject + " G=" + std::to_string(grid) + ": " + test_metric(record.trained);
   if (record.pruned)
@@ -428,21 +449,22 @@ std::pair<std::string, std::string> kan_summary(const kan::diagnostics::FitRecor
 int run_kan_fit(FitArgs& a, kan::KAN model, const kan::Dataset& data,
                 const std::shared_ptr<kan::DataParallel>& group, bool writes,
                 const std::string& subject) {
-  const auto& run = a.run;
-  auto record = new_record(run);
-  auto fit_options = run.fit;
+  const auto& config = a.config;
+  const auto& setup = a.setup;
+  auto record = new_record(a);
+  auto fit_options = setup.fit;
   fit_options.data_parallel(group);
   const Progress progress(subject, !writes);
   bool pruning = false; // between the prune stage's start and its retraining's first step
   auto pipeline =
       kan::PipelineOptions()
           .fit(fit_options)
-          .prune(run.prune)
-          .grids(run.refine)
-          .symbolic(run.symbolic)
+          .prune(setup.prune)
+          .grids(config.refine)
+          .symbolic(setup.symbolic)
           .on_stage([&](const kan::PipelineStage& stage) {
             pruning = stage.kind == kan::PipelineStage::Kind::kPrune;
-            progress.stage_begins(stage, run.symbolic ? run.symbolic->lib.size() : 0);
+            progress.stage_begins(stage, setup.symbolic ? setup.symbolic->lib.size() : 0);
           })
           .on_stage_step([&](const kan::PipelineStage& stage, const kan::StepRecord& step) {
             pruning = false;
@@ -453,11 +475,7 @@ int run_kan_fit(FitArgs& a, kan::KAN model, const kan::Dataset& data,
                      const kan::PipelineStage& stage) {
     if (stage.kind != kan::PipelineStage::Kind::kTrain)
       return kan::fit(m, d, o);
-    record.device_audit = kan::diagnostics::audited_fit(m, d, o, run.trace_steps);
-    report_audit(record.device_audit);
-    auto history = std::move(record.device_audit.history);
-    record.device_audit.history = {};
-    return history;
+    return audited_training(*m, d, o, config.trace_steps, record);
   });
   try {
     static_cast<kan::PipelineResult&>(record) = kan::run_pipeline(model, data, pipeline);
@@ -465,7 +483,7 @@ int run_kan_fit(FitArgs& a, kan::KAN model, const kan::Dataset& data,
     record.forward_flops = model->forward_flops();
   } catch (const c10::Error& e) {
     // A threshold that prunes everything is the user's --prune, not a failure of the library.
-    TORCH_CHECK(!pruning, "--prune ", run.prune->node_th, ",", run.prune->edge_th, ": ",
+    TORCH_CHECK(!pruning, "--prune ", setup.prune->node_th, ",", setup.prune->edge_th, ": ",
                 e.what_without_backtrace());
     throw;
   }
@@ -474,10 +492,10 @@ int run_kan_fit(FitArgs& a, kan::KAN model, const kan::Dataset& data,
   if (record.symbolic)
     std::fprintf(stderr, "auto_symbolic: %zu edges in %.1f s\n", record.symbolic->edges.size(),
                  record.symbolic->auto_symbolic_seconds);
-  const auto [summary, formulas] = kan_summary(record, subject, run.model.grid());
+  const auto [summary, formulas] = kan_summary(record, subject, setup.model.grid());
   const auto json_path = write_fit(record, *model, group.get(), a.out);
-  std::cout << summary << " (" << run_details(record, *model, group.get()) << ") -> " << json_path
-            << "\n"
+  std::cout << summary << " (" << run_details(record, a.setup.fit, *model, group.get()) << ") -> "
+            << json_path << "\n"
             << formulas;
   return 0;
 }
@@ -486,8 +504,9 @@ int run_fit(FitArgs& a) {
   // Every kan phase, a data-parallel run's "communication" included, is an NVTX range during the
   // run, as in the suite and sweep runners.
   kan::diagnostics::NvtxScopes nvtx_scopes;
-  auto& run = a.run;
-  auto device = parse_device(run.device);
+  auto& config = a.config;
+  auto& setup = a.setup;
+  auto device = parse_device(config.device);
   // Data-parallel: join the launch first, so that a bad launch fails before any work. Each rank
   // trains on its own device (cuda:LOCAL_RANK); rank 0 writes the outputs.
   std::shared_ptr<kan::DataParallel> group;
@@ -495,14 +514,14 @@ int run_fit(FitArgs& a) {
     group = kan::DataParallel::join(kan::LaunchEnvironment::from_environment(), device,
                                     a.data_parallel);
     device = group->device();
-    run.device = device.str();
-    run.distributed =
-        kan::diagnostics::FitDistributedRun{group->world_size(), group->backend_name()};
+    config.device = device.str();
+    config.distributed =
+        kan::results::FitDistributedRun{group->world_size(), group->backend_name()};
   }
   const bool writes = !group || group->rank() == 0;
   a.data.check_needs_data();
-  run.fit.loss(a.data.loss_kind());
-  TORCH_CHECK(!a.data.data.empty() || run.fit.loss() == kan::Loss::kMSE, "--loss ", a.data.loss,
+  setup.fit.loss(a.data.loss_kind());
+  TORCH_CHECK(!a.data.data.empty() || setup.fit.loss() == kan::Loss::kMSE, "--loss ", a.data.loss,
               " needs --data (a file whose target column holds integer class labels): the "
               "reference functions are regressions");
   auto initial = resolve_model(a, device);
@@ -513,30 +532,31 @@ int run_fit(FitArgs& a) {
       kan::io::check_output_file((std::filesystem::path(a.out) / name).string(), "--out");
   }
   check_memory(a, loaded.has_value());
-  const kan::Dataset data = loaded ? std::move(loaded->data) : function_samples(run, device);
+  const kan::Dataset data = loaded ? std::move(loaded->data) : function_samples(a, device);
   if (loaded && writes)
     std::fprintf(stderr, "data: %s\n", loaded->description.c_str());
   // What progress and the summary call the run: the function, or the data file's name.
   const std::string subject =
-      loaded ? std::filesystem::path(loaded->path).filename().string() : run.function;
-  if (run.model_kind == kan::ModelKind::kMLP)
+      loaded ? std::filesystem::path(loaded->path).filename().string() : config.function;
+  if (setup.model_kind == kan::ModelKind::kMLP)
     return run_mlp_fit(a, data, group, writes, subject);
-  return run_kan_fit(a, initial ? *initial : kan::KAN(run.model), data, group, writes, subject);
+  return run_kan_fit(a, initial ? *initial : kan::KAN(setup.model), data, group, writes, subject);
 }
 
 } // namespace
 
 void add_fit_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<FitArgs>();
-  auto& run = args->run;
-  auto& model = run.model;
-  auto& fit = run.fit;
+  auto& config = args->config;
+  auto& setup = args->setup;
+  auto& model = setup.model;
+  auto& fit = setup.fit;
   auto* cmd = app.add_subcommand("fit", "Train a KAN (pykan's fit), or the MLP baseline, on a "
                                         "reference function or a data file");
   std::vector<std::string> functions;
   for (const auto& f : kan::reference_functions())
     functions.push_back(f.name);
-  auto* function = cmd->add_option("--function", run.function,
+  auto* function = cmd->add_option("--function", config.function,
                                    "Target function (`kanbench functions` lists them)")
                        ->check(CLI::IsMember(functions))
                        ->capture_default_str();
@@ -547,14 +567,14 @@ void add_fit_command(CLI::App& app, int& exit_code) {
       "Loss: mse, or cross-entropy (--data's target: one column of integer class labels below "
       "the model's output count; accuracy reported)");
   data->excludes(function);
-  auto* pykan = cmd->add_option("--pykan", run.initial_model,
+  auto* pykan = cmd->add_option("--pykan", config.initial_model,
                                 "Start from this pykan checkpoint (the prefix given to pykan's "
                                 "saveckpt) instead of a new model");
-  add_enum_option(cmd, "--model", run.model_kind, {kan::ModelKind::kKAN, kan::ModelKind::kMLP},
+  add_enum_option(cmd, "--model", setup.model_kind, {kan::ModelKind::kKAN, kan::ModelKind::kMLP},
                   "kan, or mlp: the MLP baseline (nn::Linear layers of --width with --activation "
                   "between them), trained and recorded the same way; KAN-only options are "
                   "refused");
-  add_enum_option(cmd, "--activation", run.mlp.activation(),
+  add_enum_option(cmd, "--activation", setup.mlp.activation(),
                   {kan::Activation::kSiLU, kan::Activation::kTanh, kan::Activation::kReLU},
                   "--model mlp: the activation between layers");
   cmd->add_option("--width", args->width,
@@ -621,22 +641,22 @@ void add_fit_command(CLI::App& app, int& exit_code) {
                   "No grid update from this step on")
       ->check(integer_at_least(0))
       ->capture_default_str();
-  cmd->add_option("--seed", run.seed, "Seed of data, model and minibatches")
+  cmd->add_option("--seed", config.seed, "Seed of data, model and minibatches")
       ->check(unsigned_64())
       ->capture_default_str();
   cmd->add_option("--dtype", args->dtype,
                   "Floating type (default float64; with --pykan, the checkpoint's)")
       ->check(CLI::IsMember({"float32", "float64"}));
-  cmd->add_option("--device", run.device, "cpu, cuda or cuda:N")->capture_default_str();
-  cmd->add_option("--refine", run.refine,
+  cmd->add_option("--device", config.device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--refine", config.refine,
                   "After training (and pruning), refine to each grid in turn and train again at "
                   "each: one grid (10) or a schedule (5,10,20, the KAN paper's grid extension)")
       ->delimiter(',')
       ->check(integer_at_least(1));
   auto* prune = add_number_pair_option(
       cmd, "--prune",
-      [&run](double node_th, double edge_th) {
-        run.prune = kan::PruneStage{node_th, edge_th, std::nullopt};
+      [&setup](double node_th, double edge_th) {
+        setup.prune = kan::PruneStage{node_th, edge_th, std::nullopt};
       },
       "NODE_TH,EDGE_TH", 0,
       "After training (before --refine), prune as pykan's prune(node_th, edge_th) on the "
@@ -688,22 +708,22 @@ void add_fit_command(CLI::App& app, int& exit_code) {
          "--distributed: seconds a rank waits for the others before it fails (default 300)")
       ->check(CLI::PositiveNumber)
       ->needs(distributed);
-  cmd->add_option("--train-num", run.train_num, "Training samples of --function")
+  cmd->add_option("--train-num", config.train_num, "Training samples of --function")
       ->check(integer_at_least(1))
       ->capture_default_str()
       ->excludes(data);
-  cmd->add_option("--test-num", run.test_num, "Test samples of --function")
+  cmd->add_option("--test-num", config.test_num, "Test samples of --function")
       ->check(integer_at_least(1))
       ->capture_default_str()
       ->excludes(data);
-  cmd->add_option("--trace-steps", run.trace_steps,
+  cmd->add_option("--trace-steps", config.trace_steps,
                   "Trace the device of every operation in the first N steps (0: off)")
       ->check(integer_at_least(0))
       ->capture_default_str();
   cmd->add_option("--out", args->out, "Output folder for fit.json and model.pt")
       ->capture_default_str();
   cmd->callback([args, cmd, &exit_code] {
-    check_model_options(*cmd, args->run);
+    check_model_options(*cmd, args->setup);
     exit_code = run_fit(*args);
   });
 }

@@ -2,6 +2,7 @@
 // self-contained HTML report of a run; `kanbench report fit.json -o report.html`: that of a fit.
 #include "commands.h"
 
+#include "kan/diagnostics/records.h"
 #include "kan/reports/fit_report.h"
 #include "kan/reports/html_report.h"
 #include "kan/results/gbench.h"
@@ -64,7 +65,7 @@ int run_fit_report(const ReportArgs& a, const nlohmann::json& document, const st
   options.title = a.title;
   options.fit_source = a.results;
   options.chartjs_path = a.chartjs;
-  kan::reports::write_fit_report(out, kan::results::fit_summary_from_json(document, a.results),
+  kan::reports::write_fit_report(out, kan::diagnostics::fit_record_from_json(document, a.results),
                                  options);
   std::cout << "report -> " << out << std::endl;
   return 0;

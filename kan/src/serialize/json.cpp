@@ -1,12 +1,12 @@
 // kan's types as JSON: one form each, read strictly (kan/io/json_reader.h): a missing key, a
 // wrong type or a key nobody reads is a JsonError naming its key path. The declarations sit
-// next to each type (network.h, fit.h).
+// next to each type (network.h, fit.h, pipeline.h).
 #include "kan/io/json_reader.h"
 #include "kan/nn/network.h"
 #include "kan/train/fit.h"
+#include "kan/train/pipeline.h"
 
-#include <cmath>
-#include <limits>
+#include <algorithm>
 
 namespace kan {
 namespace {
@@ -14,15 +14,6 @@ namespace {
 using io::Bound;
 using io::ObjectReader;
 using json = nlohmann::json;
-
-// JSON has no NaN: a metric that does not apply (test RMSE without test data, RMSE of a
-// classification) is written as null and read back as NaN.
-json number_or_null(double value) {
-  return std::isfinite(value) ? json(value) : json(nullptr);
-}
-double nan_if_null(ObjectReader& r, const std::string& key) {
-  return r.nullable_number(key).value_or(std::numeric_limits<double>::quiet_NaN());
-}
 
 // An enum's spelling, read through its from_string (whose error names the allowed values).
 template <typename Parse>
@@ -161,81 +152,46 @@ FitOptions fit_options_from_json(const json& j, const std::string& path) {
   return o;
 }
 
-json to_json(const FitHistory& h) {
-  json steps = json::array(), epochs = json::array();
-  for (const auto& s : h.steps)
-    steps.push_back({{"step", s.step},
-                     {"train_loss", number_or_null(s.train_loss)},
-                     {"test_loss", number_or_null(s.test_loss)},
-                     {"train_rmse", number_or_null(s.train_rmse)},
-                     {"test_rmse", number_or_null(s.test_rmse)},
-                     {"test_accuracy", number_or_null(s.test_accuracy)},
-                     {"reg", s.reg},
-                     {"seconds", s.seconds},
-                     {"grid_updated", s.grid_updated},
-                     {"evaluations", s.evaluations}});
-  for (const auto& e : h.epochs)
-    epochs.push_back({{"epoch", e.epoch},
-                      {"last_step", e.last_step},
-                      {"train_loss", number_or_null(e.train_loss)},
-                      {"test_loss", number_or_null(e.test_loss)},
-                      {"train_rmse", number_or_null(e.train_rmse)},
-                      {"test_rmse", number_or_null(e.test_rmse)},
-                      {"test_accuracy", number_or_null(e.test_accuracy)},
-                      {"reg", e.reg},
-                      {"seconds", e.seconds},
-                      {"epoch_seconds", e.epoch_seconds}});
-  return {{"steps", steps},
-          {"epochs", epochs},
-          {"grid_updates", h.grid_updates},
-          {"seconds", h.seconds}};
+json to_json(const PruneStage& stage) {
+  return {{"node_th", stage.node_th},
+          {"edge_th", stage.edge_th},
+          {"steps", stage.steps ? json(*stage.steps) : json(nullptr)}};
 }
 
-namespace {
-
-// The metrics a step's record and an epoch's share.
-template <typename Record> void read_metrics(ObjectReader& r, Record& record) {
-  record.train_loss = nan_if_null(r, "train_loss");
-  record.test_loss = nan_if_null(r, "test_loss");
-  record.train_rmse = nan_if_null(r, "train_rmse");
-  record.test_rmse = nan_if_null(r, "test_rmse");
-  record.test_accuracy = nan_if_null(r, "test_accuracy");
-  record.reg = r.number("reg");
-  record.seconds = r.number("seconds", Bound::kNonNegative);
-}
-
-} // namespace
-
-FitHistory fit_history_from_json(const json& j, const std::string& path) {
-  ObjectReader r(j, path, /*allow_unknown=*/false);
-  FitHistory h;
-  h.steps = read_array<StepRecord>(
-      r.required("steps"), r.path_of("steps"), [](const json& value, const std::string& at) {
-        ObjectReader s(value, at, false);
-        StepRecord record;
-        record.step = s.integer("step", Bound::kNonNegative);
-        read_metrics(s, record);
-        record.grid_updated = s.boolean("grid_updated");
-        // Missing in results of earlier kanbench versions: read as 0.
-        record.evaluations = s.optional_integer("evaluations", Bound::kNonNegative).value_or(0);
-        s.finish();
-        return record;
-      });
-  h.epochs = read_array<EpochRecord>(
-      r.required("epochs"), r.path_of("epochs"), [](const json& value, const std::string& at) {
-        ObjectReader e(value, at, false);
-        EpochRecord record;
-        record.epoch = e.integer("epoch", Bound::kNonNegative);
-        record.last_step = e.integer("last_step", Bound::kNonNegative);
-        read_metrics(e, record);
-        record.epoch_seconds = e.number("epoch_seconds", Bound::kNonNegative);
-        e.finish();
-        return record;
-      });
-  h.grid_updates = r.integer("grid_updates", Bound::kNonNegative);
-  h.seconds = r.number("seconds", Bound::kNonNegative);
+PruneStage prune_stage_from_json(const json& value, const std::string& path) {
+  ObjectReader r(value, path, /*allow_unknown=*/false);
+  PruneStage stage;
+  stage.node_th = r.number("node_th", Bound::kNonNegative);
+  stage.edge_th = r.number("edge_th", Bound::kNonNegative);
+  stage.steps = r.nullable_integer("steps", Bound::kNonNegative);
   r.finish();
-  return h;
+  return stage;
+}
+
+json to_json(const SymbolicStage& stage) {
+  return {{"lib", stage.lib},
+          {"r2_threshold", stage.r2_threshold},
+          {"weight_simple", stage.weight_simple},
+          {"steps", stage.steps ? json(*stage.steps) : json(nullptr)},
+          {"search", stage.search}};
+}
+
+SymbolicStage symbolic_stage_from_json(const json& value, const std::string& path) {
+  ObjectReader r(value, path, /*allow_unknown=*/false);
+  SymbolicStage stage;
+  stage.lib = io::as_strings(r.required("lib"), r.path_of("lib"));
+  stage.r2_threshold = r.number("r2_threshold");
+  stage.weight_simple = r.number("weight_simple");
+  stage.steps = r.nullable_integer("steps", Bound::kNonNegative);
+  stage.search = r.string("search");
+  const auto& names = symbolic_search_names();
+  if (std::find(names.begin(), names.end(), stage.search) == names.end())
+    io::fail(r.path_of("search"),
+             "expected pykan, zoom or newton, got " + io::quoted(stage.search));
+  if (stage.lib.empty())
+    io::fail(r.path_of("lib"), "the library is empty");
+  r.finish();
+  return stage;
 }
 
 } // namespace kan

@@ -219,27 +219,6 @@ std::string width_text(const std::vector<LayerWidth>& width) {
   return text;
 }
 
-double PipelineResult::seconds() const {
-  double total = trained.history.seconds;
-  if (pruned)
-    total += pruned->retrained.history.seconds;
-  for (const auto& r : refined)
-    total += r.trained.history.seconds;
-  if (symbolic)
-    total += symbolic->retrained.history.seconds;
-  return total;
-}
-
-const StageResult& PipelineResult::last() const {
-  if (symbolic)
-    return symbolic->retrained;
-  if (!refined.empty())
-    return refined.back().trained;
-  if (pruned)
-    return pruned->retrained;
-  return trained;
-}
-
 StageResult
 train_stage(Model& model, const Dataset& data, const FitOptions& options,
             const std::function<FitHistory(Model&, const Dataset&, const FitOptions&)>& train) {

@@ -8,6 +8,7 @@
 #include "kan/nn/model.h"
 #include "kan/nn/network.h"
 #include "kan/optim/grad_scaler.h"
+#include "kan/results/fit_record.h"
 
 #include <nlohmann/json_fwd.hpp>
 #include <torch/arg.h>
@@ -58,47 +59,12 @@ inline constexpr io::EnumName<Loss> kLossNames[] = {{Loss::kMSE, "mse"},
 std::string to_string(Loss value);
 Loss loss_from_string(const std::string& name);
 
-/// What one optimisation step measured. RMSE fields are sqrt(MSE) and NaN for cross-entropy;
-/// test_accuracy is NaN for MSE; test fields are NaN when the test set is empty.
-struct StepRecord {
-  int64_t step = 0;
-  double train_loss = 0; ///< loss of the last evaluation on the step's training batch
-  double test_loss = 0;  ///< loss on the step's test batch after the step
-  double train_rmse = 0;
-  double test_rmse = 0;
-  double test_accuracy = 0;
-  double reg = 0; ///< regulariser (0 when lamb = 0)
-  /// Wall time since fit() started, after this step. A step whose losses were not read at once
-  /// (see FitOptions::on_step) is timed when its work was queued: on a GPU, the device's time
-  /// shows at the step where they are read (the epoch's last).
-  double seconds = 0;
-  bool grid_updated = false; ///< a grid update ran before this step
-  /// Objective evaluations (forward and backward on the step's batch) the step took: 1 for Adam,
-  /// LBFGS's iterations and line searches for LBFGS. It is what a step's time is made of: two
-  /// LBFGS runs whose rounding differs take different numbers of evaluations for the same steps.
-  int64_t evaluations = 0;
-};
-
-/// One pass over the training set (one step at full batch, N / batch steps otherwise).
-struct EpochRecord {
-  int64_t epoch = 0;
-  int64_t last_step = 0;
-  double train_loss = 0; ///< mean of the epoch's step losses, each weighted by its batch size
-  double test_loss = 0;  ///< of the epoch's last step
-  double train_rmse = 0; ///< sqrt of train_loss (MSE)
-  double test_rmse = 0;
-  double test_accuracy = 0;
-  double reg = 0;
-  double seconds = 0;       ///< since fit() started
-  double epoch_seconds = 0; ///< this epoch alone
-};
-
-struct FitHistory {
-  std::vector<StepRecord> steps;
-  std::vector<EpochRecord> epochs;
-  int64_t grid_updates = 0;
-  double seconds = 0;
-};
+/// The history fit() returns: its records are fit.json's (kan/results/fit_record.h), read and
+/// written without LibTorch.
+using results::EpochRecord;
+using results::fit_history_from_json;
+using results::FitHistory;
+using results::StepRecord;
 
 /// Options of fit(), with pykan 0.2.8's defaults.
 struct FitOptions {
@@ -175,10 +141,6 @@ public:
 nlohmann::json to_json(const FitOptions& options);
 /// The inverse of to_json, strict: a kan::io::JsonError names the key path below `path`.
 FitOptions fit_options_from_json(const nlohmann::json& json, const std::string& path = "");
-/// The history as JSON: NaN metrics (no test data, RMSE of a classification) are null.
-nlohmann::json to_json(const FitHistory& history);
-/// The inverse of to_json, strict, null read as NaN.
-FitHistory fit_history_from_json(const nlohmann::json& json, const std::string& path = "");
 
 /// Trains model on data. Data and model must share one device and dtype: a mismatch is an
 /// error naming both, never a silent move. Refuses NaN or Inf in the data, an empty training

@@ -8,6 +8,7 @@
 #include "kan/nn/network.h"
 #include "kan/train/fit.h"
 
+#include <nlohmann/json_fwd.hpp>
 #include <torch/arg.h>
 
 #include <cstdint>
@@ -35,6 +36,14 @@ struct SymbolicStage {
   std::optional<int64_t> steps;
   std::string search = "pykan"; ///< a symbolic_search_names() name
 };
+
+/// The stages' options as fit.json's config.prune and config.symbolic hold them (docs/formats.md,
+/// "fit.json"); unset steps are null. The readers are strict: a kan::io::JsonError names the key
+/// path below `path`.
+nlohmann::json to_json(const PruneStage& stage);
+PruneStage prune_stage_from_json(const nlohmann::json& json, const std::string& path = "");
+nlohmann::json to_json(const SymbolicStage& stage);
+SymbolicStage symbolic_stage_from_json(const nlohmann::json& json, const std::string& path = "");
 
 /// Which training of a pipeline is running, for progress and hooks.
 struct PipelineStage {
@@ -69,14 +78,17 @@ struct PipelineOptions {
       train) = nullptr;
 };
 
-/// One training of a pipeline and the model's metrics on the whole sets after it.
-struct StageResult {
-  FitHistory history;        ///< its seconds: the stage's training time
-  double train_rmse = 0;     ///< NaN for cross-entropy
-  double test_rmse = 0;      ///< NaN for cross-entropy or without test data
-  double train_accuracy = 0; ///< cross-entropy only; NaN for MSE
-  double test_accuracy = 0;
-};
+/// What each stage measured: fit.json's records (kan/results/fit_record.h), read and written
+/// without LibTorch.
+using results::Formula;
+using results::LayerWidth;
+using results::PipelineResult;
+using results::PruneResult;
+using results::RefineResult;
+using results::StageResult;
+using results::SymbolicCurve;
+using results::SymbolicEdgeResult;
+using results::SymbolicResult;
 
 /// One training of any model (an MLP, or a KAN without the later stages) and its metrics on the
 /// whole sets after it: run_pipeline's first stage alone, in the same StageResult. `train` trains
@@ -91,86 +103,11 @@ StageResult train_stage(
     Model& model, const Dataset& data, const FitOptions& options,
     const std::function<FitHistory(Model&, const Dataset&, const FitOptions&)>& train = nullptr);
 
-/// One layer of a width as pykan writes it: `sum` addition and `mult` multiplication nodes.
-struct LayerWidth {
-  int64_t sum = 0;
-  int64_t mult = 0;
-  int64_t nodes() const { return sum + mult; }
-  bool operator==(const LayerWidth& other) const { return sum == other.sum && mult == other.mult; }
-};
 /// A network's width in pykan's form; JSON [2, [2, 1], 1] (a plain integer where a layer has no
 /// multiplication node), as --width takes it.
 std::vector<LayerWidth> pykan_width(const KANOptions& options);
 /// "2,[2,1],1": the width as `kanbench fit --width` takes it.
 std::string width_text(const std::vector<LayerWidth>& width);
-
-/// The pruning stage and the training after it.
-struct PruneResult {
-  std::vector<LayerWidth> width_before, width_after;
-  /// The scores it pruned by: prune_node's, of the trained model's nodes (per layer), and
-  /// prune_edge's, of the node-pruned model's edges (per layer, (in, out) as its masks).
-  std::vector<std::vector<double>> node_scores;
-  std::vector<std::vector<std::vector<double>>> edge_scores;
-  StageResult retrained;
-};
-
-/// One step of the grid schedule: the grid refined to and the training at it.
-struct RefineResult {
-  int64_t grid = 0;
-  StageResult trained;
-};
-
-/// One edge's learned activation beside its symbolic fit, at a few of its training inputs.
-struct SymbolicCurve {
-  std::vector<double> x;          ///< ascending
-  std::vector<double> activation; ///< the learned activation at x, before auto_symbolic
-  std::vector<double> fit;        ///< c f(a x + b) + d at x, with the fit's a, b, c, d
-};
-
-/// What auto_symbolic chose for one edge.
-struct SymbolicEdgeResult {
-  int64_t layer = 0, i = 0, j = 0;
-  std::string function; ///< "0" for a pruned edge
-  double r2 = 0;        ///< pykan's R^2 (-1e8 for a pruned edge)
-  bool fixed = false;   ///< false: r2 below the threshold, the edge stayed numeric
-  /// a, b, c, d after the training (when fixed).
-  std::vector<double> params;
-  std::optional<SymbolicCurve> curve;
-};
-
-/// One output's formula.
-struct Formula {
-  std::string sympy;       ///< constants rounded to SymbolicResult::digits decimals
-  std::string latex;       ///< the same
-  std::string sympy_exact; ///< every constant with 17 significant digits
-};
-
-/// The symbolic stage and the training after it.
-struct SymbolicResult {
-  /// Curves are kept for this many fixed edges (the first ones), at this many points each.
-  static constexpr size_t kMaxCurves = 100;
-  static constexpr int64_t kCurvePoints = 48;
-
-  double auto_symbolic_seconds = 0;
-  std::vector<SymbolicEdgeResult> edges;
-  std::optional<std::vector<Formula>> formula; ///< per output; none when an edge stayed numeric
-  std::string formula_error;                   ///< why there is no formula
-  int64_t digits = 4;
-  StageResult retrained;
-};
-
-/// Every stage a pipeline ran, in order.
-struct PipelineResult {
-  StageResult trained;
-  std::optional<PruneResult> pruned;
-  std::vector<RefineResult> refined; ///< one per grid of the schedule
-  std::optional<SymbolicResult> symbolic;
-
-  /// Training time of all stages.
-  double seconds() const;
-  /// The last stage's metrics: those of the model run_pipeline leaves.
-  const StageResult& last() const;
-};
 
 /// Runs the stages `options` asks for on `model` (replaced by the pruned and refined models as
 /// they are made) with `data`, and returns what each measured. Options are checked before any

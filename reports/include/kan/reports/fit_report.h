@@ -1,7 +1,14 @@
 #pragma once
-/// The HTML page of one `kanbench fit` (kan/results/fit_summary.h reads what it shows).
+/// The HTML page of one `kanbench fit`: its fit.json (kan/results/fit_record.h) as a page that
+/// opens offline like the report of a run (html_report.h: Chart.js and the data inlined, every
+/// string from the file HTML-escaped, embedded JSON unable to close its element). It shows the
+/// function or data file, width, device and stages; the loss curves of every stage (train and test
+/// RMSE per step); with a symbolic stage, the formula of each output (the sympy text and its LaTeX
+/// source, which is not typeset: nothing is fetched) or why there is none, a table of the edges
+/// with their functions, R^2 and parameters, and one chart per edge with a curve (the learned
+/// activation beside its fit c f(a x + b) + d); and the configuration.
 
-#include "kan/results/fit_summary.h"
+#include "kan/results/fit_record.h"
 
 #include <string>
 
@@ -26,11 +33,11 @@ struct FitReportOptions {
 ///   kan::reports::FitReportOptions options;
 ///   options.fit_source = "out/fit.json";
 ///   const std::string html =
-///       kan::reports::render_fit_report(kan::results::read_fit_summary("out/fit.json"), options);
-std::string render_fit_report(const results::FitSummary& fit, const FitReportOptions& options = {});
+///       kan::reports::render_fit_report(kan::results::read_fit_record("out/fit.json"), options);
+std::string render_fit_report(const results::FitRecord& fit, const FitReportOptions& options = {});
 
 /// render_fit_report(), written atomically to `path`.
-void write_fit_report(const std::string& path, const results::FitSummary& fit,
+void write_fit_report(const std::string& path, const results::FitRecord& fit,
                       const FitReportOptions& options = {});
 
 } // namespace kan::reports

@@ -1,0 +1,275 @@
+#pragma once
+/// fit.json (docs/formats.md, "fit.json"): what one `kanbench fit` ran and what each stage of
+/// kan::run_pipeline measured. One type, FitRecord, with one JSON form (to_json) and one strict
+/// reader (fit_record_from_json), without LibTorch, so that the report reads what kanbench
+/// writes. The stage records are kan::run_pipeline's own (kan/train/pipeline.h names them).
+///
+/// Four parts belong to LibTorch's side and are kept here as the JSON their owners write:
+/// config.model (kan::KANOptions or kan::MLPOptions), config.fit (kan::FitOptions), config.prune
+/// and config.symbolic (kan::PruneStage, kan::SymbolicStage) and device_audit
+/// (kan::diagnostics::AuditedFit). kan::diagnostics::read_fit_options reads them strictly;
+/// kan::diagnostics::read_fit_record reads a whole file, every part checked.
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kan::results {
+
+/// The version of fit.json kanbench writes and the newest this reader knows; it reads every 2.x
+/// (2.1: config.data, config.model_kind, an MLP's configuration, and the final model's parameters
+/// and forward FLOPs; the history of 1.x in docs/formats.md, whose files it refuses).
+inline constexpr const char* kFitSchemaVersion = "2.1.0";
+
+// ---------------------------------------------------------------------------------------------
+// The training history (kan::fit).
+
+/// What one optimisation step measured. RMSE fields are sqrt(MSE) and NaN for cross-entropy;
+/// test_accuracy is NaN for MSE; test fields are NaN when the test set is empty.
+struct StepRecord {
+  int64_t step = 0;
+  double train_loss = 0; ///< loss of the last evaluation on the step's training batch
+  double test_loss = 0;  ///< loss on the step's test batch after the step
+  double train_rmse = 0;
+  double test_rmse = 0;
+  double test_accuracy = 0;
+  double reg = 0; ///< regulariser (0 when lamb = 0)
+  /// Wall time since fit() started, after this step. A step whose losses were not read at once
+  /// (see kan::FitOptions::on_step) is timed when its work was queued: on a GPU, the device's
+  /// time shows at the step where they are read (the epoch's last).
+  double seconds = 0;
+  bool grid_updated = false; ///< a grid update ran before this step
+  /// Objective evaluations (forward and backward on the step's batch) the step took: 1 for Adam,
+  /// LBFGS's iterations and line searches for LBFGS. It is what a step's time is made of: two
+  /// LBFGS runs whose rounding differs take different numbers of evaluations for the same steps.
+  int64_t evaluations = 0;
+};
+
+/// One pass over the training set (one step at full batch, N / batch steps otherwise).
+struct EpochRecord {
+  int64_t epoch = 0;
+  int64_t last_step = 0;
+  double train_loss = 0; ///< mean of the epoch's step losses, each weighted by its batch size
+  double test_loss = 0;  ///< of the epoch's last step
+  double train_rmse = 0; ///< sqrt of train_loss (MSE)
+  double test_rmse = 0;
+  double test_accuracy = 0;
+  double reg = 0;
+  double seconds = 0;       ///< since fit() started
+  double epoch_seconds = 0; ///< this epoch alone
+};
+
+struct FitHistory {
+  std::vector<StepRecord> steps;
+  std::vector<EpochRecord> epochs;
+  int64_t grid_updates = 0;
+  double seconds = 0;
+};
+
+/// The history as JSON: metrics that do not apply (no test data, RMSE of a classification) are
+/// null.
+nlohmann::json to_json(const FitHistory& history);
+/// The inverse of to_json, strict, null read as NaN.
+FitHistory fit_history_from_json(const nlohmann::json& json, const std::string& path = "");
+
+// ---------------------------------------------------------------------------------------------
+// The stages of the pipeline (kan::run_pipeline).
+
+/// One training of a pipeline and the model's metrics on the whole sets after it.
+struct StageResult {
+  FitHistory history;        ///< its seconds: the stage's training time
+  double train_rmse = 0;     ///< NaN for cross-entropy
+  double test_rmse = 0;      ///< NaN for cross-entropy or without test data
+  double train_accuracy = 0; ///< cross-entropy only; NaN for MSE
+  double test_accuracy = 0;
+};
+
+/// One layer of a width as pykan writes it: `sum` addition and `mult` multiplication nodes.
+struct LayerWidth {
+  int64_t sum = 0;
+  int64_t mult = 0;
+  int64_t nodes() const { return sum + mult; }
+  bool operator==(const LayerWidth& other) const { return sum == other.sum && mult == other.mult; }
+};
+/// A width in pykan's form, JSON [2, [2, 1], 1]: a plain integer where a layer has no
+/// multiplication node.
+nlohmann::json width_json(const std::vector<LayerWidth>& width);
+/// The inverse, strict; `path` names it in errors.
+std::vector<LayerWidth> width_from_json(const nlohmann::json& json, const std::string& path);
+/// "[2, [2, 1], 1]": the width as pykan prints it.
+std::string to_string(const std::vector<LayerWidth>& width);
+
+/// The pruning stage and the training after it.
+struct PruneResult {
+  std::vector<LayerWidth> width_before, width_after;
+  /// The scores it pruned by: prune_node's, of the trained model's nodes (per layer), and
+  /// prune_edge's, of the node-pruned model's edges (per layer, (in, out) as its masks).
+  std::vector<std::vector<double>> node_scores;
+  std::vector<std::vector<std::vector<double>>> edge_scores;
+  StageResult retrained;
+};
+
+/// One step of the grid schedule: the grid refined to and the training at it.
+struct RefineResult {
+  int64_t grid = 0;
+  StageResult trained;
+};
+
+/// One edge's learned activation beside its symbolic fit, at a few of its training inputs.
+struct SymbolicCurve {
+  std::vector<double> x;          ///< ascending
+  std::vector<double> activation; ///< the learned activation at x, before auto_symbolic
+  std::vector<double> fit;        ///< c f(a x + b) + d at x, with the fit's a, b, c, d
+};
+
+/// What auto_symbolic chose for one edge: layer `layer`'s input `i` -> output `j`.
+struct SymbolicEdgeResult {
+  int64_t layer = 0, i = 0, j = 0;
+  std::string function; ///< "0" for a pruned edge
+  double r2 = 0;        ///< pykan's R^2 (-1e8 for a pruned edge)
+  bool fixed = false;   ///< false: r2 below the threshold, the edge stayed numeric
+  /// a, b, c, d after the training (when fixed).
+  std::vector<double> params;
+  std::optional<SymbolicCurve> curve;
+};
+
+/// One output's formula.
+struct Formula {
+  std::string sympy;       ///< constants rounded to SymbolicResult::digits decimals
+  std::string latex;       ///< the same
+  std::string sympy_exact; ///< every constant with 17 significant digits
+};
+
+/// The symbolic stage and the training after it.
+struct SymbolicResult {
+  /// Curves are kept for this many fixed edges (the first ones), at this many points each.
+  static constexpr size_t kMaxCurves = 100;
+  static constexpr int64_t kCurvePoints = 48;
+
+  double auto_symbolic_seconds = 0;
+  std::vector<SymbolicEdgeResult> edges;
+  std::optional<std::vector<Formula>> formula; ///< per output; none when an edge stayed numeric
+  std::string formula_error;                   ///< why there is no formula
+  int64_t digits = 4;
+  StageResult retrained;
+};
+
+/// Every stage a pipeline ran, in order.
+struct PipelineResult {
+  StageResult trained;
+  std::optional<PruneResult> pruned;
+  std::vector<RefineResult> refined; ///< one per grid of the schedule
+  std::optional<SymbolicResult> symbolic;
+
+  /// Training time of all stages.
+  double seconds() const;
+  /// The last stage's metrics: those of the model run_pipeline leaves.
+  const StageResult& last() const;
+  /// The last stage's key: "trained", "pruned", "refined" or "symbolic".
+  std::string last_key() const;
+};
+
+// ---------------------------------------------------------------------------------------------
+// What ran.
+
+/// A fit on a user's data file (kan::load_dataset) instead of a reference function.
+struct FitDataRun {
+  std::string path;                         ///< as given
+  std::string format;                       ///< kan::to_string(DataFormat): "csv", "npz", ...
+  std::vector<std::string> inputs, targets; ///< the columns read, by name (LoadedDataset)
+  std::optional<std::string> test_data;     ///< the test set's file; none: split off, or its own
+  std::optional<double> test_fraction;      ///< the held-out fraction, when split off
+  int64_t classes = 0;                      ///< classification's class count; 0: regression
+  std::string description;                  ///< LoadedDataset::description
+};
+
+/// `kanbench fit --distributed`: data-parallel training under torchrun.
+struct FitDistributedRun {
+  int64_t world_size = 1;
+  std::string backend; ///< "gloo" or "nccl"
+};
+
+/// `config`: what `kanbench fit` trained, on what, and how.
+struct FitConfig {
+  std::string function = "toy";   ///< a kan::reference_functions() name; "" with `data`
+  std::optional<FitDataRun> data; ///< the data file; none: the function's samples
+  int64_t train_num = 1000;
+  int64_t test_num = 1000;
+  uint64_t seed = 0;          ///< of data, model and minibatches
+  std::string device = "cpu"; ///< as given on the command line, "cuda:0"
+  /// The grids refined to in turn after training (and pruning), each trained fit.steps steps.
+  std::vector<int64_t> refine;
+  nlohmann::json prune = nullptr;    ///< kan::PruneStage's JSON (steps set); null: no pruning
+  nlohmann::json symbolic = nullptr; ///< kan::SymbolicStage's JSON (steps set); null: none
+  std::optional<FitDistributedRun> distributed; ///< none: one process
+  int64_t trace_steps = 1;                      ///< steps traced operation by operation
+  /// "kan" or "mlp": what `model` holds (a KAN's options, or its MLP baseline's); an MLP has no
+  /// pruning, refinement or symbolic stage.
+  std::string model_kind = "kan";
+  nlohmann::json model = nlohmann::json::object(); ///< kan::KANOptions' or kan::MLPOptions' JSON
+  nlohmann::json fit = nlohmann::json::object();   ///< kan::FitOptions' JSON
+  /// The pykan checkpoint (saveckpt prefix) training started from; empty: a new model drawn from
+  /// `model` and `seed`.
+  std::string initial_model;
+};
+
+/// What a reader without LibTorch needs of config.model and config.symbolic (the report's
+/// header, the cross-checks of the stages); their strict readers are LibTorch's.
+struct FitModelShape {
+  std::vector<LayerWidth> width;         ///< in pykan's form, from config.model's width and mult
+  int64_t grid = 0;                      ///< a KAN's; 0 for an MLP
+  int64_t k = 0;                         ///< a KAN's; 0 for an MLP
+  std::string activation;                ///< an MLP's ("silu", "tanh", "relu"); "" for a KAN
+  std::string dtype;                     ///< "float64"
+  std::vector<std::string> symbolic_lib; ///< config.symbolic's library; empty without
+  double r2_threshold = 0;               ///< config.symbolic's threshold
+};
+/// Reads it from `config`; a kan::io::JsonError names the key ("config.model.width[1]").
+FitModelShape model_shape(const FitConfig& config);
+
+/// What the collectives of a data-parallel fit cost rank 0 (kan::CommunicationStats).
+struct FitCommunication {
+  int64_t collectives = 0;
+  int64_t bytes = 0;
+  double wait_seconds = 0;
+};
+
+/// A whole fit.json: every stage the pipeline measured, and what ran it.
+struct FitRecord : PipelineResult {
+  std::string schema_version = kFitSchemaVersion;
+  FitConfig config;
+  std::string libtorch; ///< LibTorch's version, "2.11.0"
+  int64_t threads = 0;  ///< intra-op threads
+  /// kan::diagnostics::AuditedFit's JSON, of the first stage (whose history is
+  /// `trained.history`).
+  nlohmann::json device_audit = nlohmann::json::object();
+  std::optional<FitCommunication> communication; ///< when config.distributed
+  std::string checkpoint = "model.pt";           ///< the model file beside fit.json
+  /// The final model's (model.pt's) trainable scalars and FLOPs per sample of its forward pass
+  /// (kan::Model::parameter_count, forward_flops), both or neither; from fit.json 2.1 (`kanbench
+  /// fit` always sets them), empty in older files.
+  std::optional<int64_t> parameters;
+  std::optional<int64_t> forward_flops;
+};
+
+/// Whether `document` is a fit.json: an object whose "command" is "fit".
+bool is_fit_document(const nlohmann::json& document);
+
+nlohmann::json to_json(const FitRecord& record);
+/// The inverse of to_json, strict: a missing, mistyped or unknown key, a summary that
+/// contradicts what it summarises (a stage's seconds, `final`), a stage present without its
+/// configuration or the other way round, is a kan::io::JsonError "SOURCE: KEY.PATH: PROBLEM".
+/// Unknown keys are tolerated only in a file of a newer minor version. `source` names the
+/// document in errors (a file name).
+FitRecord fit_record_from_json(const nlohmann::json& json, const std::string& source = "");
+/// Reads and parses a fit.json; the error names the file.
+///
+/// Example:
+///   const auto fit = kan::results::read_fit_record("out/fit.json");
+///   std::cout << fit.last().test_rmse;
+FitRecord read_fit_record(const std::string& path);
+
+} // namespace kan::results
