@@ -18,7 +18,7 @@
 /// key), null (a metric that does not apply) and present.
 ///
 /// Value types: bool, integers, double, std::string, nlohmann::json (kept as it is), structs
-/// with fields(), std::vector and std::optional of any of them, and std::map<std::string, double>.
+/// with fields(), and std::vector, std::optional and std::map<std::string, T> of any of them.
 
 #include "kan/io/enum_names.h"
 #include "kan/io/json_reader.h"
@@ -46,6 +46,8 @@ template <typename T, typename = void> struct has_fields : std::false_type {};
 template <typename T>
 struct has_fields<T, std::void_t<decltype(fields(std::declval<JsonWriter&>(), std::declval<T&>()))>>
     : std::true_type {};
+template <typename T> struct is_string_map : std::false_type {};
+template <typename T> struct is_string_map<std::map<std::string, T>> : std::true_type {};
 template <typename T> struct is_vector_of_fields : std::false_type {};
 template <typename T> struct is_vector_of_fields<std::vector<T>> : has_fields<T> {};
 } // namespace detail
@@ -79,6 +81,9 @@ public:
     if constexpr (detail::is_optional<T>::value) {
       if (value)
         out_[key] = write_value(*value);
+    } else if constexpr (std::is_same_v<T, json>) {
+      if (!value.is_null())
+        out_[key] = value;
     } else if (!value.empty()) {
       out_[key] = write_value(value);
     }
@@ -188,6 +193,11 @@ template <typename T> json write_value(const T& value) {
     for (const auto& item : value)
       array.push_back(write_object(item));
     return array;
+  } else if constexpr (detail::is_string_map<T>::value) {
+    json object = json::object();
+    for (const auto& [key, item] : value)
+      object[key] = write_value(item);
+    return object;
   } else {
     return json(value);
   }
@@ -207,8 +217,12 @@ T read_value(const json& value, const std::string& path, Bound bound, bool lenie
     return as_string(value, path);
   } else if constexpr (std::is_same_v<T, json>) {
     return value;
-  } else if constexpr (std::is_same_v<T, std::map<std::string, double>>) {
-    return as_number_map(value, path, bound);
+  } else if constexpr (detail::is_string_map<T>::value) {
+    T items;
+    for (const auto& [key, item] : as_object(value, path).items())
+      items.emplace(
+          key, read_value<typename T::mapped_type>(item, child_path(path, key), bound, lenient));
+    return items;
   } else if constexpr (detail::is_vector<T>::value) {
     using Item = typename T::value_type;
     return read_array<Item>(value, path, [&](const json& item, const std::string& at) {
