@@ -69,94 +69,89 @@ std::string summary_line(const kan::results::AccuracyRun& run,
   return line;
 }
 
-int run_accuracy_command(AccuracyArgs& a) {
-  namespace fs = std::filesystem;
-  kan::io::check_output_folder(a.out, "--out");
-  const auto path = (fs::path(a.out) / "results.json").string();
-  const auto report = (fs::path(a.out) / "report.html").string();
-  kan::io::check_output_file(path, "--out");
-  kan::io::check_output_file(report, "--out");
-
+// A results document for --out: a new one, or the interrupted run's, which a.options.resume
+// then continues.
+kan::results::Results continued_results(AccuracyArgs& a, const std::string& path) {
   kan::results::Results results;
-  if (fs::exists(path)) {
+  if (std::filesystem::exists(path)) {
     auto previous = kan::results::read_results_file(path);
     TORCH_CHECK(previous.accuracy, "--out ", a.out, " holds ", path,
                 " of another command (no accuracy section): use another --out");
     results.run_id = previous.run_id; // the same run, continued
     a.options.resume = *previous.accuracy;
   }
-  // The plan first: bad options fail before anything runs, and progress knows each function's
-  // number of fits.
-  std::vector<kan::bench::AccuracyModel> models;
-  const auto planned = kan::bench::plan_accuracy(a.options, &models);
-  std::map<std::pair<std::string, std::string>, int64_t> fits_of; // (function, device)
-  for (const auto& m : models)
-    ++fits_of[{m.function, m.device}];
-  if (a.options.resume) {
-    std::cerr << "resuming " << path << ": " << a.options.resume->fits.size() << " of "
+  return results;
+}
+
+// "sin_1 kan [1,1] seed 0: test RMSE 1.2e-04 (20 parameters)", or why it failed.
+std::string fit_text(const kan::results::AccuracyFit& fit) {
+  std::string what = fit.function + " " + fit.family + " " + kan::results::width_text(fit.width) +
+                     (fit.activation.empty() ? "" : " " + fit.activation) + " seed " +
+                     std::to_string(fit.seed);
+  if (!fit.error.empty())
+    return what + ": failed: " + fit.error;
+  return what + ": test RMSE " + scientific(fit.points.back().test_rmse) + " (" +
+         std::to_string(fit.points.back().parameters) + " parameters)";
+}
+
+// The progress lines on stderr, one per finished fit with the time left, and on stdout each
+// function's summary once its last fit is done.
+class Progress {
+public:
+  Progress(const std::vector<kan::bench::AccuracyModel>& models,
+           const std::optional<kan::results::AccuracyRun>& resume)
+      : done_before_(resume ? resume->fits.size() : 0) {
+    for (const auto& m : models)
+      ++fits_of_[{m.function, m.device}];
+    if (resume)
+      for (const auto& fit : resume->fits)
+        ++finished_[{fit.function, fit.device}];
+    for (const auto& [key, count] : fits_of_)
+      functions_done_ += finished_[key] >= count;
+  }
+
+  void fit_done(const kan::results::AccuracyRun& run, const kan::results::AccuracyFit& fit) {
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const size_t done = run.fits.size() - done_before_;
+    const size_t left = static_cast<size_t>(run.planned_fits) - run.fits.size();
+    const std::string time = minutes(elapsed) + " elapsed, ~" +
+                             minutes(elapsed / std::max<size_t>(done, 1) * left) + " left";
+    std::fprintf(stderr, "[%zu/%lld] %s, %s; %s\n", run.fits.size(),
+                 static_cast<long long>(run.planned_fits), fit_text(fit).c_str(),
+                 minutes(fit.seconds).c_str(), time.c_str());
+    const std::pair<std::string, std::string> key{fit.function, fit.device};
+    if (++finished_[key] == fits_of_[key]) {
+      ++functions_done_;
+      for (const auto& f : run.summary)
+        if (f.function == fit.function && f.device == fit.device)
+          std::printf("[function %zu/%zu] %s; %s\n", functions_done_, fits_of_.size(),
+                      summary_line(run, f).c_str(), time.c_str());
+      std::fflush(stdout);
+    }
+  }
+
+private:
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  const size_t done_before_; // by the interrupted run
+  std::map<std::pair<std::string, std::string>, int64_t> fits_of_, finished_; // (function, device)
+  size_t functions_done_ = 0;
+};
+
+void print_plan(const kan::results::AccuracyRun& planned, const kan::bench::AccuracyOptions& o,
+                const std::string& path) {
+  if (o.resume) {
+    std::cerr << "resuming " << path << ": " << o.resume->fits.size() << " of "
               << planned.planned_fits << " fits done; skipping them\n";
   }
   std::cerr << "accuracy: " << planned.table << " table, " << planned.preset << " preset, "
             << planned.functions.size() << " functions x " << planned.devices.size()
             << " device(s), " << planned.planned_fits << " fits, " << planned.jobs << " at once ("
             << planned.threads_per_fit << " thread(s) each)\n";
+}
 
-  results.environment = kan::diagnostics::collect_environment();
-  results.config.suite = "accuracy";
-  results.config.devices = planned.devices;
-  results.config.out = a.out;
-
-  const auto start = std::chrono::steady_clock::now();
-  size_t done_before = a.options.resume ? a.options.resume->fits.size() : 0;
-  std::map<std::pair<std::string, std::string>, int64_t> finished;
-  if (a.options.resume)
-    for (const auto& fit : a.options.resume->fits)
-      ++finished[{fit.function, fit.device}];
-  size_t functions_done = 0;
-  for (const auto& [key, count] : fits_of)
-    functions_done += finished[key] >= count;
-
-  a.options.on_fit = [&](const kan::results::AccuracyRun& run,
-                         const kan::results::AccuracyFit* fit) {
-    results.accuracy = run;
-    results.wall_seconds = run.wall_seconds;
-    kan::results::write_results_file(path, results);
-    if (!fit)
-      return;
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const size_t done = run.fits.size() - done_before;
-    const size_t left = static_cast<size_t>(run.planned_fits) - run.fits.size();
-    const std::string time = minutes(elapsed) + " elapsed, ~" +
-                             minutes(elapsed / std::max<size_t>(done, 1) * left) + " left";
-    std::string what = fit->function + " " + fit->family + " " +
-                       kan::results::width_text(fit->width) +
-                       (fit->activation.empty() ? "" : " " + fit->activation) + " seed " +
-                       std::to_string(fit->seed);
-    if (!fit->error.empty())
-      what += ": failed: " + fit->error;
-    else
-      what += ": test RMSE " + scientific(fit->points.back().test_rmse) + " (" +
-              std::to_string(fit->points.back().parameters) + " parameters)";
-    std::fprintf(stderr, "[%zu/%lld] %s, %s; %s\n", run.fits.size(),
-                 static_cast<long long>(run.planned_fits), what.c_str(),
-                 minutes(fit->seconds).c_str(), time.c_str());
-    const std::pair<std::string, std::string> key{fit->function, fit->device};
-    if (++finished[key] == fits_of[key]) {
-      ++functions_done;
-      for (const auto& f : run.summary)
-        if (f.function == fit->function && f.device == fit->device)
-          std::printf("[function %zu/%zu] %s; %s\n", functions_done, fits_of.size(),
-                      summary_line(run, f).c_str(), time.c_str());
-      std::fflush(stdout);
-    }
-  };
-  const auto run = kan::bench::run_accuracy(a.options);
-  results.accuracy = run;
-  results.wall_seconds = run.wall_seconds;
-  std::vector<std::string> failures;
-  write_results_and_report(results, a.out, "kanbench accuracy: " + run.table + " table", failures);
-
+void print_summary(const kan::results::AccuracyRun& run, const std::string& path,
+                   const std::string& report) {
   int reproduced = 0, compared = 0;
   std::cout << "\n";
   for (const auto& f : run.summary) {
@@ -169,6 +164,42 @@ int run_accuracy_command(AccuracyArgs& a) {
   std::cout << "the paper's finding (best KAN <= best MLP) holds for " << reproduced << " of "
             << compared << " functions; " << run.fits.size() << " fits in "
             << minutes(run.wall_seconds) << " -> " << path << ", " << report << "\n";
+}
+
+int run_accuracy_command(AccuracyArgs& a) {
+  namespace fs = std::filesystem;
+  kan::io::check_output_folder(a.out, "--out");
+  const auto path = (fs::path(a.out) / "results.json").string();
+  const auto report = (fs::path(a.out) / "report.html").string();
+  kan::io::check_output_file(path, "--out");
+  kan::io::check_output_file(report, "--out");
+  auto results = continued_results(a, path);
+  // The plan first: bad options fail before anything runs, and progress knows each function's
+  // number of fits.
+  std::vector<kan::bench::AccuracyModel> models;
+  const auto planned = kan::bench::plan_accuracy(a.options, &models);
+  print_plan(planned, a.options, path);
+
+  results.environment = kan::diagnostics::collect_environment();
+  results.config.suite = "accuracy";
+  results.config.devices = planned.devices;
+  results.config.out = a.out;
+
+  Progress progress(models, a.options.resume);
+  a.options.on_fit = [&](const kan::results::AccuracyRun& run,
+                         const kan::results::AccuracyFit* fit) {
+    results.accuracy = run;
+    results.wall_seconds = run.wall_seconds;
+    kan::results::write_results_file(path, results);
+    if (fit)
+      progress.fit_done(run, *fit);
+  };
+  const auto run = kan::bench::run_accuracy(a.options);
+  results.accuracy = run;
+  results.wall_seconds = run.wall_seconds;
+  std::vector<std::string> failures;
+  write_results_and_report(results, a.out, "kanbench accuracy: " + run.table + " table", failures);
+  print_summary(run, path, report);
   return failures.empty() ? 0 : 1;
 }
 

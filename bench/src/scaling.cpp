@@ -47,62 +47,57 @@ std::string replace_rank(std::string value, int rank) {
   return value;
 }
 
-} // namespace
-
-std::vector<RankExit> launch_local_ranks(const LocalLaunch& launch) {
-  TORCH_CHECK(!launch.argv.empty(), "launch_local_ranks needs a command");
-  TORCH_CHECK(launch.world_size >= 1, "world_size must be >= 1, got ", launch.world_size);
-  const auto logs = fs::temp_directory_path() / ("kanbench-ranks-" + std::to_string(getpid()) +
-                                                 "-" + std::to_string(free_port()));
-  fs::create_directories(logs);
-  const int port = free_port();
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < launch.world_size; ++rank) {
-    std::map<std::string, std::string> env;
-    for (const auto& [key, value] : launch.environment)
-      env[key] = replace_rank(value, rank);
-    env["RANK"] = env["LOCAL_RANK"] = std::to_string(rank);
-    env["WORLD_SIZE"] = env["LOCAL_WORLD_SIZE"] = std::to_string(launch.world_size);
-    env["MASTER_ADDR"] = "127.0.0.1";
-    env["MASTER_PORT"] = std::to_string(port);
-    std::vector<std::string> entries;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string entry = *e;
-      if (env.count(entry.substr(0, entry.find('='))) == 0)
-        entries.push_back(entry);
-    }
-    for (const auto& [key, value] : env)
-      entries.push_back(key + "=" + value);
-    std::vector<char*> envp, argv;
-    for (auto& e : entries)
-      envp.push_back(e.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> words = launch.argv;
-    for (auto& w : words) {
-      w = replace_rank(w, rank);
-      argv.push_back(w.data());
-    }
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    const std::string log = (logs / (std::to_string(rank) + ".log")).string();
-    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    pid_t pid = 0;
-    const int error = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    if (error != 0) {
-      for (pid_t started : pids) {
-        kill(started, SIGKILL);
-        waitpid(started, nullptr, 0);
-      }
-      fs::remove_all(logs);
-      TORCH_CHECK(false, "cannot start rank ", rank, " (", launch.argv.front(),
-                  "): ", std::strerror(error));
-    }
-    pids.push_back(pid);
+// The environment of one rank: the caller's, with the launch's variables ({rank} replaced) and
+// the rendezvous (c10d's env:// variables) over it.
+std::vector<std::string> rank_environment(const LocalLaunch& launch, int rank, int port) {
+  std::map<std::string, std::string> env;
+  for (const auto& [key, value] : launch.environment)
+    env[key] = replace_rank(value, rank);
+  env["RANK"] = env["LOCAL_RANK"] = std::to_string(rank);
+  env["WORLD_SIZE"] = env["LOCAL_WORLD_SIZE"] = std::to_string(launch.world_size);
+  env["MASTER_ADDR"] = "127.0.0.1";
+  env["MASTER_PORT"] = std::to_string(port);
+  std::vector<std::string> entries;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    if (env.count(entry.substr(0, entry.find('='))) == 0)
+      entries.push_back(entry);
   }
+  for (const auto& [key, value] : env)
+    entries.push_back(key + "=" + value);
+  return entries;
+}
 
+// Starts one rank with its stdout and stderr in `log`; posix_spawn's error, 0 when it started.
+int spawn_rank(const LocalLaunch& launch, int rank, int port, const std::string& log, pid_t& pid) {
+  auto entries = rank_environment(launch, rank, port);
+  std::vector<char*> envp, argv;
+  for (auto& e : entries)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> words = launch.argv;
+  for (auto& w : words) {
+    w = replace_rank(w, rank);
+    argv.push_back(w.data());
+  }
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  const int error = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  return error;
+}
+
+void kill_and_reap(pid_t pid) {
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+}
+
+// Waits for the ranks until all exited, the time limit, or (stop_with_rank0) rank 0's exit; the
+// ones still running then are killed. An exited rank's pid becomes 0.
+std::vector<RankExit> wait_for_ranks(const LocalLaunch& launch, std::vector<pid_t>& pids) {
   std::vector<RankExit> exits(pids.size());
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
@@ -121,13 +116,40 @@ std::vector<RankExit> launch_local_ranks(const LocalLaunch& launch) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  return exits;
+}
+
+} // namespace
+
+std::vector<RankExit> launch_local_ranks(const LocalLaunch& launch) {
+  TORCH_CHECK(!launch.argv.empty(), "launch_local_ranks needs a command");
+  TORCH_CHECK(launch.world_size >= 1, "world_size must be >= 1, got ", launch.world_size);
+  const auto logs = fs::temp_directory_path() / ("kanbench-ranks-" + std::to_string(getpid()) +
+                                                 "-" + std::to_string(free_port()));
+  fs::create_directories(logs);
+  const auto log_of = [&](size_t rank) { return logs / (std::to_string(rank) + ".log"); };
+  const int port = free_port();
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < launch.world_size; ++rank) {
+    pid_t pid = 0;
+    const int error = spawn_rank(launch, rank, port, log_of(rank).string(), pid);
+    if (error != 0) {
+      for (pid_t started : pids)
+        kill_and_reap(started);
+      fs::remove_all(logs);
+      TORCH_CHECK(false, "cannot start rank ", rank, " (", launch.argv.front(),
+                  "): ", std::strerror(error));
+    }
+    pids.push_back(pid);
+  }
+
+  auto exits = wait_for_ranks(launch, pids);
   for (size_t r = 0; r < pids.size(); ++r) {
     if (pids[r] > 0) {
-      kill(pids[r], SIGKILL);
-      waitpid(pids[r], nullptr, 0);
+      kill_and_reap(pids[r]);
       exits[r].killed = true;
     }
-    std::ifstream log(logs / (std::to_string(r) + ".log"));
+    std::ifstream log(log_of(r));
     std::ostringstream text;
     text << log.rdbuf();
     exits[r].output = text.str();

@@ -1,5 +1,7 @@
 #include "kan/bench/suite.h"
 
+#include "detail/precision_scope.h"
+
 #include "kan/bench/measure.h"
 #include "kan/diagnostics/device_audit.h"
 #include "kan/diagnostics/device_monitor.h"
@@ -24,6 +26,7 @@
 namespace kan::bench {
 namespace {
 
+using detail::PrecisionScope;
 using io::Clock;
 using io::seconds_since;
 
@@ -32,20 +35,6 @@ struct CaseTimeout {
   double limit;
   int64_t epoch;
 };
-
-double max_relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
-  const auto a64 = a.detach().to(torch::kCPU, torch::kFloat64);
-  const auto b64 = b.detach().to(torch::kCPU, torch::kFloat64);
-  const double scale = std::max(a64.abs().max().item<double>(), 1e-30);
-  return (a64 - b64).abs().max().item<double>() / scale;
-}
-
-double max_absolute_difference(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.detach().to(torch::kCPU, torch::kFloat64) - b.detach().to(torch::kCPU, torch::kFloat64))
-      .abs()
-      .max()
-      .item<double>();
-}
 
 // Every edge's learned phi(x), sampled across its layer's grid (as pykan's plot draws them).
 std::vector<results::ActivationCurve> activation_curves(KANImpl& model, int64_t points = 41) {
@@ -215,67 +204,7 @@ void cap_gpu_memory(const std::vector<Target>& targets, double fraction) {
       set_memory_fraction(t.device, fraction);
 }
 
-ParityTolerances parity_tolerances(Precision less_precise, Optimizer opt) {
-  const bool lbfgs = opt == Optimizer::kLBFGS;
-  switch (less_precise) {
-  case Precision::kFloat64:
-    return parity_tolerances(torch::kFloat64, opt);
-  case Precision::kFloat32:
-    return parity_tolerances(torch::kFloat32, opt);
-  // Beyond the rounding floor (compare_targets): the excess of a loss-curve or metric difference
-  // over what the precision's own rounding of the outputs explains.
-  case Precision::kTF32: // 10 mantissa bits in the matmuls; the spline kernels stay float32
-    return {5e-3, 5e-3, lbfgs ? 0.25 : 0.1, 0.1, 0.5};
-  case Precision::kFP16: // 10 mantissa bits in autocast's operations
-    return {5e-3, 1e-2, lbfgs ? 0.25 : 0.1, 0.1, 1.0};
-  case Precision::kBF16: // 7 mantissa bits in autocast's operations (measured: 7e-3, 5e-3)
-    return {2e-2, 2e-2, lbfgs ? 0.25 : 0.1, 0.1, 1.0};
-  }
-  TORCH_INTERNAL_ASSERT(false, "unknown precision");
-}
-
-ParityTolerances parity_tolerances(torch::Dtype less_precise, Optimizer opt) {
-  if (less_precise == torch::kFloat64)
-    return {1e-10, 1e-8, 1e-6, 1e-4, 0.5};
-  // float32 against anything: rounding at initialisation, then training amplifies it. LBFGS's
-  // line searches amplify it most: on the toy case float32 and float64 on one CPU already differ
-  // by 0.07 in the loss curve (1e-6 for the Adam cases), so its curve gets a wider limit, and so
-  // does the final metric, the curve's end (the toy MLP's test RMSE: 0.111 apart, its curve 0.17).
-  const double trained = opt == Optimizer::kLBFGS ? 0.25 : 0.1;
-  return {1e-4, 1e-3, trained, trained, 0.5};
-}
-
 namespace {
-
-// A target's precision for a piece of work: TF32 matmuls for tf32 (a global mode of the
-// context, restored after), autocast for bf16 and fp16 (`forward_only`: fit() places its own
-// autocast around forward passes, so a scope around training asks for TF32 alone).
-class PrecisionScope {
-public:
-  PrecisionScope(const Target& t, bool autocast) {
-    const auto p = t.effective_precision();
-    if (p == Precision::kTF32) {
-      previous_ = at::globalContext().allowTF32CuBLAS();
-      at::globalContext().setAllowTF32CuBLAS(true);
-    }
-    if (autocast && (p == Precision::kBF16 || p == Precision::kFP16))
-      autocast_.emplace(t.device.type(), autocast_dtype(p));
-  }
-  ~PrecisionScope() {
-    if (previous_)
-      at::globalContext().setAllowTF32CuBLAS(*previous_);
-  }
-  PrecisionScope(const PrecisionScope&) = delete;
-  PrecisionScope& operator=(const PrecisionScope&) = delete;
-
-  static torch::Dtype autocast_dtype(Precision p) {
-    return p == Precision::kFP16 ? torch::kHalf : torch::kBFloat16;
-  }
-
-private:
-  std::optional<bool> previous_; ///< cuBLAS's TF32 setting before (tf32 targets)
-  std::optional<AutocastGuard> autocast_;
-};
 
 // What a precision target computes in which precision, for its results.
 std::string precision_detail(const Target& t) {
@@ -485,6 +414,98 @@ void record_training(results::CaseResult& r, const FitHistory& history) {
   results::fill_epoch_statistics(r);
 }
 
+// What the case's model is: its backend (a KAN's), kind, size and cost.
+void describe_model(results::CaseResult& r, const Model& model) {
+  if (const auto* kan = dynamic_cast<const KANImpl*>(&model))
+    r.backend = to_string(kan->options().backend());
+  r.model_kind = to_string(model.kind());
+  r.parameters = model.parameter_count();
+  r.forward_flops = model.forward_flops();
+}
+
+// Whether stop-on-noise is satisfied: the epoch times' coefficient of variation at its target,
+// or its timed seconds spent.
+bool noise_settled(const results::CaseResult& r, const StopOnNoise& noise) {
+  const auto cv = results::coefficient_of_variation(r.epoch_seconds);
+  double timed = 0;
+  for (double seconds : r.epoch_seconds)
+    timed += seconds;
+  return (cv && *cv <= noise.cv_target) || timed >= noise.max_seconds;
+}
+
+// Autocast for bf16 and fp16, and dynamic loss scaling for fp16.
+void set_precision(FitOptions& options, const Target& target) {
+  const auto precision = target.effective_precision();
+  if (precision == Precision::kBF16 || precision == Precision::kFP16)
+    options.autocast(PrecisionScope::autocast_dtype(precision));
+  if (precision == Precision::kFP16)
+    options.grad_scaler(std::make_shared<GradScaler>());
+}
+
+// A case's training and its measurements into r (run_case's, which classifies what it throws).
+void measure_case(results::CaseResult& r, const Workload& w, const Target& target,
+                  double time_limit_seconds, const std::function<void(int64_t, int64_t)>& on_epoch,
+                  Instrumentation& instrumentation, const StopOnNoise& noise,
+                  Clock::time_point start) {
+  const auto data = w.dataset(target.device, target.dtype);
+  const auto built = w.build_model(target.device, target.dtype);
+  auto& model = *built;
+  describe_model(r, model);
+  auto audit = [&] {
+    return diagnostics::DeviceAudit(target.device).module(model.module()).dataset(data).report();
+  };
+  r.audit_findings = audit().findings;
+
+  EpochMeasurement measurement(w, target, instrumentation, r);
+  // The workload's epochs always run; stop-on-noise may add more, up to its caps.
+  const bool on_noise = noise.cv_target > 0;
+  const int64_t least = w.warmup_epochs + w.epochs;
+  const int64_t most = on_noise ? w.warmup_epochs + std::max(w.epochs, noise.max_epochs) : least;
+  auto options = w.fit_options().steps(most * w.steps_per_epoch());
+  options.on_step_begin(
+      [&](int64_t step, torch::optim::Optimizer&) { measurement.step_begins(step); });
+  // Timers and the stop rule need no loss: after_step lets fit() read the losses per epoch.
+  options.after_step([&](int64_t step, int64_t) {
+    const int64_t epoch = measurement.step_ends(step);
+    if (epoch == 0)
+      return false;
+    if (on_epoch) // the least epochs until stop-on-noise adds one
+      on_epoch(epoch, std::max(least, epoch));
+    const bool past_limit = seconds_since(start) > time_limit_seconds;
+    if (epoch < least) {
+      if (past_limit)
+        throw CaseTimeout{time_limit_seconds, epoch};
+      return false;
+    }
+    if (epoch == least) { // between timed epochs: evaluation is not timed
+      PrecisionScope precision(target, /*autocast=*/true);
+      record_final_metric(r, w, model, data);
+    }
+    return !on_noise || noise_settled(r, noise) || past_limit;
+  });
+  set_precision(options, target);
+  PrecisionScope tf32(target, /*autocast=*/false);
+  // A device-mismatch error names the misplaced tensors instead of LibTorch's bare message.
+  FitHistory history;
+  diagnostics::diagnose_device_errors([&] { history = fit(model, data, options); }, audit);
+  if (options.grad_scaler())
+    r.precision_detail = *r.precision_detail + "; dynamic loss scaling: " +
+                         std::to_string(options.grad_scaler()->overflowed_steps()) +
+                         " overflowing evaluation(s) skipped or repeated, final scale " +
+                         io::format_number(options.grad_scaler()->get_scale());
+  measurement.finish();
+  record_training(r, history);
+  r.epoch_cv = results::coefficient_of_variation(r.epoch_seconds);
+  if (on_noise) {
+    r.cv_target = noise.cv_target;
+    r.cv_target_met = r.epoch_cv && *r.epoch_cv <= noise.cv_target;
+  }
+  if (!r.median_epoch_seconds) {
+    r.status = results::CaseStatus::kFailed;
+    r.reason = "no timed epoch";
+  }
+}
+
 } // namespace
 
 results::CaseResult run_case(const Workload& w, const Target& target, double time_limit_seconds,
@@ -498,187 +519,15 @@ results::CaseResult run_case(const Workload& w, const Target& target, double tim
   }
   const auto start = Clock::now();
   try {
-    const auto data = w.dataset(target.device, target.dtype);
-    const auto built = w.build_model(target.device, target.dtype);
-    auto& model = *built;
-    if (const auto* kan = dynamic_cast<const KANImpl*>(&model))
-      r.backend = to_string(kan->options().backend());
-    r.model_kind = to_string(model.kind());
-    r.parameters = model.parameter_count();
-    r.forward_flops = model.forward_flops();
-    auto audit = [&] {
-      return diagnostics::DeviceAudit(target.device).module(model.module()).dataset(data).report();
-    };
-    r.audit_findings = audit().findings;
-
     Instrumentation local;
-    EpochMeasurement measurement(w, target, instrumentation ? *instrumentation : local, r);
-    // The workload's epochs always run; stop-on-noise may add more, up to its caps.
-    const bool on_noise = noise.cv_target > 0;
-    const int64_t least = w.warmup_epochs + w.epochs;
-    const int64_t most = on_noise ? w.warmup_epochs + std::max(w.epochs, noise.max_epochs) : least;
-    auto options = w.fit_options().steps(most * w.steps_per_epoch());
-    options.on_step_begin(
-        [&](int64_t step, torch::optim::Optimizer&) { measurement.step_begins(step); });
-    // Timers and the stop rule need no loss: after_step lets fit() read the losses per epoch.
-    options.after_step([&](int64_t step, int64_t) {
-      const int64_t epoch = measurement.step_ends(step);
-      if (epoch == 0)
-        return false;
-      if (on_epoch) // the least epochs until stop-on-noise adds one
-        on_epoch(epoch, std::max(least, epoch));
-      const bool past_limit = seconds_since(start) > time_limit_seconds;
-      if (epoch < least) {
-        if (past_limit)
-          throw CaseTimeout{time_limit_seconds, epoch};
-        return false;
-      }
-      if (epoch == least) { // between timed epochs: evaluation is not timed
-        PrecisionScope precision(target, /*autocast=*/true);
-        record_final_metric(r, w, model, data);
-      }
-      const auto cv = results::coefficient_of_variation(r.epoch_seconds);
-      double timed = 0;
-      for (double seconds : r.epoch_seconds)
-        timed += seconds;
-      return !on_noise || (cv && *cv <= noise.cv_target) || timed >= noise.max_seconds ||
-             past_limit;
-    });
-    const auto precision = target.effective_precision();
-    if (precision == Precision::kBF16 || precision == Precision::kFP16)
-      options.autocast(PrecisionScope::autocast_dtype(precision));
-    if (precision == Precision::kFP16)
-      options.grad_scaler(std::make_shared<GradScaler>());
-    PrecisionScope tf32(target, /*autocast=*/false);
-    // A device-mismatch error names the misplaced tensors instead of LibTorch's bare message.
-    FitHistory history;
-    diagnostics::diagnose_device_errors([&] { history = fit(model, data, options); }, audit);
-    if (options.grad_scaler())
-      r.precision_detail = *r.precision_detail + "; dynamic loss scaling: " +
-                           std::to_string(options.grad_scaler()->overflowed_steps()) +
-                           " overflowing evaluation(s) skipped or repeated, final scale " +
-                           io::format_number(options.grad_scaler()->get_scale());
-    measurement.finish();
-    record_training(r, history);
-    r.epoch_cv = results::coefficient_of_variation(r.epoch_seconds);
-    if (on_noise) {
-      r.cv_target = noise.cv_target;
-      r.cv_target_met = r.epoch_cv && *r.epoch_cv <= noise.cv_target;
-    }
-    if (!r.median_epoch_seconds) {
-      r.status = results::CaseStatus::kFailed;
-      r.reason = "no timed epoch";
-    }
+    measure_case(r, w, target, time_limit_seconds, on_epoch,
+                 instrumentation ? *instrumentation : local, noise, start);
   } catch (...) {
     classify_failure(r, w, std::current_exception(), seconds_since(start));
   }
   if (r.status != results::CaseStatus::kOk)
     clear_measurements(r);
   return r;
-}
-
-results::Comparison compare_targets(const Workload& w, const Target& a, const Target& b,
-                                    const results::CaseResult& ra, const results::CaseResult& rb) {
-  results::Comparison c;
-  c.case_name = w.name;
-  c.a = a.name;
-  c.b = b.name;
-  const auto precision_a = a.effective_precision(), precision_b = b.effective_precision();
-  c.label = a.device == b.device
-                ? to_string(precision_a) + " vs " + to_string(precision_b) + " on " + a.device.str()
-                : a.device.str() + " vs " + b.device.str() + " (" + to_string(precision_b) + ")";
-  results::fill_speedup(c, ra, rb);
-  // The less precise side decides (the enum runs from the most precise to the least).
-  const auto tol = parity_tolerances(std::max(precision_a, precision_b), w.opt);
-  std::vector<std::string> failures;
-  auto check = [&](const char* key, std::optional<double> value, double limit,
-                   const char* note = "") {
-    c.tolerances[key] = limit;
-    if (value && !(*value <= limit)) {
-      std::ostringstream m;
-      m << key << " " << *value << note << " > " << limit;
-      failures.push_back(m.str());
-    }
-  };
-
-  // Initialisation: same seed, so the models must agree up to rounding, outputs and gradients.
-  const auto data = w.dataset(torch::kCPU, torch::kFloat64);
-  const auto x = data.train_input.narrow(0, 0, std::min<int64_t>(256, data.train_input.size(0)));
-  const auto y = data.train_label.narrow(0, 0, x.size(0));
-  const auto ma = w.build_model(a.device, a.dtype), mb = w.build_model(b.device, b.dtype);
-  auto loss_of = [&](Model& m, const Target& t) {
-    torch::Tensor out, loss;
-    {
-      PrecisionScope precision(t, /*autocast=*/true);
-      out = m.forward(x.to(t.device, t.dtype));
-      const auto labels = w.loss == Loss::kMSE ? y.to(t.device, t.dtype) : y.to(t.device);
-      loss = compute_loss(w.loss, out, labels);
-    }
-    PrecisionScope tf32(t, /*autocast=*/false);
-    loss.backward();
-    return out;
-  };
-  const auto out_a = loss_of(*ma, a), out_b = loss_of(*mb, b);
-  c.max_abs_output_diff = max_absolute_difference(out_a, out_b);
-  c.max_rel_output_diff = max_relative_difference(out_a, out_b);
-  double grad_abs = 0, grad_rel = 0;
-  const auto pa = ma->module().named_parameters(), pb = mb->module().named_parameters();
-  for (const auto& item : pa) {
-    const auto& ga = item.value().grad();
-    const auto& gb = pb[item.key()].grad();
-    if (!ga.defined() || !gb.defined())
-      continue;
-    grad_abs = std::max(grad_abs, max_absolute_difference(ga, gb));
-    grad_rel = std::max(grad_rel, max_relative_difference(ga, gb));
-  }
-  c.max_abs_grad_diff = grad_abs;
-  c.max_rel_grad_diff = grad_rel;
-  check("max_rel_output_diff", c.max_rel_output_diff, tol.output_rel);
-  check("max_rel_grad_diff", c.max_rel_grad_diff, tol.grad_rel);
-
-  // Training: the per-epoch loss curves and the final metric.
-  // Over the workload's own epochs, as the final metric: stop-on-noise's further epochs time the
-  // training but do not widen the comparison (each one amplifies rounding, and the tolerances
-  // are for the workload's epochs).
-  const size_t common = std::min({ra.train_loss_per_epoch.size(), rb.train_loss_per_epoch.size(),
-                                  static_cast<size_t>(w.warmup_epochs + w.epochs)});
-  // A reduced precision (tf32, bf16, fp16) rounds every output by about the difference it made
-  // at initialisation, d: a trained metric cannot be told apart from float32's below that floor
-  // (an RMSE within 2d, an MSE within 2d sqrt(mse) + d^2), and only the excess over it counts.
-  const bool reduced = std::max(precision_a, precision_b) > Precision::kFloat32;
-  const double floor = reduced ? 2 * *c.max_abs_output_diff : 0.0;
-  if (reduced)
-    c.tolerances["rounding_floor"] = floor;
-  if (common > 0) {
-    double worst = 0, worst_beyond_floor = 0;
-    for (size_t i = 0; i < common; ++i) {
-      const double la = ra.train_loss_per_epoch[i], lb = rb.train_loss_per_epoch[i];
-      const double scale = std::max(std::abs(la), 1e-30);
-      const double mse_floor = floor * std::sqrt(std::abs(la)) + floor * floor / 4;
-      worst = std::max(worst, std::abs(la - lb) / scale);
-      worst_beyond_floor =
-          std::max(worst_beyond_floor, std::max(0.0, std::abs(la - lb) - mse_floor) / scale);
-    }
-    c.max_rel_loss_diff = worst;
-    check("max_rel_loss_diff", worst_beyond_floor, tol.loss_curve_rel,
-          reduced ? " (beyond the rounding floor)" : "");
-  }
-  if (ra.final_test_rmse && rb.final_test_rmse) {
-    const double diff = std::abs(*ra.final_test_rmse - *rb.final_test_rmse);
-    const double scale = std::max(*ra.final_test_rmse, 1e-30);
-    c.final_metric_rel_diff = diff / scale;
-    check("final_metric_rel_diff", std::max(0.0, diff - floor) / scale, tol.final_metric_rel,
-          reduced ? " (beyond the rounding floor)" : "");
-  } else if (ra.final_accuracy && rb.final_accuracy) {
-    c.final_metric_rel_diff =
-        std::abs(*ra.final_accuracy - *rb.final_accuracy) / std::max(*ra.final_accuracy, 1e-30);
-    c.final_accuracy_diff_points = 100 * std::abs(*ra.final_accuracy - *rb.final_accuracy);
-    check("final_accuracy_diff_points", c.final_accuracy_diff_points, tol.accuracy_points);
-  }
-  c.parity = failures.empty() ? results::Parity::kPass : results::Parity::kFail;
-  for (const auto& f : failures)
-    c.message += (c.message.empty() ? "" : "; ") + f;
-  return c;
 }
 
 namespace {

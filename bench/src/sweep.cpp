@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace kan::bench {
 
@@ -132,6 +133,99 @@ int64_t next_power_of_two(int64_t n) {
   return p;
 }
 
+// What every point of a sweep shares.
+struct SweepRun {
+  const SweepOptions& o;
+  const std::vector<Target>& targets;
+  double limit; // per point
+  StopOnNoise noise;
+  io::Clock::time_point start;
+};
+
+results::Results sweep_results(const SweepRun& run, const std::vector<Workload>& workloads) {
+  const auto& o = run.o;
+  results::Results results;
+  results.environment = diagnostics::collect_environment();
+  results.config.suite = o.suite;
+  for (const auto& t : run.targets)
+    results.config.devices.push_back(t.name);
+  results.config.repeat = workloads.front().epochs;
+  results.config.cases = o.cases;
+  results.config.seed = 0;
+  results.config.time_limit_seconds = run.limit;
+  results.config.extra = {
+      {"command", "sweep"},
+      {"batches", o.batches.empty() ? nlohmann::json("auto") : nlohmann::json(o.batches)},
+      {"cv_target", o.cv_target}};
+  if (o.memory_fraction > 0)
+    results.config.extra["memory_fraction"] = o.memory_fraction;
+  return results;
+}
+
+// The max-batch search on every GPU target that runs, each target's outcome in sweep; the CPU is
+// bounded by the host's memory, which a search would exhaust (and swap) rather than measure.
+// Returns the largest batch that fits on every searched target (at most --max-batch-limit), or
+// none when nothing was searched.
+std::optional<int64_t> search_max_batches(const SweepRun& run, const Workload& w,
+                                          results::Sweep& sweep) {
+  const auto& o = run.o;
+  int64_t largest_fitting = o.max_batch_limit;
+  bool searched = false;
+  for (const auto& t : run.targets) {
+    results::SweepTarget st;
+    st.case_name = w.name;
+    st.target = t.name;
+    if (!t.unavailable.empty()) {
+      st.max_batch_reason = t.unavailable;
+    } else if (!t.device.is_cuda()) {
+      st.max_batch_reason = "not searched on the CPU: host memory, not a device's, bounds it";
+    } else if (!(o.max_batch || o.batches.empty())) {
+      st.max_batch_reason = "not searched (ask with --max-batch)";
+    } else {
+      if (o.on_progress)
+        o.on_progress(
+            {0, 0, w.name + " max-batch search", t.name, 0, 0, io::seconds_since(run.start), -1});
+      const auto search = search_max_batch(
+          [&](int64_t batch) { return trains_one_step(w, t, batch); }, 16, o.max_batch_limit);
+      st.max_batch = search.largest;
+      st.max_batch_attempts = search.attempts;
+      st.max_batch_reason = search.bound == "limit" ? "reached --max-batch-limit" : "";
+      if (search.largest)
+        largest_fitting = std::min(largest_fitting, *search.largest);
+      searched = true;
+    }
+    sweep.targets.push_back(st);
+  }
+  if (!searched)
+    return std::nullopt;
+  return largest_fitting;
+}
+
+// w at every batch size on every target, a point each.
+void measure_points(const SweepRun& run, const Workload& w, const std::vector<int64_t>& batches,
+                    results::Sweep& sweep) {
+  const auto& o = run.o;
+  const auto count = static_cast<int64_t>(batches.size() * run.targets.size());
+  int64_t index = 0;
+  for (const int64_t b : batches) {
+    const auto wb = at_batch(w, b);
+    for (const auto& t : run.targets) {
+      ++index;
+      if (o.empty_cache)
+        release_cuda_cache();
+      auto on_epoch = [&](int64_t epoch, int64_t epochs) {
+        if (o.on_progress)
+          o.on_progress({index, count, w.name + " batch " + std::to_string(b), t.name, epoch,
+                         epochs, io::seconds_since(run.start), -1});
+      };
+      Instrumentation instrumentation; // CUPTI's "GPU not used" check; no monitor
+      instrumentation.monitor_interval_seconds = 0;
+      sweep.points.push_back(
+          sweep_point(run_case(wb, t, run.limit, on_epoch, &instrumentation, run.noise), b));
+    }
+  }
+}
+
 } // namespace
 
 results::Results run_sweep(const SweepOptions& o) {
@@ -151,86 +245,25 @@ results::Results run_sweep(const SweepOptions& o) {
   const double limit = o.time_limit_seconds > 0 ? o.time_limit_seconds : suite_time_limit(o.suite);
   cap_gpu_memory(targets, o.memory_fraction);
   diagnostics::NvtxScopes nvtx_scopes;
-  const auto start = io::Clock::now();
-
-  results::Results results;
-  results.environment = diagnostics::collect_environment();
-  results.config.suite = o.suite;
-  for (const auto& t : targets)
-    results.config.devices.push_back(t.name);
-  results.config.repeat = workloads.front().epochs;
-  results.config.cases = o.cases;
-  results.config.seed = 0;
-  results.config.time_limit_seconds = limit;
-  results.config.extra = {
-      {"command", "sweep"},
-      {"batches", o.batches.empty() ? nlohmann::json("auto") : nlohmann::json(o.batches)},
-      {"cv_target", o.cv_target}};
-  if (o.memory_fraction > 0)
-    results.config.extra["memory_fraction"] = o.memory_fraction;
+  const SweepRun run{o, targets, limit, noise, io::Clock::now()};
+  auto results = sweep_results(run, workloads);
 
   results::Sweep sweep;
   for (const auto& w : workloads) {
-    // The max-batch search on every GPU target that runs; the CPU is bounded by the host's
-    // memory, which a search would exhaust (and swap) rather than measure.
-    int64_t largest_fitting = o.max_batch_limit;
-    bool searched = false;
-    for (const auto& t : targets) {
-      results::SweepTarget st;
-      st.case_name = w.name;
-      st.target = t.name;
-      if (!t.unavailable.empty()) {
-        st.max_batch_reason = t.unavailable;
-      } else if (!t.device.is_cuda()) {
-        st.max_batch_reason = "not searched on the CPU: host memory, not a device's, bounds it";
-      } else if (!(o.max_batch || o.batches.empty())) {
-        st.max_batch_reason = "not searched (ask with --max-batch)";
-      } else {
-        if (o.on_progress)
-          o.on_progress(
-              {0, 0, w.name + " max-batch search", t.name, 0, 0, io::seconds_since(start), -1});
-        const auto search = search_max_batch(
-            [&](int64_t batch) { return trains_one_step(w, t, batch); }, 16, o.max_batch_limit);
-        st.max_batch = search.largest;
-        st.max_batch_attempts = search.attempts;
-        st.max_batch_reason = search.bound == "limit" ? "reached --max-batch-limit" : "";
-        if (search.largest)
-          largest_fitting = std::min(largest_fitting, *search.largest);
-        searched = true;
-      }
-      sweep.targets.push_back(st);
-    }
+    const auto largest_fitting = search_max_batches(run, w, sweep);
     std::vector<int64_t> batches = o.batches;
     if (batches.empty())
-      batches = powers_of_two(16, searched ? largest_fitting : next_power_of_two(w.train_num));
+      batches =
+          powers_of_two(16, largest_fitting ? *largest_fitting : next_power_of_two(w.train_num));
     for (const int64_t b : batches)
       if (std::find(sweep.batches.begin(), sweep.batches.end(), b) == sweep.batches.end())
         sweep.batches.push_back(b);
-
-    const auto count = static_cast<int64_t>(batches.size() * targets.size());
-    int64_t index = 0;
-    for (const int64_t b : batches) {
-      const auto wb = at_batch(w, b);
-      for (const auto& t : targets) {
-        ++index;
-        if (o.empty_cache)
-          release_cuda_cache();
-        auto on_epoch = [&](int64_t epoch, int64_t epochs) {
-          if (o.on_progress)
-            o.on_progress({index, count, w.name + " batch " + std::to_string(b), t.name, epoch,
-                           epochs, io::seconds_since(start), -1});
-        };
-        Instrumentation instrumentation; // CUPTI's "GPU not used" check; no monitor
-        instrumentation.monitor_interval_seconds = 0;
-        sweep.points.push_back(
-            sweep_point(run_case(wb, t, limit, on_epoch, &instrumentation, noise), b));
-      }
-    }
+    measure_points(run, w, batches, sweep);
   }
   std::sort(sweep.batches.begin(), sweep.batches.end());
   results::fill_sweep_summaries(sweep);
   results.sweep = std::move(sweep);
-  results.wall_seconds = io::seconds_since(start);
+  results.wall_seconds = io::seconds_since(run.start);
   return results;
 }
 

@@ -664,13 +664,7 @@ void check_classification(const Plan& plan, const std::string& path) {
               plan.target_names.size(), " (", name_list(plan.target_names), ")");
 }
 
-} // namespace
-
-std::string to_string(DataFormat value) {
-  return io::name_of(value, kDataFormatNames);
-}
-
-LoadedDataset load_dataset(const std::string& path, const LoadDatasetOptions& o) {
+void check_load_options(const LoadDatasetOptions& o) {
   TORCH_CHECK(o.dtype() == torch::kFloat32 || o.dtype() == torch::kFloat64,
               "load_dataset: dtype must be float32 or float64, got ", to_string(o.dtype()));
   TORCH_CHECK(!o.test_fraction() || (*o.test_fraction() > 0 && *o.test_fraction() < 1),
@@ -683,96 +677,136 @@ LoadedDataset load_dataset(const std::string& path, const LoadDatasetOptions& o)
               o.classes());
   TORCH_CHECK(o.classes() == 0 || o.classification(), "classes ", o.classes(),
               " needs classification");
+}
 
+// The rows read into train and test sets.
+struct Split {
+  Dataset data;
+  int64_t max_label = -1; // the largest class label read (classification)
+  std::string text;       // for people: "800 train, 200 test rows"
+};
+
+// pykan's four arrays: a test set of their own.
+Split read_pykan_split(Opened& data, const Plan& plan, const LoadDatasetOptions& o) {
+  const auto& path = data.path;
+  const int64_t inputs = static_cast<int64_t>(plan.input_names.size());
+  const int64_t targets = static_cast<int64_t>(plan.target_names.size());
+  TORCH_CHECK(o.test_data().empty() && !o.test_fraction(), "'", path,
+              "' holds its own test set (pykan's test_input and test_label), so ",
+              o.test_data().empty() ? "a test fraction" : "test data '" + o.test_data() + "'",
+              " does not apply");
+  std::array<int64_t, 2> rows{};
+  for (int part = 0; part < 2; ++part) {
+    auto& x = *data.pykan[2 * part];
+    auto& y = *data.pykan[2 * part + 1];
+    rows[part] = count_rows(x, &y);
+    TORCH_CHECK(x.columns() == inputs && y.columns() == targets, x.name(), " and ", y.name(), ": ",
+                x.columns(), " and ", y.columns(), " columns, but ", data.pykan[0]->name(), " and ",
+                data.pykan[1]->name(), " have ", inputs, " and ", targets);
+    if (part == 0)
+      check_not_empty(data, x, rows[0]);
+  }
+  Split split;
+  for (int part = 0; part < 2; ++part) {
+    detail::Destination destination(rows[part], inputs, targets, 0, o);
+    data.pykan[2 * part]->read(plan.x_slots, destination);
+    data.pykan[2 * part + 1]->read(plan.y_slots, destination);
+    (part == 0 ? split.data.train_input : split.data.test_input) = destination.inputs(0);
+    (part == 0 ? split.data.train_label : split.data.test_label) = destination.targets(0);
+    split.max_label = std::max(split.max_label, destination.max_label());
+  }
+  split.text = std::to_string(rows[0]) + " train, " + std::to_string(rows[1]) + " test rows";
+  return split;
+}
+
+// A test data file, opened and its columns checked against the data's.
+struct TestFile {
+  Opened data;
+  Plan plan;
+  int64_t rows = 0;
+};
+
+TestFile open_test_file(const Plan& plan, const std::string& path, const LoadDatasetOptions& o) {
+  TestFile test;
+  test.data = open_data(o.test_data());
+  TORCH_CHECK(!test.data.complete(), "test data '", o.test_data(),
+              "' holds a whole dataset (pykan's train and test arrays): give it as the data");
+  test.plan = plan_columns(test.data, o);
+  TORCH_CHECK(test.plan.input_names.size() == plan.input_names.size() &&
+                  test.plan.target_names.size() == plan.target_names.size(),
+              "test data '", o.test_data(),
+              "': ", plural(static_cast<int64_t>(test.plan.input_names.size()), "input"), " and ",
+              plural(static_cast<int64_t>(test.plan.target_names.size()), "target"), ", but '",
+              path, "' has ", static_cast<int64_t>(plan.input_names.size()), " and ",
+              static_cast<int64_t>(plan.target_names.size()));
+  RowSource& x = test.data.table ? *test.data.table : *test.data.x;
+  test.rows = count_rows(x, test.data.table ? nullptr : test.data.y.get());
+  check_not_empty(test.data, x, test.rows);
+  return test;
+}
+
+// A table, or x and y: the test set split off it, or read from the test data file.
+Split read_and_split(Opened& data, const Plan& plan, const LoadDatasetOptions& o) {
+  const auto& path = data.path;
+  const int64_t inputs = static_cast<int64_t>(plan.input_names.size());
+  const int64_t targets = static_cast<int64_t>(plan.target_names.size());
+  Split split;
+  RowSource& x = data.table ? *data.table : *data.x;
+  const int64_t rows = count_rows(x, data.table ? nullptr : data.y.get());
+  check_not_empty(data, x, rows);
+  int64_t test_rows = 0;
+  if (o.test_data().empty()) {
+    const double fraction = o.test_fraction().value_or(0.2);
+    TORCH_CHECK(rows >= 2, "'", path, "': 1 row, too few to split into train and test (give a ",
+                "test data file)");
+    test_rows =
+        std::clamp<int64_t>(std::llround(static_cast<double>(rows) * fraction), 1, rows - 1);
+    split.text = std::to_string(rows) + " rows: " + std::to_string(rows - test_rows) + " train, " +
+                 std::to_string(test_rows) + " test (seeded shuffle, seed " +
+                 std::to_string(o.seed()) + ", test fraction " + number_text(fraction) + ")";
+  }
+  // A test file is opened and checked before the data is read: its mistakes cost no parse.
+  std::optional<TestFile> test;
+  if (!o.test_data().empty()) {
+    test = open_test_file(plan, path, o);
+    split.text = std::to_string(rows) + " train rows; test set " + o.test_data() + " (" +
+                 test->data.what + ", " + plural(test->rows, "row") + ")";
+  }
+  detail::Destination destination(rows, inputs, targets, test_rows, o);
+  fill(data, plan, destination);
+  split.max_label = destination.max_label();
+  split.data.train_input = destination.inputs(0);
+  split.data.train_label = destination.targets(0);
+  if (!test) {
+    split.data.test_input = destination.inputs(1);
+    split.data.test_label = destination.targets(1);
+  } else {
+    detail::Destination test_destination(test->rows, inputs, targets, 0, o);
+    fill(test->data, test->plan, test_destination);
+    split.max_label = std::max(split.max_label, test_destination.max_label());
+    split.data.test_input = test_destination.inputs(0);
+    split.data.test_label = test_destination.targets(0);
+  }
+  return split;
+}
+
+} // namespace
+
+std::string to_string(DataFormat value) {
+  return io::name_of(value, kDataFormatNames);
+}
+
+LoadedDataset load_dataset(const std::string& path, const LoadDatasetOptions& o) {
+  check_load_options(o);
   auto data = open_data(path);
   LoadedDataset result;
   result.path = path;
   result.format = data.format;
-  std::string split_text;
   const auto plan = plan_columns(data, o);
   if (o.classification())
     check_classification(plan, path);
-  const int64_t inputs = static_cast<int64_t>(plan.input_names.size());
-  const int64_t targets = static_cast<int64_t>(plan.target_names.size());
-  int64_t max_label = -1;
-
-  if (data.complete()) {
-    TORCH_CHECK(o.test_data().empty() && !o.test_fraction(), "'", path,
-                "' holds its own test set (pykan's test_input and test_label), so ",
-                o.test_data().empty() ? "a test fraction" : "test data '" + o.test_data() + "'",
-                " does not apply");
-    std::array<int64_t, 2> rows{};
-    for (int part = 0; part < 2; ++part) {
-      auto& x = *data.pykan[2 * part];
-      auto& y = *data.pykan[2 * part + 1];
-      rows[part] = count_rows(x, &y);
-      TORCH_CHECK(x.columns() == inputs && y.columns() == targets, x.name(), " and ", y.name(),
-                  ": ", x.columns(), " and ", y.columns(), " columns, but ", data.pykan[0]->name(),
-                  " and ", data.pykan[1]->name(), " have ", inputs, " and ", targets);
-      if (part == 0)
-        check_not_empty(data, x, rows[0]);
-    }
-    for (int part = 0; part < 2; ++part) {
-      detail::Destination destination(rows[part], inputs, targets, 0, o);
-      data.pykan[2 * part]->read(plan.x_slots, destination);
-      data.pykan[2 * part + 1]->read(plan.y_slots, destination);
-      (part == 0 ? result.data.train_input : result.data.test_input) = destination.inputs(0);
-      (part == 0 ? result.data.train_label : result.data.test_label) = destination.targets(0);
-      max_label = std::max(max_label, destination.max_label());
-    }
-    split_text = std::to_string(rows[0]) + " train, " + std::to_string(rows[1]) + " test rows";
-  } else {
-    RowSource& x = data.table ? *data.table : *data.x;
-    const int64_t rows = count_rows(x, data.table ? nullptr : data.y.get());
-    check_not_empty(data, x, rows);
-    int64_t test_rows = 0;
-    if (o.test_data().empty()) {
-      const double fraction = o.test_fraction().value_or(0.2);
-      TORCH_CHECK(rows >= 2, "'", path, "': 1 row, too few to split into train and test (give a ",
-                  "test data file)");
-      test_rows =
-          std::clamp<int64_t>(std::llround(static_cast<double>(rows) * fraction), 1, rows - 1);
-      split_text = std::to_string(rows) + " rows: " + std::to_string(rows - test_rows) +
-                   " train, " + std::to_string(test_rows) + " test (seeded shuffle, seed " +
-                   std::to_string(o.seed()) + ", test fraction " + number_text(fraction) + ")";
-    }
-    // A test file is opened and checked before the data is read: its mistakes cost no parse.
-    std::optional<Opened> test;
-    Plan test_plan;
-    int64_t test_file_rows = 0;
-    if (!o.test_data().empty()) {
-      test = open_data(o.test_data());
-      TORCH_CHECK(!test->complete(), "test data '", o.test_data(),
-                  "' holds a whole dataset (pykan's train and test arrays): give it as the data");
-      test_plan = plan_columns(*test, o);
-      TORCH_CHECK(test_plan.input_names.size() == plan.input_names.size() &&
-                      test_plan.target_names.size() == plan.target_names.size(),
-                  "test data '", o.test_data(),
-                  "': ", plural(static_cast<int64_t>(test_plan.input_names.size()), "input"),
-                  " and ", plural(static_cast<int64_t>(test_plan.target_names.size()), "target"),
-                  ", but '", path, "' has ", inputs, " and ", targets);
-      RowSource& tx = test->table ? *test->table : *test->x;
-      test_file_rows = count_rows(tx, test->table ? nullptr : test->y.get());
-      check_not_empty(*test, tx, test_file_rows);
-      split_text = std::to_string(rows) + " train rows; test set " + o.test_data() + " (" +
-                   test->what + ", " + plural(test_file_rows, "row") + ")";
-    }
-    detail::Destination destination(rows, inputs, targets, test_rows, o);
-    fill(data, plan, destination);
-    max_label = destination.max_label();
-    result.data.train_input = destination.inputs(0);
-    result.data.train_label = destination.targets(0);
-    if (!test) {
-      result.data.test_input = destination.inputs(1);
-      result.data.test_label = destination.targets(1);
-    } else {
-      detail::Destination test_destination(test_file_rows, inputs, targets, 0, o);
-      fill(*test, test_plan, test_destination);
-      max_label = std::max(max_label, test_destination.max_label());
-      result.data.test_input = test_destination.inputs(0);
-      result.data.test_label = test_destination.targets(0);
-    }
-  }
+  auto split = data.complete() ? read_pykan_split(data, plan, o) : read_and_split(data, plan, o);
+  result.data = std::move(split.data);
 
   result.input_names = plan.input_names;
   result.target_names = plan.target_names;
@@ -780,8 +814,8 @@ LoadedDataset load_dataset(const std::string& path, const LoadDatasetOptions& o)
   result.train_rows = result.data.train_input.size(0);
   result.test_rows = result.data.test_input.size(0);
   if (o.classification())
-    result.classes = o.classes() > 0 ? o.classes() : max_label + 1;
-  result.description = path + ": " + data.what + "; " + split_text + "; inputs " +
+    result.classes = o.classes() > 0 ? o.classes() : split.max_label + 1;
+  result.description = path + ": " + data.what + "; " + split.text + "; inputs " +
                        name_list(result.input_names, 60) + "; " +
                        (o.classification() ? "class labels " + name_list(result.target_names) +
                                                  " (" + plural(result.classes, "class") + ")"

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <utility>
 
 namespace kan::detail {
 namespace {
@@ -184,19 +185,26 @@ private:
   uLong crc_ = crc32(0, nullptr, 0);
 };
 
-} // namespace
+// The refusal of a file that is not a zip archive this reader can read, naming what is wrong.
+struct ZipCheck {
+  const std::string& path;
+  void operator()(bool ok, const std::string& what) const {
+    TORCH_CHECK(ok, "'", path, "': not a zip archive kanbench can read (", what, ")");
+  }
+};
 
-ZipReader::ZipReader(std::string path) : path_(std::move(path)) {
-  file_ = std::make_shared<File>(path_);
-  const uint64_t size = file_->size();
-  auto fail_unless = [&](bool ok, const std::string& what) {
-    TORCH_CHECK(ok, "'", path_, "': not a zip archive kanbench can read (", what, ")");
-  };
+struct CentralDirectory {
+  uint64_t count = 0, size = 0, offset = 0;
+};
+
+// The central directory, as the end of central directory record (the last "PK\5\6" within its
+// comment's reach) or, for zip64, the zip64 end record gives it, checked to lie in the file.
+CentralDirectory find_central_directory(const ZipReader::File& file, const ZipCheck& fail_unless) {
+  const uint64_t size = file.size();
   fail_unless(size >= kEndRecord, "too short");
-  // The end of central directory record: the last "PK\5\6" within its comment's reach.
   const uint64_t tail_size = std::min<uint64_t>(size, kEndRecord + kMaxComment);
   std::vector<unsigned char> tail(tail_size);
-  file_->read(size - tail_size, tail.data(), tail_size);
+  file.read(size - tail_size, tail.data(), tail_size);
   int64_t end = -1;
   for (int64_t i = static_cast<int64_t>(tail_size - kEndRecord); i >= 0; --i)
     if (std::memcmp(&tail[i], "PK\5\6", 4) == 0) {
@@ -205,71 +213,88 @@ ZipReader::ZipReader(std::string path) : path_(std::move(path)) {
     }
   fail_unless(end >= 0, "no end of central directory record");
   const unsigned char* e = &tail[end];
-  uint64_t count = le(e + 10, 2), directory_size = le(e + 12, 4), directory_offset = le(e + 16, 4);
+  CentralDirectory d{le(e + 10, 2), le(e + 12, 4), le(e + 16, 4)};
   const uint64_t end_offset = size - tail_size + static_cast<uint64_t>(end);
-  if (count == 0xFFFF || directory_size == 0xFFFFFFFF || directory_offset == 0xFFFFFFFF) {
+  if (d.count == 0xFFFF || d.size == 0xFFFFFFFF || d.offset == 0xFFFFFFFF) {
     // Zip64: a locator just before the record points at the zip64 end record.
     fail_unless(end_offset >= 20, "no zip64 locator");
     unsigned char locator[20];
-    file_->read(end_offset - 20, locator, 20);
+    file.read(end_offset - 20, locator, 20);
     fail_unless(std::memcmp(locator, "PK\6\7", 4) == 0, "no zip64 locator");
     const uint64_t record_offset = le(locator + 8, 8);
     fail_unless(record_offset <= end_offset && end_offset - record_offset >= 56,
                 "a zip64 record outside the file");
     unsigned char record[56];
-    file_->read(record_offset, record, 56);
+    file.read(record_offset, record, 56);
     fail_unless(std::memcmp(record, "PK\6\6", 4) == 0, "no zip64 end record");
-    count = le(record + 32, 8);
-    directory_size = le(record + 40, 8);
-    directory_offset = le(record + 48, 8);
+    d = {le(record + 32, 8), le(record + 40, 8), le(record + 48, 8)};
   }
-  fail_unless(directory_offset <= size && directory_size <= size - directory_offset &&
-                  directory_size <= kMaxCentralDirectory,
-              "a central directory of " + std::to_string(directory_size) + " bytes at byte " +
-                  std::to_string(directory_offset) + " of " + std::to_string(size));
-  fail_unless(count <= directory_size / kEntryRecord,
-              std::to_string(count) + " entries in a central directory of " +
-                  std::to_string(directory_size) + " bytes");
-  std::vector<unsigned char> directory(directory_size);
-  file_->read(directory_offset, directory.data(), directory_size);
-  size_t at = 0;
-  for (uint64_t i = 0; i < count; ++i) {
-    const std::string which = "entry " + std::to_string(i + 1) + " of the central directory";
-    fail_unless(directory_size - at >= kEntryRecord &&
-                    std::memcmp(&directory[at], "PK\1\2", 4) == 0,
-                "a corrupt " + which);
-    const unsigned char* r = &directory[at];
-    Entry entry;
-    entry.flags = static_cast<uint16_t>(le(r + 8, 2));
-    entry.method = static_cast<uint16_t>(le(r + 10, 2));
-    entry.crc32 = static_cast<uint32_t>(le(r + 16, 4));
-    entry.compressed_size = le(r + 20, 4);
-    entry.size = le(r + 24, 4);
-    const size_t name_size = le(r + 28, 2), extra_size = le(r + 30, 2),
-                 comment_size = le(r + 32, 2);
-    entry.header_offset = le(r + 42, 4);
-    fail_unless(directory_size - at - kEntryRecord >= name_size + extra_size + comment_size,
-                "a corrupt " + which);
-    entry.name.assign(reinterpret_cast<const char*>(r + kEntryRecord), name_size);
-    // The zip64 extra field holds, in this order, the fields whose 32-bit value is 0xFFFFFFFF.
-    const unsigned char* extra = r + kEntryRecord + name_size;
-    for (size_t x = 0; x + 4 <= extra_size;) {
-      const uint64_t id = le(extra + x, 2), length = le(extra + x + 2, 2);
-      fail_unless(x + 4 + length <= extra_size, "a corrupt extra field in " + which);
-      if (id == 1) {
-        size_t y = x + 4;
-        for (uint64_t* field : {&entry.size, &entry.compressed_size, &entry.header_offset}) {
-          if (*field != 0xFFFFFFFF)
-            continue;
-          fail_unless(y + 8 <= x + 4 + length, "a short zip64 field in " + which);
-          *field = le(extra + y, 8);
-          y += 8;
-        }
+  fail_unless(d.offset <= size && d.size <= size - d.offset && d.size <= kMaxCentralDirectory,
+              "a central directory of " + std::to_string(d.size) + " bytes at byte " +
+                  std::to_string(d.offset) + " of " + std::to_string(size));
+  fail_unless(d.count <= d.size / kEntryRecord, std::to_string(d.count) +
+                                                    " entries in a central directory of " +
+                                                    std::to_string(d.size) + " bytes");
+  return d;
+}
+
+// The zip64 extra field holds, in this order, the fields whose 32-bit value is 0xFFFFFFFF.
+void read_zip64_fields(const unsigned char* extra, size_t extra_size, ZipReader::Entry& entry,
+                       const std::string& which, const ZipCheck& fail_unless) {
+  for (size_t x = 0; x + 4 <= extra_size;) {
+    const uint64_t id = le(extra + x, 2), length = le(extra + x + 2, 2);
+    fail_unless(x + 4 + length <= extra_size, "a corrupt extra field in " + which);
+    if (id == 1) {
+      size_t y = x + 4;
+      for (uint64_t* field : {&entry.size, &entry.compressed_size, &entry.header_offset}) {
+        if (*field != 0xFFFFFFFF)
+          continue;
+        fail_unless(y + 8 <= x + 4 + length, "a short zip64 field in " + which);
+        *field = le(extra + y, 8);
+        y += 8;
       }
-      x += 4 + length;
     }
+    x += 4 + length;
+  }
+}
+
+// The central directory's entry at byte `at`, and the length of its record.
+std::pair<ZipReader::Entry, size_t> read_entry(const std::vector<unsigned char>& directory,
+                                               size_t at, const std::string& which,
+                                               const ZipCheck& fail_unless) {
+  fail_unless(directory.size() - at >= kEntryRecord &&
+                  std::memcmp(&directory[at], "PK\1\2", 4) == 0,
+              "a corrupt " + which);
+  const unsigned char* r = &directory[at];
+  ZipReader::Entry entry;
+  entry.flags = static_cast<uint16_t>(le(r + 8, 2));
+  entry.method = static_cast<uint16_t>(le(r + 10, 2));
+  entry.crc32 = static_cast<uint32_t>(le(r + 16, 4));
+  entry.compressed_size = le(r + 20, 4);
+  entry.size = le(r + 24, 4);
+  const size_t name_size = le(r + 28, 2), extra_size = le(r + 30, 2), comment_size = le(r + 32, 2);
+  entry.header_offset = le(r + 42, 4);
+  fail_unless(directory.size() - at - kEntryRecord >= name_size + extra_size + comment_size,
+              "a corrupt " + which);
+  entry.name.assign(reinterpret_cast<const char*>(r + kEntryRecord), name_size);
+  read_zip64_fields(r + kEntryRecord + name_size, extra_size, entry, which, fail_unless);
+  return {std::move(entry), kEntryRecord + name_size + extra_size + comment_size};
+}
+
+} // namespace
+
+ZipReader::ZipReader(std::string path) : path_(std::move(path)) {
+  file_ = std::make_shared<File>(path_);
+  const ZipCheck fail_unless{path_};
+  const auto d = find_central_directory(*file_, fail_unless);
+  std::vector<unsigned char> directory(d.size);
+  file_->read(d.offset, directory.data(), d.size);
+  size_t at = 0;
+  for (uint64_t i = 0; i < d.count; ++i) {
+    const std::string which = "entry " + std::to_string(i + 1) + " of the central directory";
+    auto [entry, length] = read_entry(directory, at, which, fail_unless);
     entries_.push_back(std::move(entry));
-    at += kEntryRecord + name_size + extra_size + comment_size;
+    at += length;
   }
 }
 

@@ -183,49 +183,64 @@ struct LineSearch {
 using Objective =
     std::function<std::pair<double, Tensor>(const std::vector<Tensor>&, double, const Tensor&)>;
 
-// _strong_wolfe: a step t along d satisfying the strong Wolfe conditions, by bracketing and
-// then zooming with cubic interpolation. Its tolerance_change is its own default, not the
-// optimiser's (in PyTorch's too). pykan: max_ls stays 25, where PyTorch's lbfgs.py now passes
-// max_eval - current_evals. pykan clones gradients that nothing writes into; not here.
-LineSearch strong_wolfe(const Objective& obj_func, const std::vector<Tensor>& x, double t,
-                        const Tensor& d, double f, const Tensor& g, double gtd, double c1 = 1e-4,
-                        double c2 = 0.9, double tolerance_change = 1e-9, int64_t max_ls = 25) {
-  const double d_norm = max_abs(d);
+// What _strong_wolfe's two phases share: the objective along d with its value, gradient and
+// directional derivative at t = 0, the Wolfe constants, the counts, and the bracket as pykan
+// keeps it, in four parallel lists.
+struct WolfeSearch {
+  const Objective& obj_func;
+  const std::vector<Tensor>& x;
+  const Tensor& d;
+  double f;
+  const Tensor& g;
+  double gtd;
+  double c1;
+  double c2;
+  int64_t max_ls;
+  int64_t ls_func_evals = 0;
+  int64_t ls_iter = 0;
+  bool done = false;
+  std::vector<double> bracket{}, bracket_f{}, bracket_gtd{};
+  std::vector<Tensor> bracket_g{};
+
+  // The objective, its gradient and the directional derivative at x + t * d.
+  std::tuple<double, Tensor, double> evaluate(double t) {
+    auto [f_new, g_new] = obj_func(x, t, d);
+    ls_func_evals += 1;
+    const double gtd_new = dot_value(g_new, d);
+    return {f_new, g_new, gtd_new};
+  }
+};
+
+// The bracketing phase: from the initial step t, steps grow by cubic extrapolation until two
+// of them bracket a point satisfying the strong Wolfe conditions, or one satisfies them (done).
+void bracket_phase(WolfeSearch& s, double t) {
   // evaluate objective and gradient using initial step
-  double f_new = 0;
-  Tensor g_new;
-  std::tie(f_new, g_new) = obj_func(x, t, d);
-  int64_t ls_func_evals = 1;
-  double gtd_new = dot_value(g_new, d);
+  auto [f_new, g_new, gtd_new] = s.evaluate(t);
 
   // bracket an interval containing a point satisfying the Wolfe criteria
-  double t_prev = 0, f_prev = f, gtd_prev = gtd;
-  Tensor g_prev = g;
-  bool done = false;
-  int64_t ls_iter = 0;
-  std::vector<double> bracket, bracket_f, bracket_gtd;
-  std::vector<Tensor> bracket_g;
-  while (ls_iter < max_ls) {
+  double t_prev = 0, f_prev = s.f, gtd_prev = s.gtd;
+  Tensor g_prev = s.g;
+  while (s.ls_iter < s.max_ls) {
     // check conditions
-    if (f_new > (f + c1 * t * gtd) || (ls_iter > 1 && f_new >= f_prev)) {
-      bracket = {t_prev, t};
-      bracket_f = {f_prev, f_new};
-      bracket_g = {g_prev, g_new};
-      bracket_gtd = {gtd_prev, gtd_new};
+    if (f_new > (s.f + s.c1 * t * s.gtd) || (s.ls_iter > 1 && f_new >= f_prev)) {
+      s.bracket = {t_prev, t};
+      s.bracket_f = {f_prev, f_new};
+      s.bracket_g = {g_prev, g_new};
+      s.bracket_gtd = {gtd_prev, gtd_new};
       break;
     }
-    if (std::abs(gtd_new) <= -c2 * gtd) {
-      bracket = {t};
-      bracket_f = {f_new};
-      bracket_g = {g_new};
-      done = true;
+    if (std::abs(gtd_new) <= -s.c2 * s.gtd) {
+      s.bracket = {t};
+      s.bracket_f = {f_new};
+      s.bracket_g = {g_new};
+      s.done = true;
       break;
     }
     if (gtd_new >= 0) {
-      bracket = {t_prev, t};
-      bracket_f = {f_prev, f_new};
-      bracket_g = {g_prev, g_new};
-      bracket_gtd = {gtd_prev, gtd_new};
+      s.bracket = {t_prev, t};
+      s.bracket_f = {f_prev, f_new};
+      s.bracket_g = {g_prev, g_new};
+      s.bracket_gtd = {gtd_prev, gtd_new};
       break;
     }
     // interpolate
@@ -239,62 +254,71 @@ LineSearch strong_wolfe(const Objective& obj_func, const std::vector<Tensor>& x,
     f_prev = f_new;
     g_prev = g_new;
     gtd_prev = gtd_new;
-    std::tie(f_new, g_new) = obj_func(x, t, d);
-    ls_func_evals += 1;
-    gtd_new = dot_value(g_new, d);
-    ls_iter += 1;
+    std::tie(f_new, g_new, gtd_new) = s.evaluate(t);
+    s.ls_iter += 1;
   }
   // reached max number of iterations? (bracket_gtd is then unused: the zoom does not run)
-  if (ls_iter == max_ls) {
-    bracket = {0, t};
-    bracket_f = {f, f_new};
-    bracket_g = {g, g_new};
+  if (s.ls_iter == s.max_ls) {
+    s.bracket = {0, t};
+    s.bracket_f = {s.f, f_new};
+    s.bracket_g = {s.g, g_new};
   }
+}
 
-  // zoom phase: we now have a point satisfying the criteria, or a bracket around it. We refine
-  // the bracket until we find the exact point satisfying the criteria.
+// The zoom phase's trial step t, kept off the bracket's ends.
+double away_from_ends(double t, const std::vector<double>& bracket, bool& insuf_progress) {
+  // test that we are making sufficient progress: in case `t` is so close to boundary, we mark
+  // that we are making insufficient progress, and if we have made insufficient progress in
+  // the last step, or `t` is at one of the boundary, we will move `t` to a position which is
+  // `0.1 * len(bracket)` away from the nearest boundary point.
+  const double bracket_max = std::max(bracket[0], bracket[1]);
+  const double bracket_min = std::min(bracket[0], bracket[1]);
+  const double eps = 0.1 * (bracket_max - bracket_min);
+  if (std::min(bracket_max - t, t - bracket_min) < eps) {
+    // interpolation close to boundary
+    if (insuf_progress || t >= bracket_max || t <= bracket_min) {
+      // evaluate at 0.1 away from boundary
+      if (std::abs(t - bracket_max) < std::abs(t - bracket_min)) {
+        t = bracket_max - eps;
+      } else {
+        t = bracket_min + eps;
+      }
+      insuf_progress = false;
+    } else {
+      insuf_progress = true;
+    }
+  } else {
+    insuf_progress = false;
+  }
+  return t;
+}
+
+// The zoom phase: we now have a point satisfying the criteria, or a bracket around it. We refine
+// the bracket until we find the exact point satisfying the criteria. Returns the position of the
+// bracket's low point.
+size_t zoom_phase(WolfeSearch& s, double d_norm, double tolerance_change) {
+  auto& bracket = s.bracket;
+  auto& bracket_f = s.bracket_f;
+  auto& bracket_g = s.bracket_g;
+  auto& bracket_gtd = s.bracket_gtd;
   bool insuf_progress = false;
   // find high and low points in bracket
   size_t low_pos = 0, high_pos = 1;
   if (!(bracket_f[0] <= bracket_f.back()))
     std::swap(low_pos, high_pos);
-  while (!done && ls_iter < max_ls) {
+  while (!s.done && s.ls_iter < s.max_ls) {
     // line-search bracket is so small
     if (std::abs(bracket[1] - bracket[0]) * d_norm < tolerance_change)
       break;
     // compute new trial value
-    t = cubic_interpolate(bracket[0], bracket_f[0], bracket_gtd[0], bracket[1], bracket_f[1],
-                          bracket_gtd[1]);
-    // test that we are making sufficient progress: in case `t` is so close to boundary, we mark
-    // that we are making insufficient progress, and if we have made insufficient progress in
-    // the last step, or `t` is at one of the boundary, we will move `t` to a position which is
-    // `0.1 * len(bracket)` away from the nearest boundary point.
-    const double bracket_max = std::max(bracket[0], bracket[1]);
-    const double bracket_min = std::min(bracket[0], bracket[1]);
-    const double eps = 0.1 * (bracket_max - bracket_min);
-    if (std::min(bracket_max - t, t - bracket_min) < eps) {
-      // interpolation close to boundary
-      if (insuf_progress || t >= bracket_max || t <= bracket_min) {
-        // evaluate at 0.1 away from boundary
-        if (std::abs(t - bracket_max) < std::abs(t - bracket_min)) {
-          t = bracket_max - eps;
-        } else {
-          t = bracket_min + eps;
-        }
-        insuf_progress = false;
-      } else {
-        insuf_progress = true;
-      }
-    } else {
-      insuf_progress = false;
-    }
+    double t = cubic_interpolate(bracket[0], bracket_f[0], bracket_gtd[0], bracket[1], bracket_f[1],
+                                 bracket_gtd[1]);
+    t = away_from_ends(t, bracket, insuf_progress);
     // Evaluate new point
-    std::tie(f_new, g_new) = obj_func(x, t, d);
-    ls_func_evals += 1;
-    gtd_new = dot_value(g_new, d);
-    ls_iter += 1;
+    const auto [f_new, g_new, gtd_new] = s.evaluate(t);
+    s.ls_iter += 1;
 
-    if (f_new > (f + c1 * t * gtd) || f_new >= bracket_f[low_pos]) {
+    if (f_new > (s.f + s.c1 * t * s.gtd) || f_new >= bracket_f[low_pos]) {
       // Armijo condition not satisfied or not lower than lowest point
       bracket[high_pos] = t;
       bracket_f[high_pos] = f_new;
@@ -303,9 +327,9 @@ LineSearch strong_wolfe(const Objective& obj_func, const std::vector<Tensor>& x,
       low_pos = bracket_f[0] <= bracket_f[1] ? 0 : 1;
       high_pos = 1 - low_pos;
     } else {
-      if (std::abs(gtd_new) <= -c2 * gtd) {
+      if (std::abs(gtd_new) <= -s.c2 * s.gtd) {
         // Wolfe conditions satisfied
-        done = true;
+        s.done = true;
       } else if (gtd_new * (bracket[high_pos] - bracket[low_pos]) >= 0) {
         // old low becomes new high
         bracket[high_pos] = bracket[low_pos];
@@ -320,8 +344,24 @@ LineSearch strong_wolfe(const Objective& obj_func, const std::vector<Tensor>& x,
       bracket_gtd[low_pos] = gtd_new;
     }
   }
-  const size_t pick = bracket.size() == 1 ? 0 : low_pos;
-  return {bracket_f[pick], bracket_g[pick], bracket[pick], ls_func_evals};
+  return low_pos;
+}
+
+// _strong_wolfe: a step t along d satisfying the strong Wolfe conditions, by bracketing and
+// then zooming with cubic interpolation. Its tolerance_change is its own default, not the
+// optimiser's (in PyTorch's too). pykan: max_ls stays 25, where PyTorch's lbfgs.py now passes
+// max_eval - current_evals. pykan clones gradients that nothing writes into; not here.
+LineSearch strong_wolfe(const Objective& obj_func, const std::vector<Tensor>& x, double t,
+                        const Tensor& d, double f, const Tensor& g, double gtd, double c1 = 1e-4,
+                        double c2 = 0.9, double tolerance_change = 1e-9, int64_t max_ls = 25) {
+  const double d_norm = max_abs(d);
+  WolfeSearch search{obj_func, x, d, f, g, gtd, c1, c2, max_ls};
+  bracket_phase(search, t);
+  const size_t low_pos = zoom_phase(search, d_norm, tolerance_change);
+  // the bracket is one point where the bracketing phase found it
+  const size_t pick = search.bracket.size() == 1 ? 0 : low_pos;
+  return {search.bracket_f[pick], search.bracket_g[pick], search.bracket[pick],
+          search.ls_func_evals};
 }
 
 void check_options(const LBFGSOptions& o) {
@@ -344,6 +384,79 @@ void check_options(const LBFGSOptions& o) {
   TORCH_CHECK(!o.line_search_fn() || *o.line_search_fn() == "strong_wolfe",
               "kan::LBFGS: line_search_fn must be \"strong_wolfe\" or unset, got \"",
               o.line_search_fn().value_or(""), "\"");
+}
+
+// NOTE: LBFGS has only global state, but we register it as state for the first param, because
+// this helps with casting in load_state_dict
+torch::optim::LBFGSParamState& global_state(torch::optim::Optimizer& optimizer) {
+  auto& slot = optimizer.state()[optimizer.param_groups()[0].params()[0].unsafeGetTensorImpl()];
+  if (!slot)
+    slot = std::make_unique<torch::optim::LBFGSParamState>();
+  auto* state = dynamic_cast<torch::optim::LBFGSParamState*>(slot.get());
+  TORCH_CHECK(state != nullptr, "kan::LBFGS: the state of its first parameter is not "
+                                "torch::optim::LBFGSParamState (loaded from another optimizer?)");
+  return *state;
+}
+
+// The lbfgs update (update memory): the last step's curvature pair (y, s) joins the history and
+// rescales the initial Hessian approximation H_diag.
+void update_history(torch::optim::LBFGSParamState& state, const Tensor& y, const Tensor& s,
+                    const LBFGSOptions& options, Tensor& H_diag) {
+  const Tensor ys = y.dot(s); // y*s
+  // pykan: tolerance_ys (1e-32 by default) where PyTorch's LBFGS, LibTorch's too, skips
+  // every pair with y·s <= 1e-10: near convergence in float64, that can be all of them.
+  if (value(ys) > options.tolerance_ys()) {
+    // updating memory
+    if (static_cast<int64_t>(state.old_dirs().size()) == options.history_size()) {
+      // shift history by one (limited-memory)
+      state.old_dirs().pop_front();
+      state.old_stps().pop_front();
+      state.ro().pop_front();
+    }
+    // store new direction/step
+    state.old_dirs().push_back(y);
+    state.old_stps().push_back(s);
+    state.ro().push_back(ys.reciprocal());
+    // update scale of initial Hessian approximation
+    H_diag = ys / y.dot(y); // (y*y)
+  }
+}
+
+// The approximate (L-BFGS) inverse Hessian multiplied by the negative gradient: the two-loop
+// recursion over the history.
+Tensor lbfgs_direction(const Tensor& flat_grad, const torch::optim::LBFGSParamState& state,
+                       const Tensor& H_diag) {
+  const auto& old_dirs = state.old_dirs();
+  const auto& old_stps = state.old_stps();
+  const auto num_old = static_cast<int64_t>(old_dirs.size());
+
+  // iteration in L-BFGS loop collapsed to use just one buffer. pykan multiplies and
+  // subtracts its 0-dim tensors: here the same products and differences of the same numbers
+  // on the host, rounded to the parameters' dtype as a tensor operation would be, without
+  // two operations per history entry and loop.
+  const bool single = flat_grad.scalar_type() == at::kFloat;
+  const auto times = [single](double a, double b) {
+    return single ? static_cast<double>(static_cast<float>(a) * static_cast<float>(b)) : a * b;
+  };
+  const auto minus = [single](double a, double b) {
+    return single ? static_cast<double>(static_cast<float>(a) - static_cast<float>(b)) : a - b;
+  };
+  std::vector<double> ro_values(static_cast<size_t>(num_old)), al(ro_values.size());
+  for (int64_t i = 0; i < num_old; ++i)
+    ro_values[i] = value(state.ro()[i]);
+  Tensor q = flat_grad.neg();
+  for (int64_t i = num_old - 1; i > -1; --i) {
+    al[i] = times(dot_value(old_stps[i], q), ro_values[i]);
+    add_scaled(q, old_dirs[i], -al[i]);
+  }
+
+  // multiply by initial Hessian; r/d is the final direction
+  Tensor r = torch::mul(q, H_diag);
+  for (int64_t i = 0; i < num_old; ++i) {
+    const double be_i = times(dot_value(old_dirs[i], r), ro_values[i]);
+    add_scaled(r, old_stps[i], minus(al[i], be_i));
+  }
+  return r;
 }
 
 } // namespace
@@ -517,46 +630,37 @@ Tensor LBFGS::step(LossClosure closure) {
 
   TORCH_INTERNAL_ASSERT(param_groups_.size() == 1);
   const auto& group = static_cast<const LBFGSOptions&>(param_groups_[0].options());
+  auto& state = global_state(*this);
+
+  view_parameters();
+  // evaluate initial f(x) and df/dx
+  const Tensor orig_loss = evaluate();
+  const double loss = orig_loss.item<double>();
+  state.func_evals(state.func_evals() + 1);
+
+  Tensor flat_grad = gather_flat_grad();
+  const bool opt_cond = max_abs(flat_grad) <= group.tolerance_grad();
+
+  // optimal condition
+  if (opt_cond)
+    return orig_loss;
+  iterate(evaluate, state, loss, std::move(flat_grad));
+  return orig_loss;
+}
+
+void LBFGS::iterate(const LossClosure& evaluate, torch::optim::LBFGSParamState& state, double loss,
+                    Tensor flat_grad) {
+  const auto& group = static_cast<const LBFGSOptions&>(param_groups_[0].options());
   const double lr = group.lr();
   const int64_t max_iter = group.max_iter();
   const int64_t max_eval = group.max_eval().value_or(max_iter * 5 / 4);
   const double tolerance_grad = group.tolerance_grad();
   const double tolerance_change = group.tolerance_change();
-  const double tolerance_ys = group.tolerance_ys();
-  const bool line_search = group.line_search_fn().has_value();
-  const int64_t history_size = group.history_size();
-
-  // NOTE: LBFGS has only global state, but we register it as state for the first param, because
-  // this helps with casting in load_state_dict
-  auto& slot = state_[param_groups_[0].params()[0].unsafeGetTensorImpl()];
-  if (!slot)
-    slot = std::make_unique<torch::optim::LBFGSParamState>();
-  auto* state_ptr = dynamic_cast<torch::optim::LBFGSParamState*>(slot.get());
-  TORCH_CHECK(state_ptr != nullptr,
-              "kan::LBFGS: the state of its first parameter is not "
-              "torch::optim::LBFGSParamState (loaded from another optimizer?)");
-  auto& state = *state_ptr;
-
-  view_parameters();
-  // evaluate initial f(x) and df/dx
-  const Tensor orig_loss = evaluate();
-  double loss = orig_loss.item<double>();
-  int64_t current_evals = 1;
-  state.func_evals(state.func_evals() + 1);
-
-  Tensor flat_grad = gather_flat_grad();
-  bool opt_cond = max_abs(flat_grad) <= tolerance_grad;
-
-  // optimal condition
-  if (opt_cond)
-    return orig_loss;
+  int64_t current_evals = 1; // step()'s first evaluation
 
   // The history is changed in place, as pykan changes its lists; the rest is stored at the end.
   Tensor d = state.d();
   double t = state.t();
-  auto& old_dirs = state.old_dirs();
-  auto& old_stps = state.old_stps();
-  auto& ro = state.ro();
   Tensor H_diag = state.H_diag();
   Tensor prev_flat_grad = state.prev_flat_grad();
   double prev_loss = state.prev_loss();
@@ -571,64 +675,17 @@ Tensor LBFGS::step(LossClosure closure) {
     // compute gradient descent direction
     if (state.n_iter() == 1) {
       d = flat_grad.neg();
-      old_dirs.clear();
-      old_stps.clear();
-      ro.clear();
+      state.old_dirs().clear();
+      state.old_stps().clear();
+      state.ro().clear();
       // pykan's is the number 1; a scalar on the parameters' device multiplies alike.
       H_diag = torch::ones({}, flat_grad.options());
     } else {
       // do lbfgs update (update memory)
       const Tensor y = flat_grad.sub(prev_flat_grad);
       const Tensor s = d.mul(t);
-      const Tensor ys = y.dot(s); // y*s
-      // pykan: tolerance_ys (1e-32 by default) where PyTorch's LBFGS, LibTorch's too, skips
-      // every pair with y·s <= 1e-10: near convergence in float64, that can be all of them.
-      if (value(ys) > tolerance_ys) {
-        // updating memory
-        if (static_cast<int64_t>(old_dirs.size()) == history_size) {
-          // shift history by one (limited-memory)
-          old_dirs.pop_front();
-          old_stps.pop_front();
-          ro.pop_front();
-        }
-        // store new direction/step
-        old_dirs.push_back(y);
-        old_stps.push_back(s);
-        ro.push_back(ys.reciprocal());
-        // update scale of initial Hessian approximation
-        H_diag = ys / y.dot(y); // (y*y)
-      }
-
-      // compute the approximate (L-BFGS) inverse Hessian multiplied by the gradient
-      const auto num_old = static_cast<int64_t>(old_dirs.size());
-
-      // iteration in L-BFGS loop collapsed to use just one buffer. pykan multiplies and
-      // subtracts its 0-dim tensors: here the same products and differences of the same numbers
-      // on the host, rounded to the parameters' dtype as a tensor operation would be, without
-      // two operations per history entry and loop.
-      const bool single = flat_grad.scalar_type() == at::kFloat;
-      const auto times = [single](double a, double b) {
-        return single ? static_cast<double>(static_cast<float>(a) * static_cast<float>(b)) : a * b;
-      };
-      const auto minus = [single](double a, double b) {
-        return single ? static_cast<double>(static_cast<float>(a) - static_cast<float>(b)) : a - b;
-      };
-      std::vector<double> ro_values(static_cast<size_t>(num_old)), al(ro_values.size());
-      for (int64_t i = 0; i < num_old; ++i)
-        ro_values[i] = value(ro[i]);
-      Tensor q = flat_grad.neg();
-      for (int64_t i = num_old - 1; i > -1; --i) {
-        al[i] = times(dot_value(old_stps[i], q), ro_values[i]);
-        add_scaled(q, old_dirs[i], -al[i]);
-      }
-
-      // multiply by initial Hessian; r/d is the final direction
-      Tensor r = torch::mul(q, H_diag);
-      d = r;
-      for (int64_t i = 0; i < num_old; ++i) {
-        const double be_i = times(dot_value(old_dirs[i], r), ro_values[i]);
-        add_scaled(r, old_stps[i], minus(al[i], be_i));
-      }
+      update_history(state, y, s, group, H_diag);
+      d = lbfgs_direction(flat_grad, state, H_diag);
     }
 
     if (!prev_flat_grad.defined()) {
@@ -652,50 +709,20 @@ Tensor LBFGS::step(LossClosure closure) {
     if (gtd > -tolerance_change)
       break;
 
-    // optional line search: user function
-    int64_t ls_func_evals = 0;
-    if (line_search) {
-      // perform line search, using user function
-      const auto x_init = clone_param();
-      const Objective obj_func = [&](const std::vector<Tensor>& x, double step,
-                                     const Tensor& direction) {
-        return directional_evaluate(evaluate, x, step, direction);
-      };
-      auto result = strong_wolfe(obj_func, x_init, t, d, loss, flat_grad, gtd);
-      loss = result.loss;
-      flat_grad = result.flat_grad;
-      t = result.t;
-      ls_func_evals = result.func_evals;
-      add_grad(t, d);
-      opt_cond = max_abs(flat_grad) <= tolerance_grad;
-    } else {
-      // no line search, simply move with fixed-step
-      add_grad(t, d);
-      if (n_iter != max_iter) {
-        // re-evaluate function only if not in last iteration: in a stochastic setting, there is
-        // no use to re-evaluate that function here
-        loss = evaluate().item<double>();
-        flat_grad = gather_flat_grad();
-        opt_cond = max_abs(flat_grad) <= tolerance_grad;
-        ls_func_evals = 1;
-      }
-    }
+    const int64_t ls_func_evals =
+        take_step(evaluate, d, gtd, n_iter == max_iter, t, loss, flat_grad);
     // update func eval
     current_evals += ls_func_evals;
     state.func_evals(state.func_evals() + ls_func_evals);
 
     // check conditions
-    if (n_iter == max_iter)
-      break;
-    if (current_evals >= max_eval)
+    if (n_iter == max_iter || current_evals >= max_eval)
       break;
     // optimal condition
-    if (opt_cond)
+    if (max_abs(flat_grad) <= tolerance_grad)
       break;
     // lack of progress
-    if (max_abs(d, t) <= tolerance_change)
-      break;
-    if (std::abs(loss - prev_loss) < tolerance_change)
+    if (max_abs(d, t) <= tolerance_change || std::abs(loss - prev_loss) < tolerance_change)
       break;
   }
 
@@ -704,7 +731,36 @@ Tensor LBFGS::step(LossClosure closure) {
   state.H_diag(H_diag);
   state.prev_flat_grad(prev_flat_grad);
   state.prev_loss(prev_loss);
-  return orig_loss;
+}
+
+// With a line search t becomes its step, and loss and flat_grad its point's; a fixed step
+// re-evaluates the function only if not in the last iteration: in a stochastic setting, there
+// is no use to re-evaluate that function there.
+int64_t LBFGS::take_step(const LossClosure& evaluate, const Tensor& d, double gtd,
+                         bool last_iteration, double& t, double& loss, Tensor& flat_grad) {
+  const auto& group = static_cast<const LBFGSOptions&>(param_groups_[0].options());
+  // optional line search: user function
+  if (group.line_search_fn()) {
+    // perform line search, using user function
+    const auto x_init = clone_param();
+    const Objective obj_func = [&](const std::vector<Tensor>& x, double step,
+                                   const Tensor& direction) {
+      return directional_evaluate(evaluate, x, step, direction);
+    };
+    auto result = strong_wolfe(obj_func, x_init, t, d, loss, flat_grad, gtd);
+    loss = result.loss;
+    flat_grad = result.flat_grad;
+    t = result.t;
+    add_grad(t, d);
+    return result.func_evals;
+  }
+  // no line search, simply move with fixed-step
+  add_grad(t, d);
+  if (last_iteration)
+    return 0;
+  loss = evaluate().item<double>();
+  flat_grad = gather_flat_grad();
+  return 1;
 }
 
 void LBFGS::save(torch::serialize::OutputArchive& archive) const {

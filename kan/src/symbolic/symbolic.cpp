@@ -487,21 +487,8 @@ void newton_refine(const Tensor& x, const Tensor& y_centered, const Tensor& y_ss
   r2 = at.r2;
 }
 
-} // namespace
-
-SymbolicFit fit_symbolic_params(const torch::Tensor& x, const torch::Tensor& y,
-                                const SymbolicFunction& function, const SymbolicFitOptions& o) {
-  TORCH_CHECK(x.dim() == 2 && y.sizes() == x.sizes(),
-              "fit_symbolic_params: x and y must both be (N, edges), got ", x.sizes(), " and ",
-              y.sizes());
-  std::vector<int64_t> column(static_cast<size_t>(x.size(1)));
-  std::iota(column.begin(), column.end(), 0);
-  return fit_symbolic_params(x, column, y, function, o);
-}
-
-SymbolicFit fit_symbolic_params(const torch::Tensor& x, const std::vector<int64_t>& column,
-                                const torch::Tensor& y, const SymbolicFunction& function,
-                                const SymbolicFitOptions& o) {
+void check_fit(const Tensor& x, const std::vector<int64_t>& column, const Tensor& y,
+               const SymbolicFitOptions& o) {
   TORCH_CHECK(x.dim() == 2 && y.dim() == 2 && y.size(0) == x.size(0) &&
                   y.size(1) == static_cast<int64_t>(column.size()),
               "fit_symbolic_params: x must be (N, columns) and y (N, edges) with one column per "
@@ -527,17 +514,17 @@ SymbolicFit fit_symbolic_params(const torch::Tensor& x, const std::vector<int64_
   TORCH_CHECK(o.a_range[0] < o.a_range[1] && o.b_range[0] < o.b_range[1],
               "fit_symbolic_params: a_range and b_range must be increasing, got [", o.a_range[0],
               ", ", o.a_range[1], "] and [", o.b_range[0], ", ", o.b_range[1], "]");
-  const int64_t E = y.size(1), G = o.zoom_grid_number > 0 ? o.zoom_grid_number : o.grid_number;
-  if (E == 0)
-    return {torch::empty({0, 4}, x.options()), torch::empty({0}, x.options())};
-  const auto y_centered = y - y.mean(0, true);
-  const auto y_ss = y_centered.square().sum(0);
-  auto z = first_search(x, column, y_centered, y_ss, function, o);
-  const auto xs = x.index_select(1, detail::host_list(column, torch::kLong, x.device())); // (N, E)
-  auto a_range = range_of(o.a_range, x).expand({E, 2});
-  auto b_range = range_of(o.b_range, x).expand({E, 2});
+}
+
+// The searches after the first, z's: each narrows every edge's ranges around its best point and
+// searches them on a grid of G. xs (N, E) is each edge's inputs.
+Zoom zoomed_searches(Zoom z, const Tensor& xs, const Tensor& y_centered, const Tensor& y_ss,
+                     const SymbolicFunction& function, const SymbolicFitOptions& o, int64_t G) {
+  const int64_t E = xs.size(1);
+  auto a_range = range_of(o.a_range, xs).expand({E, 2});
+  auto b_range = range_of(o.b_range, xs).expand({E, 2});
   // A few (N, group, G, G) temporaries live at once in a zoomed search (G its grid).
-  const int64_t per_edge = x.size(0) * G * G * x.element_size() * 4;
+  const int64_t per_edge = xs.size(0) * G * G * xs.element_size() * 4;
   const int64_t group = std::max<int64_t>(1, std::min(E, o.memory_budget / per_edge));
   for (int64_t it = 1; it < o.iterations; ++it) {
     zoom_in(z, a_range, b_range);
@@ -556,33 +543,66 @@ SymbolicFit fit_symbolic_params(const torch::Tensor& x, const std::vector<int64_
     };
     z = {join(&Zoom::a), join(&Zoom::b), join(&Zoom::best), join(&Zoom::r2)};
   }
+  return z;
+}
+
+// newton_refine of every edge from the last grid's step, edges in groups: a few dozen
+// (N, group) temporaries at once.
+void newton_refine_all(const Zoom& z, const Tensor& xs, const Tensor& y_centered,
+                       const Tensor& y_ss, Tensor& a_best, Tensor& b_best, Tensor& r2,
+                       const SymbolicFunction& function, const SymbolicFitOptions& o) {
+  const int64_t E = xs.size(1);
+  const auto radius_a = z.a.select(1, 1) - z.a.select(1, 0);
+  const auto radius_b = z.b.select(1, 1) - z.b.select(1, 0);
+  const int64_t newton_group =
+      std::max<int64_t>(1, std::min(E, o.memory_budget / (xs.size(0) * 64 * xs.element_size())));
+  std::vector<Tensor> a_parts, b_parts, r2_parts;
+  for (int64_t first = 0; first < E; first += newton_group) {
+    const int64_t count = std::min(newton_group, E - first);
+    auto a_part = a_best.narrow(0, first, count), b_part = b_best.narrow(0, first, count);
+    auto r2_part = r2.narrow(0, first, count);
+    newton_refine(xs.narrow(1, first, count), y_centered.narrow(1, first, count),
+                  y_ss.narrow(0, first, count), a_part, b_part, r2_part,
+                  radius_a.narrow(0, first, count), radius_b.narrow(0, first, count), function, o);
+    a_parts.push_back(a_part);
+    b_parts.push_back(b_part);
+    r2_parts.push_back(r2_part);
+  }
+  a_best = torch::cat(a_parts);
+  b_best = torch::cat(b_parts);
+  r2 = torch::cat(r2_parts);
+}
+
+} // namespace
+
+SymbolicFit fit_symbolic_params(const torch::Tensor& x, const torch::Tensor& y,
+                                const SymbolicFunction& function, const SymbolicFitOptions& o) {
+  TORCH_CHECK(x.dim() == 2 && y.sizes() == x.sizes(),
+              "fit_symbolic_params: x and y must both be (N, edges), got ", x.sizes(), " and ",
+              y.sizes());
+  std::vector<int64_t> column(static_cast<size_t>(x.size(1)));
+  std::iota(column.begin(), column.end(), 0);
+  return fit_symbolic_params(x, column, y, function, o);
+}
+
+SymbolicFit fit_symbolic_params(const torch::Tensor& x, const std::vector<int64_t>& column,
+                                const torch::Tensor& y, const SymbolicFunction& function,
+                                const SymbolicFitOptions& o) {
+  check_fit(x, column, y, o);
+  const int64_t E = y.size(1), G = o.zoom_grid_number > 0 ? o.zoom_grid_number : o.grid_number;
+  if (E == 0)
+    return {torch::empty({0, 4}, x.options()), torch::empty({0}, x.options())};
+  const auto y_centered = y - y.mean(0, true);
+  const auto y_ss = y_centered.square().sum(0);
+  auto z = first_search(x, column, y_centered, y_ss, function, o);
+  const auto xs = x.index_select(1, detail::host_list(column, torch::kLong, x.device())); // (N, E)
+  z = zoomed_searches(std::move(z), xs, y_centered, y_ss, function, o, G);
   const int64_t last_grid = z.a.size(1);
   auto a_best = z.a.gather(1, torch::div(z.best, last_grid, "floor").unsqueeze(1)).squeeze(1);
   auto b_best = z.b.gather(1, z.best.remainder(last_grid).unsqueeze(1)).squeeze(1);
   auto r2 = z.r2;
-  if (o.newton_steps > 0) {
-    // From the last grid's step; edges in groups, a few dozen (N, group) temporaries at once.
-    const auto radius_a = z.a.select(1, 1) - z.a.select(1, 0);
-    const auto radius_b = z.b.select(1, 1) - z.b.select(1, 0);
-    const int64_t newton_group =
-        std::max<int64_t>(1, std::min(E, o.memory_budget / (x.size(0) * 64 * x.element_size())));
-    std::vector<Tensor> a_parts, b_parts, r2_parts;
-    for (int64_t first = 0; first < E; first += newton_group) {
-      const int64_t count = std::min(newton_group, E - first);
-      auto a_part = a_best.narrow(0, first, count), b_part = b_best.narrow(0, first, count);
-      auto r2_part = r2.narrow(0, first, count);
-      newton_refine(xs.narrow(1, first, count), y_centered.narrow(1, first, count),
-                    y_ss.narrow(0, first, count), a_part, b_part, r2_part,
-                    radius_a.narrow(0, first, count), radius_b.narrow(0, first, count), function,
-                    o);
-      a_parts.push_back(a_part);
-      b_parts.push_back(b_part);
-      r2_parts.push_back(r2_part);
-    }
-    a_best = torch::cat(a_parts);
-    b_best = torch::cat(b_parts);
-    r2 = torch::cat(r2_parts);
-  }
+  if (o.newton_steps > 0)
+    newton_refine_all(z, xs, y_centered, y_ss, a_best, b_best, r2, function, o);
   // c, d: least squares of y on f(a x + b) with an intercept (pykan: sklearn LinearRegression).
   const auto post = torch::nan_to_num(function.f(a_best * xs + b_best));
   const auto post_centered = post - post.mean(0, true);

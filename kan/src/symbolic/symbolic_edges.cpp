@@ -102,6 +102,125 @@ std::vector<Expression> formula_nodes(const KANImpl& model, size_t l,
   return nodes;
 }
 
+// One layer's edges as auto_symbolic sees them: its samples, its numeric mask on the host, and
+// pykan's three cases: symbolic only (skipped), pruned (fixed to "0"), the rest (fitted).
+struct LayerEdges {
+  size_t l;
+  const LayerActivations& acts;
+  int64_t I, O;
+  torch::Device device;
+  torch::Tensor numeric_mask;               // (I, O), float64
+  std::vector<int64_t> fit_ids, pruned_ids; // i * O + j
+
+  bool has_numeric(int64_t e) const { return numeric_mask.data_ptr<double>()[e] != 0; }
+
+  // The inputs and activations (N, E) of the edges ids, in their order.
+  std::pair<torch::Tensor, torch::Tensor> samples_of(const std::vector<int64_t>& ids) const {
+    const auto index = detail::host_list(ids, torch::kLong, device);
+    const int64_t N = acts.input.size(0);
+    return std::pair(acts.input.index_select(1, torch::div(index, O, "floor")),
+                     acts.edges.reshape({N, I * O}).index_select(1, index));
+  }
+};
+
+LayerEdges layer_edges(const KANLayerImpl& layer, size_t l, const LayerActivations& acts,
+                       torch::Device device) {
+  const int64_t I = layer.options().in_dim(), O = layer.options().out_dim();
+  LayerEdges edges{l,  acts, I, O, device, layer.mask.to(torch::kCPU, torch::kFloat64).contiguous(),
+                   {}, {}};
+  const auto symbolic_mask =
+      layer.has_symbolic_state()
+          ? layer.symbolic_mask.t().to(torch::kCPU, torch::kFloat64).contiguous()
+          : torch::zeros_like(edges.numeric_mask);
+  const auto* numeric = edges.numeric_mask.data_ptr<double>();
+  const auto* symbolic = symbolic_mask.data_ptr<double>();
+  for (int64_t e = 0; e < I * O; ++e) {
+    if (symbolic[e] > 0 && numeric[e] == 0)
+      continue;
+    (symbolic[e] == 0 && numeric[e] == 0 ? edges.pruned_ids : edges.fit_ids).push_back(e);
+  }
+  return edges;
+}
+
+// The edges auto_symbolic fixes in a layer: i -> j, the function, and the a, b, c, d of each
+// (the rows of affine's tensors, in order).
+struct FixedEdges {
+  std::vector<int64_t> in, out;
+  std::vector<std::string> names;
+  std::vector<torch::Tensor> affine;
+
+  void add(int64_t i, int64_t j, const std::string& name) {
+    in.push_back(i);
+    out.push_back(j);
+    names.push_back(name);
+  }
+};
+
+// The function of lib with the least symbolic_loss on one edge (the first minimum, in lib's
+// order), and its r2; r2[f * stride] is function f's.
+std::pair<int64_t, double> best_function(const double* r2, int64_t stride, bool has_numeric,
+                                         const std::vector<std::string>& lib,
+                                         double weight_simple) {
+  int64_t best = 0;
+  double best_loss = INFINITY, best_r2 = 0;
+  for (size_t f = 0; f < lib.size(); ++f) {
+    const double value = has_numeric ? r2[f * stride] : kNoNumericR2;
+    const double loss = symbolic_loss(value, symbolic_function(lib[f]).complexity, weight_simple);
+    if (loss < best_loss) {
+      best_loss = loss;
+      best = static_cast<int64_t>(f);
+      best_r2 = value;
+    }
+  }
+  return {best, best_r2};
+}
+
+// Every function of lib fitted to the layer's edges with a numeric part, all edges at once; each
+// edge's best function is its choice, fixed where its r2 reaches r2_threshold.
+void choose_functions(const LayerEdges& edges, const std::vector<std::string>& lib,
+                      double weight_simple, double r2_threshold, const SymbolicFitOptions& options,
+                      std::vector<SymbolicChoice>& choices, FixedEdges& fixed) {
+  const auto& ids = edges.fit_ids;
+  const auto ys = edges.samples_of(ids).second;
+  std::vector<int64_t> column;
+  for (const int64_t e : ids)
+    column.push_back(e / edges.O);
+  std::vector<torch::Tensor> params, r2s;
+  for (const auto& name : lib) {
+    auto fit = fit_symbolic_params(edges.acts.input, column, ys, symbolic_function(name), options);
+    params.push_back(fit.params);
+    r2s.push_back(fit.r2);
+  }
+  const auto r2 = torch::stack(r2s).to(torch::kCPU, torch::kFloat64).contiguous(); // (F, E)
+  const auto E = static_cast<int64_t>(ids.size());
+  std::vector<int64_t> rows; // of the fixed edges' choices in params' (F * E, 4)
+  for (int64_t e = 0; e < E; ++e) {
+    const auto [best, best_r2] =
+        best_function(r2.data_ptr<double>() + e, E, edges.has_numeric(ids[e]), lib, weight_simple);
+    const int64_t i = ids[e] / edges.O, j = ids[e] % edges.O;
+    const bool is_fixed = best_r2 >= r2_threshold;
+    choices.push_back({edges.l, i, j, lib[best], best_r2, is_fixed});
+    if (is_fixed) {
+      fixed.add(i, j, lib[best]);
+      rows.push_back(best * E + e);
+    }
+  }
+  // The chosen function's a, b, c, d of every fixed edge: one gather.
+  fixed.affine.push_back(
+      torch::cat(params).index_select(0, detail::host_list(rows, torch::kLong, edges.device)));
+}
+
+// pykan fixes pruned edges to "0" through a fit, whose c and d are 0 on a zero activation.
+void fix_pruned(const LayerEdges& edges, const SymbolicFitOptions& options,
+                std::vector<SymbolicChoice>& choices, FixedEdges& fixed) {
+  const auto [xs, ys] = edges.samples_of(edges.pruned_ids);
+  fixed.affine.push_back(fit_symbolic_params(xs, ys, symbolic_function("0"), options).params);
+  for (const int64_t e : edges.pruned_ids) {
+    fixed.add(e / edges.O, e % edges.O, "0");
+    choices.push_back({edges.l, e / edges.O, e % edges.O, "0", kNoNumericR2, true});
+  }
+}
+
 } // namespace
 
 bool KANImpl::has_symbolic_edges() const {
@@ -211,102 +330,29 @@ std::vector<SymbolicChoice> KANImpl::auto_symbolic(const torch::Tensor& x,
   // Every layer's samples from one forward before any edge changes, as pykan's (which reads the
   // last forward's activations throughout).
   const auto acts = samples_through(*this, x, depth() - 1, "auto_symbolic samples");
-  const int64_t N = x.size(0);
   std::vector<SymbolicChoice> choices;
   for (size_t l = 0; l < depth(); ++l) {
     auto target = layer(l);
-    const int64_t I = target->options().in_dim(), O = target->options().out_dim();
-    const auto numeric_mask = target->mask.to(torch::kCPU, torch::kFloat64).contiguous();
-    const auto symbolic_mask =
-        target->has_symbolic_state()
-            ? target->symbolic_mask.t().to(torch::kCPU, torch::kFloat64).contiguous()
-            : torch::zeros_like(numeric_mask);
-    const auto* numeric = numeric_mask.data_ptr<double>();
-    const auto* symbolic = symbolic_mask.data_ptr<double>();
-    // pykan's three cases: symbolic only (skipped), pruned (fixed to "0"), the rest (fitted).
-    std::vector<int64_t> fit_ids, pruned_ids; // i * O + j
-    for (int64_t e = 0; e < I * O; ++e) {
-      if (symbolic[e] > 0 && numeric[e] == 0)
-        continue;
-      (symbolic[e] == 0 && numeric[e] == 0 ? pruned_ids : fit_ids).push_back(e);
-    }
-    const auto edges_of = [&](const std::vector<int64_t>& ids) {
-      const auto index = detail::host_list(ids, torch::kLong, x.device());
-      return std::pair(acts[l].input.index_select(1, torch::div(index, O, "floor")),
-                       acts[l].edges.reshape({N, I * O}).index_select(1, index));
-    };
-    std::vector<int64_t> in, out;
-    std::vector<std::string> names;
-    std::vector<torch::Tensor> affine;
-    if (!fit_ids.empty()) {
-      const auto ys = edges_of(fit_ids).second;
-      std::vector<int64_t> column;
-      for (const int64_t e : fit_ids)
-        column.push_back(e / O);
-      std::vector<torch::Tensor> params, r2s;
-      for (const auto& name : lib) {
-        auto fit = fit_symbolic_params(acts[l].input, column, ys, symbolic_function(name), options);
-        params.push_back(fit.params);
-        r2s.push_back(fit.r2);
-      }
-      const auto r2 = torch::stack(r2s).to(torch::kCPU, torch::kFloat64).contiguous(); // (F, E)
-      const auto* r2_at = r2.data_ptr<double>();
-      const auto E = static_cast<int64_t>(fit_ids.size());
-      std::vector<int64_t> best_of(fit_ids.size());
-      for (int64_t e = 0; e < E; ++e) {
-        const bool has_numeric = numeric[fit_ids[e]] != 0;
-        int64_t best = 0;
-        double best_loss = INFINITY, best_r2 = 0;
-        for (size_t f = 0; f < lib.size(); ++f) {
-          const double value = has_numeric ? r2_at[f * E + e] : kNoNumericR2;
-          const double loss =
-              symbolic_loss(value, symbolic_function(lib[f]).complexity, weight_simple);
-          if (loss < best_loss) { // the first minimum, in lib's order
-            best_loss = loss;
-            best = static_cast<int64_t>(f);
-            best_r2 = value;
-          }
-        }
-        const int64_t i = fit_ids[e] / O, j = fit_ids[e] % O;
-        const bool fixed = best_r2 >= r2_threshold;
-        choices.push_back({l, i, j, lib[best], best_r2, fixed});
-        best_of[e] = best * E + e;
-        if (fixed) {
-          in.push_back(i);
-          out.push_back(j);
-          names.push_back(lib[best]);
-        }
-      }
-      // The chosen function's a, b, c, d of every fixed edge: one gather from (F * E, 4).
-      std::vector<int64_t> rows;
-      for (int64_t e = 0; e < E; ++e)
-        if (choices[choices.size() - E + e].fixed)
-          rows.push_back(best_of[e]);
-      affine.push_back(
-          torch::cat(params).index_select(0, detail::host_list(rows, torch::kLong, x.device())));
-    }
-    if (!pruned_ids.empty()) {
-      // pykan fixes them to "0" through a fit, whose c and d are 0 on a zero activation.
-      const auto [xs, ys] = edges_of(pruned_ids);
-      affine.push_back(fit_symbolic_params(xs, ys, symbolic_function("0"), options).params);
-      for (const int64_t e : pruned_ids) {
-        in.push_back(e / O);
-        out.push_back(e % O);
-        names.push_back("0");
-        choices.push_back({l, e / O, e % O, "0", kNoNumericR2, true});
-      }
+    const auto edges = layer_edges(*target, l, acts[l], x.device());
+    FixedEdges fixed;
+    if (!edges.fit_ids.empty())
+      choose_functions(edges, lib, weight_simple, r2_threshold, options, choices, fixed);
+    if (!edges.pruned_ids.empty()) {
+      fix_pruned(edges, options, choices, fixed);
+      // the layer's choices in edge order, as pykan makes them
+      const auto layer_choices = edges.pruned_ids.size() + edges.fit_ids.size();
       std::sort(
-          choices.end() - static_cast<int64_t>(pruned_ids.size() + fit_ids.size()), choices.end(),
+          choices.end() - static_cast<int64_t>(layer_choices), choices.end(),
           [](const auto& a, const auto& b) { return std::pair(a.i, a.j) < std::pair(b.i, b.j); });
     }
-    if (in.empty())
+    if (fixed.in.empty())
       continue;
-    target->set_symbolic_edges(in, out, names, std::vector<double>(in.size(), 1.0),
-                               torch::cat(affine));
+    target->set_symbolic_edges(fixed.in, fixed.out, fixed.names,
+                               std::vector<double>(fixed.in.size(), 1.0), torch::cat(fixed.affine));
     torch::NoGradGuard no_grad;
-    std::vector<int64_t> flat(in.size());
-    for (size_t e = 0; e < in.size(); ++e)
-      flat[e] = in[e] * O + out[e];
+    std::vector<int64_t> flat(fixed.in.size());
+    for (size_t e = 0; e < fixed.in.size(); ++e)
+      flat[e] = fixed.in[e] * edges.O + fixed.out[e];
     target->mask.view({-1}).index_fill_(0, detail::host_list(flat, torch::kLong, x.device()), 0.0);
   }
   return choices;

@@ -565,6 +565,75 @@ void join_training(Model& model, const Dataset& data, const FitOptions& o, DataP
   group.broadcast_from_rank0(state);
 }
 
+// Autocast needs a float32 model; data-parallel training has no mixed precision.
+void check_precision(const Model& model, const FitOptions& o) {
+  if (o.autocast()) {
+    check_autocast(model.device().type(), *o.autocast(), "FitOptions::autocast");
+    TORCH_CHECK(model.dtype() == torch::kFloat32,
+                "FitOptions::autocast needs a float32 model (autocast lowers float32 "
+                "operations), got ",
+                model.dtype());
+  }
+  TORCH_CHECK(o.data_parallel() == nullptr || (!o.autocast() && !o.grad_scaler()),
+              "mixed precision (FitOptions::autocast, grad_scaler) is not supported with "
+              "data-parallel training");
+}
+
+// The rows of a step: the batch's (all rows at full batch), or this rank's shard of them.
+torch::Tensor step_rows(const torch::Tensor& t, const torch::Tensor& index, DataParallel* group) {
+  if (group == nullptr)
+    return index.defined() ? t.index_select(0, index) : t;
+  const auto [first, count] = group->shard(index.defined() ? index.size(0) : t.size(0));
+  return index.defined() ? t.index_select(0, index.narrow(0, first, count))
+                         : t.narrow(0, first, count);
+}
+
+// The batch's size, all ranks' rows.
+int64_t batch_rows(const torch::Tensor& t, const torch::Tensor& index) {
+  return index.defined() ? index.size(0) : t.size(0);
+}
+
+// One step on its training and test batches: the grid update when due, the optimiser step, the
+// test batch's losses.
+void train_step(Model& model, const StepContext& c, const Dataset& data,
+                const torch::Tensor& train_index, const torch::Tensor& test_index, QueuedStep& q,
+                FitHistory& history) {
+  DataParallel* group = c.group;
+  const auto x = step_rows(data.train_input, train_index, group);
+  q.rows = batch_rows(data.train_input, train_index);
+  if (grid_update_due(model, c.o, q.record.step)) {
+    // Every rank updates from the whole batch, so every rank computes the same grid.
+    model.update_grid_from_samples(group ? group->gather_rows(x) : x, c.o.grid_update_memory());
+    q.record.grid_updated = true;
+    ++history.grid_updates;
+  }
+  optimize(model, c, x, step_rows(data.train_label, train_index, group), q.rows, q.record,
+           q.losses);
+  evaluate_test_batch(model, c.o, group, step_rows(data.test_input, test_index, group),
+                      step_rows(data.test_label, test_index, group),
+                      batch_rows(data.test_input, test_index), q.losses);
+}
+
+// The queued steps read and recorded, with the epochs they close; on_step and stop_early see each.
+// Returns whether stop_early asked to stop.
+bool record_queued(std::vector<QueuedStep>& queued, const FitOptions& o, Clock::time_point start,
+                   EpochBook& epochs, FitHistory& history) {
+  read_losses(queued, o.loss() == Loss::kMSE);
+  queued.back().record.seconds = seconds_since(start); // after the read, which waited
+  bool stop = false;
+  for (const auto& read : queued) {
+    history.steps.push_back(read.record);
+    if (auto epoch = epochs.add(read.record, read.rows, read.closes_epoch))
+      history.epochs.push_back(*epoch);
+    if (o.on_step())
+      o.on_step()(read.record, o.steps());
+    if (o.stop_early() && o.stop_early()(read.record))
+      stop = true;
+  }
+  queued.clear();
+  return stop;
+}
+
 } // namespace
 
 FitHistory fit(Model& model, const Dataset& data, const FitOptions& o) {
@@ -574,16 +643,7 @@ FitHistory fit(Model& model, const Dataset& data, const FitOptions& o) {
   const int64_t batch = full_batch ? n_train : o.batch();
   const int64_t test_batch = full_batch ? n_test : std::min(o.batch(), n_test);
   DataParallel* group = o.data_parallel().get();
-  if (o.autocast()) {
-    check_autocast(model.device().type(), *o.autocast(), "FitOptions::autocast");
-    TORCH_CHECK(model.dtype() == torch::kFloat32,
-                "FitOptions::autocast needs a float32 model (autocast lowers float32 "
-                "operations), got ",
-                model.dtype());
-  }
-  TORCH_CHECK(group == nullptr || (!o.autocast() && !o.grad_scaler()),
-              "mixed precision (FitOptions::autocast, grad_scaler) is not supported with "
-              "data-parallel training");
+  check_precision(model, o);
   if (group != nullptr)
     join_training(model, data, o, *group, batch);
 
@@ -602,22 +662,10 @@ FitHistory fit(Model& model, const Dataset& data, const FitOptions& o) {
   auto generator = at::make_generator<at::CPUGeneratorImpl>(o.seed());
   BatchSampler train_batches(n_train, batch, o.batch_draw(), generator, model.device());
   BatchSampler test_batches(n_test, test_batch, o.batch_draw(), generator, model.device());
-  // The rows of a step: the batch's (all rows at full batch), or this rank's shard of them.
-  auto take = [group](const torch::Tensor& t, const torch::Tensor& index) {
-    if (group == nullptr)
-      return index.defined() ? t.index_select(0, index) : t;
-    const auto [first, count] = group->shard(index.defined() ? index.size(0) : t.size(0));
-    return index.defined() ? t.index_select(0, index.narrow(0, first, count))
-                           : t.narrow(0, first, count);
-  };
-  auto rows = [](const torch::Tensor& t, const torch::Tensor& index) {
-    return index.defined() ? index.size(0) : t.size(0);
-  };
   const StepContext context{*optimizer, o, reg_weights, group, sync ? &*sync : nullptr};
 
   FitHistory history;
-  const bool mse = o.loss() == Loss::kMSE;
-  EpochBook epochs(n_train, mse);
+  EpochBook epochs(n_train, o.loss() == Loss::kMSE);
   // Read after every step for on_step and stop_early, else at each epoch's last step, at the
   // last step, after a stop by after_step, and every kMostQueuedSteps.
   std::vector<QueuedStep> queued;
@@ -631,18 +679,7 @@ FitHistory fit(Model& model, const Dataset& data, const FitOptions& o) {
     q.record.step = step;
     const auto train_index = train_batches.next();
     const auto test_index = test_batches.next();
-    const auto x = take(data.train_input, train_index);
-    q.rows = rows(data.train_input, train_index);
-    if (grid_update_due(model, o, step)) {
-      // Every rank updates from the whole batch, so every rank computes the same grid.
-      model.update_grid_from_samples(group ? group->gather_rows(x) : x, o.grid_update_memory());
-      q.record.grid_updated = true;
-      ++history.grid_updates;
-    }
-    optimize(model, context, x, take(data.train_label, train_index), q.rows, q.record, q.losses);
-    evaluate_test_batch(model, o, group, take(data.test_input, test_index),
-                        take(data.test_label, test_index), rows(data.test_input, test_index),
-                        q.losses);
+    train_step(model, context, data, train_index, test_index, q, history);
     q.record.seconds = seconds_since(start);
     q.closes_epoch = epochs.closes(q.rows);
     queued.push_back(std::move(q));
@@ -651,18 +688,8 @@ FitHistory fit(Model& model, const Dataset& data, const FitOptions& o) {
     if (!read_every_step && !queued.back().closes_epoch && !stop && step + 1 < o.steps() &&
         queued.size() < kMostQueuedSteps)
       continue;
-    read_losses(queued, mse);
-    queued.back().record.seconds = seconds_since(start); // after the read, which waited
-    for (const auto& read : queued) {
-      history.steps.push_back(read.record);
-      if (auto epoch = epochs.add(read.record, read.rows, read.closes_epoch))
-        history.epochs.push_back(*epoch);
-      if (o.on_step())
-        o.on_step()(read.record, o.steps());
-      if (o.stop_early() && o.stop_early()(read.record))
-        stop = true;
-    }
-    queued.clear();
+    if (record_queued(queued, o, start, epochs, history))
+      stop = true;
   }
   history.seconds = seconds_since(start);
   return history;

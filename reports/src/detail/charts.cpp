@@ -148,9 +148,6 @@ bool drawable(const AccuracyPoint& p) {
   return p.parameters > 0 && std::isfinite(p.test_rmse) && p.test_rmse > 0;
 }
 
-// Test RMSE against parameters of one function on one device, log axes: every point of every
-// fit coloured by family, each family's Pareto front as a step line, and the paper's RMSEs as
-// dashed horizontal lines across the measured range (the paper gives no parameter counts).
 // The nearest of 1, 2, 5 times a power of ten at or below `value` (or at or above): log axes
 // that start and end there label their ends as round numbers.
 double round_down(double value) {
@@ -168,19 +165,26 @@ double round_up(double value) {
   return 10 * power;
 }
 
-} // namespace
-
-json accuracy_chart(const AccuracyRun& run, size_t index) {
-  const auto& s = run.summary[index];
-  json datasets = json::array();
-  // The axes' ranges: every point and line well inside, not on the frame.
-  double x_low = 0, x_high = 0, y_low = 0, y_high = 0;
-  const auto extend = [](double& low, double& high, double value) {
+// The values an axis must show (low 0: none yet).
+struct Span {
+  double low = 0, high = 0;
+  void extend(double value) {
     low = low == 0 ? value : std::min(low, value);
     high = std::max(high, value);
-  };
-  for (const auto& [family, name, color] :
-       {std::tuple{"kan", "KAN", kKanColor}, std::tuple{"mlp", "MLP", kMlpColor}}) {
+  }
+};
+
+struct Family {
+  const char* family; // AccuracyFit::family
+  const char* name;
+  const char* color;
+};
+constexpr Family kFamilies[] = {{"kan", "KAN", kKanColor}, {"mlp", "MLP", kMlpColor}};
+
+// Every point of the function's fits, a dataset per family; x and y take them in.
+void add_fit_points(const AccuracyRun& run, const AccuracyFunction& s, json& datasets, Span& x,
+                    Span& y) {
+  for (const auto& [family, name, color] : kFamilies) {
     json points = json::array();
     for (const auto& fit : run.fits) {
       if (fit.function != s.function || fit.device != s.device || fit.family != family)
@@ -188,8 +192,8 @@ json accuracy_chart(const AccuracyRun& run, size_t index) {
       for (const auto& p : fit.points)
         if (drawable(p)) {
           points.push_back({p.parameters, p.test_rmse, point_label(fit, p)});
-          extend(x_low, x_high, static_cast<double>(p.parameters));
-          extend(y_low, y_high, p.test_rmse);
+          x.extend(static_cast<double>(p.parameters));
+          y.extend(p.test_rmse);
         }
     }
     if (!points.empty())
@@ -198,8 +202,11 @@ json accuracy_chart(const AccuracyRun& run, size_t index) {
                           {"color", color},
                           {"line", false}});
   }
-  for (const auto& [family, name, color] :
-       {std::tuple{"kan", "KAN", kKanColor}, std::tuple{"mlp", "MLP", kMlpColor}}) {
+}
+
+// Each family's Pareto front, a step line.
+void add_pareto_fronts(const AccuracyRun& run, const AccuracyFunction& s, json& datasets) {
+  for (const auto& [family, name, color] : kFamilies) {
     json front = json::array();
     for (const auto& ref : pareto_front(run, s.function, s.device, family)) {
       const auto& p = point_at(run, ref);
@@ -213,34 +220,53 @@ json accuracy_chart(const AccuracyRun& run, size_t index) {
                           {"color", color},
                           {"stepped", true}});
   }
+}
+
+// The paper's RMSEs as dashed lines from x_min to x_max (it gives no parameter counts); y takes
+// them in.
+void add_paper_lines(const PublishedAccuracy& paper, double x_min, double x_max, json& datasets,
+                     Span& y) {
+  const auto line = [&](const std::string& label, const std::optional<double>& rmse,
+                        const char* color, std::vector<int> dash) {
+    if (!rmse || !(*rmse > 0))
+      return;
+    datasets.push_back({{"label", label},
+                        {"points", {{x_min, *rmse}, {x_max, *rmse}}},
+                        {"color", color},
+                        {"dashed", true},
+                        {"dash", dash}});
+    y.extend(*rmse);
+  };
+  const auto shape = [](const std::vector<int64_t>& width) {
+    return width.empty() ? std::string() : " " + width_text(width);
+  };
+  line("paper: best KAN" + shape(paper.best_kan_width), paper.best_kan_test_rmse, kKanColor,
+       {6, 4});
+  line("paper: minimal KAN" + shape(paper.minimal_kan_width), paper.minimal_kan_test_rmse,
+       kKanColor, {2, 3});
+  line("paper: MLP", paper.mlp_test_rmse, kMlpColor, {6, 4});
+}
+
+} // namespace
+
+// Test RMSE against parameters of one function on one device, log axes: every point of every
+// fit coloured by family, each family's Pareto front as a step line, and the paper's RMSEs as
+// dashed horizontal lines across the measured range (the paper gives no parameter counts).
+json accuracy_chart(const AccuracyRun& run, size_t index) {
+  const auto& s = run.summary[index];
+  json datasets = json::array();
+  // The axes' ranges: every point and line well inside, not on the frame.
+  Span x, y;
+  add_fit_points(run, s, datasets, x, y);
+  add_pareto_fronts(run, s, datasets);
   // Without a measured point, the paper's lines span a range small models have.
-  if (x_high == 0) {
-    x_low = 10;
-    x_high = 1e4;
+  if (x.high == 0) {
+    x.low = 10;
+    x.high = 1e4;
   }
-  const double x_min = round_down(x_low / 1.5), x_max = round_up(x_high * 1.5);
-  if (s.published) {
-    const auto& paper = *s.published;
-    const auto line = [&](const std::string& label, const std::optional<double>& rmse,
-                          const char* color, std::vector<int> dash) {
-      if (!rmse || !(*rmse > 0))
-        return;
-      datasets.push_back({{"label", label},
-                          {"points", {{x_min, *rmse}, {x_max, *rmse}}},
-                          {"color", color},
-                          {"dashed", true},
-                          {"dash", dash}});
-      extend(y_low, y_high, *rmse);
-    };
-    const auto shape = [](const std::vector<int64_t>& width) {
-      return width.empty() ? std::string() : " " + width_text(width);
-    };
-    line("paper: best KAN" + shape(paper.best_kan_width), paper.best_kan_test_rmse, kKanColor,
-         {6, 4});
-    line("paper: minimal KAN" + shape(paper.minimal_kan_width), paper.minimal_kan_test_rmse,
-         kKanColor, {2, 3});
-    line("paper: MLP", paper.mlp_test_rmse, kMlpColor, {6, 4});
-  }
+  const double x_min = round_down(x.low / 1.5), x_max = round_up(x.high * 1.5);
+  if (s.published)
+    add_paper_lines(*s.published, x_min, x_max, datasets, y);
   if (datasets.empty())
     return nullptr;
   return {{"id", kAccuracyChartPrefix + std::to_string(index)},
@@ -252,8 +278,8 @@ json accuracy_chart(const AccuracyRun& run, size_t index) {
           {"log_y", true},
           {"x_min", x_min},
           {"x_max", x_max},
-          {"y_min", round_down(y_low / 1.5)},
-          {"y_max", round_up(y_high * 1.5)},
+          {"y_min", round_down(y.low / 1.5)},
+          {"y_max", round_up(y.high * 1.5)},
           {"point_labels", true},
           {"datasets", datasets}};
 }

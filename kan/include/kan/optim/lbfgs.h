@@ -88,6 +88,13 @@ private:
   std::pair<double, torch::Tensor> directional_evaluate(const LossClosure& closure,
                                                         const std::vector<torch::Tensor>& x,
                                                         double t, const torch::Tensor& d);
+  /// step()'s iterations, from the first evaluation's loss and gradient.
+  void iterate(const LossClosure& evaluate, torch::optim::LBFGSParamState& state, double loss,
+               torch::Tensor flat_grad);
+  /// Moves the parameters along d by the step length: the strong-Wolfe search's from t, or t
+  /// itself. Returns the objective evaluations it took.
+  int64_t take_step(const LossClosure& evaluate, const torch::Tensor& d, double gtd,
+                    bool last_iteration, double& t, double& loss, torch::Tensor& flat_grad);
 
   std::optional<int64_t> numel_cache_;
   std::vector<torch::Tensor> flat_views_;
