@@ -1,5 +1,7 @@
 #include "kan/diagnostics/audited_fit.h"
 
+#include "kan/io/json_fields.h"
+
 #include "kan/io/json_reader.h"
 
 #include <algorithm>
@@ -19,31 +21,24 @@ double median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-nlohmann::json number_or_null(double value) {
-  return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr);
-}
-
 } // namespace
 
+// Its keys, for both directions (kan/io/json_fields.h); the history is fit.json's, beside it.
+template <typename Fields> static void fields(Fields& f, AuditedFit& a) {
+  f.custom(
+      "audit", a.audit, [](const AuditReport& r) { return r.to_json(); }, audit_report_from_json);
+  f.custom(
+      "trace", a.trace, [](const TraceReport& r) { return r.to_json(); }, trace_report_from_json);
+  f.metric("traced_step_seconds", a.traced_step_seconds);
+  f.metric("untraced_step_seconds", a.untraced_step_seconds);
+}
+
 nlohmann::json AuditedFit::to_json() const {
-  return {{"audit", audit.to_json()},
-          {"trace", trace.to_json()},
-          {"traced_step_seconds", number_or_null(traced_step_seconds)},
-          {"untraced_step_seconds", number_or_null(untraced_step_seconds)}};
+  return io::write_object(*this);
 }
 
 AuditedFit audited_fit_from_json(const nlohmann::json& json, const std::string& path) {
-  io::ObjectReader r(json, path, /*allow_unknown=*/false);
-  AuditedFit result;
-  result.audit = audit_report_from_json(r.required("audit"), r.path_of("audit"));
-  result.trace = trace_report_from_json(r.required("trace"), r.path_of("trace"));
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  result.traced_step_seconds =
-      r.nullable_number("traced_step_seconds", io::Bound::kNonNegative).value_or(nan);
-  result.untraced_step_seconds =
-      r.nullable_number("untraced_step_seconds", io::Bound::kNonNegative).value_or(nan);
-  r.finish();
-  return result;
+  return io::read_object<AuditedFit>(json, path, /*lenient=*/false);
 }
 
 AuditedFit audited_fit(Model& model, const Dataset& data, FitOptions options, int64_t trace_steps) {

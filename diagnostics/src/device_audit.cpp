@@ -1,5 +1,7 @@
 #include "kan/diagnostics/device_audit.h"
 
+#include "kan/io/json_fields.h"
+
 #include "kan/io/json_reader.h"
 #include "kan/nn/options.h"
 #include "kan/results/results_io.h"
@@ -251,49 +253,52 @@ void diagnose_device_errors(const std::function<void()>& fn,
   }
 }
 
+// Each struct's keys, for both directions (kan/io/json_fields.h); static, found by
+// argument-dependent lookup beside their structs.
+
+static nlohmann::json findings_json(const std::vector<results::AuditFinding>& findings) {
+  auto j = nlohmann::json::array();
+  for (const auto& f : findings)
+    j.push_back(results::to_json(f));
+  return j;
+}
+
+// A static audit's finding names one of its own tensor kinds and problems.
+static std::vector<results::AuditFinding> static_findings_from(const nlohmann::json& value,
+                                                               const std::string& path) {
+  return io::read_array<results::AuditFinding>(
+      value, path, [](const nlohmann::json& item, const std::string& at) {
+        auto finding = results::audit_finding_from_json(item, at);
+        io::enum_from_string(finding.kind, kTensorKindNames, at + ".kind");
+        io::enum_from_string(finding.problem, kProblemNames, at + ".problem");
+        return finding;
+      });
+}
+
+template <typename Fields> static void fields(Fields& f, AuditSummary& s) {
+  f.required("tensors_checked", s.tensors_checked, io::Bound::kNonNegative);
+  f.required("bytes_per_device", s.bytes_per_device, io::Bound::kNonNegative);
+  f.required("findings", s.findings, io::Bound::kNonNegative);
+}
+
+template <typename Fields> static void fields(Fields& f, AuditReport& r) {
+  f.required("expected_device", r.expected_device);
+  f.required("expected_dtype", r.expected_dtype);
+  f.custom("findings", r.findings, findings_json, static_findings_from);
+  f.required("summary", r.summary);
+  if constexpr (Fields::reading())
+    if (r.summary.findings != static_cast<int64_t>(r.findings.size()))
+      throw io::JsonError("", f.path_of("summary") + ".findings",
+                          std::to_string(r.summary.findings) + " but the report lists " +
+                              std::to_string(r.findings.size()));
+}
+
 AuditReport audit_report_from_json(const nlohmann::json& json, const std::string& path) {
-  io::ObjectReader r(json, path, /*allow_unknown=*/false);
-  AuditReport report;
-  report.expected_device = r.string("expected_device");
-  report.expected_dtype = r.string("expected_dtype");
-  const auto& findings = io::as_array(r.required("findings"), r.path_of("findings"));
-  for (size_t i = 0; i < findings.size(); ++i) {
-    const auto at = io::index_path(r.path_of("findings"), i);
-    auto finding = results::audit_finding_from_json(findings[i], at);
-    // A static audit's finding names one of its own tensor kinds and problems.
-    io::enum_from_string(finding.kind, kTensorKindNames, at + ".kind");
-    io::enum_from_string(finding.problem, kProblemNames, at + ".problem");
-    report.findings.push_back(std::move(finding));
-  }
-  io::ObjectReader summary(r.required("summary"), r.path_of("summary"), false);
-  report.summary.tensors_checked = summary.integer("tensors_checked", io::Bound::kNonNegative);
-  const auto& bytes =
-      io::as_object(summary.required("bytes_per_device"), summary.path_of("bytes_per_device"));
-  for (const auto& item : bytes.items())
-    report.summary.bytes_per_device[item.key()] = io::as_integer(
-        item.value(), io::child_path(summary.path_of("bytes_per_device"), item.key()),
-        io::Bound::kNonNegative);
-  report.summary.findings = summary.integer("findings", io::Bound::kNonNegative);
-  if (report.summary.findings != static_cast<int64_t>(report.findings.size()))
-    throw io::JsonError("", summary.path_of("findings"),
-                        std::to_string(report.summary.findings) + " but the report lists " +
-                            std::to_string(report.findings.size()));
-  summary.finish();
-  r.finish();
-  return report;
+  return io::read_object<AuditReport>(json, path, /*lenient=*/false);
 }
 
 nlohmann::json AuditReport::to_json() const {
-  auto findings_json = nlohmann::json::array();
-  for (const auto& f : findings)
-    findings_json.push_back(results::to_json(f));
-  return {{"expected_device", expected_device},
-          {"expected_dtype", expected_dtype},
-          {"findings", findings_json},
-          {"summary",
-           {{"tensors_checked", summary.tensors_checked},
-            {"bytes_per_device", summary.bytes_per_device},
-            {"findings", summary.findings}}}};
+  return io::write_object(*this);
 }
 
 std::string AuditReport::to_text() const {

@@ -1,5 +1,7 @@
 #include "kan/diagnostics/operation_trace.h"
 
+#include "kan/io/json_fields.h"
+
 #include "kan/io/json_reader.h"
 #include "kan/nn/trace_scope.h"
 #include "kan/results/results_io.h"
@@ -535,100 +537,97 @@ std::string to_string(TraceProblem value) {
   return io::name_of(value, kTraceProblemNames);
 }
 
-nlohmann::json TraceReport::to_json() const {
-  auto findings_json = nlohmann::json::array();
+// Each struct's keys, for both directions (kan/io/json_fields.h); static, found by
+// argument-dependent lookup beside their structs.
+
+static nlohmann::json findings_json(const std::vector<results::AuditFinding>& findings) {
+  auto j = nlohmann::json::array();
   for (const auto& f : findings)
-    findings_json.push_back(results::to_json(f));
-  auto operations_json = nlohmann::json::array();
-  for (const auto& o : operations) {
-    operations_json.push_back({{"operation", o.operation},
-                               {"module", o.module},
-                               {"phase", o.phase},
-                               {"device", o.device},
-                               {"calls", o.calls},
-                               {"seconds", o.seconds}});
+    j.push_back(results::to_json(f));
+  return j;
+}
+
+// A trace's finding names one of the trace's problems.
+static std::vector<results::AuditFinding> trace_findings_from(const nlohmann::json& value,
+                                                              const std::string& path) {
+  return io::read_array<results::AuditFinding>(
+      value, path, [](const nlohmann::json& item, const std::string& at) {
+        auto finding = results::audit_finding_from_json(item, at);
+        io::enum_from_string(finding.problem, kTraceProblemNames, at + ".problem");
+        return finding;
+      });
+}
+
+template <typename Fields> static void fields(Fields& f, OperationCount& o) {
+  f.required("operation", o.operation);
+  f.required("module", o.module);
+  f.required("phase", o.phase);
+  f.required("device", o.device);
+  f.required("calls", o.calls, io::Bound::kNonNegative);
+  f.required("seconds", o.seconds, io::Bound::kNonNegative);
+}
+
+// `steps`: the per-step figures divide the totals by them; written for readers, not read back.
+template <typename Fields>
+static void transfer_fields(Fields& f, TransferCounts& t, int64_t steps) {
+  constexpr auto kCount = io::Bound::kNonNegative;
+  f.required("host_to_device", t.host_to_device, kCount);
+  f.required("host_to_device_bytes", t.host_to_device_bytes, kCount);
+  f.required("device_to_host", t.device_to_host, kCount);
+  f.required("device_to_host_bytes", t.device_to_host_bytes, kCount);
+  f.required("device_to_device", t.device_to_device, kCount);
+  f.required("device_to_device_bytes", t.device_to_device_bytes, kCount);
+  f.required("synchronizations", t.synchronizations, kCount);
+  const double per = static_cast<double>(std::max<int64_t>(steps, 1));
+  if constexpr (Fields::reading())
+    f.object().required("per_step");
+  else
+    f.required("per_step", nlohmann::json{{"host_to_device_bytes", t.host_to_device_bytes / per},
+                                          {"device_to_host_bytes", t.device_to_host_bytes / per},
+                                          {"synchronizations", t.synchronizations / per}});
+}
+
+template <typename Fields> static void fields(Fields& f, TraceSummary& s) {
+  constexpr auto kCount = io::Bound::kNonNegative;
+  f.required("steps", s.steps, kCount);
+  f.required("operations", s.operations, kCount);
+  f.required("operations_per_device", s.operations_per_device, kCount);
+  f.required("cpu_operations", s.cpu_operations, kCount);
+  f.required("cpu_share", s.cpu_share, io::Bound::kFraction);
+  f.required("traced_seconds", s.traced_seconds, kCount);
+  f.required("overhead_seconds", s.overhead_seconds, kCount);
+  if constexpr (Fields::reading()) {
+    io::ObjectReader t(f.object().required("transfers"), f.path_of("transfers"), f.lenient());
+    io::JsonReader transfers(t, f.lenient());
+    transfer_fields(transfers, s.transfers, s.steps);
+    t.finish();
+  } else {
+    nlohmann::json t = nlohmann::json::object();
+    io::JsonWriter transfers(t);
+    transfer_fields(transfers, s.transfers, s.steps);
+    f.required("transfers", t);
   }
-  const auto& t = summary.transfers;
-  const double steps = static_cast<double>(std::max<int64_t>(summary.steps, 1));
-  nlohmann::json transfers = {{"host_to_device", t.host_to_device},
-                              {"host_to_device_bytes", t.host_to_device_bytes},
-                              {"device_to_host", t.device_to_host},
-                              {"device_to_host_bytes", t.device_to_host_bytes},
-                              {"device_to_device", t.device_to_device},
-                              {"device_to_device_bytes", t.device_to_device_bytes},
-                              {"synchronizations", t.synchronizations},
-                              {"per_step",
-                               {{"host_to_device_bytes", t.host_to_device_bytes / steps},
-                                {"device_to_host_bytes", t.device_to_host_bytes / steps},
-                                {"synchronizations", t.synchronizations / steps}}}};
-  return {{"expected_device", expected_device},
-          {"findings", findings_json},
-          {"operations", operations_json},
-          {"summary",
-           {{"steps", summary.steps},
-            {"operations", summary.operations},
-            {"operations_per_device", summary.operations_per_device},
-            {"cpu_operations", summary.cpu_operations},
-            {"cpu_share", summary.cpu_share},
-            {"traced_seconds", summary.traced_seconds},
-            {"overhead_seconds", summary.overhead_seconds},
-            {"transfers", transfers},
-            {"findings", summary.findings}}}};
+  f.required("findings", s.findings, kCount);
+}
+
+template <typename Fields> static void fields(Fields& f, TraceReport& r) {
+  f.required("expected_device", r.expected_device);
+  f.custom("findings", r.findings, findings_json, trace_findings_from);
+  f.required("operations", r.operations);
+  f.required("summary", r.summary);
+  if constexpr (Fields::reading())
+    if (r.summary.findings != static_cast<int64_t>(r.findings.size()))
+      throw io::JsonError("", f.path_of("summary") + ".findings",
+                          std::to_string(r.summary.findings) + " but the report lists " +
+                              std::to_string(r.findings.size()));
+}
+
+nlohmann::json TraceReport::to_json() const {
+  return io::write_object(*this);
 }
 
 TraceReport trace_report_from_json(const nlohmann::json& json, const std::string& path) {
-  using io::Bound;
-  io::ObjectReader r(json, path, /*allow_unknown=*/false);
-  TraceReport report;
-  report.expected_device = r.string("expected_device");
-  const auto& findings = io::as_array(r.required("findings"), r.path_of("findings"));
-  for (size_t i = 0; i < findings.size(); ++i) {
-    const auto at = io::index_path(r.path_of("findings"), i);
-    auto finding = results::audit_finding_from_json(findings[i], at);
-    io::enum_from_string(finding.problem, kTraceProblemNames, at + ".problem");
-    report.findings.push_back(std::move(finding));
-  }
-  const auto& operations = io::as_array(r.required("operations"), r.path_of("operations"));
-  for (size_t i = 0; i < operations.size(); ++i) {
-    io::ObjectReader o(operations[i], io::index_path(r.path_of("operations"), i), false);
-    report.operations.push_back({o.string("operation"), o.string("module"), o.string("phase"),
-                                 o.string("device"), o.integer("calls", Bound::kNonNegative),
-                                 o.number("seconds", Bound::kNonNegative)});
-    o.finish();
-  }
-  io::ObjectReader s(r.required("summary"), r.path_of("summary"), false);
-  auto& summary = report.summary;
-  summary.steps = s.integer("steps", Bound::kNonNegative);
-  summary.operations = s.integer("operations", Bound::kNonNegative);
-  const auto& per_device =
-      io::as_object(s.required("operations_per_device"), s.path_of("operations_per_device"));
-  for (const auto& item : per_device.items())
-    summary.operations_per_device[item.key()] =
-        io::as_integer(item.value(), io::child_path(s.path_of("operations_per_device"), item.key()),
-                       Bound::kNonNegative);
-  summary.cpu_operations = s.integer("cpu_operations", Bound::kNonNegative);
-  summary.cpu_share = s.number("cpu_share", Bound::kFraction);
-  summary.traced_seconds = s.number("traced_seconds", Bound::kNonNegative);
-  summary.overhead_seconds = s.number("overhead_seconds", Bound::kNonNegative);
-  summary.findings = s.integer("findings", Bound::kNonNegative);
-  io::ObjectReader t(s.required("transfers"), s.path_of("transfers"), false);
-  auto& transfers = summary.transfers;
-  transfers.host_to_device = t.integer("host_to_device", Bound::kNonNegative);
-  transfers.host_to_device_bytes = t.integer("host_to_device_bytes", Bound::kNonNegative);
-  transfers.device_to_host = t.integer("device_to_host", Bound::kNonNegative);
-  transfers.device_to_host_bytes = t.integer("device_to_host_bytes", Bound::kNonNegative);
-  transfers.device_to_device = t.integer("device_to_device", Bound::kNonNegative);
-  transfers.device_to_device_bytes = t.integer("device_to_device_bytes", Bound::kNonNegative);
-  transfers.synchronizations = t.integer("synchronizations", Bound::kNonNegative);
-  t.required("per_step"); // derived from the totals above; to_json() writes it again
-  t.finish();
-  s.finish();
-  r.finish();
-  if (summary.findings != static_cast<int64_t>(report.findings.size()))
-    throw io::JsonError("", s.path_of("findings"),
-                        std::to_string(summary.findings) + " but the report lists " +
-                            std::to_string(report.findings.size()));
-  return report;
+  return io::read_object<TraceReport>(json, path, /*lenient=*/false);
 }
 
 std::string TraceReport::to_text() const {

@@ -1,6 +1,6 @@
 #include "kan/diagnostics/records.h"
 
-#include "kan/io/json_reader.h"
+#include "kan/io/json_fields.h"
 #include "kan/results/results_io.h"
 
 #include <algorithm>
@@ -59,7 +59,23 @@ void check_mlp_size(const results::FitRecord& f, const MLPOptions& mlp) {
                 "final.forward_flops", "config.model's count");
 }
 
+static json options_json(const KANOptions& options) {
+  return to_json(options);
+}
+
 } // namespace
+
+// Its keys, for both directions (kan/io/json_fields.h).
+template <typename Fields> static void fields(Fields& f, AuditRun& c) {
+  f.required("checkpoint", c.checkpoint);
+  f.custom("model", c.model, options_json, kan_options_from_json);
+  f.required("data_device", c.data_device);
+  f.required("data_dtype", c.data_dtype);
+  f.required("samples", c.samples, Bound::kNonNegative);
+  f.required("opt", c.opt);
+  f.required("trace_steps", c.trace_steps, Bound::kNonNegative);
+  f.required("seed", c.seed);
+}
 
 void write_fit_setup(const FitSetup& setup, results::FitConfig& config) {
   config.model_kind = to_string(setup.model_kind);
@@ -114,15 +130,7 @@ json to_json(const AuditRecord& a) {
   json j{{"schema_version", a.schema_version},
          {"command", "audit"},
          {"device", a.device},
-         {"config",
-          {{"checkpoint", c.checkpoint},
-           {"model", to_json(c.model)},
-           {"data_device", c.data_device},
-           {"data_dtype", c.data_dtype},
-           {"samples", c.samples},
-           {"opt", c.opt},
-           {"trace_steps", c.trace_steps},
-           {"seed", c.seed}}},
+         {"config", io::write_object(c)},
          {"findings", findings},
          {"static_audit", a.static_audit.to_json()}};
   if (a.after_training) {
@@ -145,16 +153,7 @@ AuditRecord audit_record_from_json(const json& value, const std::string& source)
     a.schema_version = r.string("schema_version");
     check_command(r, "audit");
     a.device = r.string("device");
-    ObjectReader c(r.required("config"), "config", lenient);
-    a.config.checkpoint = c.string("checkpoint");
-    a.config.model = kan_options_from_json(c.required("model"), c.path_of("model"));
-    a.config.data_device = c.string("data_device");
-    a.config.data_dtype = c.string("data_dtype");
-    a.config.samples = c.integer("samples", Bound::kNonNegative);
-    a.config.opt = c.string("opt");
-    a.config.trace_steps = c.integer("trace_steps", Bound::kNonNegative);
-    a.config.seed = io::as_unsigned(c.required("seed"), c.path_of("seed"));
-    c.finish();
+    a.config = io::read_object<AuditRun>(r.required("config"), "config", lenient);
     const auto& findings = io::as_array(r.required("findings"), "findings");
     for (size_t i = 0; i < findings.size(); ++i)
       a.findings.push_back(

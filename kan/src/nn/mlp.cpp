@@ -67,42 +67,6 @@ void check_mlp_options(const MLPOptions& o) {
               "MLPOptions::dtype must be float32 or float64, got ", to_string(o.dtype()));
 }
 
-nlohmann::json to_json(const MLPOptions& o) {
-  return {{"width", o.width()},
-          {"activation", to_string(o.activation())},
-          {"seed", o.seed()},
-          {"dtype", to_string(o.dtype())}};
-}
-
-MLPOptions mlp_options_from_json(const nlohmann::json& json, const std::string& path) {
-  io::ObjectReader r(json, path, /*allow_unknown=*/false);
-  std::vector<int64_t> width;
-  const auto width_path = r.path_of("width");
-  const auto& entries = io::as_array(r.required("width"), width_path);
-  for (size_t l = 0; l < entries.size(); ++l)
-    width.push_back(io::as_integer(entries[l], io::index_path(width_path, l), io::Bound::kAny));
-  // An enum's spelling goes through its parser, whose error names the choices.
-  auto parsed = [&r](const std::string& key, auto parse) {
-    const auto text = r.string(key);
-    try {
-      return parse(text);
-    } catch (const c10::Error& e) {
-      throw io::JsonError("", r.path_of(key), io::elide(e.what_without_backtrace(), 200));
-    }
-  };
-  MLPOptions o(width);
-  o.activation(parsed("activation", activation_from_string))
-      .seed(io::as_unsigned(r.required("seed"), r.path_of("seed")))
-      .dtype(parsed("dtype", dtype_from_string));
-  r.finish();
-  try {
-    check_mlp_options(o);
-  } catch (const c10::Error& e) {
-    throw io::JsonError("", path, io::elide(e.what_without_backtrace(), 200));
-  }
-  return o;
-}
-
 int64_t mlp_parameter_count(const std::vector<int64_t>& width) {
   int64_t count = 0;
   for (size_t l = 0; l + 1 < width.size(); ++l)

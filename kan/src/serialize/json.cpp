@@ -1,7 +1,8 @@
 // kan's types as JSON: one form each, read strictly (kan/io/json_reader.h): a missing key, a
 // wrong type or a key nobody reads is a JsonError naming its key path. The declarations sit
-// next to each type (network.h, fit.h, pipeline.h).
-#include "kan/io/json_reader.h"
+// next to each type (network.h, mlp.h, fit.h, pipeline.h).
+#include "kan/io/json_fields.h"
+#include "kan/nn/mlp.h"
 #include "kan/nn/network.h"
 #include "kan/train/fit.h"
 #include "kan/train/pipeline.h"
@@ -9,189 +10,155 @@
 #include <algorithm>
 
 namespace kan {
-namespace {
 
 using io::Bound;
-using io::ObjectReader;
 using json = nlohmann::json;
 
-// An enum's spelling, read through its from_string (whose error names the allowed values).
-template <typename Parse>
-auto enum_value(ObjectReader& r, const std::string& key, Parse parse) -> decltype(parse("")) {
-  const auto text = r.string(key);
+// Each struct's keys, for both directions (kan/io/json_fields.h). They are static: this file is
+// their one user, and argument-dependent lookup finds them here, beside their structs. The
+// options' TORCH_ARG accessors hand out references, so one list reads and writes them.
+
+// A dtype by its name ("float64"), read through dtype_from_string (whose error names the
+// choices).
+static json dtype_json(const torch::Dtype& dtype) {
+  return to_string(dtype);
+}
+static torch::Dtype dtype_from(const json& value, const std::string& path) {
   try {
-    return parse(text);
-  } catch (const std::exception& e) {
-    throw io::JsonError("", r.path_of(key), io::elide(e.what(), 200));
+    return dtype_from_string(io::as_string(value, path));
+  } catch (const c10::Error& e) {
+    throw io::JsonError("", path, io::elide(e.what_without_backtrace(), 200));
   }
 }
 
-std::vector<int64_t> integers(const json& value, const std::string& path, Bound bound) {
-  std::vector<int64_t> out;
-  const auto& array = io::as_array(value, path);
-  for (size_t i = 0; i < array.size(); ++i)
-    out.push_back(io::as_integer(array[i], io::index_path(path, i), bound));
-  return out;
+static json range_json(const GridRange& range) {
+  return {range[0], range[1]};
 }
-
-template <typename T, typename Read>
-std::vector<T> read_array(const json& value, const std::string& path, Read read_one) {
-  std::vector<T> out;
-  const auto& array = io::as_array(value, path);
-  for (size_t i = 0; i < array.size(); ++i)
-    out.push_back(read_one(array[i], io::index_path(path, i)));
-  return out;
-}
-
-} // namespace
-
-json to_json(const KANOptions& o) {
-  return {{"width", o.width()},
-          {"grid", o.grid()},
-          {"k", o.k()},
-          {"seed", o.seed()},
-          {"noise_scale", o.noise_scale()},
-          {"scale_base_mu", o.scale_base_mu()},
-          {"scale_base_sigma", o.scale_base_sigma()},
-          {"scale_sp", o.scale_sp()},
-          {"base_fun", to_string(o.base_fun())},
-          {"grid_eps", o.grid_eps()},
-          {"grid_range", o.grid_range()},
-          {"sp_trainable", o.sp_trainable()},
-          {"sb_trainable", o.sb_trainable()},
-          {"dtype", to_string(o.dtype())},
-          {"backend", to_string(o.backend())},
-          {"mult", o.mult()},
-          {"mult_arity", o.mult_arity()},
-          {"node_arity", o.node_arity()},
-          {"affine_trainable", o.affine_trainable()}};
-}
-
-KANOptions kan_options_from_json(const json& j, const std::string& path) {
-  ObjectReader r(j, path, /*allow_unknown=*/false);
-  KANOptions o(integers(r.required("width"), r.path_of("width"), Bound::kNonNegative));
-  o.grid(r.integer("grid"))
-      .k(r.integer("k"))
-      .seed(io::as_unsigned(r.required("seed"), r.path_of("seed")))
-      .noise_scale(r.number("noise_scale"))
-      .scale_base_mu(r.number("scale_base_mu"))
-      .scale_base_sigma(r.number("scale_base_sigma"))
-      .scale_sp(r.number("scale_sp"))
-      .base_fun(enum_value(r, "base_fun", base_function_from_string))
-      .grid_eps(r.number("grid_eps"))
-      .sp_trainable(r.boolean("sp_trainable"))
-      .sb_trainable(r.boolean("sb_trainable"))
-      .dtype(enum_value(r, "dtype", dtype_from_string));
-  const auto range = r.numbers("grid_range");
+static GridRange range_from(const json& value, const std::string& path) {
+  const auto range = io::as_numbers(value, path);
   if (range.size() != 2)
-    throw io::JsonError("", r.path_of("grid_range"),
+    throw io::JsonError("", path,
                         "expected [low, high], got " + std::to_string(range.size()) + " numbers");
-  o.grid_range({range[0], range[1]});
-  // Written since the backend option exists; older checkpoints read as the default, "fused".
-  if (r.optional("backend"))
-    o.backend(enum_value(r, "backend", spline_backend_from_string));
-  // Written since multiplication nodes exist; older configurations have none.
-  if (r.optional("mult"))
-    o.mult(integers(r.required("mult"), r.path_of("mult"), Bound::kNonNegative));
-  if (const auto arity = r.optional_integer("mult_arity"))
-    o.mult_arity(*arity);
-  if (const auto* lists = r.optional("node_arity"))
-    o.node_arity(read_array<std::vector<int64_t>>(*lists, r.path_of("node_arity"),
-                                                  [](const json& value, const std::string& at) {
-                                                    return integers(value, at, Bound::kNonNegative);
-                                                  }));
-  if (const auto trainable = r.optional_bool("affine_trainable"))
-    o.affine_trainable(*trainable);
-  r.finish();
-  return o;
+  return {range[0], range[1]};
 }
 
-json to_json(const FitOptions& o) {
-  return {{"opt", to_string(o.opt())},
-          {"steps", o.steps()},
-          {"lr", o.lr()},
-          {"batch", o.batch()},
-          {"batch_draw", to_string(o.batch_draw())},
-          {"lamb", o.lamb()},
-          {"lamb_l1", o.lamb_l1()},
-          {"lamb_entropy", o.lamb_entropy()},
-          {"lamb_coef", o.lamb_coef()},
-          {"lamb_coefdiff", o.lamb_coefdiff()},
-          {"update_grid", o.update_grid()},
-          {"grid_update_num", o.grid_update_num()},
-          {"start_grid_update_step", o.start_grid_update_step()},
-          {"stop_grid_update_step", o.stop_grid_update_step()},
-          {"grid_update_memory", o.grid_update_memory()},
-          {"loss", to_string(o.loss())},
-          {"seed", o.seed()}};
+template <typename Fields> static void fields(Fields& f, KANOptions& o) {
+  f.required("width", o.width(), Bound::kNonNegative);
+  f.required("grid", o.grid());
+  f.required("k", o.k());
+  f.required("seed", o.seed());
+  f.required("noise_scale", o.noise_scale());
+  f.required("scale_base_mu", o.scale_base_mu());
+  f.required("scale_base_sigma", o.scale_base_sigma());
+  f.required("scale_sp", o.scale_sp());
+  f.enumeration("base_fun", o.base_fun(), kBaseFunctionNames);
+  f.required("grid_eps", o.grid_eps());
+  f.custom("grid_range", o.grid_range(), range_json, range_from);
+  f.required("sp_trainable", o.sp_trainable());
+  f.required("sb_trainable", o.sb_trainable());
+  f.custom("dtype", o.dtype(), dtype_json, dtype_from);
+  // Older configurations have no backend ("fused"), no multiplication nodes and no node affine.
+  f.defaulted_enumeration("backend", o.backend(), kSplineBackendNames);
+  f.defaulted("mult", o.mult(), Bound::kNonNegative);
+  f.defaulted("mult_arity", o.mult_arity());
+  f.defaulted("node_arity", o.node_arity(), Bound::kNonNegative);
+  f.defaulted("affine_trainable", o.affine_trainable());
 }
 
-FitOptions fit_options_from_json(const json& j, const std::string& path) {
-  ObjectReader r(j, path, /*allow_unknown=*/false);
-  FitOptions o;
-  o.opt(enum_value(r, "opt", optimizer_from_string))
-      .steps(r.integer("steps", Bound::kNonNegative))
-      .lr(r.number("lr"))
-      .batch(r.integer("batch"))
-      .batch_draw(enum_value(r, "batch_draw", batch_draw_from_string))
-      .lamb(r.number("lamb", Bound::kNonNegative))
-      .lamb_l1(r.number("lamb_l1", Bound::kNonNegative))
-      .lamb_entropy(r.number("lamb_entropy", Bound::kNonNegative))
-      .lamb_coef(r.number("lamb_coef", Bound::kNonNegative))
-      .lamb_coefdiff(r.number("lamb_coefdiff", Bound::kNonNegative))
-      .update_grid(r.boolean("update_grid"))
-      .grid_update_num(r.integer("grid_update_num"))
-      .start_grid_update_step(r.integer("start_grid_update_step"))
-      .stop_grid_update_step(r.integer("stop_grid_update_step"))
-      .loss(enum_value(r, "loss", loss_from_string))
-      .seed(io::as_unsigned(r.required("seed"), r.path_of("seed")));
+template <typename Fields> static void fields(Fields& f, FitOptions& o) {
+  f.enumeration("opt", o.opt(), kOptimizerNames);
+  f.required("steps", o.steps(), Bound::kNonNegative);
+  f.required("lr", o.lr());
+  f.required("batch", o.batch());
+  f.enumeration("batch_draw", o.batch_draw(), kBatchDrawNames);
+  f.required("lamb", o.lamb(), Bound::kNonNegative);
+  f.required("lamb_l1", o.lamb_l1(), Bound::kNonNegative);
+  f.required("lamb_entropy", o.lamb_entropy(), Bound::kNonNegative);
+  f.required("lamb_coef", o.lamb_coef(), Bound::kNonNegative);
+  f.required("lamb_coefdiff", o.lamb_coefdiff(), Bound::kNonNegative);
+  f.required("update_grid", o.update_grid());
+  f.required("grid_update_num", o.grid_update_num());
+  f.required("start_grid_update_step", o.start_grid_update_step());
+  f.required("stop_grid_update_step", o.stop_grid_update_step());
   // Written from fit.json 1.3 on; earlier files ran with the default.
-  if (const auto memory = r.optional_integer("grid_update_memory", Bound::kNonNegative))
-    o.grid_update_memory(*memory);
-  r.finish();
-  return o;
+  f.defaulted("grid_update_memory", o.grid_update_memory(), Bound::kNonNegative);
+  f.enumeration("loss", o.loss(), kLossNames);
+  f.required("seed", o.seed());
+}
+
+template <typename Fields> static void fields(Fields& f, PruneStage& stage) {
+  f.required("node_th", stage.node_th, Bound::kNonNegative);
+  f.required("edge_th", stage.edge_th, Bound::kNonNegative);
+  f.nullable("steps", stage.steps, Bound::kNonNegative);
+}
+
+template <typename Fields> static void fields(Fields& f, SymbolicStage& stage) {
+  f.required("lib", stage.lib);
+  f.required("r2_threshold", stage.r2_threshold);
+  f.required("weight_simple", stage.weight_simple);
+  f.nullable("steps", stage.steps, Bound::kNonNegative);
+  f.required("search", stage.search);
+  if constexpr (Fields::reading()) {
+    const auto& names = symbolic_search_names();
+    if (std::find(names.begin(), names.end(), stage.search) == names.end())
+      io::fail(f.path_of("search"),
+               "expected pykan, zoom or newton, got " + io::quoted(stage.search));
+    if (stage.lib.empty())
+      io::fail(f.path_of("lib"), "the library is empty");
+  }
+}
+
+template <typename Fields> static void fields(Fields& f, MLPOptions& o) {
+  f.required("width", o.width());
+  f.enumeration("activation", o.activation(), kActivationNames);
+  f.required("seed", o.seed());
+  f.custom("dtype", o.dtype(), dtype_json, dtype_from);
+}
+
+json to_json(const KANOptions& options) {
+  return io::write_object(options);
+}
+
+KANOptions kan_options_from_json(const json& value, const std::string& path) {
+  return io::read_object(value, path, /*lenient=*/false, KANOptions({}));
+}
+
+json to_json(const FitOptions& options) {
+  return io::write_object(options);
+}
+
+FitOptions fit_options_from_json(const json& value, const std::string& path) {
+  return io::read_object<FitOptions>(value, path, /*lenient=*/false);
 }
 
 json to_json(const PruneStage& stage) {
-  return {{"node_th", stage.node_th},
-          {"edge_th", stage.edge_th},
-          {"steps", stage.steps ? json(*stage.steps) : json(nullptr)}};
+  return io::write_object(stage);
 }
 
 PruneStage prune_stage_from_json(const json& value, const std::string& path) {
-  ObjectReader r(value, path, /*allow_unknown=*/false);
-  PruneStage stage;
-  stage.node_th = r.number("node_th", Bound::kNonNegative);
-  stage.edge_th = r.number("edge_th", Bound::kNonNegative);
-  stage.steps = r.nullable_integer("steps", Bound::kNonNegative);
-  r.finish();
-  return stage;
+  return io::read_object<PruneStage>(value, path, /*lenient=*/false);
 }
 
 json to_json(const SymbolicStage& stage) {
-  return {{"lib", stage.lib},
-          {"r2_threshold", stage.r2_threshold},
-          {"weight_simple", stage.weight_simple},
-          {"steps", stage.steps ? json(*stage.steps) : json(nullptr)},
-          {"search", stage.search}};
+  return io::write_object(stage);
 }
 
 SymbolicStage symbolic_stage_from_json(const json& value, const std::string& path) {
-  ObjectReader r(value, path, /*allow_unknown=*/false);
-  SymbolicStage stage;
-  stage.lib = io::as_strings(r.required("lib"), r.path_of("lib"));
-  stage.r2_threshold = r.number("r2_threshold");
-  stage.weight_simple = r.number("weight_simple");
-  stage.steps = r.nullable_integer("steps", Bound::kNonNegative);
-  stage.search = r.string("search");
-  const auto& names = symbolic_search_names();
-  if (std::find(names.begin(), names.end(), stage.search) == names.end())
-    io::fail(r.path_of("search"),
-             "expected pykan, zoom or newton, got " + io::quoted(stage.search));
-  if (stage.lib.empty())
-    io::fail(r.path_of("lib"), "the library is empty");
-  r.finish();
-  return stage;
+  return io::read_object<SymbolicStage>(value, path, /*lenient=*/false);
+}
+
+json to_json(const MLPOptions& options) {
+  return io::write_object(options);
+}
+
+MLPOptions mlp_options_from_json(const json& value, const std::string& path) {
+  auto options = io::read_object(value, path, /*lenient=*/false, MLPOptions({}));
+  try {
+    check_mlp_options(options);
+  } catch (const c10::Error& e) {
+    throw io::JsonError("", path, io::elide(e.what_without_backtrace(), 200));
+  }
+  return options;
 }
 
 } // namespace kan

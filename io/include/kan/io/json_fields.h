@@ -59,8 +59,11 @@ T read_value(const json& value, const std::string& path, Bound bound, bool lenie
 /// `value` as a JSON object of the keys its fields() lists.
 template <typename T> json write_object(const T& value);
 
-/// Reads a T from the object `value` at `path` by its fields(). `lenient`: keys nobody listed
-/// are allowed (a document of a newer minor version).
+/// Reads a T from the object `value` at `path` by its fields(), into `initial` (a T without a
+/// default constructor, or a key's value when an older document lacks it). `lenient`: keys
+/// nobody listed are allowed (a document of a newer minor version).
+template <typename T>
+T read_object(const json& value, const std::string& path, bool lenient, T initial);
 template <typename T> T read_object(const json& value, const std::string& path, bool lenient);
 
 /// The writing side of fields(): puts each key into one JSON object.
@@ -117,6 +120,11 @@ public:
   void enumeration(const char* key, const Enum& value, const EnumName<Enum> (&table)[N]) {
     out_[key] = name_of(value, table);
   }
+  /// An enum always written that older files may lack.
+  template <typename Enum, size_t N>
+  void defaulted_enumeration(const char* key, const Enum& value, const EnumName<Enum> (&table)[N]) {
+    out_[key] = name_of(value, table);
+  }
 
 private:
   json& out_;
@@ -161,6 +169,11 @@ public:
   template <typename Enum, size_t N>
   void enumeration(const char* key, Enum& value, const EnumName<Enum> (&table)[N]) {
     value = enum_from_string(object_.string(key), table, path_of(key));
+  }
+  template <typename Enum, size_t N>
+  void defaulted_enumeration(const char* key, Enum& value, const EnumName<Enum> (&table)[N]) {
+    if (object_.optional(key))
+      enumeration(key, value, table);
   }
   /// `what` names the original in the error: "the stages' training time".
   template <typename T> void repeats(const char* key, const T& expected, const std::string& what) {
@@ -243,12 +256,25 @@ template <typename T> json write_object(const T& value) {
   return out;
 }
 
-template <typename T> T read_object(const json& value, const std::string& path, bool lenient) {
+namespace detail {
+template <typename T>
+void read_fields(const json& value, const std::string& path, bool lenient, T& result) {
   ObjectReader object(value, path, lenient);
-  T result{};
   JsonReader reader(object, lenient);
   fields(reader, result);
   object.finish();
+}
+} // namespace detail
+
+template <typename T>
+T read_object(const json& value, const std::string& path, bool lenient, T initial) {
+  detail::read_fields(value, path, lenient, initial);
+  return initial;
+}
+
+template <typename T> T read_object(const json& value, const std::string& path, bool lenient) {
+  T result{};
+  detail::read_fields(value, path, lenient, result);
   return result;
 }
 
