@@ -256,25 +256,6 @@ void diagnose_device_errors(const std::function<void()>& fn,
 // Each struct's keys, for both directions (kan/io/json_fields.h); static, found by
 // argument-dependent lookup beside their structs.
 
-static nlohmann::json findings_json(const std::vector<results::AuditFinding>& findings) {
-  auto j = nlohmann::json::array();
-  for (const auto& f : findings)
-    j.push_back(results::to_json(f));
-  return j;
-}
-
-// A static audit's finding names one of its own tensor kinds and problems.
-static std::vector<results::AuditFinding> static_findings_from(const nlohmann::json& value,
-                                                               const std::string& path) {
-  return io::read_array<results::AuditFinding>(
-      value, path, [](const nlohmann::json& item, const std::string& at) {
-        auto finding = results::audit_finding_from_json(item, at);
-        io::enum_from_string(finding.kind, kTensorKindNames, at + ".kind");
-        io::enum_from_string(finding.problem, kProblemNames, at + ".problem");
-        return finding;
-      });
-}
-
 template <typename Fields> static void fields(Fields& f, AuditSummary& s) {
   f.required("tensors_checked", s.tensors_checked, io::Bound::kNonNegative);
   f.required("bytes_per_device", s.bytes_per_device, io::Bound::kNonNegative);
@@ -284,13 +265,20 @@ template <typename Fields> static void fields(Fields& f, AuditSummary& s) {
 template <typename Fields> static void fields(Fields& f, AuditReport& r) {
   f.required("expected_device", r.expected_device);
   f.required("expected_dtype", r.expected_dtype);
-  f.custom("findings", r.findings, findings_json, static_findings_from);
+  f.required("findings", r.findings);
   f.required("summary", r.summary);
-  if constexpr (Fields::reading())
+  if constexpr (Fields::reading()) {
+    // A static audit's finding names one of its own tensor kinds and problems.
+    for (size_t i = 0; i < r.findings.size(); ++i) {
+      const auto at = io::index_path(f.path_of("findings"), i);
+      io::enum_from_string(r.findings[i].kind, kTensorKindNames, at + ".kind");
+      io::enum_from_string(r.findings[i].problem, kProblemNames, at + ".problem");
+    }
     if (r.summary.findings != static_cast<int64_t>(r.findings.size()))
       throw io::JsonError("", f.path_of("summary") + ".findings",
                           std::to_string(r.summary.findings) + " but the report lists " +
                               std::to_string(r.findings.size()));
+  }
 }
 
 AuditReport audit_report_from_json(const nlohmann::json& json, const std::string& path) {

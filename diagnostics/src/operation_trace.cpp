@@ -540,24 +540,6 @@ std::string to_string(TraceProblem value) {
 // Each struct's keys, for both directions (kan/io/json_fields.h); static, found by
 // argument-dependent lookup beside their structs.
 
-static nlohmann::json findings_json(const std::vector<results::AuditFinding>& findings) {
-  auto j = nlohmann::json::array();
-  for (const auto& f : findings)
-    j.push_back(results::to_json(f));
-  return j;
-}
-
-// A trace's finding names one of the trace's problems.
-static std::vector<results::AuditFinding> trace_findings_from(const nlohmann::json& value,
-                                                              const std::string& path) {
-  return io::read_array<results::AuditFinding>(
-      value, path, [](const nlohmann::json& item, const std::string& at) {
-        auto finding = results::audit_finding_from_json(item, at);
-        io::enum_from_string(finding.problem, kTraceProblemNames, at + ".problem");
-        return finding;
-      });
-}
-
 template <typename Fields> static void fields(Fields& f, OperationCount& o) {
   f.required("operation", o.operation);
   f.required("module", o.module);
@@ -612,14 +594,19 @@ template <typename Fields> static void fields(Fields& f, TraceSummary& s) {
 
 template <typename Fields> static void fields(Fields& f, TraceReport& r) {
   f.required("expected_device", r.expected_device);
-  f.custom("findings", r.findings, findings_json, trace_findings_from);
+  f.required("findings", r.findings);
   f.required("operations", r.operations);
   f.required("summary", r.summary);
-  if constexpr (Fields::reading())
+  if constexpr (Fields::reading()) {
+    // A trace's finding names one of the trace's problems.
+    for (size_t i = 0; i < r.findings.size(); ++i)
+      io::enum_from_string(r.findings[i].problem, kTraceProblemNames,
+                           io::index_path(f.path_of("findings"), i) + ".problem");
     if (r.summary.findings != static_cast<int64_t>(r.findings.size()))
       throw io::JsonError("", f.path_of("summary") + ".findings",
                           std::to_string(r.summary.findings) + " but the report lists " +
                               std::to_string(r.findings.size()));
+  }
 }
 
 nlohmann::json TraceReport::to_json() const {

@@ -14,18 +14,6 @@ using io::Bound;
 using io::ObjectReader;
 using json = nlohmann::json;
 
-// The top level of a document: an object whose schema_version has our major. Returns the
-// file's minor version: unknown keys are tolerated below only when it is newer than ours.
-int check_document(const json& value, const char* writes, const char* what) {
-  if (!value.is_object())
-    io::fail("", "expected a JSON object at the top level, got " + io::describe(value));
-  const auto version = value.find("schema_version");
-  if (version == value.end())
-    io::fail("schema_version",
-             std::string("missing (a required key; is this a kanbench ") + what + "?)");
-  return io::check_schema_version(*version, "schema_version", writes);
-}
-
 void check_command(ObjectReader& r, const char* expected) {
   const auto command = r.string("command");
   if (command != expected)
@@ -146,7 +134,7 @@ json to_json(const AuditRecord& a) {
 
 AuditRecord audit_record_from_json(const json& value, const std::string& source) {
   return in_file(source, [&] {
-    const bool lenient = check_document(value, kAuditSchemaVersion, "audit.json") >
+    const bool lenient = io::check_document(value, kAuditSchemaVersion, "audit.json") >
                          io::minor_version(kAuditSchemaVersion);
     ObjectReader r(value, "", lenient);
     AuditRecord a;

@@ -293,6 +293,16 @@ int minor_version(const char* version) {
   return minor;
 }
 
+int check_document(const json& value, const char* writes, const char* what) {
+  if (!value.is_object())
+    fail("", "expected a JSON object at the top level, got " + describe(value));
+  const auto version = value.find("schema_version");
+  if (version == value.end())
+    fail("schema_version",
+         std::string("missing (a required key; is this a kanbench ") + what + "?)");
+  return check_schema_version(*version, "schema_version", writes);
+}
+
 namespace {
 
 // Builds the document as nlohmann's own parser does (SAX events), and knows the key path of

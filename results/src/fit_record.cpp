@@ -484,12 +484,7 @@ json to_json(const FitRecord& record) {
 
 FitRecord fit_record_from_json(const json& value, const std::string& source) {
   try {
-    if (!value.is_object())
-      io::fail("", "expected a JSON object at the top level, got " + io::describe(value));
-    const auto version = value.find("schema_version");
-    if (version == value.end())
-      io::fail("schema_version", "missing (a required key; is this a kanbench fit.json?)");
-    const int minor = io::check_schema_version(*version, "schema_version", kFitSchemaVersion);
+    const int minor = io::check_document(value, kFitSchemaVersion, "fit.json");
     json document = value;
     // 2.0 had no config.data (a function's fit) and no config.model_kind (a KAN's).
     if (minor == 0 && document["config"].is_object()) {

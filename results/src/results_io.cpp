@@ -45,22 +45,6 @@ static void check_reason(Reader& f, CaseStatus status, const std::string& reason
     io::fail(f.path_of("reason"), "is empty but status is \"" + to_string(status) + "\" (say why)");
 }
 
-template <typename Fields> static void fields(Fields& f, AuditFinding& x) {
-  f.required("tensor", x.tensor);
-  f.required("kind", x.kind);
-  f.required("device", x.device);
-  f.required("expected_device", x.expected_device);
-  f.required("message", x.message);
-  f.optional("problem", x.problem);
-  f.optional("fix", x.fix);
-  f.optional("dtype", x.dtype);
-  f.optional("shape", x.shape, kCount);
-  f.optional("module", x.module);
-  f.optional("phase", x.phase);
-  f.optional("count", x.count, kCount);
-  f.optional("stage", x.stage);
-}
-
 template <typename Fields> static void fields(Fields& f, EpochActivity& x) {
   f.required("kernels", x.kernels, kCount);
   f.required("busy_seconds", x.busy_seconds, kCount);
@@ -739,15 +723,8 @@ int check_schema_version(const json& version, const std::string& key_path,
 
 Results results_from_json(const json& value, const std::string& source) {
   try {
-    if (!value.is_object())
-      io::fail("", "expected a JSON object at the top level, got " + io::describe(value));
-    const auto version = value.find("schema_version");
-    if (version == value.end())
-      io::fail("schema_version", "missing (a required key; is this a kanbench results.json?)");
-    int our_minor = 0;
-    std::sscanf(kSchemaVersion, "%*d.%d", &our_minor);
-    const int minor = check_schema_version(*version, "schema_version");
-    auto results = io::read_object<Results>(value, "", minor > our_minor);
+    const int minor = io::check_document(value, kSchemaVersion, "results.json");
+    auto results = io::read_object<Results>(value, "", minor > io::minor_version(kSchemaVersion));
     return results;
   } catch (const ResultsError& e) {
     throw e.in_file(source);

@@ -153,6 +153,10 @@ Enum enum_from_string(const std::string& text, const EnumName<Enum> (&table)[N],
 int check_schema_version(const json& version, const std::string& key_path, const char* writes);
 /// The minor version of "MAJOR.MINOR.PATCH".
 int minor_version(const char* version);
+/// The top level of a document `what` ("results.json"): an object whose schema_version has the
+/// major of `writes`. Returns the file's minor version; its readers tolerate unknown keys only
+/// when it is newer than `writes`'.
+int check_document(const json& value, const char* writes, const char* what);
 
 /// Objects and arrays nested deeper than this are refused (every reader and writer of the
 /// value recurses; a results.json nests about 6 levels).

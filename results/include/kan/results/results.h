@@ -9,6 +9,7 @@
 /// written at all when empty. No number is ever invented: leave it empty.
 
 #include "kan/io/enum_names.h"
+#include "kan/io/json_reader.h"
 #include "kan/results/accuracy.h"
 #include "kan/results/environment.h"
 #include "kan/results/monitoring.h"
@@ -92,6 +93,23 @@ struct AuditFinding {
 
   bool operator==(const AuditFinding&) const;
 };
+
+/// Its keys (kan/io/json_fields.h): results.json, audit.json and fit.json write findings so.
+template <typename Fields> void fields(Fields& f, AuditFinding& x) {
+  f.required("tensor", x.tensor);
+  f.required("kind", x.kind);
+  f.required("device", x.device);
+  f.required("expected_device", x.expected_device);
+  f.required("message", x.message);
+  f.optional("problem", x.problem);
+  f.optional("fix", x.fix);
+  f.optional("dtype", x.dtype);
+  f.optional("shape", x.shape, io::Bound::kNonNegative);
+  f.optional("module", x.module);
+  f.optional("phase", x.phase);
+  f.optional("count", x.count, io::Bound::kNonNegative);
+  f.optional("stage", x.stage);
+}
 
 /// GPU activity of one timed epoch, from the CUPTI activity tracer.
 struct EpochActivity {
