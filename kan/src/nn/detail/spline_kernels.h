@@ -126,6 +126,10 @@ namespace cpu_avx2 {
 template <typename T> SplineKernels<T> kernels();
 } // namespace cpu_avx2
 
+namespace cpu_avx512 {
+template <typename T> SplineKernels<T> kernels();
+} // namespace cpu_avx512
+
 /// The CUDA kernels' per-thread code (spline_threads.h) run on the CPU, for tests: slow.
 namespace cuda_threads {
 template <typename T> SplineKernels<T> kernels();

@@ -1,0 +1,6 @@
+// The fused spline CPU kernels compiled with -mavx512f as well as AVX2 + FMA (see
+// kan/CMakeLists.txt); only called where the CPU reports all three. The lanes kernels
+// (layer_lanes_cpu.inc) hold eight doubles or sixteen floats per vector here, twice the AVX2
+// set's; the per-point kernels are the AVX2 set's.
+#define KAN_CPU_KERNEL_NS cpu_avx512
+#include "spline_kernels_cpu.inc"
