@@ -217,7 +217,7 @@ std::string symbolic_section(const SymbolicResult& s, const FitModelShape& shape
 
 std::string configuration_section(const FitRecord& fit) {
   std::vector<std::pair<std::string, std::string>> flat;
-  detail::flatten_json(to_json(fit)["config"], "", flat);
+  detail::flatten_json(to_json(fit.config), "", flat);
   std::vector<std::vector<std::string>> rows;
   for (const auto& [key, value] : flat)
     rows.push_back({e(key), e(value)});

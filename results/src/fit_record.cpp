@@ -482,16 +482,24 @@ json to_json(const FitRecord& record) {
   return io::write_object(record);
 }
 
+json to_json(const FitConfig& config) {
+  return io::write_object(config);
+}
+
 FitRecord fit_record_from_json(const json& value, const std::string& source) {
   try {
     const int minor = io::check_document(value, kFitSchemaVersion, "fit.json");
-    json document = value;
-    // 2.0 had no config.data (a function's fit) and no config.model_kind (a KAN's).
-    if (minor == 0 && document["config"].is_object()) {
-      document["config"].emplace("data", nullptr);
-      document["config"].emplace("model_kind", "kan");
+    const bool lenient = minor > io::minor_version(kFitSchemaVersion);
+    // 2.0 had no config.data (a function's fit) and no config.model_kind (a KAN's); only such a
+    // file is copied to add them.
+    const auto config = value.find("config");
+    if (minor == 0 && config != value.end() && config->is_object()) {
+      json upgraded = value;
+      upgraded["config"].emplace("data", nullptr);
+      upgraded["config"].emplace("model_kind", "kan");
+      return io::read_object<FitRecord>(upgraded, "", lenient);
     }
-    return io::read_object<FitRecord>(document, "", minor > io::minor_version(kFitSchemaVersion));
+    return io::read_object<FitRecord>(value, "", lenient);
   } catch (const io::JsonError& e) {
     throw e.in_file(source);
   }

@@ -712,20 +712,10 @@ json to_json(const Results& results) {
   return io::write_object(results);
 }
 
-int check_schema_version(const json& version, const std::string& key_path,
-                         const std::string& source) {
-  try {
-    return io::check_schema_version(version, key_path, kSchemaVersion);
-  } catch (const ResultsError& e) {
-    throw e.in_file(source);
-  }
-}
-
 Results results_from_json(const json& value, const std::string& source) {
   try {
     const int minor = io::check_document(value, kSchemaVersion, "results.json");
-    auto results = io::read_object<Results>(value, "", minor > io::minor_version(kSchemaVersion));
-    return results;
+    return io::read_object<Results>(value, "", minor > io::minor_version(kSchemaVersion));
   } catch (const ResultsError& e) {
     throw e.in_file(source);
   }

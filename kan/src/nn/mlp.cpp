@@ -4,7 +4,6 @@
 
 #include "detail/checks.h"
 #include "detail/saturate.h"
-#include "kan/io/json_reader.h"
 #include "kan/nn/options.h"
 
 #include <ATen/CPUGeneratorImpl.h>

@@ -216,6 +216,9 @@ struct FitConfig {
   std::string initial_model;
 };
 
+/// `config` as fit.json holds it (the report's configuration table).
+nlohmann::json to_json(const FitConfig& config);
+
 /// What a reader without LibTorch needs of config.model and config.symbolic (the report's
 /// header, the cross-checks of the stages); their strict readers are LibTorch's.
 struct FitModelShape {

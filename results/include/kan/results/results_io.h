@@ -60,11 +60,6 @@ nlohmann::json read_json_file(const std::string& path, const std::string& what =
 /// when the file cannot be written; in both cases `path` is left as it was.
 void write_results_file(const std::string& path, const Results& results);
 
-/// Checks that `schema_version` is "MAJOR.MINOR.PATCH" with the major this library reads;
-/// throws ResultsError otherwise. Returns the file's minor version.
-int check_schema_version(const nlohmann::json& version, const std::string& key_path,
-                         const std::string& source = "");
-
 /// The whole content of a file; throws std::runtime_error naming the file when it cannot be read.
 std::string read_text_file(const std::string& path);
 
