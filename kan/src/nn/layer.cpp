@@ -11,6 +11,7 @@
 #include "nn/detail/curve2coef.h"
 #include "nn/detail/edge_moments.h"
 #include "nn/detail/fused_spline.h"
+#include "nn/detail/network_node.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -41,18 +42,6 @@ torch::Tensor spline_values(SplineBackend backend, const torch::Tensor& x,
   if (backend == SplineBackend::kFused)
     return detail::fused_spline_edges(x, grid, coef, k);
   return coef2curve(x, grid, coef, k);
-}
-
-detail::BaseKind base_kind(BaseFunction f) {
-  switch (f) {
-  case BaseFunction::kSiLU:
-    return detail::BaseKind::kSiLU;
-  case BaseFunction::kIdentity:
-    return detail::BaseKind::kIdentity;
-  case BaseFunction::kZero:
-    return detail::BaseKind::kZero;
-  }
-  TORCH_INTERNAL_ASSERT(false, "unknown base function");
 }
 
 } // namespace
@@ -221,8 +210,9 @@ LayerActivations KANLayerImpl::forward_with_statistics(const torch::Tensor& x) {
 }
 
 std::pair<torch::Tensor, torch::Tensor> KANLayerImpl::forward_as_one_node(const torch::Tensor& x) {
-  auto [y, moments] = detail::fused_layer_with_moments(
-      x, grid, coef, scale_base, scale_sp, mask, base_kind(options_.base_fun()), options_.k());
+  auto [y, moments] =
+      detail::fused_layer_with_moments(x, grid, coef, scale_base, scale_sp, mask,
+                                       detail::base_kind(options_.base_fun()), options_.k());
   record_autograd_node(y); // its backward is this layer's work in the operation trace
   return {symbolic_count_ > 0 ? add_symbolic(x, y, {}).first : y, moments};
 }

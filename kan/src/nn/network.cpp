@@ -6,8 +6,11 @@
 #include "detail/checks.h"
 #include "detail/host_list.h"
 #include "detail/saturate.h"
+#include "nn/detail/edge_moments.h"
+#include "nn/detail/network_node.h"
 
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 #include <nlohmann/json.hpp>
 #include <torch/nn/module.h>
 
@@ -308,6 +311,8 @@ void KANImpl::check_input(const torch::Tensor& x, const char* what) const {
 torch::Tensor KANImpl::forward(const torch::Tensor& x) {
   check_input(x);
   activations_.clear();
+  if (runs_as_one_node(x))
+    return forward_as_one_node(x);
   auto h = x;
   for (size_t l = 0; l < depth(); ++l) {
     ModuleScope scope("layers", static_cast<int64_t>(l));
@@ -321,6 +326,51 @@ torch::Tensor KANImpl::forward(const torch::Tensor& x) {
     h = nodes_from_subnodes(l, h);
   }
   return h;
+}
+
+bool KANImpl::runs_as_one_node(const torch::Tensor& x) const {
+  // The layers' own rule (KANLayerImpl::forward): the one-pass kernels compute the regulariser's
+  // sums too, which an unregularised forward of wide layers does not repay.
+  if (!whole_network_node_ || save_activations_ || options_.backend() != SplineBackend::kFused ||
+      !detail::fuses_layer_with_moments(x) || at::autocast::is_autocast_enabled(at::kCPU))
+    return false;
+  for (size_t l = 0; l < depth(); ++l) {
+    const auto& o = layer(l)->options();
+    if (layer(l)->symbolic_edge_count() > 0 ||
+        (!save_statistics_ &&
+         x.size(0) * o.in_dim() * o.out_dim() > detail::kOneNodeEdgeEvaluations))
+      return false;
+  }
+  return true;
+}
+
+torch::Tensor KANImpl::forward_as_one_node(const torch::Tensor& x) {
+  detail::NetworkLayout layout;
+  layout.k = layer(0)->options().k();
+  layout.base = detail::base_kind(options_.base_fun());
+  layout.affine = applies_affine();
+  std::vector<torch::Tensor> layers, affine;
+  for (size_t l = 0; l < depth(); ++l) {
+    const auto& lay = *layer(l);
+    layers.insert(layers.end(), {lay.grid, lay.coef, lay.scale_base, lay.scale_sp, lay.mask});
+    const int64_t n_mult = mult_nodes(options_, l + 1);
+    layout.sum_nodes.push_back(options_.width()[l + 1] - n_mult);
+    auto& arities = layout.arities.emplace_back();
+    for (int64_t j = 0; j < n_mult; ++j)
+      arities.push_back(node_arity(options_, l + 1, j));
+    if (layout.affine)
+      affine.insert(affine.end(), {subnode_scale[l], subnode_bias[l], node_scale[l], node_bias[l]});
+  }
+  auto pass = detail::fused_network(x, layers, affine, layout);
+  record_autograd_node(pass.output); // its backward is this network's work in the trace
+  if (save_statistics_)
+    for (size_t l = 0; l < depth(); ++l) {
+      LayerActivations& a = activations_.emplace_back();
+      a.input = pass.inputs[l];
+      a.output = pass.outputs[l];
+      a.moments = pass.moments[l];
+    }
+  return pass.output;
 }
 
 void KANImpl::update_grid_from_samples(const torch::Tensor& x, int64_t memory_budget) {

@@ -97,17 +97,21 @@ torch::Tensor KANImpl::regularization(const RegularizationOptions& w) const {
               "set_save_statistics(true) or set_save_activations(true) before the forward (have ",
               activations_.size(), " layers' activations, the model has ", depth(), ")");
   PhaseScope phase(Phase::kRegularization);
-  auto reg = torch::zeros({}, torch::TensorOptions().dtype(dtype()).device(device()));
+  torch::Tensor reg; // undefined until a term is added: a small model's step counts operations
+  const auto add = [&reg](const torch::Tensor& term) { reg = reg.defined() ? reg + term : term; };
   const auto summed = w.sum_over_ranks() ? global_stds(activations_, w)
                                          : std::vector<std::pair<torch::Tensor, torch::Tensor>>{};
+  // The fused backend's sums on the CPU: one autograd node for all those layers instead of ~235
+  // operations per layer.
+  std::vector<torch::Tensor> cpu_moments, cpu_inputs;
   for (size_t l = 0; l < depth(); ++l) {
     ModuleScope scope("layers", static_cast<int64_t>(l));
     const auto& a = activations_[l];
     TORCH_CHECK(a.input.size(0) >= 1, "regularization needs at least one sample, the last "
                                       "forward had an empty batch");
     if (summed.empty() && a.moments.defined() && a.input.is_cpu()) {
-      // The fused backend's sums on the CPU: one autograd node instead of ~235 operations.
-      reg = reg + detail::layer_regularizer_cpu(a.moments, a.input, w.lamb_l1(), w.lamb_entropy());
+      cpu_moments.push_back(a.moments);
+      cpu_inputs.push_back(a.input);
       continue;
     }
     // Edge score s_ij = std_n(phi_ij) / (std_n(x_i) + 0.1), (I, O), of the numeric part only (as
@@ -116,19 +120,22 @@ torch::Tensor KANImpl::regularization(const RegularizationOptions& w) const {
     const auto score = summed.empty()
                            ? numeric_std(a, dtype()) / (sample_std(a.input) + 0.1).unsqueeze(1)
                            : (summed[l].first / (summed[l].second + 0.1).unsqueeze(1)).to(dtype());
-    reg = reg + w.lamb_l1() * score.sum() +
-          w.lamb_entropy() * (entropy_along(score, 0) + entropy_along(score, 1));
+    add(w.lamb_l1() * score.sum() +
+        w.lamb_entropy() * (entropy_along(score, 0) + entropy_along(score, 1)));
   }
+  if (!cpu_moments.empty())
+    add(detail::regularizer_cpu(cpu_moments, cpu_inputs, w.lamb_l1(), w.lamb_entropy()));
   if (w.lamb_coef() != 0 || w.lamb_coefdiff() != 0) {
     for (size_t l = 0; l < depth(); ++l) {
       ModuleScope scope("layers", static_cast<int64_t>(l));
       const auto coef = w.differentiate_coefficient_terms() ? layer(l)->coef
                                                             : layer(l)->coef.detach(); // (I, O, M)
-      reg = reg + w.lamb_coef() * coef.abs().mean(1).sum() +
-            w.lamb_coefdiff() * torch::diff(coef, 1, 2).abs().mean(1).sum();
+      add(w.lamb_coef() * coef.abs().mean(1).sum() +
+          w.lamb_coefdiff() * torch::diff(coef, 1, 2).abs().mean(1).sum());
     }
   }
-  return reg;
+  return reg.defined() ? reg
+                       : torch::zeros({}, torch::TensorOptions().dtype(dtype()).device(device()));
 }
 
 } // namespace kan

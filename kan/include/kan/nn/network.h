@@ -202,7 +202,14 @@ public:
   /// fused backend per-edge sums, not the (N, I, O) activations). save_activations wins.
   void set_save_statistics(bool save) { save_statistics_ = save; }
   bool save_statistics() const noexcept { return save_statistics_; }
-  /// What the last forward kept, one entry per layer (empty when it kept nothing).
+  /// Whether forward may run the whole network as one autograd node (on by default): on the
+  /// CPU with the fused backend, outside autocast, without symbolic edges or save_activations,
+  /// and where the layers would each run as one node (docs/library.md, "The whole-network
+  /// node"). The same results within rounding; off runs layer by layer, for comparisons.
+  void set_whole_network_node(bool allow) { whole_network_node_ = allow; }
+  bool whole_network_node() const noexcept { return whole_network_node_; }
+  /// What the last forward kept, one entry per layer (empty when it kept nothing). From the
+  /// whole-network node: each layer's input, output and sums.
   const std::vector<LayerActivations>& activations() const noexcept { return activations_; }
 
   /// Updates every layer's grid from the samples x (N, width[0]), layer by layer: layer l's
@@ -326,10 +333,14 @@ public:
   std::vector<torch::Tensor> node_scale, node_bias, subnode_scale, subnode_bias;
 
 private:
+  bool runs_as_one_node(const torch::Tensor& x) const;
+  torch::Tensor forward_as_one_node(const torch::Tensor& x);
+
   KANOptions options_;
   torch::nn::ModuleList layers_;
   bool save_activations_ = false;
   bool save_statistics_ = false;
+  bool whole_network_node_ = true;
   // Transient outputs of the last forward, recomputed each time; not model state.
   std::vector<LayerActivations> activations_;
 };

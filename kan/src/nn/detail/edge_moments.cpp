@@ -1,6 +1,7 @@
 #include "nn/detail/edge_moments.h"
 
 #include "nn/detail/fused_spline.h"
+#include "nn/detail/layer_pass_cpu.h"
 #include "nn/detail/spline_local.h"
 
 #include <ATen/ATen.h>
@@ -144,19 +145,10 @@ public:
   }
 };
 
-// Slices of the samples for the layer's node: one per thread where there is work enough for each
-// (each slice sums into its own copy, so results depend on the thread count only through them).
-int64_t sample_slices(int64_t N, int64_t work_per_sample, int64_t at_most) {
-  const int64_t by_work = N / parallel_grain(work_per_sample);
-  return std::max<int64_t>(1, std::min({by_work, at_most, int64_t{at::get_num_threads()}}));
-}
-
 // The whole layer y (N, O) = sum_i phi_nio, phi = wb base(x) + ws spline with wb = mask *
 // scale_base and ws = mask * scale_sp, and the sums of phi, in one node whose forward and
-// backward each visit every point once (layer_moments_cpu.inc). Saves x and the parameters only:
-// neither base(x) nor the splines. A small model's step is made of such nodes' fixed costs, so
-// everything around the kernels is plain loops over host arrays, not tensor operations: the
-// masked scales, the padded weight, the slices' sums and the gradients in their final layout.
+// backward each visit every point once (layer_pass_cpu.h). Saves x, sigmoid(x) and the
+// parameters: neither base(x) nor the splines.
 class LayerWithMomentsFunction : public torch::autograd::Function<LayerWithMomentsFunction> {
 public:
   static torch::autograd::tensor_list forward(torch::autograd::AutogradContext* ctx,
@@ -164,170 +156,23 @@ public:
                                               const at::Tensor& coef, const at::Tensor& scale_base,
                                               const at::Tensor& scale_sp, const at::Tensor& mask,
                                               int64_t base, int64_t k) {
-    const auto xc = x.contiguous(), gc = grid.contiguous();
-    const int64_t N = x.size(0), I = x.size(1), O = coef.size(1), M = coef.size(2);
-    // coef (I, O, M) as (I, M + 2k, O), with k zero rows at both ends (layer_moments_cpu.inc).
-    auto weight = at::empty({I, M + 2 * k, O}, x.options());
-    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_layer_with_moments_weight", [&] {
-      padded_weight(coef.contiguous().const_data_ptr<scalar_t>(),
-                    weight.mutable_data_ptr<scalar_t>(), I, O, M, k);
-    });
-    const std::vector<at::Tensor> a{xc,
-                                    gc,
-                                    knot_reciprocals(gc, k),
-                                    weight,
-                                    scale_base.contiguous(),
-                                    scale_sp.contiguous(),
-                                    mask.contiguous()};
-    ctx->save_for_backward(a);
+    const LayerPass pass(x, grid, coef, scale_base, scale_sp, mask, static_cast<BaseKind>(base), k);
+    ctx->save_for_backward(pass.tensors());
     ctx->saved_data["base"] = base;
     ctx->saved_data["k"] = k;
-    const int64_t slices = sample_slices(N, I * (k + 1) * (O + k + 1), N);
-    auto y = at::zeros({N, O}, x.options());
-    auto sums = at::empty({2, I, O}, x.options().dtype(at::kDouble));
-    std::vector<double> partial(static_cast<size_t>(slices * 2 * I * O), 0.0);
-    const auto sigmoid = silu_sigmoid(xc, base);
-    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_layer_with_moments_cpu", [&] {
-      const MaskedScales<scalar_t> scales(a);
-      const auto args = layer_args<scalar_t>(a, scales, sigmoid, base, k);
-      const auto kernel = cpu_spline_kernels<scalar_t>().layer_with_moments;
-      auto* out = y.mutable_data_ptr<scalar_t>();
-      at::parallel_for(0, slices, 1, [&](int64_t begin, int64_t end) {
-        kernel(args, out, partial.data(), slices, begin, end);
-      });
-    });
-    sum_slices(partial.data(), slices, 2 * I * O, sums.mutable_data_ptr<double>());
+    auto [y, sums] = layer_pass_forward(pass);
     return {y, sums};
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grad_outputs) {
     check_no_double_backward();
-    const auto a = ctx->get_saved_variables();
-    const int64_t base = ctx->saved_data["base"].toInt(), k = ctx->saved_data["k"].toInt();
-    const auto& x = a[0];
-    const int64_t N = x.size(0), I = x.size(1), rows = a[3].size(1), O = a[3].size(2);
-    const int64_t M = rows - 2 * k;
-    const auto gy = grad_outputs[0].defined() ? grad_outputs[0].contiguous() : at::Tensor();
-    const auto gm = grad_outputs[1].defined()
-                        ? grad_outputs[1].to(at::kDouble).contiguous()
-                        : at::Tensor(); // the sums unused: their gradient is 0
-    const std::vector<double> no_gm(gm.defined() ? 0 : static_cast<size_t>(2 * I * O), 0.0);
-    const double* g1 = gm.defined() ? gm.const_data_ptr<double>() : no_gm.data();
-    // Slices where the inputs alone leave threads idle.
-    const int64_t threads = at::get_num_threads();
-    const int64_t slices =
-        I >= threads ? 1 : sample_slices(N, 2 * (k + 1) * (O + k + 1), (threads + I - 1) / I);
-    auto gx = at::empty({N, I}, x.options());
-    auto gcoef = at::empty({I, O, M}, x.options());
-    auto gscale_base = at::empty({I, O}, x.options()), gscale_sp = at::empty({I, O}, x.options());
-    // The slices' sums, in double.
-    std::vector<double> gweight(static_cast<size_t>(slices * I * rows * O), 0.0);
-    std::vector<double> gwb(static_cast<size_t>(slices * I * O), 0.0), gws(gwb);
-    const auto sigmoid = silu_sigmoid(x, base);
-    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_layer_with_moments_backward_cpu", [&] {
-      const MaskedScales<scalar_t> scales(a);
-      const auto args = layer_args<scalar_t>(a, scales, sigmoid, base, k);
-      const LayerGrads<scalar_t> g{gy.defined() ? gy.const_data_ptr<scalar_t>() : nullptr,
-                                   g1,
-                                   g1 + I * O,
-                                   gx.mutable_data_ptr<scalar_t>(),
-                                   gweight.data(),
-                                   gwb.data(),
-                                   gws.data(),
-                                   slices};
-      const auto kernel = cpu_spline_kernels<scalar_t>().layer_with_moments_backward;
-      // Tasks of too little work stay on this thread: waking the OpenMP team for them costs
-      // more than it saves, much more where cores are oversubscribed (spline_kernels_generic.cpp).
-      const int64_t task_work = (N / slices) * 2 * (k + 1) * (O + k + 1);
-      at::parallel_for(0, slices * I, parallel_grain(task_work),
-                       [&](int64_t begin, int64_t end) { kernel(args, g, begin, end); });
-      coef_gradient(gweight.data(), slices, I, O, M, k, gcoef.mutable_data_ptr<scalar_t>());
-      // d/dscale = mask d/dw.
-      const scalar_t* mask = a[6].const_data_ptr<scalar_t>();
-      auto* gsb = gscale_base.mutable_data_ptr<scalar_t>();
-      auto* gsp = gscale_sp.mutable_data_ptr<scalar_t>();
-      sum_slices(gwb.data(), slices, I * O, gwb.data());
-      sum_slices(gws.data(), slices, I * O, gws.data());
-      for (int64_t e = 0; e < I * O; ++e) {
-        gsb[e] = mask[e] * static_cast<scalar_t>(gwb[e]);
-        gsp[e] = mask[e] * static_cast<scalar_t>(gws[e]);
-      }
-    });
-    return {gx,        at::Tensor(), gcoef,        gscale_base,
-            gscale_sp, at::Tensor(), at::Tensor(), at::Tensor()};
-  }
-
-private:
-  // silu = x sigmoid(x): the sigmoid by ATen's vectorised kernel, once per pass (recomputed in
-  // the backward rather than kept: an (N, I) tensor per layer).
-  static at::Tensor silu_sigmoid(const at::Tensor& x, int64_t base) {
-    return static_cast<BaseKind>(base) == BaseKind::kSiLU ? at::sigmoid(x) : at::Tensor();
-  }
-
-  // coef (I, O, M) into weight (I, M + 2k, O): transposed, k zero rows at both ends.
-  template <typename T>
-  static void padded_weight(const T* coef, T* weight, int64_t I, int64_t O, int64_t M, int64_t k) {
-    const int64_t rows = M + 2 * k;
-    for (int64_t i = 0; i < I; ++i)
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t o = 0; o < O; ++o) {
-          const int64_t m = r - k;
-          weight[(i * rows + r) * O + o] = m >= 0 && m < M ? coef[(i * O + o) * M + m] : T(0);
-        }
-  }
-
-  // total[e] = sum over the slices s of partial[s * size + e]; total may be partial itself.
-  static void sum_slices(const double* partial, int64_t slices, int64_t size, double* total) {
-    for (int64_t e = 0; e < size; ++e) {
-      double sum = partial[e];
-      for (int64_t s = 1; s < slices; ++s)
-        sum += partial[s * size + e];
-      total[e] = sum;
-    }
-  }
-
-  // The kernels' (slices, I, M + 2k, O) weight gradient, in double, as coef's (I, O, M) in T:
-  // summed over the slices, the padding rows dropped.
-  template <typename T>
-  static void coef_gradient(const double* gweight, int64_t slices, int64_t I, int64_t O, int64_t M,
-                            int64_t k, T* gcoef) {
-    const int64_t rows = M + 2 * k, size = I * rows * O;
-    for (int64_t i = 0; i < I; ++i)
-      for (int64_t o = 0; o < O; ++o)
-        for (int64_t m = 0; m < M; ++m) {
-          const int64_t at = (i * rows + m + k) * O + o;
-          double sum = gweight[at];
-          for (int64_t s = 1; s < slices; ++s)
-            sum += gweight[s * size + at];
-          gcoef[(i * O + o) * M + m] = static_cast<T>(sum);
-        }
-  }
-
-  // wb = mask * scale_base and ws = mask * scale_sp of the saved {.., scale_base, scale_sp,
-  // mask}, as host arrays.
-  template <typename T> struct MaskedScales {
-    std::vector<T> wb, ws;
-    explicit MaskedScales(const std::vector<at::Tensor>& a)
-        : wb(static_cast<size_t>(a[6].numel())), ws(wb.size()) {
-      const T* sb = a[4].const_data_ptr<T>();
-      const T* sp = a[5].const_data_ptr<T>();
-      const T* mask = a[6].const_data_ptr<T>();
-      for (size_t e = 0; e < wb.size(); ++e) {
-        wb[e] = sb[e] * mask[e];
-        ws[e] = sp[e] * mask[e];
-      }
-    }
-  };
-
-  // The kernels' view of the saved {x, grid, inv, weight, ...}.
-  template <typename T>
-  static LayerArgs<T> layer_args(const std::vector<at::Tensor>& a, const MaskedScales<T>& scales,
-                                 const at::Tensor& sigmoid, int64_t base, int64_t k) {
-    auto spline = spline_args<T>(a[0], a[1], a[2], a[3], k);
-    spline.M -= 2 * k; // the weight's padding rows are not basis functions
-    return {spline, scales.wb.data(), scales.ws.data(), static_cast<BaseKind>(base),
-            sigmoid.defined() ? sigmoid.const_data_ptr<T>() : nullptr};
+    const LayerPass pass(ctx->get_saved_variables(),
+                         static_cast<BaseKind>(ctx->saved_data["base"].toInt()),
+                         ctx->saved_data["k"].toInt());
+    const auto g = layer_pass_backward(pass, grad_outputs[0], grad_outputs[1]);
+    return {g.x,        at::Tensor(), g.coef,       g.scale_base,
+            g.scale_sp, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 

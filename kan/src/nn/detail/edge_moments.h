@@ -39,7 +39,8 @@ constexpr int64_t kOneNodeEdgeEvaluations = int64_t{1} << 20;
 /// A whole layer's numeric part y (N, O) = sum_i phi_nio, phi_nio = wb_io base(x_ni) + ws_io
 /// spline_nio with wb = mask * scale_base and ws = mask * scale_sp (the layer's forward without
 /// its symbolic edges), and fused_edge_moments's sums of phi, in one autograd node: its forward
-/// and its backward each visit every point once and it saves x and the parameters only. For x
+/// and its backward each visit every point once and it saves x, sigmoid(x) and the parameters
+/// only (layer_pass_cpu.h). For x
 /// (N, I), grid and coef as fused_edge_moments's, scale_base, scale_sp and mask (I, O);
 /// differentiable once in x, coef and the scales. The CPU only (fuses_layer_with_moments).
 std::pair<at::Tensor, at::Tensor>

@@ -4,7 +4,10 @@
 #include <ATen/Dispatch.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <cmath>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace kan::detail {
@@ -19,33 +22,77 @@ struct Scores {
   std::vector<double> var, sd, score;    // per edge (i, o)
 };
 
-Scores scores(const at::Tensor& moments, const at::Tensor& input) {
+// Per input i, sum over the rows r of f(x[r, i], i) into out (I), in double: column by column
+// within blocks of rows that stay in the cache, four running sums per column so that the
+// additions do not wait on each other.
+template <typename T, typename F>
+void column_sums(const T* x, int64_t rows, int64_t I, F f, std::vector<double>& out) {
+  constexpr int64_t kBlock = 256;
+  std::vector<double> lanes(static_cast<size_t>(4 * I), 0.0);
+  for (int64_t r0 = 0; r0 < rows; r0 += kBlock) {
+    const int64_t r1 = std::min(rows, r0 + kBlock);
+    for (int64_t i = 0; i < I; ++i) {
+      const auto at = [&](int64_t r) { return f(static_cast<double>(x[r * I + i]), i); };
+      double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      int64_t r = r0;
+      for (; r + 4 <= r1; r += 4) {
+        a0 += at(r);
+        a1 += at(r + 1);
+        a2 += at(r + 2);
+        a3 += at(r + 3);
+      }
+      for (; r < r1; ++r)
+        a0 += at(r);
+      double* lane = &lanes[static_cast<size_t>(4 * i)];
+      lane[0] += a0;
+      lane[1] += a1;
+      lane[2] += a2;
+      lane[3] += a3;
+    }
+  }
+  out.resize(static_cast<size_t>(I));
+  for (int64_t i = 0; i < I; ++i)
+    out[i] = (lanes[4 * i] + lanes[4 * i + 1]) + (lanes[4 * i + 2] + lanes[4 * i + 3]);
+}
+
+// The inputs' means and variances (two passes, as the tensor formulation's std), {mean, var}.
+std::pair<std::vector<double>, std::vector<double>> input_moments(const at::Tensor& input) {
+  const int64_t n = input.size(0), I = input.size(1);
+  std::vector<double> mean, var;
+  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "layer_regularizer_cpu", [&] {
+    const scalar_t* x = input.const_data_ptr<scalar_t>();
+    column_sums(
+        x, n, I, [](double v, int64_t) { return v; }, mean);
+    for (auto& m : mean)
+      m /= static_cast<double>(n);
+    const double* mu = mean.data();
+    column_sums(
+        x, n, I,
+        [mu](double v, int64_t i) {
+          const double c = v - mu[i];
+          return c * c;
+        },
+        var);
+  });
+  for (auto& v : var)
+    v /= static_cast<double>(n > 1 ? n - 1 : 1);
+  return {mean, var};
+}
+
+// The scores from the edges' sums (2, I, O) over n samples and the inputs' means and variances.
+Scores scores(const at::Tensor& moments, int64_t n, std::vector<double> mean_x,
+              std::vector<double> var_x) {
   Scores s;
-  s.n = input.size(0);
+  s.n = n;
   s.I = moments.size(1);
   s.O = moments.size(2);
   const double denominator = static_cast<double>(s.n > 1 ? s.n - 1 : 1);
-  s.mean_x.assign(s.I, 0);
-  s.var_x.assign(s.I, 0);
-  s.sx.assign(s.I, 0);
-  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "layer_regularizer_cpu", [&] {
-    const scalar_t* x = input.data_ptr<scalar_t>();
-    for (int64_t r = 0; r < s.n; ++r)
-      for (int64_t i = 0; i < s.I; ++i)
-        s.mean_x[i] += static_cast<double>(x[r * s.I + i]);
-    for (int64_t i = 0; i < s.I; ++i)
-      s.mean_x[i] /= static_cast<double>(s.n);
-    for (int64_t r = 0; r < s.n; ++r)
-      for (int64_t i = 0; i < s.I; ++i) {
-        const double c = static_cast<double>(x[r * s.I + i]) - s.mean_x[i];
-        s.var_x[i] += c * c;
-      }
-  });
-  for (int64_t i = 0; i < s.I; ++i) {
-    s.var_x[i] /= denominator;
+  s.mean_x = std::move(mean_x);
+  s.var_x = std::move(var_x);
+  s.sx.resize(s.I);
+  for (int64_t i = 0; i < s.I; ++i)
     s.sx[i] = std::sqrt(std::max(s.var_x[i], kVarianceFloor));
-  }
-  const double* sums = moments.data_ptr<double>();
+  const double* sums = moments.const_data_ptr<double>();
   const int64_t edges = s.I * s.O;
   s.var.resize(edges);
   s.sd.resize(edges);
@@ -88,82 +135,127 @@ double entropy(const Scores& s, bool over_inputs, double weight, std::vector<dou
   return total / static_cast<double>(lines);
 }
 
-class LayerRegularizer : public torch::autograd::Function<LayerRegularizer> {
+// One layer's term.
+double layer_term(const Scores& s, double lamb_l1, double lamb_entropy) {
+  double sum = 0;
+  for (double v : s.score)
+    sum += v;
+  return lamb_l1 * sum +
+         lamb_entropy * (entropy(s, true, 0, nullptr) + entropy(s, false, 0, nullptr));
+}
+
+// One layer's gradients {d/dmoments, d/dinput (undefined unless wanted)} for the term's
+// gradient `upstream`.
+std::pair<at::Tensor, at::Tensor> layer_gradients(const Scores& s, const at::Tensor& m,
+                                                  const at::Tensor& x, double lamb_l1,
+                                                  double lamb_entropy, double upstream,
+                                                  bool to_input) {
+  const int64_t edges = s.I * s.O;
+  const double denominator = static_cast<double>(s.n > 1 ? s.n - 1 : 1);
+  // d term / d score.
+  std::vector<double> grad_score(edges, lamb_l1);
+  entropy(s, true, lamb_entropy, &grad_score);
+  entropy(s, false, lamb_entropy, &grad_score);
+  // Through score = sd / (sx + 0.1), sd = sqrt(max(var, floor)), var from the sums.
+  auto grad_moments = at::empty_like(m);
+  double* gm = grad_moments.mutable_data_ptr<double>();
+  const double* sums = m.const_data_ptr<double>();
+  std::vector<double> grad_sx(s.I, 0);
+  for (int64_t e = 0; e < edges; ++e) {
+    const int64_t i = e / s.O;
+    const double g = upstream * grad_score[e];
+    const double grad_sd = g / (s.sx[i] + 0.1);
+    grad_sx[i] -= g * s.sd[e] / ((s.sx[i] + 0.1) * (s.sx[i] + 0.1));
+    const double grad_var = s.var[e] >= kVarianceFloor ? grad_sd * 0.5 / s.sd[e] : 0;
+    gm[edges + e] = grad_var / denominator;
+    gm[e] = -grad_var * 2 * sums[e] / (static_cast<double>(s.n) * denominator);
+  }
+  if (!to_input)
+    return {grad_moments, at::Tensor()};
+  auto grad_input = at::empty_like(x);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "layer_regularizer_cpu_backward", [&] {
+    const scalar_t* xs = x.const_data_ptr<scalar_t>();
+    scalar_t* gx = grad_input.mutable_data_ptr<scalar_t>();
+    std::vector<double> scale(s.I);
+    for (int64_t i = 0; i < s.I; ++i)
+      scale[i] = s.var_x[i] >= kVarianceFloor ? grad_sx[i] * 0.5 / s.sx[i] * 2 / denominator : 0;
+    for (int64_t r = 0; r < s.n; ++r)
+      for (int64_t i = 0; i < s.I; ++i)
+        gx[r * s.I + i] =
+            static_cast<scalar_t>(scale[i] * (static_cast<double>(xs[r * s.I + i]) - s.mean_x[i]));
+  });
+  return {grad_moments, grad_input};
+}
+
+// The layers' terms summed, in one node: moments then inputs, one of each per layer. Keeps the
+// inputs' means and variances for the backward (per layer I of each, in "input_moments").
+class Regularizer : public torch::autograd::Function<Regularizer> {
 public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& moments,
-                            const at::Tensor& input, double lamb_l1, double lamb_entropy) {
-    const auto m = moments.contiguous(), x = input.contiguous();
-    const auto s = scores(m, x);
-    double sum = 0;
-    for (double v : s.score)
-      sum += v;
-    const double value = lamb_l1 * sum + lamb_entropy * (entropy(s, true, 0, nullptr) +
-                                                         entropy(s, false, 0, nullptr));
-    ctx->save_for_backward({m, x});
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::TensorList moments,
+                            at::TensorList inputs, double lamb_l1, double lamb_entropy) {
+    std::vector<at::Tensor> saved;
+    std::vector<double> kept;
+    double value = 0;
+    for (size_t l = 0; l < moments.size(); ++l) {
+      saved.push_back(moments[l].contiguous());
+      saved.push_back(inputs[l].contiguous());
+      auto [mean, var] = input_moments(saved.back());
+      kept.insert(kept.end(), mean.begin(), mean.end());
+      kept.insert(kept.end(), var.begin(), var.end());
+      value += layer_term(scores(saved[2 * l], inputs[l].size(0), std::move(mean), std::move(var)),
+                          lamb_l1, lamb_entropy);
+    }
+    ctx->save_for_backward(saved);
     ctx->saved_data["lamb_l1"] = lamb_l1;
     ctx->saved_data["lamb_entropy"] = lamb_entropy;
-    return at::scalar_tensor(value, x.options());
+    ctx->saved_data["input_moments"] = kept;
+    return at::scalar_tensor(value, inputs[0].options());
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
-    const auto& m = saved[0];
-    const auto& x = saved[1];
     const double lamb_l1 = ctx->saved_data["lamb_l1"].toDouble();
     const double lamb_entropy = ctx->saved_data["lamb_entropy"].toDouble();
+    const auto kept = ctx->saved_data["input_moments"].toDoubleVector();
     const double upstream = grad_outputs[0].item<double>();
-    const auto s = scores(m, x);
-    const int64_t edges = s.I * s.O;
-    const double denominator = static_cast<double>(s.n > 1 ? s.n - 1 : 1);
-    // d term / d score.
-    std::vector<double> grad_score(edges, lamb_l1);
-    entropy(s, true, lamb_entropy, &grad_score);
-    entropy(s, false, lamb_entropy, &grad_score);
-    // Through score = sd / (sx + 0.1), sd = sqrt(max(var, floor)), var from the sums.
-    auto grad_moments = at::zeros_like(m);
-    double* gm = grad_moments.data_ptr<double>();
-    const double* sums = m.data_ptr<double>();
-    std::vector<double> grad_sx(s.I, 0);
-    for (int64_t e = 0; e < edges; ++e) {
-      const int64_t i = e / s.O;
-      const double g = upstream * grad_score[e];
-      const double grad_sd = g / (s.sx[i] + 0.1);
-      grad_sx[i] -= g * s.sd[e] / ((s.sx[i] + 0.1) * (s.sx[i] + 0.1));
-      const double grad_var = s.var[e] >= kVarianceFloor ? grad_sd * 0.5 / s.sd[e] : 0;
-      gm[edges + e] = grad_var / denominator;
-      gm[e] = -grad_var * 2 * sums[e] / (static_cast<double>(s.n) * denominator);
+    const size_t layers = saved.size() / 2;
+    torch::autograd::tensor_list grads(2 * layers + 2);
+    auto at = kept.begin();
+    for (size_t l = 0; l < layers; ++l) {
+      const auto& m = saved[2 * l];
+      const auto& x = saved[2 * l + 1];
+      const int64_t I = x.size(1);
+      std::vector<double> mean(at, at + I), var(at + I, at + 2 * I);
+      at += 2 * I;
+      const auto s = scores(m, x.size(0), std::move(mean), std::move(var));
+      std::tie(grads[l], grads[layers + l]) = layer_gradients(
+          s, m, x, lamb_l1, lamb_entropy, upstream, ctx->needs_input_grad(layers + l));
     }
-    if (!ctx->needs_input_grad(1))
-      return {grad_moments, at::Tensor(), at::Tensor(), at::Tensor()};
-    auto grad_input = at::empty_like(x);
-    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "layer_regularizer_cpu_backward", [&] {
-      const scalar_t* xs = x.data_ptr<scalar_t>();
-      scalar_t* gx = grad_input.data_ptr<scalar_t>();
-      std::vector<double> grad_var_x(s.I);
-      for (int64_t i = 0; i < s.I; ++i)
-        grad_var_x[i] = s.var_x[i] >= kVarianceFloor ? grad_sx[i] * 0.5 / s.sx[i] : 0;
-      for (int64_t r = 0; r < s.n; ++r)
-        for (int64_t i = 0; i < s.I; ++i)
-          gx[r * s.I + i] = static_cast<scalar_t>(
-              grad_var_x[i] * 2 * (static_cast<double>(xs[r * s.I + i]) - s.mean_x[i]) /
-              denominator);
-    });
-    return {grad_moments, grad_input, at::Tensor(), at::Tensor()};
+    return grads;
   }
 };
 
 } // namespace
 
-at::Tensor layer_regularizer_cpu(const at::Tensor& moments, const at::Tensor& input, double lamb_l1,
-                                 double lamb_entropy) {
-  TORCH_CHECK(moments.is_cpu() && input.is_cpu() && moments.scalar_type() == at::kDouble &&
-                  moments.dim() == 3 && moments.size(0) == 2 && input.dim() == 2 &&
-                  input.size(1) == moments.size(1) && input.size(0) >= 1,
-              "layer_regularizer_cpu: moments (2, I, O) float64 and input (N >= 1, I) on the CPU, "
-              "got ",
-              moments.sizes(), " and ", input.sizes());
-  return LayerRegularizer::apply(moments, input, lamb_l1, lamb_entropy);
+at::Tensor regularizer_cpu(const std::vector<at::Tensor>& moments,
+                           const std::vector<at::Tensor>& inputs, double lamb_l1,
+                           double lamb_entropy) {
+  TORCH_CHECK(!moments.empty() && moments.size() == inputs.size(),
+              "regularizer_cpu: one moments and one input tensor per layer, got ", moments.size(),
+              " and ", inputs.size());
+  for (size_t l = 0; l < moments.size(); ++l) {
+    const auto& m = moments[l];
+    const auto& x = inputs[l];
+    TORCH_CHECK(m.is_cpu() && x.is_cpu() && m.scalar_type() == at::kDouble && m.dim() == 3 &&
+                    m.size(0) == 2 && x.dim() == 2 && x.size(1) == m.size(1) && x.size(0) >= 1 &&
+                    x.scalar_type() == inputs[0].scalar_type(),
+                "regularizer_cpu: layer ", l,
+                ": moments (2, I, O) float64 and input (N >= 1, I) on the CPU, of one dtype, got ",
+                m.sizes(), " and ", x.sizes(), " ", x.scalar_type());
+  }
+  // As TensorLists: autograd takes a std::vector for a non-tensor argument.
+  return Regularizer::apply(at::TensorList(moments), at::TensorList(inputs), lamb_l1, lamb_entropy);
 }
 
 } // namespace kan::detail

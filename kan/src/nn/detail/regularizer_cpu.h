@@ -1,18 +1,21 @@
 #pragma once
-// The regulariser's sample terms of one layer (regularization.cpp) from the fused backend's
+// The regulariser's sample terms of a network's layers (regularization.cpp) from the fused backend's
 // per-edge sums, as one autograd node computed in float64 loops on the CPU. The tensor
 // formulation costs about 85 ATen operations forward and 150 backward per layer, which on small
 // models take far longer than the arithmetic.
 
 #include <ATen/core/Tensor.h>
 
+#include <vector>
+
 namespace kan::detail {
 
-/// lamb_l1 * sum(score) + lamb_entropy * (entropy over inputs + entropy over outputs), with
-/// score_io = std_n(phi_io) / (std_n(x_i) + 0.1): moments (2, I, O) float64 as
-/// LayerActivations::moments, input (N, I) on the CPU. A 0-dim tensor of input's dtype,
-/// differentiable in moments and input.
-at::Tensor layer_regularizer_cpu(const at::Tensor& moments, const at::Tensor& input, double lamb_l1,
-                                 double lamb_entropy);
+/// The sum over layers of lamb_l1 * sum(score) + lamb_entropy * (entropy over inputs + entropy
+/// over outputs), with score_io = std_n(phi_io) / (std_n(x_i) + 0.1): per layer moments (2, I, O)
+/// float64 as LayerActivations::moments and input (N, I), on the CPU. A 0-dim tensor of the
+/// inputs' dtype, differentiable in the moments and the inputs.
+at::Tensor regularizer_cpu(const std::vector<at::Tensor>& moments,
+                           const std::vector<at::Tensor>& inputs, double lamb_l1,
+                           double lamb_entropy);
 
 } // namespace kan::detail
