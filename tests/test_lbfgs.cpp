@@ -301,6 +301,42 @@ TEST(LBFGS, SmallCpuProblemsDoTheVectorArithmeticOnTheHost) {
   }
 }
 
+TEST(LBFGS, LongVectorsKeepTheTwoLoopsCoefficientsOnTheDevice) {
+  // 70,000 parameters, past the host loops' 65536: the path a GPU's vectors take, where the two
+  // loops' coefficients stay 0-dim tensors instead of being read back once per history entry. A
+  // diagonal quadratic with curvatures from 1 to e^6, whose minimum is known.
+  const int64_t n = 70000;
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+  const auto target = torch::linspace(-1, 1, n, f64);
+  const auto curvature = torch::linspace(0, 6, n, f64).exp();
+  auto x = torch::zeros({n}, f64).requires_grad_();
+  LBFGS lbfgs({x}, LBFGSOptions(1).max_iter(15).history_size(10).line_search_fn("strong_wolfe"));
+  const auto objective = [&] { return (curvature * (x - target).square()).sum(); };
+  auto closure = [&] {
+    lbfgs.zero_grad();
+    auto loss = objective();
+    loss.backward();
+    return loss;
+  };
+  const double initial = objective().item<double>();
+  lbfgs.step(closure); // fills the history
+  ASSERT_EQ(state_of(lbfgs, x).old_dirs().size(), 10u);
+  const int64_t before = state_of(lbfgs, x).n_iter();
+  const auto report = diagnostics::trace_operations(torch::kCPU, [&] { lbfgs.step(closure); });
+  const int64_t iterations = state_of(lbfgs, x).n_iter() - before;
+  int64_t reads = 0, dots = 0;
+  for (const auto& op : report.operations) {
+    reads += op.operation == "aten::item" ? op.calls : 0;
+    dots += op.operation == "aten::dot" ? op.calls : 0;
+  }
+  ASSERT_GT(iterations, 0);
+  // Each iteration's two loops make 2 dots per history entry; the reads per iteration are the
+  // line search's and the stopping tests' few (6 here), not 2 more per entry (26 here before).
+  EXPECT_GE(dots, 2 * 10 * iterations);
+  EXPECT_LT(reads, 10 * iterations) << reads << " reads in " << iterations << " iterations";
+  EXPECT_LT(objective().item<double>(), 1e-3 * initial);
+}
+
 // What the device audit reads of it: the direction, H_diag, the previous gradient and the
 // history, all on the parameters' device.
 TEST(LBFGS, StateIsVisibleToTheDeviceAudit) {

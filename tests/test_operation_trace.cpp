@@ -90,7 +90,8 @@ TEST(OperationTrace, CorrectKanFitStepHasNoFinding) {
       EXPECT_TRUE(has_operation(report, "model.layers.1", "forward"));
       EXPECT_TRUE(has_operation(report, "model.layers.0", "backward")) << report.to_text();
       EXPECT_TRUE(has_operation(report, "model.layers.0", "grid_update"));
-      EXPECT_TRUE(has_operation(report, "model.layers.1", "regularization"));
+      // On the CPU the regulariser of all layers is one node.
+      EXPECT_TRUE(has_operation(report, "model.layers", "regularization"));
       EXPECT_TRUE(has_operation(report, "", "optimizer_step"));
       EXPECT_TRUE(has_operation(report, "", "evaluation"));
     }

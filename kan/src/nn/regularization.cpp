@@ -123,8 +123,13 @@ torch::Tensor KANImpl::regularization(const RegularizationOptions& w) const {
     add(w.lamb_l1() * score.sum() +
         w.lamb_entropy() * (entropy_along(score, 0) + entropy_along(score, 1)));
   }
-  if (!cpu_moments.empty())
-    add(detail::regularizer_cpu(cpu_moments, cpu_inputs, w.lamb_l1(), w.lamb_entropy()));
+  if (!cpu_moments.empty()) {
+    ModuleScope scope("layers"); // one node for those layers: the trace names them together
+    const auto term =
+        detail::regularizer_cpu(cpu_moments, cpu_inputs, w.lamb_l1(), w.lamb_entropy());
+    record_autograd_node(term);
+    add(term);
+  }
   if (w.lamb_coef() != 0 || w.lamb_coefdiff() != 0) {
     for (size_t l = 0; l < depth(); ++l) {
       ModuleScope scope("layers", static_cast<int64_t>(l));

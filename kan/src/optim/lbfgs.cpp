@@ -422,6 +422,30 @@ void update_history(torch::optim::LBFGSParamState& state, const Tensor& y, const
   }
 }
 
+// lbfgs_direction where the vectors are not host arrays (a GPU's, or long ones): pykan's 0-dim
+// tensors stay tensors, so the two loops queue their operations without reading a number back
+// (pykan's `alpha=-al[i]` copies each one to the host, one synchronisation per history entry
+// and loop). q + (-1) dir al is q - al dir as pykan's add_ computes it, the negation exact.
+Tensor lbfgs_direction_on_device(const Tensor& flat_grad,
+                                 const torch::optim::LBFGSParamState& state, const Tensor& H_diag) {
+  const auto& old_dirs = state.old_dirs();
+  const auto& old_stps = state.old_stps();
+  const auto& ro = state.ro();
+  const auto num_old = static_cast<int64_t>(old_dirs.size());
+  std::vector<Tensor> al(static_cast<size_t>(num_old));
+  Tensor q = flat_grad.neg();
+  for (int64_t i = num_old - 1; i > -1; --i) {
+    al[i] = old_stps[i].dot(q) * ro[i];
+    q.addcmul_(old_dirs[i], al[i], -1);
+  }
+  Tensor r = torch::mul(q, H_diag);
+  for (int64_t i = 0; i < num_old; ++i) {
+    const Tensor be_i = old_dirs[i].dot(r) * ro[i];
+    r.addcmul_(old_stps[i], al[i] - be_i);
+  }
+  return r;
+}
+
 // The approximate (L-BFGS) inverse Hessian multiplied by the negative gradient: the two-loop
 // recursion over the history.
 Tensor lbfgs_direction(const Tensor& flat_grad, const torch::optim::LBFGSParamState& state,
@@ -441,6 +465,8 @@ Tensor lbfgs_direction(const Tensor& flat_grad, const torch::optim::LBFGSParamSt
   const auto minus = [single](double a, double b) {
     return single ? static_cast<double>(static_cast<float>(a) - static_cast<float>(b)) : a - b;
   };
+  if (!on_host(flat_grad))
+    return lbfgs_direction_on_device(flat_grad, state, H_diag);
   std::vector<double> ro_values(static_cast<size_t>(num_old)), al(ro_values.size());
   for (int64_t i = 0; i < num_old; ++i)
     ro_values[i] = value(state.ro()[i]);

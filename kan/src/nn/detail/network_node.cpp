@@ -1,5 +1,6 @@
 #include "nn/detail/network_node.h"
 
+#include "kan/nn/trace_scope.h"
 #include "nn/detail/layer_pass_cpu.h"
 
 #include <ATen/ATen.h>
@@ -184,6 +185,7 @@ public:
     std::vector<at::Tensor> saved, hs, ys, moments;
     at::Tensor h = x;
     for (size_t l = 0; l < L; ++l) {
+      ModuleScope scope("layers", static_cast<int64_t>(l)); // the trace names each layer's work
       const auto* p = &layers[l * kLayerTensors];
       const LayerPass pass(h, p[0], p[1], p[2], p[3], p[4], layout.base, layout.k);
       auto [y, m] = layer_pass_forward(pass);
@@ -226,6 +228,7 @@ public:
     };
     at::Tensor gh = grad_outputs[L - 1];
     for (size_t l = L; l-- > 0;) {
+      ModuleScope scope("layers", static_cast<int64_t>(l));
       const LayerPass pass({saved.begin() + static_cast<int64_t>(l * per_layer),
                             saved.begin() + static_cast<int64_t>((l + 1) * per_layer)},
                            layout.base, layout.k);
