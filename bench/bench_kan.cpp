@@ -5,6 +5,7 @@
 //   build/bin/bench_kan --benchmark_filter='BM_LayerForwardBackward/.*/batch:4096/in:100'
 #include "bench_util.h"
 
+#include "kan/diagnostics/operation_trace.h"
 #include "kan/kan.h"
 
 #include <ATen/ATen.h>
@@ -191,17 +192,21 @@ struct ToyCase {
 
 // One evaluation of LBFGS's objective as kan::fit makes it: forward on the training set, MSE plus
 // 0.001 times the regulariser, backward (what each of an LBFGS step's many closure calls does).
-// Arg: 1 runs the network as one autograd node (the default), 0 layer by layer.
+// Arg `path`: 0 layer by layer through autograd, 1 the whole-network node through autograd, 2
+// without autograd (KANImpl::mse_objective, what kan::fit runs; the default).
 struct ToyObjective {
   const ToyCase& toy;
+  int64_t path;
   KAN model = ToyCase::model();
 
-  ToyObjective(const ToyCase& c, bool whole_network) : toy(c) {
+  ToyObjective(const ToyCase& c, int64_t p) : toy(c), path(p) {
     model->set_save_statistics(true);
-    model->set_whole_network_node(whole_network);
+    model->set_whole_network_node(path != 0);
   }
   torch::Tensor operator()() {
     model->zero_grad();
+    if (path == 2)
+      return model->mse_objective(toy.data.train_input, toy.data.train_label, 0.001, {})->total;
     const auto out = model(toy.data.train_input);
     const auto loss =
         compute_loss(Loss::kMSE, out, toy.data.train_label) + 0.001 * model->regularization();
@@ -210,26 +215,35 @@ struct ToyObjective {
   }
 };
 
-void set_node_label(benchmark::State& state) {
-  state.SetLabel(state.range(0) ? "whole network" : "layer by layer");
+void set_path_label(benchmark::State& state) {
+  const char* paths[] = {"layer by layer", "whole-network node", "without autograd"};
+  state.SetLabel(paths[state.range(0)]);
 }
 
 void BM_ToyEvaluation(benchmark::State& state) {
   const ToyCase toy;
-  ToyObjective evaluate(toy, state.range(0) != 0);
+  ToyObjective evaluate(toy, state.range(0));
   evaluate();
+  {
+    diagnostics::OperationTrace trace(torch::kCPU);
+    trace.start();
+    evaluate();
+    trace.stop();
+    state.counters["ops_per_evaluation"] = static_cast<double>(trace.report().summary.operations);
+  }
   for (auto _ : state)
     evaluate();
   state.counters["evaluations/s"] =
       benchmark::Counter(1, benchmark::Counter::kIsIterationInvariantRate);
-  set_node_label(state);
+  set_path_label(state);
 }
 
 // One step of pykan's LBFGS (history 10, strong Wolfe, up to 20 iterations) on the toy from its
-// initial parameters each time: the optimiser's own work around its evaluations. Arg as above.
+// initial parameters each time: the optimiser's own work around its evaluations. Arg `path` as
+// above.
 void BM_ToyLbfgsStep(benchmark::State& state) {
   const ToyCase toy;
-  ToyObjective evaluate(toy, state.range(0) != 0);
+  ToyObjective evaluate(toy, state.range(0));
   const auto initial = ToyCase::model();
   int64_t evaluations = 0;
   for (auto _ : state) {
@@ -251,7 +265,7 @@ void BM_ToyLbfgsStep(benchmark::State& state) {
   }
   state.counters["evaluations/s"] =
       benchmark::Counter(static_cast<double>(evaluations), benchmark::Counter::kIsRate);
-  set_node_label(state);
+  set_path_label(state);
 }
 
 // pykan's toy training loop: 50 LBFGS steps of kan::fit from a new model, grid updates at fit's
@@ -310,13 +324,13 @@ void register_families() {
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("BM_ToyEvaluation", BM_ToyEvaluation)
-      ->ArgName("whole_network")
-      ->DenseRange(0, 1)
+      ->ArgName("path")
+      ->DenseRange(0, 2)
       ->UseRealTime()
       ->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("BM_ToyLbfgsStep", BM_ToyLbfgsStep)
-      ->ArgName("whole_network")
-      ->DenseRange(0, 1)
+      ->ArgName("path")
+      ->DenseRange(0, 2)
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("BM_ToyFit", BM_ToyFit)

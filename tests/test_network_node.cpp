@@ -1,8 +1,8 @@
-// The whole-network node (KANImpl::set_whole_network_node) against the same network run layer by
-// layer: outputs, losses and every gradient on every feature the node covers (multiplication
-// nodes of several arities, trainable affine maps, pruned edges, frozen scales, the base
-// functions, spline orders, float32 and float64, with and without the regulariser), and the rule
-// that picks it.
+// The whole-network node (KANImpl::set_whole_network_node) and the evaluation without autograd
+// (KANImpl::mse_objective) against the same network run layer by layer: outputs, losses and every
+// gradient on every feature the node covers (multiplication nodes of several arities, trainable
+// affine maps, pruned edges, frozen scales, the base functions, spline orders, float32 and float64,
+// with and without the regulariser), and the rule that picks it.
 #include "kan/nn/network.h"
 #include "kan/symbolic/symbolic.h"
 #include "test_util.h"
@@ -60,6 +60,26 @@ Step step(KAN& model, const torch::Tensor& x_in, bool whole_network, bool regula
   return s;
 }
 
+// The same objective against labels, the MSE plus 0.01 times the regulariser, without autograd
+// (KANImpl::mse_objective): the values and the gradients it writes.
+Step objective_without_autograd(KAN& model, const torch::Tensor& x, const torch::Tensor& labels,
+                                bool regularised) {
+  model->set_whole_network_node(true);
+  model->zero_grad();
+  Step s;
+  const auto values = model->mse_objective(x, labels, regularised ? 0.01 : 0.0,
+                                           RegularizationOptions().lamb_entropy(2));
+  s.one_node = values.has_value();
+  if (!values)
+    return s;
+  s.loss = values->total;
+  for (const auto& p : model->named_parameters())
+    if (p.value().requires_grad())
+      s.grads.emplace_back(p.key(), p.value().grad().defined() ? p.value().grad()
+                                                               : torch::zeros_like(p.value()));
+  return s;
+}
+
 // Perturbs every parameter (affine maps and scales off their initial 1 and 0, so that every
 // gradient path matters) and prunes one edge.
 void perturb(KAN& model) {
@@ -93,6 +113,17 @@ void check_same(KANOptions options, double tol, bool regularised,
     for (size_t i = 0; i < node.grads.size(); ++i)
       EXPECT_LE(max_relative_diff(node.grads[i].second, layered.grads[i].second), tol)
           << what << ", " << node.grads[i].first;
+    // Without autograd: the same loss against labels 0.3 and the same gradients.
+    const auto direct = objective_without_autograd(
+        model, x, torch::full({N, options.width().back()}, 0.3, x.options()), regularised);
+    ASSERT_EQ(direct.one_node, kernels_fuse_layers()) << what;
+    if (!direct.one_node)
+      continue;
+    EXPECT_LE(max_relative_diff(direct.loss, layered.loss), tol) << what << ", without autograd";
+    ASSERT_EQ(direct.grads.size(), layered.grads.size()) << what;
+    for (size_t i = 0; i < direct.grads.size(); ++i)
+      EXPECT_LE(max_relative_diff(direct.grads[i].second, layered.grads[i].second), tol)
+          << what << ", without autograd, " << direct.grads[i].first;
   }
 }
 
@@ -164,8 +195,18 @@ TEST(FusedBackend, WholeNetworkNodeOnlyWhereItApplies) {
   }
   KAN reference(KANOptions({2, 3, 1}).dtype(torch::kFloat64).backend(SplineBackend::kReference));
   EXPECT_FALSE(ran_as_one_node(reference(x)));
+  // Without autograd only where nothing else is asked of the step.
+  const auto labels = torch::zeros({20, 1}, torch::kFloat64);
+  EXPECT_TRUE(model->mse_objective(x, labels, 0.01, {}).has_value());
+  EXPECT_FALSE(model->mse_objective(x, labels, 0.01, RegularizationOptions().lamb_coef(1)));
+  EXPECT_FALSE(model->mse_objective(x, torch::zeros({20, 2}, torch::kFloat64), 0.0, {}));
+  {
+    torch::NoGradGuard no_grad;
+    EXPECT_FALSE(model->mse_objective(x, labels, 0.0, {}));
+  }
   model->layer(0)->set_symbolic_edges({0}, {1}, {"sin"}, {1.0}, {});
   EXPECT_FALSE(ran_as_one_node(model(x))); // symbolic edges: layer by layer
+  EXPECT_FALSE(model->mse_objective(x, labels, 0.01, {}));
 }
 
 } // namespace

@@ -26,6 +26,13 @@ torch::Tensor Model::regularization(const RegularizationOptions& /*weights*/) co
   return torch::zeros({}, torch::TensorOptions().device(device()).dtype(dtype()));
 }
 
+std::optional<ObjectiveValues> Model::mse_objective(const torch::Tensor& /*x*/,
+                                                    const torch::Tensor& /*labels*/,
+                                                    double /*lamb*/,
+                                                    const RegularizationOptions& /*weights*/) {
+  return std::nullopt;
+}
+
 void Model::update_grid_from_samples(const torch::Tensor& /*x*/, int64_t /*memory_budget*/) {
   TORCH_CHECK(false, "update_grid_from_samples: a ", to_string(kind()),
               " has no grid to update (has_grid() is false)");

@@ -311,7 +311,7 @@ void KANImpl::check_input(const torch::Tensor& x, const char* what) const {
 torch::Tensor KANImpl::forward(const torch::Tensor& x) {
   check_input(x);
   activations_.clear();
-  if (runs_as_one_node(x))
+  if (runs_as_one_node(x, save_statistics_))
     return forward_as_one_node(x);
   auto h = x;
   for (size_t l = 0; l < depth(); ++l) {
@@ -328,7 +328,7 @@ torch::Tensor KANImpl::forward(const torch::Tensor& x) {
   return h;
 }
 
-bool KANImpl::runs_as_one_node(const torch::Tensor& x) const {
+bool KANImpl::runs_as_one_node(const torch::Tensor& x, bool statistics) const {
   // The layers' own rule (KANLayerImpl::forward): the one-pass kernels compute the regulariser's
   // sums too, which an unregularised forward of wide layers does not repay.
   if (!whole_network_node_ || save_activations_ || options_.backend() != SplineBackend::kFused ||
@@ -337,40 +337,93 @@ bool KANImpl::runs_as_one_node(const torch::Tensor& x) const {
   for (size_t l = 0; l < depth(); ++l) {
     const auto& o = layer(l)->options();
     if (layer(l)->symbolic_edge_count() > 0 ||
-        (!save_statistics_ &&
-         x.size(0) * o.in_dim() * o.out_dim() > detail::kOneNodeEdgeEvaluations))
+        (!statistics && x.size(0) * o.in_dim() * o.out_dim() > detail::kOneNodeEdgeEvaluations))
       return false;
   }
   return true;
 }
 
-torch::Tensor KANImpl::forward_as_one_node(const torch::Tensor& x) {
+namespace {
+
+// The whole-network node's arguments: the layout, the layers' tensors, the affine maps'.
+struct OneNodeArguments {
   detail::NetworkLayout layout;
-  layout.k = layer(0)->options().k();
-  layout.base = detail::base_kind(options_.base_fun());
-  layout.affine = applies_affine();
   std::vector<torch::Tensor> layers, affine;
-  for (size_t l = 0; l < depth(); ++l) {
-    const auto& lay = *layer(l);
-    layers.insert(layers.end(), {lay.grid, lay.coef, lay.scale_base, lay.scale_sp, lay.mask});
-    const int64_t n_mult = mult_nodes(options_, l + 1);
-    layout.sum_nodes.push_back(options_.width()[l + 1] - n_mult);
-    auto& arities = layout.arities.emplace_back();
+};
+
+OneNodeArguments one_node_arguments(const KANImpl& model) {
+  const auto& options = model.options();
+  OneNodeArguments a;
+  a.layout.k = model.layer(0)->options().k();
+  a.layout.base = detail::base_kind(options.base_fun());
+  a.layout.affine = model.applies_affine();
+  for (size_t l = 0; l < model.depth(); ++l) {
+    const auto& lay = *model.layer(l);
+    a.layers.insert(a.layers.end(), {lay.grid, lay.coef, lay.scale_base, lay.scale_sp, lay.mask});
+    const int64_t n_mult = mult_nodes(options, l + 1);
+    a.layout.sum_nodes.push_back(options.width()[l + 1] - n_mult);
+    auto& arities = a.layout.arities.emplace_back();
     for (int64_t j = 0; j < n_mult; ++j)
-      arities.push_back(node_arity(options_, l + 1, j));
-    if (layout.affine)
-      affine.insert(affine.end(), {subnode_scale[l], subnode_bias[l], node_scale[l], node_bias[l]});
+      arities.push_back(node_arity(options, l + 1, j));
+    if (a.layout.affine)
+      a.affine.insert(a.affine.end(), {model.subnode_scale[l], model.subnode_bias[l],
+                                       model.node_scale[l], model.node_bias[l]});
   }
-  auto pass = detail::fused_network(x, layers, affine, layout);
+  return a;
+}
+
+// p.grad += g, as autograd accumulates (g undefined: no gradient).
+void accumulate_grad(const torch::Tensor& p, const torch::Tensor& g) {
+  if (!p.requires_grad() || !g.defined())
+    return;
+  auto& grad = p.mutable_grad();
+  grad = grad.defined() ? grad + g : g;
+}
+
+} // namespace
+
+torch::Tensor KANImpl::forward_as_one_node(const torch::Tensor& x) {
+  const auto a = one_node_arguments(*this);
+  auto pass = detail::fused_network(x, a.layers, a.affine, a.layout);
   record_autograd_node(pass.output); // its backward is this network's work in the trace
   if (save_statistics_)
     for (size_t l = 0; l < depth(); ++l) {
-      LayerActivations& a = activations_.emplace_back();
-      a.input = pass.inputs[l];
-      a.output = pass.outputs[l];
-      a.moments = pass.moments[l];
+      LayerActivations& acts = activations_.emplace_back();
+      acts.input = pass.inputs[l];
+      acts.output = pass.outputs[l];
+      acts.moments = pass.moments[l];
     }
   return pass.output;
+}
+
+std::optional<ObjectiveValues> KANImpl::mse_objective(const torch::Tensor& x,
+                                                      const torch::Tensor& labels, double lamb,
+                                                      const RegularizationOptions& w) {
+  const bool regularised = lamb != 0;
+  if (!at::GradMode::is_enabled() || !runs_as_one_node(x, regularised) || x.size(0) < 1 ||
+      labels.sizes() != c10::IntArrayRef({x.size(0), options_.width().back()}) ||
+      labels.scalar_type() != x.scalar_type() || !labels.is_cpu() ||
+      (regularised && (w.sum_over_ranks() || w.lamb_coef() != 0 || w.lamb_coefdiff() != 0)))
+    return std::nullopt;
+  check_input(x);
+  activations_.clear();
+  const auto a = one_node_arguments(*this);
+  const auto o = detail::network_objective(x, labels, a.layers, a.affine, a.layout,
+                                           {lamb, w.lamb_l1(), w.lamb_entropy()});
+  for (size_t t = 0; t < a.layers.size(); ++t)
+    accumulate_grad(a.layers[t], o.grads[1 + t]);
+  for (size_t t = 0; t < a.affine.size(); ++t)
+    accumulate_grad(a.affine[t], o.grads[1 + a.layers.size() + t]);
+  const auto scalar = torch::TensorOptions().dtype(dtype());
+  ObjectiveValues values;
+  values.loss = torch::scalar_tensor(o.loss, scalar);
+  values.total = values.loss;
+  if (regularised) {
+    // Rounded as loss + lamb * reg rounds in the model's dtype.
+    values.reg = torch::scalar_tensor(o.reg, scalar);
+    values.total = values.loss + lamb * values.reg;
+  }
+  return values;
 }
 
 void KANImpl::update_grid_from_samples(const torch::Tensor& x, int64_t memory_budget) {

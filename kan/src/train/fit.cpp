@@ -351,8 +351,19 @@ void optimize(Model& model, const StepContext& c, const torch::Tensor& x, const 
   GradScaler* scaler = o.grad_scaler().get();
   torch::Tensor loss, reg;
   bool overflow = false; // the scaled gradients of the last evaluation overflowed
+  // A small KAN's evaluation without autograd (Model::mse_objective), where nothing else wraps it.
+  const bool without_autograd =
+      !c.group && scaler == nullptr && !o.autocast() && o.loss() == Loss::kMSE;
   auto objective = [&]() {
     ++record.evaluations;
+    if (without_autograd) {
+      drop_gradients(c.optimizer);
+      if (auto values = model.mse_objective(x, y, regularized ? o.lamb() : 0.0, c.reg_weights)) {
+        loss = values->loss;
+        reg = values->reg;
+        return values->total;
+      }
+    }
     torch::Tensor total;
     c10::intrusive_ptr<c10d::Work> loss_sum;
     {

@@ -8,6 +8,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace kan {
@@ -44,6 +45,12 @@ inline constexpr int64_t kSymbolicFunctionFlops = 1;
 ///   kan::fit(model, data, kan::FitOptions().steps(100));
 ///
 /// What only KANs do (a regulariser, grids) has defaults here that say the model has none.
+/// A training evaluation's values, 0-dim tensors of the model's dtype: the total the optimiser
+/// minimises (loss + lamb * reg), the loss, and the regulariser (undefined without one).
+struct ObjectiveValues {
+  torch::Tensor total, loss, reg;
+};
+
 class Model {
 public:
   virtual ~Model() = default;
@@ -77,6 +84,14 @@ public:
   /// The regulariser of the last forward (a KAN's: kan/nn/network.h). Default: no regulariser, a
   /// zero scalar on the model's device in its dtype.
   virtual torch::Tensor regularization(const RegularizationOptions& weights) const;
+  /// The MSE of forward(x) against labels plus lamb * regularization(weights) (the loss alone
+  /// where lamb is 0), with its gradients written into the parameters' .grad, where the model
+  /// computes them without autograd (a small KAN on the CPU: docs/library.md, "The
+  /// whole-network node"); nullopt, having done nothing, elsewhere (the caller then runs
+  /// forward, the loss and backward).
+  virtual std::optional<ObjectiveValues> mse_objective(const torch::Tensor& x,
+                                                       const torch::Tensor& labels, double lamb,
+                                                       const RegularizationOptions& weights);
   /// Whether the model has grids that update_grid_from_samples moves (a KAN's splines).
   virtual bool has_grid() const { return false; }
   /// Moves the grids to the samples x (a KAN's: kan/nn/network.h). Default: an error, the model has

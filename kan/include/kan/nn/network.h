@@ -313,6 +313,12 @@ public:
   /// The regulariser of the last forward's activations (save_activations or save_statistics
   /// must be on).
   torch::Tensor regularization(const RegularizationOptions& weights = {}) const override;
+  /// Without autograd where forward runs as one node (whole_network_node) and the regulariser is
+  /// its sample terms only (no lamb_coef, lamb_coefdiff or sum over ranks); the same numbers
+  /// within rounding as forward, the loss, regularization and backward.
+  std::optional<ObjectiveValues> mse_objective(const torch::Tensor& x, const torch::Tensor& labels,
+                                               double lamb,
+                                               const RegularizationOptions& weights) override;
 
   /// Checks that x fits this model: (N, width[0]), its dtype, its device.
   void check_input(const torch::Tensor& x, const char* what = "input") const;
@@ -333,7 +339,7 @@ public:
   std::vector<torch::Tensor> node_scale, node_bias, subnode_scale, subnode_bias;
 
 private:
-  bool runs_as_one_node(const torch::Tensor& x) const;
+  bool runs_as_one_node(const torch::Tensor& x, bool statistics) const;
   torch::Tensor forward_as_one_node(const torch::Tensor& x);
 
   KANOptions options_;

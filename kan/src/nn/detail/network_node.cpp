@@ -2,6 +2,7 @@
 
 #include "kan/nn/trace_scope.h"
 #include "nn/detail/layer_pass_cpu.h"
+#include "nn/detail/regularizer_cpu.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
@@ -170,46 +171,100 @@ at::Tensor plus(at::Tensor a, const at::Tensor& b) {
   return a;
 }
 
-// Inputs: x, then the layers' tensors, then the affine maps' (layout.affine), then the layout.
-// Outputs: h_1 .. h_L (each layer's input after the first, and the network's output), then
-// y_0 .. y_{L-1} where the affine maps apply (else y_l is h_{l+1}), then the L sums.
+// The network's forward: its outputs as the node gives them (h_1 .. h_L, each layer's input after
+// the first and the network's output; then y_0 .. y_{L-1} where the affine maps apply, else y_l
+// is h_{l+1}; then the L sums) and what its backward reads.
+struct NetworkForward {
+  std::vector<at::Tensor> outputs, saved;
+};
+
+NetworkForward network_forward(const at::Tensor& x, at::TensorList layers, at::TensorList affine,
+                               const NetworkLayout& layout) {
+  const size_t L = layout.sum_nodes.size();
+  NetworkForward f;
+  std::vector<at::Tensor> ys, moments;
+  at::Tensor h = x;
+  for (size_t l = 0; l < L; ++l) {
+    ModuleScope scope("layers", static_cast<int64_t>(l)); // the trace names each layer's work
+    const auto* p = &layers[l * kLayerTensors];
+    const LayerPass pass(h, p[0], p[1], p[2], p[3], p[4], layout.base, layout.k);
+    auto [y, m] = layer_pass_forward(pass);
+    const auto kept = pass.tensors();
+    f.saved.insert(f.saved.end(), kept.begin(), kept.end());
+    moments.push_back(m);
+    ys.push_back(y);
+    h = layout.affine ? affine_forward(y, affine_of(affine, l), layout, l) : y;
+    f.outputs.push_back(h);
+  }
+  if (layout.affine) {
+    f.saved.insert(f.saved.end(), ys.begin(), ys.end());
+    for (size_t l = 0; l < L; ++l) {
+      const auto p = affine_of(affine, l);
+      f.saved.insert(f.saved.end(), p.begin(), p.end());
+    }
+    f.outputs.insert(f.outputs.end(), ys.begin(), ys.end());
+  }
+  f.outputs.insert(f.outputs.end(), moments.begin(), moments.end());
+  return f;
+}
+
+// The gradients of the forward's inputs (x, the layers' tensors, the affine maps', in order; those
+// `wanted` rejects undefined) for its outputs' gradients (undefined: zero).
+template <typename Wanted>
+std::vector<at::Tensor>
+network_backward(const std::vector<at::Tensor>& saved, const NetworkLayout& layout,
+                 const std::vector<at::Tensor>& grad_outputs, Wanted wanted) {
+  const size_t L = layout.sum_nodes.size(), per_layer = LayerPass::kTensors;
+  const size_t moments_at = layout.affine ? 2 * L : L, affine_at = 1 + kLayerTensors * L;
+  std::vector<at::Tensor> grads(affine_at + (layout.affine ? kAffineTensors * L : 0));
+  const auto keep = [&](size_t input, const at::Tensor& g) {
+    if (wanted(input))
+      grads[input] = g;
+  };
+  at::Tensor gh = grad_outputs[L - 1];
+  for (size_t l = L; l-- > 0;) {
+    ModuleScope scope("layers", static_cast<int64_t>(l));
+    const LayerPass pass({saved.begin() + static_cast<int64_t>(l * per_layer),
+                          saved.begin() + static_cast<int64_t>((l + 1) * per_layer)},
+                         layout.base, layout.k);
+    at::Tensor gy = gh;
+    if (layout.affine) {
+      gy = grad_outputs[L + l];
+      if (gh.defined()) {
+        const auto& y = saved[per_layer * L + l];
+        const std::vector<at::Tensor> p(
+            saved.begin() + static_cast<int64_t>(per_layer * L + L + kAffineTensors * l),
+            saved.begin() + static_cast<int64_t>(per_layer * L + L + kAffineTensors * (l + 1)));
+        const auto ga = affine_backward(gh, y, p, layout, l);
+        gy = plus(ga[0], gy);
+        for (size_t t = 0; t < kAffineTensors; ++t)
+          keep(affine_at + kAffineTensors * l + t, ga[1 + t]);
+      }
+    }
+    const auto g = layer_pass_backward(pass, gy, grad_outputs[moments_at + l]);
+    const size_t at = 1 + kLayerTensors * l;
+    keep(at + 1, g.coef);
+    keep(at + 2, g.scale_base);
+    keep(at + 3, g.scale_sp);
+    gh = l > 0 ? plus(g.x, grad_outputs[l - 1]) : g.x;
+  }
+  keep(0, gh);
+  return grads;
+}
+
+// Inputs: x, then the layers' tensors, then the affine maps' (layout.affine), then the layout;
+// outputs network_forward's.
 class NetworkFunction : public torch::autograd::Function<NetworkFunction> {
 public:
   static torch::autograd::tensor_list forward(torch::autograd::AutogradContext* ctx,
                                               const at::Tensor& x, at::TensorList layers,
                                               at::TensorList affine,
                                               const std::vector<int64_t>& code) {
-    const auto layout = decode(code);
-    const size_t L = layers.size() / kLayerTensors;
     ctx->set_materialize_grads(false);
-    std::vector<at::Tensor> saved, hs, ys, moments;
-    at::Tensor h = x;
-    for (size_t l = 0; l < L; ++l) {
-      ModuleScope scope("layers", static_cast<int64_t>(l)); // the trace names each layer's work
-      const auto* p = &layers[l * kLayerTensors];
-      const LayerPass pass(h, p[0], p[1], p[2], p[3], p[4], layout.base, layout.k);
-      auto [y, m] = layer_pass_forward(pass);
-      const auto kept = pass.tensors();
-      saved.insert(saved.end(), kept.begin(), kept.end());
-      moments.push_back(m);
-      ys.push_back(y);
-      h = layout.affine ? affine_forward(y, affine_of(affine, l), layout, l) : y;
-      hs.push_back(h);
-    }
-    if (layout.affine) {
-      saved.insert(saved.end(), ys.begin(), ys.end());
-      for (size_t l = 0; l < L; ++l) {
-        const auto p = affine_of(affine, l);
-        saved.insert(saved.end(), p.begin(), p.end());
-      }
-    }
-    ctx->save_for_backward(saved);
+    auto f = network_forward(x, layers, affine, decode(code));
+    ctx->save_for_backward(f.saved);
     ctx->saved_data["layout"] = code;
-    torch::autograd::tensor_list outputs = hs;
-    if (layout.affine)
-      outputs.insert(outputs.end(), ys.begin(), ys.end());
-    outputs.insert(outputs.end(), moments.begin(), moments.end());
-    return outputs;
+    return f.outputs;
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
@@ -217,46 +272,22 @@ public:
     TORCH_CHECK(!at::GradMode::is_enabled(),
                 "backend fused does not support double backward (create_graph=true); use "
                 "backend reference for higher-order derivatives");
-    const auto layout = decode(ctx->saved_data["layout"].toIntVector());
-    const auto saved = ctx->get_saved_variables();
-    const size_t L = layout.sum_nodes.size(), per_layer = LayerPass::kTensors;
-    const size_t moments_at = layout.affine ? 2 * L : L, affine_at = 1 + kLayerTensors * L;
-    torch::autograd::tensor_list grads(affine_at + (layout.affine ? kAffineTensors * L : 0) + 1);
-    const auto wanted = [&](size_t input, const at::Tensor& g) {
-      if (ctx->needs_input_grad(input))
-        grads[input] = g;
-    };
-    at::Tensor gh = grad_outputs[L - 1];
-    for (size_t l = L; l-- > 0;) {
-      ModuleScope scope("layers", static_cast<int64_t>(l));
-      const LayerPass pass({saved.begin() + static_cast<int64_t>(l * per_layer),
-                            saved.begin() + static_cast<int64_t>((l + 1) * per_layer)},
-                           layout.base, layout.k);
-      at::Tensor gy = gh;
-      if (layout.affine) {
-        gy = grad_outputs[L + l];
-        if (gh.defined()) {
-          const auto& y = saved[per_layer * L + l];
-          const std::vector<at::Tensor> p(
-              saved.begin() + static_cast<int64_t>(per_layer * L + L + kAffineTensors * l),
-              saved.begin() + static_cast<int64_t>(per_layer * L + L + kAffineTensors * (l + 1)));
-          const auto ga = affine_backward(gh, y, p, layout, l);
-          gy = plus(ga[0], gy);
-          for (size_t t = 0; t < kAffineTensors; ++t)
-            wanted(affine_at + kAffineTensors * l + t, ga[1 + t]);
-        }
-      }
-      const auto g = layer_pass_backward(pass, gy, grad_outputs[moments_at + l]);
-      const size_t at = 1 + kLayerTensors * l;
-      wanted(at + 1, g.coef);
-      wanted(at + 2, g.scale_base);
-      wanted(at + 3, g.scale_sp);
-      gh = l > 0 ? plus(g.x, grad_outputs[l - 1]) : g.x;
-    }
-    wanted(0, gh);
+    auto grads = network_backward(ctx->get_saved_variables(),
+                                  decode(ctx->saved_data["layout"].toIntVector()), grad_outputs,
+                                  [&](size_t input) { return ctx->needs_input_grad(input); });
+    grads.emplace_back(); // the layout
     return grads;
   }
 };
+
+void check_lists(const std::vector<at::Tensor>& layers, const std::vector<at::Tensor>& affine,
+                 const NetworkLayout& layout) {
+  const size_t L = layout.sum_nodes.size();
+  TORCH_CHECK(L >= 1 && layers.size() == kLayerTensors * L && layout.arities.size() == L &&
+                  affine.size() == (layout.affine ? kAffineTensors * L : 0),
+              "fused_network: ", layers.size(), " layer tensors and ", affine.size(),
+              " affine tensors do not fit a layout of ", L, " layers");
+}
 
 } // namespace
 
@@ -274,11 +305,8 @@ BaseKind base_kind(BaseFunction f) {
 
 NetworkPass fused_network(const at::Tensor& x, const std::vector<at::Tensor>& layers,
                           const std::vector<at::Tensor>& affine, const NetworkLayout& layout) {
+  check_lists(layers, affine, layout);
   const size_t L = layout.sum_nodes.size();
-  TORCH_CHECK(L >= 1 && layers.size() == kLayerTensors * L && layout.arities.size() == L &&
-                  affine.size() == (layout.affine ? kAffineTensors * L : 0),
-              "fused_network: ", layers.size(), " layer tensors and ", affine.size(),
-              " affine tensors do not fit a layout of ", L, " layers");
   // As TensorLists: autograd takes a std::vector for a non-tensor argument.
   const auto outputs =
       NetworkFunction::apply(x, at::TensorList(layers), at::TensorList(affine), encode(layout));
@@ -290,6 +318,70 @@ NetworkPass fused_network(const at::Tensor& x, const std::vector<at::Tensor>& la
     pass.moments.push_back(outputs[(layout.affine ? 2 * L : L) + l]);
   }
   return pass;
+}
+
+ObjectivePass network_objective(const at::Tensor& x, const at::Tensor& labels,
+                                const std::vector<at::Tensor>& layers,
+                                const std::vector<at::Tensor>& affine, const NetworkLayout& layout,
+                                const ObjectiveWeights& w) {
+  check_lists(layers, affine, layout);
+  const int64_t outputs =
+      layout.sum_nodes.back() + static_cast<int64_t>(layout.arities.back().size());
+  TORCH_CHECK(labels.dim() == 2 && labels.size(0) == x.size(0) && labels.size(1) == outputs &&
+                  labels.scalar_type() == x.scalar_type() && labels.is_cpu() && x.size(0) >= 1,
+              "network_objective: labels ", labels.sizes(), " ", labels.scalar_type(),
+              " do not fit the network's ", outputs, " outputs for x ", x.sizes(), " ",
+              x.scalar_type());
+  const size_t L = layout.sum_nodes.size();
+  ObjectivePass o;
+  at::Tensor grad_output; // d loss / d prediction
+  NetworkForward f;
+  {
+    PhaseScope phase(Phase::kForward);
+    f = network_forward(x, layers, affine, layout);
+    const auto pred = f.outputs[L - 1];
+    const auto y = labels.contiguous();
+    grad_output = at::empty_like(pred);
+    AT_DISPATCH_FLOATING_TYPES(pred.scalar_type(), "network_objective_loss", [&] {
+      // mean_squared_error's sum in double, and its gradient 2 (pred - y) / n.
+      const scalar_t* p = pred.const_data_ptr<scalar_t>();
+      const scalar_t* t = y.const_data_ptr<scalar_t>();
+      scalar_t* g = grad_output.mutable_data_ptr<scalar_t>();
+      const auto n = static_cast<double>(pred.numel());
+      const auto scale = static_cast<scalar_t>(2 / n);
+      double sum = 0;
+      for (int64_t e = 0; e < pred.numel(); ++e) {
+        const scalar_t d = p[e] - t[e];
+        sum += static_cast<double>(d) * static_cast<double>(d);
+        g[e] = scale * d;
+      }
+      o.loss = static_cast<double>(static_cast<scalar_t>(sum / n));
+    });
+  }
+  std::vector<at::Tensor> grad_outputs(f.outputs.size());
+  grad_outputs[L - 1] = grad_output;
+  if (w.lamb != 0) {
+    PhaseScope phase(Phase::kRegularization);
+    ModuleScope scope("layers");
+    const size_t moments_at = layout.affine ? 2 * L : L;
+    std::vector<at::Tensor> moments, inputs;
+    for (size_t l = 0; l < L; ++l) {
+      moments.push_back(f.outputs[moments_at + l]);
+      inputs.push_back(l == 0 ? x.contiguous() : f.outputs[l - 1]);
+    }
+    std::vector<double> kept;
+    o.reg = regularizer_value(moments, inputs, w.lamb_l1, w.lamb_entropy, kept);
+    auto [grad_moments, grad_inputs] =
+        regularizer_gradients(moments, inputs, kept, w.lamb_l1, w.lamb_entropy, w.lamb, true);
+    for (size_t l = 0; l < L; ++l) {
+      grad_outputs[moments_at + l] = grad_moments[l];
+      if (l > 0)
+        grad_outputs[l - 1] = plus(grad_inputs[l], grad_outputs[l - 1]);
+    }
+  }
+  PhaseScope phase(Phase::kBackward);
+  o.grads = network_backward(f.saved, layout, grad_outputs, [](size_t input) { return input > 0; });
+  return o;
 }
 
 } // namespace kan::detail

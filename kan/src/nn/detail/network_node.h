@@ -46,4 +46,28 @@ struct NetworkPass {
 NetworkPass fused_network(const at::Tensor& x, const std::vector<at::Tensor>& layers,
                           const std::vector<at::Tensor>& affine, const NetworkLayout& layout);
 
+/// The regulariser's weights for network_objective: lamb (0: none) times the sample terms
+/// lamb_l1 * l1 + lamb_entropy * entropy (regularizer_cpu.h).
+struct ObjectiveWeights {
+  double lamb = 0, lamb_l1 = 1, lamb_entropy = 2;
+};
+
+/// The objective's values (loss rounded to x's dtype, the regulariser's sample terms in double, 0
+/// without) and the gradients of the total loss + lamb * reg for fused_network's inputs: [0] (x)
+/// undefined, then the layers' tensors, then the affine maps' (grid and mask undefined).
+struct ObjectivePass {
+  double loss = 0, reg = 0;
+  std::vector<at::Tensor> grads;
+};
+
+/// A training evaluation without autograd: the network's forward, the MSE against labels (N,
+/// outputs), the regulariser where w.lamb != 0, and the backward, as fused_network and
+/// regularizer_cpu compute them (the same kernels and host loops) but with no autograd node, no
+/// engine and no gradient accumulation around them: a small model's evaluation is then its
+/// arithmetic. Arguments as fused_network's; x (N >= 1, width[0]).
+ObjectivePass network_objective(const at::Tensor& x, const at::Tensor& labels,
+                                const std::vector<at::Tensor>& layers,
+                                const std::vector<at::Tensor>& affine, const NetworkLayout& layout,
+                                const ObjectiveWeights& w);
+
 } // namespace kan::detail

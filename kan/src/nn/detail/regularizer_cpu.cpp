@@ -187,25 +187,20 @@ std::pair<at::Tensor, at::Tensor> layer_gradients(const Scores& s, const at::Ten
   return {grad_moments, grad_input};
 }
 
-// The layers' terms summed, in one node: moments then inputs, one of each per layer. Keeps the
-// inputs' means and variances for the backward (per layer I of each, in "input_moments").
+// The layers' terms summed, in one node: moments then inputs, one of each per layer.
 class Regularizer : public torch::autograd::Function<Regularizer> {
 public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::TensorList moments,
                             at::TensorList inputs, double lamb_l1, double lamb_entropy) {
-    std::vector<at::Tensor> saved;
-    std::vector<double> kept;
-    double value = 0;
+    std::vector<at::Tensor> m, x;
     for (size_t l = 0; l < moments.size(); ++l) {
-      saved.push_back(moments[l].contiguous());
-      saved.push_back(inputs[l].contiguous());
-      auto [mean, var] = input_moments(saved.back());
-      kept.insert(kept.end(), mean.begin(), mean.end());
-      kept.insert(kept.end(), var.begin(), var.end());
-      value += layer_term(scores(saved[2 * l], inputs[l].size(0), std::move(mean), std::move(var)),
-                          lamb_l1, lamb_entropy);
+      m.push_back(moments[l].contiguous());
+      x.push_back(inputs[l].contiguous());
     }
-    ctx->save_for_backward(saved);
+    std::vector<double> kept;
+    const double value = regularizer_value(m, x, lamb_l1, lamb_entropy, kept);
+    m.insert(m.end(), x.begin(), x.end());
+    ctx->save_for_backward(m);
     ctx->saved_data["lamb_l1"] = lamb_l1;
     ctx->saved_data["lamb_entropy"] = lamb_entropy;
     ctx->saved_data["input_moments"] = kept;
@@ -215,28 +210,56 @@ public:
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
-    const double lamb_l1 = ctx->saved_data["lamb_l1"].toDouble();
-    const double lamb_entropy = ctx->saved_data["lamb_entropy"].toDouble();
-    const auto kept = ctx->saved_data["input_moments"].toDoubleVector();
-    const double upstream = grad_outputs[0].item<double>();
     const size_t layers = saved.size() / 2;
-    torch::autograd::tensor_list grads(2 * layers + 2);
-    auto at = kept.begin();
-    for (size_t l = 0; l < layers; ++l) {
-      const auto& m = saved[2 * l];
-      const auto& x = saved[2 * l + 1];
-      const int64_t I = x.size(1);
-      std::vector<double> mean(at, at + I), var(at + I, at + 2 * I);
-      at += 2 * I;
-      const auto s = scores(m, x.size(0), std::move(mean), std::move(var));
-      std::tie(grads[l], grads[layers + l]) = layer_gradients(
-          s, m, x, lamb_l1, lamb_entropy, upstream, ctx->needs_input_grad(layers + l));
-    }
+    const std::vector<at::Tensor> m(saved.begin(), saved.begin() + static_cast<int64_t>(layers)),
+        x(saved.begin() + static_cast<int64_t>(layers), saved.end());
+    bool to_inputs = false;
+    for (size_t l = 0; l < layers; ++l)
+      to_inputs = to_inputs || ctx->needs_input_grad(layers + l);
+    auto [gm, gx] = regularizer_gradients(m, x, ctx->saved_data["input_moments"].toDoubleVector(),
+                                          ctx->saved_data["lamb_l1"].toDouble(),
+                                          ctx->saved_data["lamb_entropy"].toDouble(),
+                                          grad_outputs[0].item<double>(), to_inputs);
+    torch::autograd::tensor_list grads(gm.begin(), gm.end());
+    grads.insert(grads.end(), gx.begin(), gx.end());
+    grads.resize(2 * layers + 2); // the weights
     return grads;
   }
 };
 
 } // namespace
+
+double regularizer_value(const std::vector<at::Tensor>& moments,
+                         const std::vector<at::Tensor>& inputs, double lamb_l1, double lamb_entropy,
+                         std::vector<double>& kept) {
+  kept.clear();
+  double value = 0;
+  for (size_t l = 0; l < moments.size(); ++l) {
+    auto [mean, var] = input_moments(inputs[l]);
+    kept.insert(kept.end(), mean.begin(), mean.end());
+    kept.insert(kept.end(), var.begin(), var.end());
+    value += layer_term(scores(moments[l], inputs[l].size(0), std::move(mean), std::move(var)),
+                        lamb_l1, lamb_entropy);
+  }
+  return value;
+}
+
+std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>>
+regularizer_gradients(const std::vector<at::Tensor>& moments, const std::vector<at::Tensor>& inputs,
+                      const std::vector<double>& kept, double lamb_l1, double lamb_entropy,
+                      double upstream, bool to_inputs) {
+  std::vector<at::Tensor> gm(moments.size()), gx(moments.size());
+  auto at = kept.begin();
+  for (size_t l = 0; l < moments.size(); ++l) {
+    const int64_t I = inputs[l].size(1);
+    std::vector<double> mean(at, at + I), var(at + I, at + 2 * I);
+    at += 2 * I;
+    const auto s = scores(moments[l], inputs[l].size(0), std::move(mean), std::move(var));
+    std::tie(gm[l], gx[l]) =
+        layer_gradients(s, moments[l], inputs[l], lamb_l1, lamb_entropy, upstream, to_inputs);
+  }
+  return {gm, gx};
+}
 
 at::Tensor regularizer_cpu(const std::vector<at::Tensor>& moments,
                            const std::vector<at::Tensor>& inputs, double lamb_l1,

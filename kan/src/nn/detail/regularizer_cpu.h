@@ -1,11 +1,12 @@
 #pragma once
-// The regulariser's sample terms of a network's layers (regularization.cpp) from the fused backend's
-// per-edge sums, as one autograd node computed in float64 loops on the CPU. The tensor
+// The regulariser's sample terms of a network's layers (regularization.cpp) from the fused
+// backend's per-edge sums, as one autograd node computed in float64 loops on the CPU. The tensor
 // formulation costs about 85 ATen operations forward and 150 backward per layer, which on small
 // models take far longer than the arithmetic.
 
 #include <ATen/core/Tensor.h>
 
+#include <utility>
 #include <vector>
 
 namespace kan::detail {
@@ -17,5 +18,18 @@ namespace kan::detail {
 at::Tensor regularizer_cpu(const std::vector<at::Tensor>& moments,
                            const std::vector<at::Tensor>& inputs, double lamb_l1,
                            double lamb_entropy);
+
+/// regularizer_cpu's value, without autograd, for contiguous moments and inputs; `kept` receives
+/// what regularizer_gradients reads again (the inputs' means and variances).
+double regularizer_value(const std::vector<at::Tensor>& moments,
+                         const std::vector<at::Tensor>& inputs, double lamb_l1, double lamb_entropy,
+                         std::vector<double>& kept);
+
+/// Its gradients {per layer d/dmoments, per layer d/dinput (undefined unless to_inputs)} times
+/// `upstream`, the value's own gradient.
+std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>>
+regularizer_gradients(const std::vector<at::Tensor>& moments, const std::vector<at::Tensor>& inputs,
+                      const std::vector<double>& kept, double lamb_l1, double lamb_entropy,
+                      double upstream, bool to_inputs);
 
 } // namespace kan::detail
