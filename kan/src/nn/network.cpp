@@ -400,8 +400,8 @@ std::optional<ObjectiveValues> KANImpl::mse_objective(const torch::Tensor& x,
                                                       const torch::Tensor& labels, double lamb,
                                                       const RegularizationOptions& w) {
   const bool regularised = lamb != 0;
-  if (!at::GradMode::is_enabled() || !runs_as_one_node(x, regularised) || x.size(0) < 1 ||
-      labels.sizes() != c10::IntArrayRef({x.size(0), options_.width().back()}) ||
+  if (x.dim() != 2 || !at::GradMode::is_enabled() || !runs_as_one_node(x, regularised) ||
+      x.size(0) < 1 || labels.sizes() != c10::IntArrayRef({x.size(0), options_.width().back()}) ||
       labels.scalar_type() != x.scalar_type() || !labels.is_cpu() ||
       (regularised && (w.sum_over_ranks() || w.lamb_coef() != 0 || w.lamb_coefdiff() != 0)))
     return std::nullopt;

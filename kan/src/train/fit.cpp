@@ -339,6 +339,19 @@ struct StepContext {
   GradientSync* sync;  ///< with group
 };
 
+// One evaluation of the objective by the model's own path without autograd
+// (Model::mse_objective: a small KAN's), with the gradients left in .grad; nullopt where the model
+// has none or something else wraps the evaluation (ranks, loss scaling, autocast, another loss).
+std::optional<ObjectiveValues> evaluate_without_autograd(Model& model, const StepContext& c,
+                                                         const torch::Tensor& x,
+                                                         const torch::Tensor& y) {
+  const auto& o = c.o;
+  if (c.group || o.grad_scaler() || o.autocast() || o.loss() != Loss::kMSE)
+    return std::nullopt;
+  drop_gradients(c.optimizer);
+  return model.mse_objective(x, y, o.lamb() > 0 ? o.lamb() : 0.0, c.reg_weights);
+}
+
 // One optimiser step on a batch (data-parallel: on this rank's shard of it, `global_rows` rows in
 // all): the loss (plus lamb * the regulariser when regularised), backward, step (LBFGS
 // re-evaluates the objective in its line search). Sets the losses' train_loss and reg.
@@ -351,18 +364,12 @@ void optimize(Model& model, const StepContext& c, const torch::Tensor& x, const 
   GradScaler* scaler = o.grad_scaler().get();
   torch::Tensor loss, reg;
   bool overflow = false; // the scaled gradients of the last evaluation overflowed
-  // A small KAN's evaluation without autograd (Model::mse_objective), where nothing else wraps it.
-  const bool without_autograd =
-      !c.group && scaler == nullptr && !o.autocast() && o.loss() == Loss::kMSE;
   auto objective = [&]() {
     ++record.evaluations;
-    if (without_autograd) {
-      drop_gradients(c.optimizer);
-      if (auto values = model.mse_objective(x, y, regularized ? o.lamb() : 0.0, c.reg_weights)) {
-        loss = values->loss;
-        reg = values->reg;
-        return values->total;
-      }
+    if (auto values = evaluate_without_autograd(model, c, x, y)) {
+      loss = values->loss;
+      reg = values->reg;
+      return values->total;
     }
     torch::Tensor total;
     c10::intrusive_ptr<c10d::Work> loss_sum;

@@ -9,7 +9,6 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include <algorithm>
 #include <vector>
 
 namespace kan::detail {
