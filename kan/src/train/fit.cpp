@@ -340,7 +340,7 @@ struct StepContext {
 };
 
 // One evaluation of the objective by the model's own path without autograd
-// (Model::mse_objective: a small KAN's), with the gradients left in .grad; nullopt where the model
+// (Model::mse_objective: a small KAN's), its gradients added to .grad; nullopt where the model
 // has none or something else wraps the evaluation (ranks, loss scaling, autocast, another loss).
 std::optional<ObjectiveValues> evaluate_without_autograd(Model& model, const StepContext& c,
                                                          const torch::Tensor& x,
@@ -348,7 +348,6 @@ std::optional<ObjectiveValues> evaluate_without_autograd(Model& model, const Ste
   const auto& o = c.o;
   if (c.group || o.grad_scaler() || o.autocast() || o.loss() != Loss::kMSE)
     return std::nullopt;
-  drop_gradients(c.optimizer);
   return model.mse_objective(x, y, o.lamb() > 0 ? o.lamb() : 0.0, c.reg_weights);
 }
 
@@ -366,6 +365,7 @@ void optimize(Model& model, const StepContext& c, const torch::Tensor& x, const 
   bool overflow = false; // the scaled gradients of the last evaluation overflowed
   auto objective = [&]() {
     ++record.evaluations;
+    drop_gradients(c.optimizer);
     if (auto values = evaluate_without_autograd(model, c, x, y)) {
       loss = values->loss;
       reg = values->reg;
@@ -375,7 +375,6 @@ void optimize(Model& model, const StepContext& c, const torch::Tensor& x, const 
     c10::intrusive_ptr<c10d::Work> loss_sum;
     {
       PhaseScope phase(Phase::kForward);
-      drop_gradients(c.optimizer);
       std::optional<AutocastGuard> autocast;
       if (o.autocast())
         autocast.emplace(model.device().type(), *o.autocast());

@@ -12,4 +12,11 @@ namespace kan::detail {
 /// elsewhere ATen's operations (broadcasting, as they do).
 at::Tensor mean_squared_error(const at::Tensor& pred, const at::Tensor& labels);
 
+/// The node's arithmetic, for callers without autograd (network_node.h); contiguous float or
+/// double CPU tensors of one shape and dtype. The mean, summed in double, rounded to pred's dtype.
+double squared_error_mean(const at::Tensor& pred, const at::Tensor& labels);
+/// Its gradient in pred times grad_loss: 2 grad_loss (pred - labels) / n, in pred's dtype.
+at::Tensor squared_error_gradient(const at::Tensor& pred, const at::Tensor& labels,
+                                  double grad_loss);
+
 } // namespace kan::detail

@@ -2,6 +2,7 @@
 
 #include "kan/nn/trace_scope.h"
 #include "nn/detail/layer_pass_cpu.h"
+#include "nn/detail/mean_squared_error.h"
 #include "nn/detail/regularizer_cpu.h"
 
 #include <ATen/ATen.h>
@@ -59,6 +60,14 @@ template <typename T> struct AffineMaps {
         node_scale(p[2].const_data_ptr<T>()), node_bias(p[3].const_data_ptr<T>()),
         subnodes(p[0].numel()), nodes(p[2].numel()), sum_nodes(sum_nodes_in), arities(arities_in) {}
 
+  // The product of a multiplication node's `arity` subnodes from subs, left to right as pykan.
+  static T product_of(const T* subs, int64_t arity) {
+    T product = subs[0] * subs[1];
+    for (int64_t i = 2; i < arity; ++i)
+      product = product * subs[i];
+    return product;
+  }
+
   // One sample's subnodes from its row y.
   void subnode_values(const T* y, T* subs) const {
     for (int64_t s = 0; s < subnodes; ++s)
@@ -74,11 +83,8 @@ template <typename T> struct AffineMaps {
         h[w] = node_bias[w] + subs[w] * node_scale[w];
       int64_t at = sum_nodes;
       for (size_t j = 0; j < arities.size(); ++j) {
-        T product = subs[at] * subs[at + 1];
-        for (int64_t i = 2; i < arities[j]; ++i)
-          product = product * subs[at + i];
         const int64_t w = sum_nodes + static_cast<int64_t>(j);
-        h[w] = node_bias[w] + product * node_scale[w];
+        h[w] = node_bias[w] + product_of(subs.data() + at, arities[j]) * node_scale[w];
         at += arities[j];
       }
     }
@@ -98,11 +104,8 @@ template <typename T> struct AffineMaps {
       int64_t at = sum_nodes;
       for (size_t j = 0; j < arities.size(); ++j) {
         const int64_t w = sum_nodes + static_cast<int64_t>(j), arity = arities[j];
-        T product = subs[at] * subs[at + 1];
-        for (int64_t i = 2; i < arity; ++i)
-          product = product * subs[at + i];
         g[3][w] += static_cast<double>(gh[w]);
-        g[2][w] += static_cast<double>(gh[w] * product);
+        g[2][w] += static_cast<double>(gh[w] * product_of(subs.data() + at, arity));
         const T gnode = gh[w] * node_scale[w];
         for (int64_t i = 0; i < arity; ++i) {
           T others = T(1);
@@ -334,32 +337,17 @@ ObjectivePass network_objective(const at::Tensor& x, const at::Tensor& labels,
               x.scalar_type());
   const size_t L = layout.sum_nodes.size();
   ObjectivePass o;
-  at::Tensor grad_output; // d loss / d prediction
   NetworkForward f;
+  std::vector<at::Tensor> grad_outputs; // undefined: zero
   {
     PhaseScope phase(Phase::kForward);
     f = network_forward(x, layers, affine, layout);
-    const auto pred = f.outputs[L - 1];
+    const auto& pred = f.outputs[L - 1];
     const auto y = labels.contiguous();
-    grad_output = at::empty_like(pred);
-    AT_DISPATCH_FLOATING_TYPES(pred.scalar_type(), "network_objective_loss", [&] {
-      // mean_squared_error's sum in double, and its gradient 2 (pred - y) / n.
-      const scalar_t* p = pred.const_data_ptr<scalar_t>();
-      const scalar_t* t = y.const_data_ptr<scalar_t>();
-      scalar_t* g = grad_output.mutable_data_ptr<scalar_t>();
-      const auto n = static_cast<double>(pred.numel());
-      const auto scale = static_cast<scalar_t>(2 / n);
-      double sum = 0;
-      for (int64_t e = 0; e < pred.numel(); ++e) {
-        const scalar_t d = p[e] - t[e];
-        sum += static_cast<double>(d) * static_cast<double>(d);
-        g[e] = scale * d;
-      }
-      o.loss = static_cast<double>(static_cast<scalar_t>(sum / n));
-    });
+    o.loss = squared_error_mean(pred, y);
+    grad_outputs.resize(f.outputs.size());
+    grad_outputs[L - 1] = squared_error_gradient(pred, y, 1.0);
   }
-  std::vector<at::Tensor> grad_outputs(f.outputs.size());
-  grad_outputs[L - 1] = grad_output;
   if (w.lamb != 0) {
     PhaseScope phase(Phase::kRegularization);
     ModuleScope scope("layers");
@@ -367,12 +355,14 @@ ObjectivePass network_objective(const at::Tensor& x, const at::Tensor& labels,
     std::vector<at::Tensor> moments, inputs;
     for (size_t l = 0; l < L; ++l) {
       moments.push_back(f.outputs[moments_at + l]);
-      inputs.push_back(l == 0 ? x.contiguous() : f.outputs[l - 1]);
+      inputs.push_back(l == 0 ? f.saved[0] : f.outputs[l - 1]); // f.saved[0]: x, contiguous
     }
     std::vector<double> kept;
     o.reg = regularizer_value(moments, inputs, w.lamb_l1, w.lamb_entropy, kept);
+    std::vector<bool> to_inputs(L, true);
+    to_inputs[0] = false; // x's gradient is not wanted
     auto [grad_moments, grad_inputs] =
-        regularizer_gradients(moments, inputs, kept, w.lamb_l1, w.lamb_entropy, w.lamb, true);
+        regularizer_gradients(moments, inputs, kept, w.lamb_l1, w.lamb_entropy, w.lamb, to_inputs);
     for (size_t l = 0; l < L; ++l) {
       grad_outputs[moments_at + l] = grad_moments[l];
       if (l > 0)

@@ -213,9 +213,9 @@ public:
     const size_t layers = saved.size() / 2;
     const std::vector<at::Tensor> m(saved.begin(), saved.begin() + static_cast<int64_t>(layers)),
         x(saved.begin() + static_cast<int64_t>(layers), saved.end());
-    bool to_inputs = false;
+    std::vector<bool> to_inputs(layers);
     for (size_t l = 0; l < layers; ++l)
-      to_inputs = to_inputs || ctx->needs_input_grad(layers + l);
+      to_inputs[l] = ctx->needs_input_grad(layers + l);
     auto [gm, gx] = regularizer_gradients(m, x, ctx->saved_data["input_moments"].toDoubleVector(),
                                           ctx->saved_data["lamb_l1"].toDouble(),
                                           ctx->saved_data["lamb_entropy"].toDouble(),
@@ -247,7 +247,7 @@ double regularizer_value(const std::vector<at::Tensor>& moments,
 std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>>
 regularizer_gradients(const std::vector<at::Tensor>& moments, const std::vector<at::Tensor>& inputs,
                       const std::vector<double>& kept, double lamb_l1, double lamb_entropy,
-                      double upstream, bool to_inputs) {
+                      double upstream, const std::vector<bool>& to_inputs) {
   std::vector<at::Tensor> gm(moments.size()), gx(moments.size());
   auto at = kept.begin();
   for (size_t l = 0; l < moments.size(); ++l) {
@@ -256,7 +256,7 @@ regularizer_gradients(const std::vector<at::Tensor>& moments, const std::vector<
     at += 2 * I;
     const auto s = scores(moments[l], inputs[l].size(0), std::move(mean), std::move(var));
     std::tie(gm[l], gx[l]) =
-        layer_gradients(s, moments[l], inputs[l], lamb_l1, lamb_entropy, upstream, to_inputs);
+        layer_gradients(s, moments[l], inputs[l], lamb_l1, lamb_entropy, upstream, to_inputs[l]);
   }
   return {gm, gx};
 }

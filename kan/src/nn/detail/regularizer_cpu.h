@@ -25,11 +25,11 @@ double regularizer_value(const std::vector<at::Tensor>& moments,
                          const std::vector<at::Tensor>& inputs, double lamb_l1, double lamb_entropy,
                          std::vector<double>& kept);
 
-/// Its gradients {per layer d/dmoments, per layer d/dinput (undefined unless to_inputs)} times
+/// Its gradients {per layer d/dmoments, per layer d/dinput (undefined unless to_inputs[l])} times
 /// `upstream`, the value's own gradient.
 std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>>
 regularizer_gradients(const std::vector<at::Tensor>& moments, const std::vector<at::Tensor>& inputs,
                       const std::vector<double>& kept, double lamb_l1, double lamb_entropy,
-                      double upstream, bool to_inputs);
+                      double upstream, const std::vector<bool>& to_inputs);
 
 } // namespace kan::detail
