@@ -331,7 +331,8 @@ TEST(LBFGS, LongVectorsKeepTheTwoLoopsCoefficientsOnTheDevice) {
   }
   ASSERT_GT(iterations, 0);
   // Each iteration's two loops make 2 dots per history entry; the reads per iteration are the
-  // line search's and the stopping tests' few (6 here), not 2 more per entry (26 here before).
+  // line search's and the stopping tests' few (6 here), not 2 more per entry (26 with the
+  // coefficients read back to the host).
   EXPECT_GE(dots, 2 * 10 * iterations);
   EXPECT_LT(reads, 10 * iterations) << reads << " reads in " << iterations << " iterations";
   EXPECT_LT(objective().item<double>(), 1e-3 * initial);
