@@ -141,6 +141,53 @@ TEST(FusedBackend, WholeNetworkNodeMatchesLayerByLayer) {
   check_both_dtypes(KANOptions({2, 19, 11}).k(5)); // wider than one vector of outputs
 }
 
+TEST(FusedBackend, WholeNetworkEvaluationsMatchTheReferenceBackend) {
+  // Each evaluation's own basis: the lanes kernels' forward keeps it for the backward, so an
+  // evaluation at other points first must change nothing. Against the reference backend (no
+  // fused kernel at all), with a last slice shorter than the lanes.
+  struct Case {
+    KANOptions options;
+    double tol;
+  };
+  for (const auto& c : {Case{KANOptions({2, 5, 1}).grid(3).dtype(torch::kFloat64), 1e-10},
+                        Case{KANOptions({3, 4, 2}).grid(4).dtype(torch::kFloat32), 2e-4}}) {
+    KAN fused(KANOptions(c.options).seed(3));
+    KAN reference(KANOptions(c.options).seed(3).backend(SplineBackend::kReference));
+    perturb(fused);
+    perturb(reference);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
+    for (const int64_t N : {203, 1000}) {
+      const auto draw = [&] {
+        return (torch::rand({N, c.options.width()[0]}, gen, torch::kFloat64) * 2.4 - 1.2)
+            .to(c.options.dtype());
+      };
+      const auto other = draw(), x = draw();
+      const auto labels = torch::full({N, c.options.width().back()}, 0.3, x.options());
+      const auto expected = step(reference, x, false, true);
+      for (const bool whole_network : {false, true}) {
+        step(fused, other, whole_network, true);
+        const auto got = step(fused, x, whole_network, true);
+        const std::string what = c10::str(c10::IntArrayRef(c.options.width()), ", N=", N,
+                                          whole_network ? ", one node" : ", layer by layer");
+        EXPECT_LE(max_relative_diff(got.loss, expected.loss), c.tol) << what;
+        EXPECT_LE(max_relative_diff(got.grad_x, expected.grad_x), c.tol) << what;
+        ASSERT_EQ(got.grads.size(), expected.grads.size()) << what;
+        for (size_t i = 0; i < got.grads.size(); ++i)
+          EXPECT_LE(max_relative_diff(got.grads[i].second, expected.grads[i].second), c.tol)
+              << what << ", " << got.grads[i].first;
+      }
+      objective_without_autograd(fused, other, labels, true);
+      const auto direct = objective_without_autograd(fused, x, labels, true);
+      if (!direct.one_node)
+        continue;
+      EXPECT_LE(max_relative_diff(direct.loss, expected.loss), c.tol) << "without autograd";
+      for (size_t i = 0; i < direct.grads.size(); ++i)
+        EXPECT_LE(max_relative_diff(direct.grads[i].second, expected.grads[i].second), c.tol)
+            << "without autograd, " << direct.grads[i].first;
+    }
+  }
+}
+
 TEST(FusedBackend, WholeNetworkNodeWithMultiplicationNodesAndAffineMaps) {
   check_both_dtypes(KANOptions({2, 3, 1}).mult({0, 1, 0}).mult_arity(3));
   check_both_dtypes(KANOptions({3, 4, 3, 1}).mult({0, 2, 1, 0}).node_arity({{}, {2, 3}, {2}, {}}));
