@@ -142,9 +142,8 @@ TEST(FusedBackend, WholeNetworkNodeMatchesLayerByLayer) {
 }
 
 TEST(FusedBackend, WholeNetworkEvaluationsMatchTheReferenceBackend) {
-  // Each evaluation's own basis: the lanes kernels' forward keeps it for the backward, so an
-  // evaluation at other points first must change nothing. Against the reference backend (no
-  // fused kernel at all), with a last slice shorter than the lanes.
+  // Against the reference backend (no fused kernel at all), after an evaluation at other points
+  // (nothing of it may stay in the next), with a last slice shorter than the lanes.
   struct Case {
     KANOptions options;
     double tol;

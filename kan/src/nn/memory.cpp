@@ -1,7 +1,6 @@
 #include "kan/nn/memory.h"
 
 #include "nn/detail/edge_moments.h"
-#include "nn/detail/layer_pass_cpu.h"
 
 #include "detail/checks.h"
 #include "detail/saturate.h"
@@ -271,13 +270,10 @@ MemoryEstimate estimate_training_memory(const KANOptions& model, const FitOption
         cpu_fused && (regularized || (!fit.autocast() &&
                                       sat_mul(batch, l.edges) <= detail::kOneNodeEdgeEvaluations));
     // The input's contiguous copy, b(x), the outputs and their gradients; of one node, the input,
-    // the output and their gradients, and the basis where the node keeps it for its backward.
+    // the output and their gradients.
     const int64_t per_sample = one_node ? sat_add(sat_mul(2, l.in), sat_mul(2, l.out))
                                         : sat_add(sat_mul(4, l.in), sat_mul(4, l.out));
     int64_t layer = sat_mul(batch, per_sample);
-    if (one_node)
-      layer = sat_add(
-          layer, detail::kept_basis_bytes(model.dtype(), batch, l.in, l.out, l.P, model.k()) / s);
     if (regularized && !fused) {
       // Edge splines, edges and the regulariser's centred copy stay; the two scaled terms and
       // their sum exist during the forward; their gradients during the backward.

@@ -154,9 +154,8 @@ public:
                                               const at::Tensor& x, const at::Tensor& grid,
                                               const at::Tensor& coef, const at::Tensor& scale_base,
                                               const at::Tensor& scale_sp, const at::Tensor& mask,
-                                              int64_t base, int64_t k, bool backward) {
-    const LayerPass pass(x, grid, coef, scale_base, scale_sp, mask, static_cast<BaseKind>(base), k,
-                         backward);
+                                              int64_t base, int64_t k) {
+    const LayerPass pass(x, grid, coef, scale_base, scale_sp, mask, static_cast<BaseKind>(base), k);
     ctx->save_for_backward(pass.tensors());
     ctx->saved_data["base"] = base;
     ctx->saved_data["k"] = k;
@@ -171,8 +170,8 @@ public:
                          static_cast<BaseKind>(ctx->saved_data["base"].toInt()),
                          ctx->saved_data["k"].toInt());
     const auto g = layer_pass_backward(pass, grad_outputs[0], grad_outputs[1]);
-    return {g.x,          at::Tensor(), g.coef,       g.scale_base, g.scale_sp,
-            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {g.x,        at::Tensor(), g.coef,       g.scale_base,
+            g.scale_sp, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -217,9 +216,8 @@ fused_layer_with_moments(const at::Tensor& x, const at::Tensor& grid, const at::
               mask.device());
   TORCH_CHECK(fuses_layer_with_moments(x), "fused_layer_with_moments: no kernels for x on ",
               x.device(), " with this CPU kernel set (KAN_FUSED_CPU_ISA)");
-  auto outputs = LayerWithMomentsFunction::apply(
-      x, grid, coef, scale_base, scale_sp, mask, static_cast<int64_t>(base), k,
-      backward_follows({x, grid, coef, scale_base, scale_sp, mask}));
+  auto outputs = LayerWithMomentsFunction::apply(x, grid, coef, scale_base, scale_sp, mask,
+                                                 static_cast<int64_t>(base), k);
   return {outputs[0], outputs[1]};
 }
 

@@ -5,7 +5,6 @@
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
-#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 #include <vector>
@@ -19,11 +18,6 @@ int64_t sample_slices(int64_t N, int64_t work_per_sample, int64_t at_most) {
   const int64_t by_work = N / parallel_grain(work_per_sample);
   return std::max<int64_t>(1, std::min({by_work, at_most, int64_t{at::get_num_threads()}}));
 }
-
-// The most memory a layer's kept basis may take: a larger one is computed again by the backward.
-// The basis of a small layer's evaluation is about a third of its arithmetic both ways
-// (BM_ToyEvaluation), and it is what the lanes kernels serve: layers with few outputs.
-constexpr int64_t kMaxKeptBasisBytes = int64_t{32} << 20;
 
 // coef (I, O, M) into weight (I, M + 2k, O): transposed, k zero rows at both ends.
 template <typename T>
@@ -83,19 +77,15 @@ template <typename T> struct MaskedScales {
 template <typename T> LayerArgs<T> layer_args(const LayerPass& p, const MaskedScales<T>& scales) {
   auto spline = spline_args<T>(p.x, p.grid, p.inv, p.weight, p.k);
   spline.M -= 2 * p.k; // the weight's padding rows are not basis functions
-  return {spline,
-          scales.wb.data(),
-          scales.ws.data(),
-          p.base,
-          p.sigmoid.defined() ? p.sigmoid.const_data_ptr<T>() : nullptr,
-          p.basis.defined() ? p.basis.mutable_data_ptr<T>() : nullptr};
+  return {spline, scales.wb.data(), scales.ws.data(), p.base,
+          p.sigmoid.defined() ? p.sigmoid.const_data_ptr<T>() : nullptr};
 }
 
 } // namespace
 
 LayerPass::LayerPass(const at::Tensor& x_in, const at::Tensor& grid_in, const at::Tensor& coef,
                      const at::Tensor& scale_base_in, const at::Tensor& scale_sp_in,
-                     const at::Tensor& mask_in, BaseKind base_in, int64_t k_in, bool backward)
+                     const at::Tensor& mask_in, BaseKind base_in, int64_t k_in)
     : x(x_in.contiguous()), grid(grid_in.contiguous()), scale_base(scale_base_in.contiguous()),
       scale_sp(scale_sp_in.contiguous()), mask(mask_in.contiguous()), base(base_in), k(k_in) {
   const int64_t I = coef.size(0), O = coef.size(1), M = coef.size(2);
@@ -106,8 +96,6 @@ LayerPass::LayerPass(const at::Tensor& x_in, const at::Tensor& grid_in, const at
     padded_weight(coef.contiguous().const_data_ptr<scalar_t>(), weight.mutable_data_ptr<scalar_t>(),
                   I, O, M, k);
   });
-  if (backward && kept_basis_bytes(x.scalar_type(), x.size(0), I, O, grid.size(1), k) > 0)
-    basis = at::empty({2, I, M, x.size(0)}, x.options());
   // silu = x sigmoid(x): the sigmoid by ATen's vectorised kernel.
   if (base == BaseKind::kSiLU)
     sigmoid = at::sigmoid(x);
@@ -115,33 +103,10 @@ LayerPass::LayerPass(const at::Tensor& x_in, const at::Tensor& grid_in, const at
 
 LayerPass::LayerPass(const std::vector<at::Tensor>& t, BaseKind base_in, int64_t k_in)
     : x(t.at(0)), grid(t.at(1)), inv(t.at(2)), weight(t.at(3)), scale_base(t.at(4)),
-      scale_sp(t.at(5)), mask(t.at(6)), sigmoid(t.at(7)), basis(t.at(8)), base(base_in), k(k_in) {}
+      scale_sp(t.at(5)), mask(t.at(6)), sigmoid(t.at(7)), base(base_in), k(k_in) {}
 
 std::vector<at::Tensor> LayerPass::tensors() const {
-  return {x, grid, inv, weight, scale_base, scale_sp, mask, sigmoid, basis};
-}
-
-int64_t kept_basis_bytes(at::ScalarType dtype, int64_t N, int64_t I, int64_t O, int64_t P,
-                         int64_t k) {
-  const int64_t M = P - k - 1;
-  int64_t bytes = 0;
-  AT_DISPATCH_FLOATING_TYPES(dtype, "kept_basis_bytes", [&] {
-    const SplineArgs<scalar_t> shape{nullptr, nullptr, nullptr, nullptr, N,
-                                     I,       P,       M,       O,       static_cast<int>(k)};
-    const auto keeps = cpu_spline_kernels<scalar_t>().layer_keeps_basis;
-    if (keeps != nullptr && keeps(shape))
-      bytes = 2 * I * M * N * static_cast<int64_t>(sizeof(scalar_t));
-  });
-  return bytes <= kMaxKeptBasisBytes ? bytes : 0;
-}
-
-bool backward_follows(at::TensorList inputs) {
-  if (!at::GradMode::is_enabled())
-    return false;
-  for (const auto& t : inputs)
-    if (t.defined() && t.requires_grad())
-      return true;
-  return false;
+  return {x, grid, inv, weight, scale_base, scale_sp, mask, sigmoid};
 }
 
 std::pair<at::Tensor, at::Tensor> layer_pass_forward(const LayerPass& p) {

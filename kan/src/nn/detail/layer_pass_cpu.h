@@ -17,34 +17,24 @@ namespace kan::detail {
 /// What a layer's forward reads and its backward needs again: x and the parameters made
 /// contiguous, coef (I, O, M) as the kernels' padded weight (I, M + 2k, O), the knot reciprocals,
 /// and sigmoid(x) for the SiLU base (undefined otherwise), kept so that the backward does not
-/// compute it again; so is the basis (LayerArgs::basis), where the kernels keep it.
+/// compute it again.
 struct LayerPass {
-  at::Tensor x, grid, inv, weight, scale_base, scale_sp, mask, sigmoid, basis;
+  at::Tensor x, grid, inv, weight, scale_base, scale_sp, mask, sigmoid;
   BaseKind base = BaseKind::kSiLU;
   int64_t k = 0;
 
   /// For x (N, I), grid (I, G + 2k + 1), coef (I, O, G + k), scale_base, scale_sp, mask (I, O),
-  /// all of x's dtype on the CPU (the caller checks). `backward`: a backward will follow, so the
-  /// forward keeps what it can (the basis) instead of leaving the backward to compute it again.
+  /// all of x's dtype on the CPU (the caller checks).
   LayerPass(const at::Tensor& x, const at::Tensor& grid, const at::Tensor& coef,
             const at::Tensor& scale_base, const at::Tensor& scale_sp, const at::Tensor& mask,
-            BaseKind base, int64_t k, bool backward);
+            BaseKind base, int64_t k);
   /// From tensors() and the base and k.
   LayerPass(const std::vector<at::Tensor>& tensors, BaseKind base, int64_t k);
 
-  /// {x, grid, inv, weight, scale_base, scale_sp, mask, sigmoid, basis}: what a node saves.
+  /// {x, grid, inv, weight, scale_base, scale_sp, mask, sigmoid}: what a node saves.
   std::vector<at::Tensor> tensors() const;
-  static constexpr size_t kTensors = 9;
+  static constexpr size_t kTensors = 8;
 };
-
-/// The bytes of the basis a layer's forward keeps for its backward (LayerPass::basis) at N samples
-/// of I inputs, O outputs and P knots per input: 0 where the kernels compute it again instead.
-int64_t kept_basis_bytes(at::ScalarType dtype, int64_t N, int64_t I, int64_t O, int64_t P,
-                         int64_t k);
-
-/// Whether autograd will run a backward through a node of these inputs: grad mode is on and one
-/// of them requires a gradient. Asked before the node's apply: grad mode is off inside it.
-bool backward_follows(at::TensorList inputs);
 
 /// The layer's y (N, O) and the sums (2, I, O), float64, of its numeric part phi_nio: [0] sum_n
 /// phi, [1] sum_n phi^2.

@@ -182,7 +182,7 @@ struct NetworkForward {
 };
 
 NetworkForward network_forward(const at::Tensor& x, at::TensorList layers, at::TensorList affine,
-                               const NetworkLayout& layout, bool backward) {
+                               const NetworkLayout& layout) {
   const size_t L = layout.sum_nodes.size();
   NetworkForward f;
   std::vector<at::Tensor> ys, moments;
@@ -190,7 +190,7 @@ NetworkForward network_forward(const at::Tensor& x, at::TensorList layers, at::T
   for (size_t l = 0; l < L; ++l) {
     ModuleScope scope("layers", static_cast<int64_t>(l)); // the trace names each layer's work
     const auto* p = &layers[l * kLayerTensors];
-    const LayerPass pass(h, p[0], p[1], p[2], p[3], p[4], layout.base, layout.k, backward);
+    const LayerPass pass(h, p[0], p[1], p[2], p[3], p[4], layout.base, layout.k);
     auto [y, m] = layer_pass_forward(pass);
     const auto kept = pass.tensors();
     f.saved.insert(f.saved.end(), kept.begin(), kept.end());
@@ -262,9 +262,9 @@ public:
   static torch::autograd::tensor_list forward(torch::autograd::AutogradContext* ctx,
                                               const at::Tensor& x, at::TensorList layers,
                                               at::TensorList affine,
-                                              const std::vector<int64_t>& code, bool backward) {
+                                              const std::vector<int64_t>& code) {
     ctx->set_materialize_grads(false);
-    auto f = network_forward(x, layers, affine, decode(code), backward);
+    auto f = network_forward(x, layers, affine, decode(code));
     ctx->save_for_backward(f.saved);
     ctx->saved_data["layout"] = code;
     return f.outputs;
@@ -279,7 +279,6 @@ public:
                                   decode(ctx->saved_data["layout"].toIntVector()), grad_outputs,
                                   [&](size_t input) { return ctx->needs_input_grad(input); });
     grads.emplace_back(); // the layout
-    grads.emplace_back(); // backward
     return grads;
   }
 };
@@ -312,11 +311,8 @@ NetworkPass fused_network(const at::Tensor& x, const std::vector<at::Tensor>& la
   check_lists(layers, affine, layout);
   const size_t L = layout.sum_nodes.size();
   // As TensorLists: autograd takes a std::vector for a non-tensor argument.
-  std::vector<at::Tensor> inputs{x};
-  inputs.insert(inputs.end(), layers.begin(), layers.end());
-  inputs.insert(inputs.end(), affine.begin(), affine.end());
-  const auto outputs = NetworkFunction::apply(x, at::TensorList(layers), at::TensorList(affine),
-                                              encode(layout), backward_follows(inputs));
+  const auto outputs =
+      NetworkFunction::apply(x, at::TensorList(layers), at::TensorList(affine), encode(layout));
   NetworkPass pass;
   pass.output = outputs[L - 1];
   for (size_t l = 0; l < L; ++l) {
@@ -345,7 +341,7 @@ ObjectivePass network_objective(const at::Tensor& x, const at::Tensor& labels,
   std::vector<at::Tensor> grad_outputs; // undefined: zero
   {
     PhaseScope phase(Phase::kForward);
-    f = network_forward(x, layers, affine, layout, /*backward=*/true);
+    f = network_forward(x, layers, affine, layout);
     const auto& pred = f.outputs[L - 1];
     const auto y = labels.contiguous();
     o.loss = squared_error_mean(pred, y);

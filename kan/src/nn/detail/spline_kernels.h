@@ -54,9 +54,6 @@ template <typename T> struct LayerArgs {
   const T* ws; ///< (I, O): mask * scale_sp
   BaseKind base;
   const T* sigmoid; ///< (N, I): sigmoid(x) for kSiLU (silu = x sigmoid(x)), else null
-  /// (2, I, M, N): B_m(x_ni) and its slope, or null. Where SplineKernels::layer_keeps_basis says
-  /// so, the forward writes it and the backward reads it instead of computing the basis again.
-  T* basis = nullptr;
 };
 
 /// Where the layer's backward writes, for dL/dy and the sums' gradients: gx (N, I) in T,
@@ -119,10 +116,6 @@ template <typename T> struct SplineKernels {
   /// set, whose regularised steps keep the layer and the sums apart as the GPU does.
   LayerKernel<T> layer_with_moments;
   LayerBackwardKernel<T> layer_with_moments_backward;
-  /// Whether layer_with_moments writes LayerArgs::basis (where not null) for
-  /// layer_with_moments_backward to read: the lanes kernels' layers (layer_lanes_cpu.inc). Null
-  /// where no kernel of the set does.
-  bool (*layer_keeps_basis)(const SplineArgs<T>& a) = nullptr;
 };
 
 namespace cpu_generic {
