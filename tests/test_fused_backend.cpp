@@ -281,17 +281,20 @@ TEST(FusedBackend, LayersOfEveryShapeTileAlike) {
 
 TEST(FusedBackend, LargeLayersMatchTheReference) {
   // Past the one-node threshold (N I O > 2^20) the spline part runs alone (fused_spline): its
-  // kernels hold rows of up to 112 outputs in registers across groups of inputs, and take the
-  // general path at points outside the grid and near its ends. 130 outputs: a full and a
-  // partial group, whose last vector is partial; 9 inputs: a full and a partial input group;
-  // N: blocks of samples and a partial last one.
-  for (const auto dtype : {torch::kFloat32, torch::kFloat64}) {
-    auto [reference, fused] = layer_pair(KANLayerOptions(9, 130).grid(5).k(3).seed(7).dtype(dtype));
-    const auto x = probe_points(reference->grid, 1000, 3);
-    ASSERT_GT(x.size(0) * 9 * 130, int64_t{1} << 20);
-    expect_match(reference, fused, x, dtype == torch::kFloat64 ? 1e-10 : 1e-5,
-                 std::string("9 -> 130, ") + to_string(dtype));
-  }
+  // forward holds rows of up to 112 outputs in registers across groups of inputs, its backward
+  // groups each block's points by knot span, and both take the general path at points outside
+  // the grid and near its ends. 130 outputs: a full and a partial group, whose last vector is
+  // partial; 9 inputs: a full and a partial input group; N: blocks of samples and a partial last
+  // one.
+  for (const auto dtype : {torch::kFloat32, torch::kFloat64})
+    for (const int64_t k : {1, 2, 3}) {
+      auto [reference, fused] =
+          layer_pair(KANLayerOptions(9, 130).grid(5).k(k).seed(7).dtype(dtype));
+      const auto x = probe_points(reference->grid, 1000, 3);
+      ASSERT_GT(x.size(0) * 9 * 130, int64_t{1} << 20);
+      expect_match(reference, fused, x, dtype == torch::kFloat64 ? 1e-10 : 1e-5,
+                   "9 -> 130, k " + std::to_string(k) + ", " + to_string(dtype));
+    }
 }
 
 TEST(FusedBackend, InputsWithoutGradientSkipIt) {
