@@ -72,9 +72,10 @@ CpuIsa cpu_isa() {
 // slower on them (this core's AVX-512 clock). Measured with BM_LayerWithSums, float64, G 5, 1000
 // samples, 1 thread, Xeon: 1.15-1.3x as fast at 2 x 5 to 32 x 32 edges, 0.93x at 100 x 100. So
 // the AVX-512 layer kernels serve layers of up to kWideLaneEdges edges, AVX2's the rest. The
-// unregularised layer's per-point products are bound by the instructions they issue, which
-// AVX-512 halves: BM_LayerForwardBackward G 5, 4096 x 100 -> 100, float32, 1 thread: 31-32.5 ms
-// against 35.4 ms with AVX2's.
+// unregularised layer's kernels are AVX-512's at every size: sixteen floats a vector, a masked
+// last one, and y's rows and the span groups' weight rows in the 32 registers
+// (BM_LayerForwardBackward G 5, 4096 x 100 -> 100, float32, 1 thread: 24.9-25.1 ms against
+// 35.1-36.3 ms with AVX2's).
 constexpr int64_t kWideLaneEdges = 1024;
 
 template <typename T> bool wide_lanes_pay(const LayerArgs<T>& a) {
