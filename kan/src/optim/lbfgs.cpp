@@ -450,6 +450,8 @@ Tensor lbfgs_direction_on_device(const Tensor& flat_grad,
 // recursion over the history.
 Tensor lbfgs_direction(const Tensor& flat_grad, const torch::optim::LBFGSParamState& state,
                        const Tensor& H_diag) {
+  if (!on_host(flat_grad))
+    return lbfgs_direction_on_device(flat_grad, state, H_diag);
   const auto& old_dirs = state.old_dirs();
   const auto& old_stps = state.old_stps();
   const auto num_old = static_cast<int64_t>(old_dirs.size());
@@ -465,8 +467,6 @@ Tensor lbfgs_direction(const Tensor& flat_grad, const torch::optim::LBFGSParamSt
   const auto minus = [single](double a, double b) {
     return single ? static_cast<double>(static_cast<float>(a) - static_cast<float>(b)) : a - b;
   };
-  if (!on_host(flat_grad))
-    return lbfgs_direction_on_device(flat_grad, state, H_diag);
   std::vector<double> ro_values(static_cast<size_t>(num_old)), al(ro_values.size());
   for (int64_t i = 0; i < num_old; ++i)
     ro_values[i] = value(state.ro()[i]);
