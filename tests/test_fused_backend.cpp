@@ -559,20 +559,31 @@ TEST(FusedBackend, RegularisedLayerOnKnotsOutsideAndRepeatedKnots) {
   // Points on every knot, between knots and outside the grid, for the kernels with the points
   // of an input in vector lanes (short knot rows: float64, or float32 with few outputs), the
   // per-point ones (long rows; float32 with eight or more outputs), and a row with repeated
-  // knots. N is no multiple of the lanes: the per-point kernels finish each slice.
+  // knots. N is no multiple of the lanes: the per-point kernels finish each slice. Float64 rows of
+  // 8 to 16 knots (G 1 to 9) also take the forward's span polynomials (one or two vectors of
+  // spans), on uniform knots and on spans from 1e-4 to 1 wide.
+  enum class Row { kUniform, kRepeated, kNarrow };
   struct Case {
     int64_t out, grid;
     torch::Dtype dtype;
-    bool repeated;
+    Row row;
   };
-  for (const auto& c : {Case{3, 3, torch::kFloat64, false}, Case{3, 20, torch::kFloat64, false},
-                        Case{3, 6, torch::kFloat64, true}, Case{3, 4, torch::kFloat32, false},
-                        Case{9, 4, torch::kFloat32, false}, Case{3, 6, torch::kFloat32, true}}) {
+  const auto f64 = torch::kFloat64, f32 = torch::kFloat32;
+  for (const auto& c : {Case{3, 3, f64, Row::kUniform}, Case{3, 20, f64, Row::kUniform},
+                        Case{3, 1, f64, Row::kUniform}, Case{3, 9, f64, Row::kUniform},
+                        Case{3, 9, f64, Row::kNarrow}, Case{3, 6, f64, Row::kRepeated},
+                        Case{3, 4, f32, Row::kUniform}, Case{9, 4, f32, Row::kUniform},
+                        Case{3, 6, f32, Row::kRepeated}}) {
     auto [reference, fused] =
         layer_pair(KANLayerOptions(2, c.out).grid(c.grid).k(3).seed(c.grid).dtype(c.dtype));
-    if (c.repeated) {
-      const auto row = torch::tensor(
-          {-2.0, -1.5, -1.0, -1.0, -0.5, 0.0, 0.0, 0.0, 0.5, 1.0, 1.0, 1.5, 2.0}, c.dtype);
+    if (c.row != Row::kUniform) {
+      const auto row =
+          c.row == Row::kRepeated
+              ? torch::tensor(
+                    {-2.0, -1.5, -1.0, -1.0, -0.5, 0.0, 0.0, 0.0, 0.5, 1.0, 1.0, 1.5, 2.0}, c.dtype)
+              : torch::tensor({-3.0, -2.0, -1.0, -0.5, -0.4999, -0.499, -0.49, -0.4, 0.0, 0.0001,
+                               0.001, 0.01, 0.5, 1.0, 2.0, 3.0},
+                              c.dtype);
       torch::NoGradGuard no_grad;
       reference->grid.copy_(row.expand({2, -1}));
       fused->grid.copy_(row.expand({2, -1}));
@@ -584,7 +595,10 @@ TEST(FusedBackend, RegularisedLayerOnKnotsOutsideAndRepeatedKnots) {
     const auto r = run_with_sums(reference, x, gy, gm), f = run_with_sums(fused, x, gy, gm);
     const double tol = c.dtype == torch::kFloat64 ? 1e-10 : 1e-5;
     const std::string what = "out " + std::to_string(c.out) + ", G " + std::to_string(c.grid) +
-                             (c.repeated ? ", repeated knots, " : ", ") + to_string(c.dtype);
+                             (c.row == Row::kRepeated ? ", repeated knots, "
+                              : c.row == Row::kNarrow ? ", narrow spans, "
+                                                      : ", ") +
+                             to_string(c.dtype);
     EXPECT_LE(max_rel_diff(f.y, r.y), tol) << what;
     EXPECT_LE(max_rel_diff(f.sums, r.sums), tol) << what;
     EXPECT_LE(max_rel_diff(f.grad_x, r.grad_x), tol) << what;
