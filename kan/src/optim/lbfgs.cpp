@@ -133,6 +133,29 @@ double max_abs(const Tensor& t, double scale = 1) {
   return largest;
 }
 
+// A new host vector of a's dtype and length with out[j] = f(a[j], b[j]) (b of a's length), for
+// the elementwise steps of an iteration: a tensor operation costs more to dispatch than to run
+// on a small model's hundred parameters. f computes in the dtype, as the operation would.
+template <typename F> Tensor host_elementwise(const Tensor& a, const Tensor& b, F&& f) {
+  auto out = at::empty({a.numel()}, a.options());
+  dispatch_host(a, [&](auto zero) {
+    using T = decltype(zero);
+    const T* x = a.const_data_ptr<T>();
+    const T* y = b.const_data_ptr<T>();
+    T* o = out.mutable_data_ptr<T>();
+    for (int64_t j = 0; j < a.numel(); ++j)
+      o[j] = f(x[j], y[j]);
+  });
+  return out;
+}
+
+// A 0-dim tensor like `like` holding v rounded to its dtype.
+Tensor host_scalar(double v, const Tensor& like) {
+  auto out = at::empty({}, like.options());
+  dispatch_host(like, [&](auto zero) { *out.mutable_data_ptr<decltype(zero)>() = v; });
+  return out;
+}
+
 // A 0-dim tensor's value.
 double value(const Tensor& scalar) {
   if (!on_host(scalar))
@@ -402,7 +425,8 @@ torch::optim::LBFGSParamState& global_state(torch::optim::Optimizer& optimizer) 
 // rescales the initial Hessian approximation H_diag.
 void update_history(torch::optim::LBFGSParamState& state, const Tensor& y, const Tensor& s,
                     const LBFGSOptions& options, Tensor& H_diag) {
-  const Tensor ys = y.dot(s); // y*s
+  const bool host = on_host(y, s);
+  const Tensor ys = host ? host_scalar(dot_value(y, s), y) : y.dot(s); // y*s
   // pykan: tolerance_ys (1e-32 by default) where PyTorch's LBFGS, LibTorch's too, skips
   // every pair with y·s <= 1e-10: near convergence in float64, that can be all of them.
   if (value(ys) > options.tolerance_ys()) {
@@ -416,9 +440,18 @@ void update_history(torch::optim::LBFGSParamState& state, const Tensor& y, const
     // store new direction/step
     state.old_dirs().push_back(y);
     state.old_stps().push_back(s);
-    state.ro().push_back(ys.reciprocal());
     // update scale of initial Hessian approximation
-    H_diag = ys / y.dot(y); // (y*y)
+    if (host) { // the same quotients in the dtype
+      dispatch_host(y, [&](auto zero) {
+        using T = decltype(zero);
+        const T ys_value = static_cast<T>(value(ys));
+        state.ro().push_back(host_scalar(T(1) / ys_value, y));
+        H_diag = host_scalar(ys_value / static_cast<T>(dot_value(y, y)), y); // (y*y)
+      });
+    } else {
+      state.ro().push_back(ys.reciprocal());
+      H_diag = ys / y.dot(y); // (y*y)
+    }
   }
 }
 
@@ -470,14 +503,15 @@ Tensor lbfgs_direction(const Tensor& flat_grad, const torch::optim::LBFGSParamSt
   std::vector<double> ro_values(static_cast<size_t>(num_old)), al(ro_values.size());
   for (int64_t i = 0; i < num_old; ++i)
     ro_values[i] = value(state.ro()[i]);
-  Tensor q = flat_grad.neg();
+  Tensor q = host_elementwise(flat_grad, flat_grad, [](auto g, auto) { return -g; });
   for (int64_t i = num_old - 1; i > -1; --i) {
     al[i] = times(dot_value(old_stps[i], q), ro_values[i]);
     add_scaled(q, old_dirs[i], -al[i]);
   }
 
   // multiply by initial Hessian; r/d is the final direction
-  Tensor r = torch::mul(q, H_diag);
+  const double h = value(H_diag);
+  Tensor r = host_elementwise(q, q, [h](auto v, auto) { return v * static_cast<decltype(v)>(h); });
   for (int64_t i = 0; i < num_old; ++i) {
     const double be_i = times(dot_value(old_dirs[i], r), ro_values[i]);
     add_scaled(r, old_stps[i], minus(al[i], be_i));
@@ -614,7 +648,15 @@ void LBFGS::add_grad(double step_size, const Tensor& update) {
 
 // The parameters as one flat tensor.
 std::vector<Tensor> LBFGS::clone_param() {
-  return {at::cat(flat_views_)};
+  if (!host_vectors_)
+    return {at::cat(flat_views_)};
+  auto flat = at::empty({numel()}, flat_views_[0].options());
+  auto* out = static_cast<char*>(flat.mutable_data_ptr());
+  for (const auto& view : flat_views_) {
+    std::memcpy(out, view.const_data_ptr(), view.nbytes());
+    out += view.nbytes();
+  }
+  return {flat};
 }
 
 void LBFGS::set_param(const std::vector<Tensor>& params_data) {
@@ -708,14 +750,24 @@ void LBFGS::iterate(const LossClosure& evaluate, torch::optim::LBFGSParamState& 
       H_diag = torch::ones({}, flat_grad.options());
     } else {
       // do lbfgs update (update memory)
-      const Tensor y = flat_grad.sub(prev_flat_grad);
-      const Tensor s = d.mul(t);
+      const bool host = on_host(flat_grad, prev_flat_grad) && on_host(d, flat_grad);
+      const Tensor y =
+          host ? host_elementwise(flat_grad, prev_flat_grad, [](auto g, auto p) { return g - p; })
+               : flat_grad.sub(prev_flat_grad);
+      const Tensor s =
+          host ? host_elementwise(d, d,
+                                  [t](auto v, auto) { return v * static_cast<decltype(v)>(t); })
+               : d.mul(t);
       update_history(state, y, s, group, H_diag);
       d = lbfgs_direction(flat_grad, state, H_diag);
     }
 
     if (!prev_flat_grad.defined()) {
       prev_flat_grad = flat_grad.clone(at::MemoryFormat::Contiguous);
+    } else if (on_host(prev_flat_grad, flat_grad)) {
+      std::memcpy(prev_flat_grad.mutable_data_ptr(), flat_grad.const_data_ptr(),
+                  flat_grad.nbytes());
+      prev_flat_grad.unsafeGetTensorImpl()->bump_version();
     } else {
       prev_flat_grad.copy_(flat_grad);
     }
