@@ -5,6 +5,7 @@
 #include "test_util.h"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/module.h>
 
 namespace kan {
@@ -54,6 +55,21 @@ TEST(KANLayer, GridUpdateMatchesPykan) {
   // The least squares solved on the basis itself, as pykan's lstsq does: its answer to rounding.
   EXPECT_LT(max_abs_diff(layer->coef, to_tensor(ref["coef_after"])), 1e-11);
   EXPECT_LT(max_abs_diff(layer(samples), to_tensor(ref["y_after"])), 1e-12);
+}
+
+// The grid update sorts each input's samples on a copy: a one-input layer's column is laid out
+// as the row it sorts, and sorting that in place changed the caller's data (a [1, 1] model's
+// training input, which then no longer matched its labels).
+TEST(KANLayer, GridUpdateLeavesItsSamplesAsTheyWere) {
+  for (const int64_t in : {1, 3})
+    for (const auto dtype : {torch::kFloat64, torch::kFloat32}) {
+      KANLayer layer(KANLayerOptions(in, 2).grid(5).k(3).seed(2).dtype(dtype));
+      auto gen = at::make_generator<at::CPUGeneratorImpl>(4);
+      const auto samples = torch::randn({300, in}, gen, torch::kFloat64).to(dtype);
+      const auto before = samples.clone();
+      layer->update_grid_from_samples(samples);
+      EXPECT_TRUE(torch::equal(samples, before)) << in << " inputs, " << dtype;
+    }
 }
 
 // Relative to the reference's largest magnitude.
