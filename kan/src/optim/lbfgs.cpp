@@ -149,6 +149,11 @@ template <typename F> Tensor host_elementwise(const Tensor& a, const Tensor& b, 
   return out;
 }
 
+// host_elementwise of a alone: out[j] = f(a[j]).
+template <typename F> Tensor host_elementwise(const Tensor& a, F&& f) {
+  return host_elementwise(a, a, [&f](auto v, auto) { return f(v); });
+}
+
 // A 0-dim tensor like `like` holding v rounded to its dtype.
 Tensor host_scalar(double v, const Tensor& like) {
   auto out = at::empty({}, like.options());
@@ -503,7 +508,7 @@ Tensor lbfgs_direction(const Tensor& flat_grad, const torch::optim::LBFGSParamSt
   std::vector<double> ro_values(static_cast<size_t>(num_old)), al(ro_values.size());
   for (int64_t i = 0; i < num_old; ++i)
     ro_values[i] = value(state.ro()[i]);
-  Tensor q = host_elementwise(flat_grad, flat_grad, [](auto g, auto) { return -g; });
+  Tensor q = host_elementwise(flat_grad, [](auto g) { return -g; });
   for (int64_t i = num_old - 1; i > -1; --i) {
     al[i] = times(dot_value(old_stps[i], q), ro_values[i]);
     add_scaled(q, old_dirs[i], -al[i]);
@@ -511,7 +516,7 @@ Tensor lbfgs_direction(const Tensor& flat_grad, const torch::optim::LBFGSParamSt
 
   // multiply by initial Hessian; r/d is the final direction
   const double h = value(H_diag);
-  Tensor r = host_elementwise(q, q, [h](auto v, auto) { return v * static_cast<decltype(v)>(h); });
+  Tensor r = host_elementwise(q, [h](auto v) { return v * static_cast<decltype(v)>(h); });
   for (int64_t i = 0; i < num_old; ++i) {
     const double be_i = times(dot_value(old_dirs[i], r), ro_values[i]);
     add_scaled(r, old_stps[i], minus(al[i], be_i));
@@ -755,8 +760,7 @@ void LBFGS::iterate(const LossClosure& evaluate, torch::optim::LBFGSParamState& 
           host ? host_elementwise(flat_grad, prev_flat_grad, [](auto g, auto p) { return g - p; })
                : flat_grad.sub(prev_flat_grad);
       const Tensor s =
-          host ? host_elementwise(d, d,
-                                  [t](auto v, auto) { return v * static_cast<decltype(v)>(t); })
+          host ? host_elementwise(d, [t](auto v) { return v * static_cast<decltype(v)>(t); })
                : d.mul(t);
       update_history(state, y, s, group, H_diag);
       d = lbfgs_direction(flat_grad, state, H_diag);
