@@ -83,6 +83,15 @@ torch::Tensor probe_points(const torch::Tensor& grid, int64_t random, uint64_t s
       .to(grid.scalar_type());
 }
 
+// N points uniformly inside each input's grid proper, [t_k, t_{P-1-k}) of its P knots.
+torch::Tensor interior_points(const torch::Tensor& grid, int64_t k, int64_t N, uint64_t seed) {
+  const auto g = grid.to(torch::kFloat64).t(); // (P, I)
+  const auto lo = g.narrow(0, k, 1), hi = g.narrow(0, g.size(0) - 1 - k, 1);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const auto u = torch::rand({N, grid.size(0)}, gen, torch::kFloat64) * 0.999;
+  return (lo + u * (hi - lo)).to(grid.scalar_type());
+}
+
 // Compares every output of the two backends (float64: max abs diff, relative to the largest
 // value where that exceeds 1; float32: max rel diff). The knots of an updated grid make large
 // coefficients and gradients (a refit of skewed samples at k = 5), whose rounding depends on the
@@ -292,8 +301,25 @@ TEST(FusedBackend, LargeLayersMatchTheReference) {
           layer_pair(KANLayerOptions(9, 130).grid(5).k(k).seed(7).dtype(dtype));
       const auto x = probe_points(reference->grid, 1000, 3);
       ASSERT_GT(x.size(0) * 9 * 130, int64_t{1} << 20);
-      expect_match(reference, fused, x, dtype == torch::kFloat64 ? 1e-10 : 1e-5,
-                   "9 -> 130, k " + std::to_string(k) + ", " + to_string(dtype));
+      const double tol = dtype == torch::kFloat64 ? 1e-10 : 1e-5;
+      const std::string what = "9 -> 130, k " + std::to_string(k) + ", " + to_string(dtype);
+      expect_match(reference, fused, x, tol, what);
+    }
+  // Where every point of a block lies inside the grid proper, the basis is computed from each
+  // point's span alone (lane_local_basis, k = 3), its knots picked from one register (G 5) or
+  // two (G 10, float32; float64's 17 knots take the whole-row recursion): on uniform and on
+  // grid-updated knots.
+  for (const auto dtype : {torch::kFloat32, torch::kFloat64})
+    for (const int64_t G : {5, 10}) {
+      auto [reference, fused] =
+          layer_pair(KANLayerOptions(9, 130).grid(G).k(3).seed(G).dtype(dtype));
+      const double tol = dtype == torch::kFloat64 ? 1e-10 : 1e-5;
+      const std::string what = "9 -> 130, G " + std::to_string(G) + ", " + to_string(dtype);
+      expect_match(reference, fused, interior_points(reference->grid, 3, 1000, 5), tol,
+                   what + ", inside the grid");
+      update_grids(reference, fused, 9, dtype);
+      expect_match(reference, fused, interior_points(reference->grid, 3, 1000, 6), tol,
+                   what + ", inside an updated grid");
     }
 }
 
