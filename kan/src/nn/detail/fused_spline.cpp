@@ -43,7 +43,22 @@ bool cpu_has_avx512() {
 #endif
 }
 
+// KAN_LANE_GATHERS's value: "" (unset), "on" or "off". Read where the kernels are chosen, whose
+// errors name it; lane_gathers() reads it too, when the library loads, and takes the default for
+// a value it does not know (the kernels' choice then stops with that error).
+std::string lane_gathers_setting() {
+  const char* env = std::getenv("KAN_LANE_GATHERS");
+  return env == nullptr ? "" : env;
+}
+
+void check_lane_gathers_setting() {
+  const std::string value = lane_gathers_setting();
+  TORCH_CHECK(value.empty() || value == "on" || value == "off", "KAN_LANE_GATHERS=", value,
+              ": expected on or off (or unset)");
+}
+
 CpuIsa cpu_isa() {
+  check_lane_gathers_setting();
   const char* env = std::getenv("KAN_FUSED_CPU_ISA");
   const std::string isa = env == nullptr ? "" : env;
   if (isa.empty())
@@ -256,6 +271,18 @@ public:
 bool cpu_runs_cuda_blocks() {
   static const bool blocks = cpu_isa() == CpuIsa::kCudaBlocks;
   return blocks;
+}
+
+bool lane_gathers() {
+  const std::string value = lane_gathers_setting();
+  if (value == "on" || value == "off")
+    return value == "on";
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return __builtin_cpu_is("intel") != 0;
+#else
+  return false;
+#endif
 }
 
 template <typename T> const SplineKernels<T>& cpu_spline_kernels() {

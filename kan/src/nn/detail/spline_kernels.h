@@ -9,6 +9,13 @@
 
 namespace kan::detail {
 
+/// Whether the AVX-512 kernels read and write a vector of samples' strided values (a column of
+/// x or y) by one gather or scatter, or by a scalar load or store a lane: KAN_LANE_GATHERS=on|off,
+/// unset on for Intel's cores and off for others (a value other than these is an error where the
+/// kernels are chosen). Read when the library loads. Gathers took 7 % off a small model's
+/// evaluation on a Xeon and added 11 % on AMD's Zen 4 (BM_ToyEvaluation, docs/library.md).
+bool lane_gathers();
+
 /// One fused spline problem: y_nj = sum_i sum_m B_m(x_ni) weight_imj (all arrays contiguous).
 template <typename T> struct SplineArgs {
   const T* x;      ///< (N, I) inputs
