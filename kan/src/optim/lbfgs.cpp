@@ -93,6 +93,28 @@ double dot_value(const Tensor& a, const Tensor& b) {
   return result;
 }
 
+// s[j] = fma(o[j], a, s[j]) for j < n. Built for the baseline x86-64, std::fma is a call into libm
+// per element (a tenth of an MLP's LBFGS fit, [2, 100, 100, 1]); where the CPU has FMA the same
+// loop runs vectorised, with the same single rounding per element.
+template <typename T> void fma_loop(T* __restrict s, const T* __restrict o, T a, int64_t n) {
+  for (int64_t j = 0; j < n; ++j)
+    s[j] = std::fma(o[j], a, s[j]);
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+template <typename T>
+__attribute__((target("avx2,fma"))) void fma_loop_avx2(T* __restrict s, const T* __restrict o, T a,
+                                                       int64_t n) {
+  for (int64_t j = 0; j < n; ++j)
+    s[j] = std::fma(o[j], a, s[j]);
+}
+
+bool cpu_has_fma() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+#endif
+
 // self += alpha * other[other_offset ...], over self's elements, alpha rounded to self's dtype
 // (the host's add_).
 void add_scaled(const Tensor& self, const Tensor& other, int64_t other_offset, double alpha) {
@@ -101,8 +123,11 @@ void add_scaled(const Tensor& self, const Tensor& other, int64_t other_offset, d
     T* s = self.mutable_data_ptr<T>();
     const T* o = other.const_data_ptr<T>() + other_offset;
     const T a = static_cast<T>(alpha);
-    for (int64_t j = 0; j < self.numel(); ++j)
-      s[j] = std::fma(o[j], a, s[j]);
+#if defined(__x86_64__) || defined(__i386__)
+    if (cpu_has_fma())
+      return fma_loop_avx2(s, o, a, self.numel());
+#endif
+    fma_loop(s, o, a, self.numel());
   });
   self.unsafeGetTensorImpl()->bump_version(); // as an in-place tensor operation does
 }
