@@ -96,17 +96,17 @@ double dot_value(const Tensor& a, const Tensor& b) {
 // s[j] = fma(o[j], a, s[j]) for j < n. Built for the baseline x86-64, std::fma is a call into libm
 // per element (a tenth of an MLP's LBFGS fit, [2, 100, 100, 1]); where the CPU has FMA the same
 // loop runs vectorised, with the same single rounding per element.
-template <typename T> void fma_loop(T* __restrict s, const T* __restrict o, T a, int64_t n) {
+template <typename T>
+__attribute__((always_inline)) inline void fma_loop(T* __restrict s, const T* __restrict o, T a,
+                                                    int64_t n) {
   for (int64_t j = 0; j < n; ++j)
     s[j] = std::fma(o[j], a, s[j]);
 }
 
 #if defined(__x86_64__) || defined(__i386__)
 template <typename T>
-__attribute__((target("avx2,fma"))) void fma_loop_avx2(T* __restrict s, const T* __restrict o, T a,
-                                                       int64_t n) {
-  for (int64_t j = 0; j < n; ++j)
-    s[j] = std::fma(o[j], a, s[j]);
+__attribute__((target("avx2,fma"))) void fma_loop_avx2(T* s, const T* o, T a, int64_t n) {
+  fma_loop(s, o, a, n); // inlined, so compiled for FMA here
 }
 
 bool cpu_has_fma() {
@@ -177,6 +177,23 @@ template <typename F> Tensor host_elementwise(const Tensor& a, const Tensor& b, 
 // host_elementwise of a alone: out[j] = f(a[j]).
 template <typename F> Tensor host_elementwise(const Tensor& a, F&& f) {
   return host_elementwise(a, a, [&f](auto v, auto) { return f(v); });
+}
+
+// parts[i] (contiguous host tensors, or undefined for zeros) one after another in a new flat
+// vector of numel elements with shapes[0]'s options, part i taking shapes[i].numel() elements.
+Tensor host_concat(const std::vector<Tensor>& shapes, const std::vector<Tensor>& parts,
+                   int64_t numel) {
+  auto flat = at::empty({numel}, shapes[0].options());
+  auto* out = static_cast<char*>(flat.mutable_data_ptr());
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const size_t bytes = static_cast<size_t>(shapes[i].numel()) * shapes[i].element_size();
+    if (parts[i].defined())
+      std::memcpy(out, parts[i].const_data_ptr(), bytes);
+    else
+      std::memset(out, 0, bytes);
+    out += bytes;
+  }
+  return flat;
 }
 
 // A 0-dim tensor like `like` holding v rounded to its dtype.
@@ -621,17 +638,10 @@ Tensor LBFGS::gather_flat_grad() {
                       return !grad.defined() || (grad.layout() == at::kStrided && on_host(grad, p));
                     });
   if (host) {
-    auto flat = at::empty({numel()}, params[0].options());
-    auto* out = static_cast<char*>(flat.mutable_data_ptr());
-    for (const auto& p : params) {
-      const size_t bytes = static_cast<size_t>(p.numel()) * p.element_size();
-      if (p.grad().defined())
-        std::memcpy(out, p.grad().const_data_ptr(), bytes);
-      else
-        std::memset(out, 0, bytes);
-      out += bytes;
-    }
-    return flat;
+    std::vector<Tensor> grads;
+    for (const auto& p : params)
+      grads.push_back(p.grad());
+    return host_concat(params, grads, numel());
   }
   std::vector<Tensor> views;
   for (const auto& p : param_groups_[0].params()) {
@@ -680,13 +690,7 @@ void LBFGS::add_grad(double step_size, const Tensor& update) {
 std::vector<Tensor> LBFGS::clone_param() {
   if (!host_vectors_)
     return {at::cat(flat_views_)};
-  auto flat = at::empty({numel()}, flat_views_[0].options());
-  auto* out = static_cast<char*>(flat.mutable_data_ptr());
-  for (const auto& view : flat_views_) {
-    std::memcpy(out, view.const_data_ptr(), view.nbytes());
-    out += view.nbytes();
-  }
-  return {flat};
+  return {host_concat(flat_views_, flat_views_, numel())};
 }
 
 void LBFGS::set_param(const std::vector<Tensor>& params_data) {
