@@ -5,6 +5,7 @@
 #include "detail/checks.h"
 #include "detail/saturate.h"
 #include "kan/nn/options.h"
+#include "nn/detail/mlp_objective.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <nlohmann/json.hpp>
@@ -91,6 +92,7 @@ MLPImpl::MLPImpl(MLPOptions options) : options_(std::move(options)) {
 void MLPImpl::reset() {
   check_mlp_options(options_);
   layers_ = register_module("layers", torch::nn::ModuleList());
+  objective_buffers_.clear(); // a clone's own, not its original's
   const auto& width = options_.width();
   keeping_global_generator([&] {
     for (size_t l = 0; l + 1 < width.size(); ++l)
@@ -147,6 +149,31 @@ torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
     }
   }
   return h;
+}
+
+std::optional<ObjectiveValues> MLPImpl::mse_objective(const torch::Tensor& x,
+                                                      const torch::Tensor& labels, double lamb,
+                                                      const RegularizationOptions& /*weights*/) {
+  if (lamb != 0 || x.dim() != 2 || x.size(0) < 1 || !x.is_cpu() || !at::GradMode::is_enabled() ||
+      labels.sizes() != c10::IntArrayRef({x.size(0), outputs()}) ||
+      labels.scalar_type() != x.scalar_type() || !labels.is_cpu())
+    return std::nullopt;
+  check_input(x, "input");
+  std::vector<torch::Tensor> weights, biases;
+  for (size_t l = 0; l < depth(); ++l) {
+    weights.push_back(layer(l)->weight);
+    biases.push_back(layer(l)->bias);
+  }
+  const auto objective =
+      detail::mlp_objective(x, labels, weights, biases, options_.activation(), objective_buffers_);
+  for (size_t l = 0; l < depth(); ++l) {
+    accumulate_grad(weights[l], objective.grads[2 * l]);
+    accumulate_grad(biases[l], objective.grads[2 * l + 1]);
+  }
+  ObjectiveValues values;
+  values.loss = torch::scalar_tensor(objective.loss, torch::TensorOptions().dtype(dtype()));
+  values.total = values.loss;
+  return values;
 }
 
 torch::Device MLPImpl::device() const {

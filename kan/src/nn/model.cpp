@@ -33,6 +33,13 @@ std::optional<ObjectiveValues> Model::mse_objective(const torch::Tensor& /*x*/,
   return std::nullopt;
 }
 
+void Model::accumulate_grad(const torch::Tensor& parameter, const torch::Tensor& grad) {
+  if (!parameter.requires_grad() || !grad.defined())
+    return;
+  auto& sum = parameter.mutable_grad();
+  sum = sum.defined() ? sum + grad : grad;
+}
+
 void Model::update_grid_from_samples(const torch::Tensor& /*x*/, int64_t /*memory_budget*/) {
   TORCH_CHECK(false, "update_grid_from_samples: a ", to_string(kind()),
               " has no grid to update (has_grid() is false)");

@@ -372,14 +372,6 @@ OneNodeArguments one_node_arguments(const KANImpl& model) {
   return a;
 }
 
-// p.grad += g, as autograd accumulates (g undefined: no gradient).
-void accumulate_grad(const torch::Tensor& p, const torch::Tensor& g) {
-  if (!p.requires_grad() || !g.defined())
-    return;
-  auto& grad = p.mutable_grad();
-  grad = grad.defined() ? grad + g : g;
-}
-
 } // namespace
 
 torch::Tensor KANImpl::forward_as_one_node(const torch::Tensor& x) {

@@ -14,6 +14,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -97,6 +98,12 @@ public:
   int64_t outputs() const override { return options_.width().back(); }
   int64_t forward_flops() const override;
   nlohmann::json config() const override;
+  /// On the CPU without the regulariser (lamb 0): the forward keeps each hidden layer's output
+  /// (and SiLU's sigmoid) for a hand-written backward, with no autograd; the same numbers within
+  /// rounding as forward, the loss and backward. Elsewhere nullopt.
+  std::optional<ObjectiveValues> mse_objective(const torch::Tensor& x, const torch::Tensor& labels,
+                                               double lamb,
+                                               const RegularizationOptions& weights) override;
 
   const MLPOptions& options() const noexcept { return options_; }
   size_t depth() const { return layers_->size(); }
@@ -106,6 +113,8 @@ public:
 private:
   MLPOptions options_;
   torch::nn::ModuleList layers_;
+  // mse_objective's large tensors, kept from one evaluation to the next; not model state.
+  std::vector<torch::Tensor> objective_buffers_;
 };
 
 TORCH_MODULE(MLP);

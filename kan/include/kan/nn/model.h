@@ -86,7 +86,7 @@ public:
   virtual torch::Tensor regularization(const RegularizationOptions& weights) const;
   /// The MSE of forward(x) against labels plus lamb * regularization(weights) (the loss alone
   /// where lamb is 0), with its gradients written into the parameters' .grad, where the model
-  /// computes them without autograd (a small KAN on the CPU: docs/library.md, "The
+  /// computes them without autograd (a small KAN or an MLP on the CPU: docs/library.md, "The
   /// whole-network node"); nullopt, having done nothing, elsewhere (the caller then runs
   /// forward, the loss and backward).
   virtual std::optional<ObjectiveValues> mse_objective(const torch::Tensor& x,
@@ -99,6 +99,10 @@ public:
   virtual void update_grid_from_samples(const torch::Tensor& x, int64_t memory_budget);
 
 protected:
+  /// parameter.grad += grad, as autograd accumulates: for mse_objective's gradients (grad
+  /// undefined, or a parameter that requires none: nothing).
+  static void accumulate_grad(const torch::Tensor& parameter, const torch::Tensor& grad);
+
   Model() = default;
   Model(const Model&) = default;
   Model& operator=(const Model&) = default;
