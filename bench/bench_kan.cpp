@@ -317,6 +317,30 @@ void BM_DeepEpoch(benchmark::State& state) {
   state.SetLabel(to_string(backend_arg(state.range(0))));
 }
 
+// One evaluation of the objective of the accuracy preset's MLPs ([2, w, w, 1], SiLU, float64)
+// on the toy's 1000 samples: forward, MSE, backward. Arg `path`: 0 through autograd, 1 without
+// (MLPImpl::mse_objective, what kan::fit runs on the CPU); arg `width`: w.
+void BM_MlpEvaluation(benchmark::State& state) {
+  const ToyCase toy;
+  const bool without_autograd = state.range(0) == 1;
+  const int64_t w = state.range(1);
+  MLP model(MLPOptions({2, w, w, 1}).seed(0).dtype(torch::kFloat64));
+  const auto evaluate = [&] {
+    model->zero_grad();
+    if (without_autograd)
+      return model->mse_objective(toy.data.train_input, toy.data.train_label, 0.0, {})->total;
+    const auto loss = compute_loss(Loss::kMSE, model(toy.data.train_input), toy.data.train_label);
+    loss.backward();
+    return loss;
+  };
+  evaluate();
+  for (auto _ : state)
+    evaluate();
+  state.counters["evaluations/s"] =
+      benchmark::Counter(1, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(without_autograd ? "without autograd" : "autograd");
+}
+
 void register_families() {
   // The ctest smoke run filters on "/batch:256/" and BM_DeepEpoch with a tiny
   // --benchmark_min_time, so every family runs. CPU families use wall time: the work runs on
@@ -350,6 +374,11 @@ void register_families() {
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("BM_ToyGridUpdate", BM_ToyGridUpdate)
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("BM_MlpEvaluation", BM_MlpEvaluation)
+      ->ArgNames({"path", "width"})
+      ->ArgsProduct({{0, 1}, {5, 100}})
       ->UseRealTime()
       ->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("BM_DeepEpoch", BM_DeepEpoch)
