@@ -129,7 +129,7 @@ std::pair<at::Tensor, at::Tensor> layer_pass_forward(const LayerPass& p) {
 }
 
 LayerPassGrads layer_pass_backward(const LayerPass& p, const at::Tensor& gy_in,
-                                   const at::Tensor& gm_in) {
+                                   const at::Tensor& gm_in, bool x_gradient) {
   const auto& x = p.x;
   const int64_t N = x.size(0), I = x.size(1), rows = p.weight.size(1), O = p.weight.size(2),
                 k = p.k, M = rows - 2 * k;
@@ -141,8 +141,9 @@ LayerPassGrads layer_pass_backward(const LayerPass& p, const at::Tensor& gy_in,
   const int64_t threads = at::get_num_threads();
   const int64_t slices =
       I >= threads ? 1 : sample_slices(N, 2 * (k + 1) * (O + k + 1), (threads + I - 1) / I);
-  LayerPassGrads grads{at::empty({N, I}, x.options()), at::empty({I, O, M}, x.options()),
-                       at::empty({I, O}, x.options()), at::empty({I, O}, x.options())};
+  LayerPassGrads grads{x_gradient ? at::empty({N, I}, x.options()) : at::Tensor(),
+                       at::empty({I, O, M}, x.options()), at::empty({I, O}, x.options()),
+                       at::empty({I, O}, x.options())};
   // The slices' sums, in double.
   std::vector<double> gweight(static_cast<size_t>(slices * I * rows * O), 0.0);
   std::vector<double> gwb(static_cast<size_t>(slices * I * O), 0.0), gws(gwb);
@@ -152,7 +153,7 @@ LayerPassGrads layer_pass_backward(const LayerPass& p, const at::Tensor& gy_in,
     const LayerGrads<scalar_t> g{gy.defined() ? gy.const_data_ptr<scalar_t>() : nullptr,
                                  g1,
                                  g1 + I * O,
-                                 grads.x.mutable_data_ptr<scalar_t>(),
+                                 x_gradient ? grads.x.mutable_data_ptr<scalar_t>() : nullptr,
                                  gweight.data(),
                                  gwb.data(),
                                  gws.data(),

@@ -46,6 +46,8 @@ struct LayerPassGrads {
 };
 
 /// The gradients for dL/dy gy (N, O) and dL/dsums gm (2, I, O); either may be undefined (zero).
-LayerPassGrads layer_pass_backward(const LayerPass& p, const at::Tensor& gy, const at::Tensor& gm);
+/// Without `x_gradient` the gradient of x is left undefined and not computed.
+LayerPassGrads layer_pass_backward(const LayerPass& p, const at::Tensor& gy, const at::Tensor& gm,
+                                   bool x_gradient = true);
 
 } // namespace kan::detail

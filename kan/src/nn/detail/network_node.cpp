@@ -244,7 +244,7 @@ network_backward(const std::vector<at::Tensor>& saved, const NetworkLayout& layo
           keep(affine_at + kAffineTensors * l + t, ga[1 + t]);
       }
     }
-    const auto g = layer_pass_backward(pass, gy, grad_outputs[moments_at + l]);
+    const auto g = layer_pass_backward(pass, gy, grad_outputs[moments_at + l], l > 0 || wanted(0));
     const size_t at = 1 + kLayerTensors * l;
     keep(at + 1, g.coef);
     keep(at + 2, g.scale_base);

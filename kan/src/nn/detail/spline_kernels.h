@@ -70,7 +70,7 @@ template <typename T> struct LayerGrads {
   const T* gy;      ///< (N, O), or null where y is not used
   const double* g1; ///< (I, O): dL/dS1
   const double* g2; ///< (I, O): dL/dS2
-  T* gx;
+  T* gx;            ///< (N, I), or null where x's gradient is not wanted
   double* gcoef;
   double* gwb;
   double* gws;
