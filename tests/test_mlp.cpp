@@ -295,7 +295,7 @@ TEST(MlpObjective, AccumulatesAsAutogradAndLeavesFrozenParametersAlone) {
 
 // The evaluation keeps its large tensors from one call to the next: another batch size and
 // another dtype still get autograd's numbers.
-TEST(MlpObjective, KeptBuffersFollowTheBatchTheDtypeAndTheClone) {
+TEST(MlpObjective, KeptBuffersFollowTheBatchAndTheDtype) {
   MLP model(MLPOptions({3, 6, 6, 2}).seed(4).dtype(torch::kFloat64));
   const auto autograd_grad = [](MLP& m, const torch::Tensor& x, const torch::Tensor& y) {
     m->zero_grad();
