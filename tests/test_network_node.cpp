@@ -199,6 +199,76 @@ TEST(FusedBackend, WholeNetworkNodeWithOtherBaseFunctionsAndFrozenScales) {
   check_both_dtypes(KANOptions({3, 4, 2}).sb_trainable(false).sp_trainable(false));
 }
 
+// Evaluations at one training input keep the first layer's values that depend on x and its grid
+// alone (detail::KeptInput): each evaluation must still be the layer-by-layer one at the x and
+// grid of that moment, after x changes in place (with and without a version bump), after a grid
+// update, with another number of threads (other slices of the samples), and across an input too
+// large to keep.
+TEST(FusedBackend, EvaluationsAtOneInputFollowItsChangesAndTheGrid) {
+  if (!kernels_fuse_layers())
+    GTEST_SKIP() << "this CPU kernel set keeps the layer and its sums apart";
+  const int saved_threads = at::get_num_threads();
+  struct Case {
+    KANOptions options;
+    double tol;
+    int64_t N;
+  };
+  // [1, 4, 1] at 10007 samples: two threads split its first layer's samples in two slices.
+  for (const auto& c :
+       {Case{KANOptions({2, 5, 1}).dtype(torch::kFloat64), 1e-11, 1003},
+        Case{KANOptions({1, 4, 1}).dtype(torch::kFloat64), 1e-11, 10007},
+        Case{KANOptions({3, 4, 2}).dtype(torch::kFloat32), 2e-5, 1003},
+        Case{KANOptions({2, 3, 1}).base_fun(BaseFunction::kIdentity), 2e-5, 1003}}) {
+    KAN model(KANOptions(c.options).grid(5).seed(3));
+    perturb(model);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(13);
+    const int64_t I = c.options.width()[0], O = c.options.width().back();
+    const auto draw = [&](int64_t N) {
+      return (torch::rand({N, I}, gen, torch::kFloat64) * 2.4 - 1.2).to(c.options.dtype());
+    };
+    auto x = draw(c.N);
+    const auto labels = torch::full({c.N, O}, 0.3, x.options());
+    const auto check = [&](const std::string& what) {
+      for (int repeat = 0; repeat < 2; ++repeat) { // the first may fill what the second reads
+        const auto direct = objective_without_autograd(model, x, labels, true);
+        const auto expected = step(model, x, false, true);
+        ASSERT_TRUE(direct.one_node) << what;
+        EXPECT_LE(max_relative_diff(direct.loss, expected.loss), c.tol) << what;
+        ASSERT_EQ(direct.grads.size(), expected.grads.size()) << what;
+        for (size_t i = 0; i < direct.grads.size(); ++i)
+          EXPECT_LE(max_relative_diff(direct.grads[i].second, expected.grads[i].second), c.tol)
+              << what << ", evaluation " << repeat << ", " << direct.grads[i].first;
+      }
+    };
+    const std::string name = c10::str(c10::IntArrayRef(c.options.width()), " ", x.scalar_type());
+    check(name);
+    x.mul_(0.9); // in place: the same tensor, a new version
+    check(name + ", x scaled in place");
+    {
+      torch::NoGradGuard no_grad;
+      x.data().narrow(0, 0, 500).add_(0.05); // .data(): x's version stays
+    }
+    check(name + ", x changed through .data()");
+    model->update_grid_from_samples(x);
+    check(name + ", after a grid update");
+    at::set_num_threads(saved_threads == 1 ? 2 : 1);
+    check(name + ", other threads");
+    at::set_num_threads(saved_threads);
+    // Too large to keep (KeptInput::kMaxBytes), then small again.
+    const auto small = x;
+    x = draw(120000);
+    {
+      const auto direct =
+          objective_without_autograd(model, x, torch::full({120000, O}, 0.3, x.options()), true);
+      const auto expected = step(model, x, false, true);
+      ASSERT_TRUE(direct.one_node) << name;
+      EXPECT_LE(max_relative_diff(direct.loss, expected.loss), 10 * c.tol) << name << ", large";
+    }
+    x = small;
+    check(name + ", small again");
+  }
+}
+
 TEST(FusedBackend, WholeNetworkNodeKeepsEachLayersStatistics) {
   KAN model(KANOptions({2, 3, 2}).mult({0, 1, 0}).dtype(torch::kFloat64));
   model->set_save_statistics(true);

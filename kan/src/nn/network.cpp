@@ -7,6 +7,7 @@
 #include "detail/host_list.h"
 #include "detail/saturate.h"
 #include "nn/detail/edge_moments.h"
+#include "nn/detail/layer_pass_cpu.h"
 #include "nn/detail/network_node.h"
 
 #include <ATen/ATen.h>
@@ -191,6 +192,7 @@ void KANImpl::reset() {
                                               torch::zeros({subs}, tensor_options), trainable));
   }
   activations_.clear();
+  kept_input_.reset(); // a clone's own, not its original's
 }
 
 bool KANImpl::applies_affine() const {
@@ -400,8 +402,11 @@ std::optional<ObjectiveValues> KANImpl::mse_objective(const torch::Tensor& x,
   check_input(x);
   activations_.clear();
   const auto a = one_node_arguments(*this);
-  const auto o = detail::network_objective(x, labels, a.layers, a.affine, a.layout,
-                                           {lamb, w.lamb_l1(), w.lamb_entropy()});
+  if (!kept_input_)
+    kept_input_ = std::make_shared<detail::KeptInput>();
+  const auto o =
+      detail::network_objective(x, labels, a.layers, a.affine, a.layout,
+                                {lamb, w.lamb_l1(), w.lamb_entropy()}, kept_input_.get());
   for (size_t t = 0; t < a.layers.size(); ++t)
     accumulate_grad(a.layers[t], o.grads[1 + t]);
   for (size_t t = 0; t < a.affine.size(); ++t)

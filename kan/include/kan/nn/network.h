@@ -156,6 +156,10 @@ struct Attribution {
   const torch::Tensor& feature_score() const { return node_scores.front(); }
 };
 
+namespace detail {
+class KeptInput;
+} // namespace detail
+
 /// A KAN: y = layer_{L-1}( ... layer_0(x)).
 ///
 /// Example:
@@ -349,6 +353,9 @@ private:
   bool whole_network_node_ = true;
   // Transient outputs of the last forward, recomputed each time; not model state.
   std::vector<LayerActivations> activations_;
+  // mse_objective's first-layer values that depend on x and the grid alone, kept for the next
+  // evaluation at the same ones; not model state.
+  std::shared_ptr<detail::KeptInput> kept_input_;
 };
 
 TORCH_MODULE(KAN);

@@ -7,6 +7,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 namespace kan::detail {
@@ -81,24 +82,76 @@ template <typename T> LayerArgs<T> layer_args(const LayerPass& p, const MaskedSc
           p.sigmoid.defined() ? p.sigmoid.const_data_ptr<T>() : nullptr};
 }
 
+// Whether a holds b's values, bit for bit (a contiguous).
+bool same_values(const at::Tensor& a, const at::Tensor& b) {
+  if (!a.defined() || a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type())
+    return false;
+  const auto contiguous = b.contiguous();
+  return std::memcmp(a.const_data_ptr(), contiguous.const_data_ptr(), a.nbytes()) == 0;
+}
+
 } // namespace
+
+bool KeptInput::refresh(const at::Tensor& x, const at::Tensor& grid, int64_t k, BaseKind base) {
+  const int64_t N = x.size(0), I = x.size(1), M = grid.size(1) - k - 1;
+  const int64_t values = N * I * 2 + grid.numel() * (k + 1) + kept_basis_size(N, I, M);
+  if (values * static_cast<int64_t>(x.element_size()) > kMaxBytes) {
+    *this = KeptInput();
+    return false;
+  }
+  if (k == k_ && base == base_ && same_values(x_, x) && same_values(grid_, grid))
+    return true;
+  // Copies: the caller's tensors may change in place.
+  x_ = x.contiguous().clone();
+  grid_ = grid.contiguous().clone();
+  inv_ = knot_reciprocals(grid_, k);
+  sigmoid_ = base == BaseKind::kSiLU ? at::sigmoid(x_) : at::Tensor();
+  k_ = k;
+  base_ = base;
+  basis_ready_ = false;
+  return true;
+}
+
+template <typename T>
+KeptBasis<T> KeptInput::basis(int64_t slices, const void* kernel, int64_t outputs) {
+  if (!basis_ready_ || slices != slices_ || kernel != kernel_ || outputs != outputs_) {
+    const int64_t size = kept_basis_size(x_.size(0), x_.size(1), grid_.size(1) - k_ - 1);
+    if (!basis_.defined() || basis_.numel() != size || basis_.scalar_type() != x_.scalar_type())
+      basis_ = at::empty({size}, x_.options());
+    basis_ready_ = false;
+    slices_ = slices;
+    kernel_ = kernel;
+    outputs_ = outputs;
+  }
+  return {basis_.mutable_data_ptr<T>(), basis_ready_};
+}
 
 LayerPass::LayerPass(const at::Tensor& x_in, const at::Tensor& grid_in, const at::Tensor& coef,
                      const at::Tensor& scale_base_in, const at::Tensor& scale_sp_in,
-                     const at::Tensor& mask_in, BaseKind base_in, int64_t k_in)
-    : x(x_in.contiguous()), grid(grid_in.contiguous()), scale_base(scale_base_in.contiguous()),
-      scale_sp(scale_sp_in.contiguous()), mask(mask_in.contiguous()), base(base_in), k(k_in) {
+                     const at::Tensor& mask_in, BaseKind base_in, int64_t k_in, KeptInput* kept_in)
+    : scale_base(scale_base_in.contiguous()), scale_sp(scale_sp_in.contiguous()),
+      mask(mask_in.contiguous()), base(base_in), k(k_in) {
   const int64_t I = coef.size(0), O = coef.size(1), M = coef.size(2);
-  inv = knot_reciprocals(grid, k);
+  if (kept_in != nullptr && kept_in->refresh(x_in, grid_in, k, base)) {
+    kept = kept_in;
+    x = kept->x();
+    grid = kept->grid();
+    inv = kept->inv();
+    sigmoid = kept->sigmoid();
+  } else {
+    x = x_in.contiguous();
+    grid = grid_in.contiguous();
+    inv = knot_reciprocals(grid, k);
+    // silu = x sigmoid(x): the sigmoid by ATen's vectorised kernel.
+    if (base == BaseKind::kSiLU)
+      sigmoid = at::sigmoid(x);
+  }
   // coef (I, O, M) as (I, M + 2k, O), with k zero rows at both ends (layer_moments_cpu.inc).
   weight = at::empty({I, M + 2 * k, O}, x.options());
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "layer_pass_weight", [&] {
     padded_weight(coef.contiguous().const_data_ptr<scalar_t>(), weight.mutable_data_ptr<scalar_t>(),
                   I, O, M, k);
   });
-  // silu = x sigmoid(x): the sigmoid by ATen's vectorised kernel.
-  if (base == BaseKind::kSiLU)
-    sigmoid = at::sigmoid(x);
 }
 
 LayerPass::LayerPass(const std::vector<at::Tensor>& t, BaseKind base_in, int64_t k_in)
@@ -150,20 +203,25 @@ LayerPassGrads layer_pass_backward(const LayerPass& p, const at::Tensor& gy_in,
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "layer_pass_backward", [&] {
     const MaskedScales<scalar_t> scales(p);
     const auto args = layer_args<scalar_t>(p, scales);
-    const LayerGrads<scalar_t> g{gy.defined() ? gy.const_data_ptr<scalar_t>() : nullptr,
-                                 g1,
-                                 g1 + I * O,
-                                 x_gradient ? grads.x.mutable_data_ptr<scalar_t>() : nullptr,
-                                 gweight.data(),
-                                 gwb.data(),
-                                 gws.data(),
-                                 slices};
+    LayerGrads<scalar_t> g{gy.defined() ? gy.const_data_ptr<scalar_t>() : nullptr,
+                           g1,
+                           g1 + I * O,
+                           x_gradient ? grads.x.mutable_data_ptr<scalar_t>() : nullptr,
+                           gweight.data(),
+                           gwb.data(),
+                           gws.data(),
+                           slices,
+                           {}};
     const auto kernel = cpu_spline_kernels<scalar_t>().layer_with_moments_backward;
+    if (p.kept != nullptr && !x_gradient)
+      g.kept = p.kept->basis<scalar_t>(slices, reinterpret_cast<const void*>(kernel), O);
     // Tasks of too little work stay on this thread: waking the OpenMP team for them costs
     // more than it saves, much more where cores are oversubscribed (spline_kernels_generic.cpp).
     const int64_t task_work = (N / slices) * 2 * (k + 1) * (O + k + 1);
     at::parallel_for(0, slices * I, parallel_grain(task_work),
                      [&](int64_t begin, int64_t end) { kernel(args, g, begin, end); });
+    if (g.kept.values != nullptr)
+      p.kept->basis_written();
     coef_gradient(gweight.data(), slices, I, O, M, k, grads.coef.mutable_data_ptr<scalar_t>());
     // d/dscale = mask d/dw.
     const scalar_t* mask = p.mask.const_data_ptr<scalar_t>();

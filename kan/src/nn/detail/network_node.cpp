@@ -179,10 +179,11 @@ at::Tensor plus(at::Tensor a, const at::Tensor& b) {
 // is h_{l+1}; then the L sums) and what its backward reads.
 struct NetworkForward {
   std::vector<at::Tensor> outputs, saved;
+  KeptInput* kept = nullptr; // where the first layer's x-only values came from, if kept
 };
 
 NetworkForward network_forward(const at::Tensor& x, at::TensorList layers, at::TensorList affine,
-                               const NetworkLayout& layout) {
+                               const NetworkLayout& layout, KeptInput* kept = nullptr) {
   const size_t L = layout.sum_nodes.size();
   NetworkForward f;
   std::vector<at::Tensor> ys, moments;
@@ -190,10 +191,13 @@ NetworkForward network_forward(const at::Tensor& x, at::TensorList layers, at::T
   for (size_t l = 0; l < L; ++l) {
     ModuleScope scope("layers", static_cast<int64_t>(l)); // the trace names each layer's work
     const auto* p = &layers[l * kLayerTensors];
-    const LayerPass pass(h, p[0], p[1], p[2], p[3], p[4], layout.base, layout.k);
+    const LayerPass pass(h, p[0], p[1], p[2], p[3], p[4], layout.base, layout.k,
+                         l == 0 ? kept : nullptr);
+    if (l == 0)
+      f.kept = pass.kept;
     auto [y, m] = layer_pass_forward(pass);
-    const auto kept = pass.tensors();
-    f.saved.insert(f.saved.end(), kept.begin(), kept.end());
+    const auto tensors = pass.tensors();
+    f.saved.insert(f.saved.end(), tensors.begin(), tensors.end());
     moments.push_back(m);
     ys.push_back(y);
     h = layout.affine ? affine_forward(y, affine_of(affine, l), layout, l) : y;
@@ -212,11 +216,12 @@ NetworkForward network_forward(const at::Tensor& x, at::TensorList layers, at::T
 }
 
 // The gradients of the forward's inputs (x, the layers' tensors, the affine maps', in order; those
-// `wanted` rejects undefined) for its outputs' gradients (undefined: zero).
+// `wanted` rejects undefined) for its outputs' gradients (undefined: zero). `kept`: the forward's.
 template <typename Wanted>
-std::vector<at::Tensor>
-network_backward(const std::vector<at::Tensor>& saved, const NetworkLayout& layout,
-                 const std::vector<at::Tensor>& grad_outputs, Wanted wanted) {
+std::vector<at::Tensor> network_backward(const std::vector<at::Tensor>& saved,
+                                         const NetworkLayout& layout,
+                                         const std::vector<at::Tensor>& grad_outputs, Wanted wanted,
+                                         KeptInput* kept = nullptr) {
   const size_t L = layout.sum_nodes.size(), per_layer = LayerPass::kTensors;
   const size_t moments_at = layout.affine ? 2 * L : L, affine_at = 1 + kLayerTensors * L;
   std::vector<at::Tensor> grads(affine_at + (layout.affine ? kAffineTensors * L : 0));
@@ -227,9 +232,11 @@ network_backward(const std::vector<at::Tensor>& saved, const NetworkLayout& layo
   at::Tensor gh = grad_outputs[L - 1];
   for (size_t l = L; l-- > 0;) {
     ModuleScope scope("layers", static_cast<int64_t>(l));
-    const LayerPass pass({saved.begin() + static_cast<int64_t>(l * per_layer),
-                          saved.begin() + static_cast<int64_t>((l + 1) * per_layer)},
-                         layout.base, layout.k);
+    LayerPass pass({saved.begin() + static_cast<int64_t>(l * per_layer),
+                    saved.begin() + static_cast<int64_t>((l + 1) * per_layer)},
+                   layout.base, layout.k);
+    if (l == 0)
+      pass.kept = kept;
     at::Tensor gy = gh;
     if (layout.affine) {
       gy = grad_outputs[L + l];
@@ -326,7 +333,7 @@ NetworkPass fused_network(const at::Tensor& x, const std::vector<at::Tensor>& la
 ObjectivePass network_objective(const at::Tensor& x, const at::Tensor& labels,
                                 const std::vector<at::Tensor>& layers,
                                 const std::vector<at::Tensor>& affine, const NetworkLayout& layout,
-                                const ObjectiveWeights& w) {
+                                const ObjectiveWeights& w, KeptInput* kept) {
   check_lists(layers, affine, layout);
   const int64_t outputs =
       layout.sum_nodes.back() + static_cast<int64_t>(layout.arities.back().size());
@@ -341,7 +348,7 @@ ObjectivePass network_objective(const at::Tensor& x, const at::Tensor& labels,
   std::vector<at::Tensor> grad_outputs; // undefined: zero
   {
     PhaseScope phase(Phase::kForward);
-    f = network_forward(x, layers, affine, layout);
+    f = network_forward(x, layers, affine, layout, kept);
     const auto& pred = f.outputs[L - 1];
     const auto y = labels.contiguous();
     o.loss = squared_error_mean(pred, y);
@@ -370,7 +377,8 @@ ObjectivePass network_objective(const at::Tensor& x, const at::Tensor& labels,
     }
   }
   PhaseScope phase(Phase::kBackward);
-  o.grads = network_backward(f.saved, layout, grad_outputs, [](size_t input) { return input > 0; });
+  o.grads = network_backward(
+      f.saved, layout, grad_outputs, [](size_t input) { return input > 0; }, f.kept);
   return o;
 }
 

@@ -46,6 +46,8 @@ struct NetworkPass {
 NetworkPass fused_network(const at::Tensor& x, const std::vector<at::Tensor>& layers,
                           const std::vector<at::Tensor>& affine, const NetworkLayout& layout);
 
+class KeptInput; // layer_pass_cpu.h
+
 /// The regulariser's weights for network_objective: lamb (0: none) times the sample terms
 /// lamb_l1 * l1 + lamb_entropy * entropy (regularizer_cpu.h).
 struct ObjectiveWeights {
@@ -64,10 +66,11 @@ struct ObjectivePass {
 /// outputs), the regulariser where w.lamb != 0, and the backward, as fused_network and
 /// regularizer_cpu compute them (the same kernels and host loops) but with no autograd node, no
 /// engine and no gradient accumulation around them: a small model's evaluation is then its
-/// arithmetic. Arguments as fused_network's; x (N >= 1, width[0]).
+/// arithmetic. Arguments as fused_network's; x (N >= 1, width[0]). `kept` (optional): the first
+/// layer's values that depend on x and its grid alone, kept for the next call with the same ones.
 ObjectivePass network_objective(const at::Tensor& x, const at::Tensor& labels,
                                 const std::vector<at::Tensor>& layers,
                                 const std::vector<at::Tensor>& affine, const NetworkLayout& layout,
-                                const ObjectiveWeights& w);
+                                const ObjectiveWeights& w, KeptInput* kept = nullptr);
 
 } // namespace kan::detail

@@ -63,6 +63,22 @@ template <typename T> struct LayerArgs {
   const T* sigmoid; ///< (N, I): sigmoid(x) for kSiLU (silu = x sigmoid(x)), else null
 };
 
+/// What the lanes backward computes from x and the grid alone where x's gradient is not wanted:
+/// each block of samples' basis functions and base function, M + 1 vectors of lanes. A caller
+/// whose x and grid stay the same from one call to the next (a fit's training input between grid
+/// updates) keeps them: `values` (at least kept_basis_size elements) is written where `ready` is
+/// false and read where it is true, with the same slices and kernels. Null: computed each call.
+template <typename T> struct KeptBasis {
+  T* values = nullptr;
+  bool ready = false;
+};
+
+/// KeptBasis::values' size for x (N, I) and M basis functions, whatever the kernels' lanes.
+inline int64_t kept_basis_size(int64_t N, int64_t I, int64_t M) {
+  constexpr int64_t kMostLanes = 16; // AVX-512's floats
+  return I * (N + kMostLanes) * (M + 1);
+}
+
 /// Where the layer's backward writes, for dL/dy and the sums' gradients: gx (N, I) in T,
 /// overwritten; gcoef (slices, I, M, O), gwb and gws (slices, I, O) in double, zero on entry, each
 /// slice of the samples (slice_bounds) summing into its own copy.
@@ -75,6 +91,7 @@ template <typename T> struct LayerGrads {
   double* gwb;
   double* gws;
   int64_t slices;
+  KeptBasis<T> kept; ///< read or written only where gx is null
 };
 
 /// A forward kernel on the items [begin, end) of y.
