@@ -12,8 +12,8 @@
 namespace kan::bench::detail {
 
 // A target's precision for a piece of work: TF32 matmuls for tf32 (a global mode of the
-// context, restored after), autocast for bf16 and fp16 (`forward_only`: fit() places its own
-// autocast around forward passes, so a scope around training asks for TF32 alone).
+// context, restored after), autocast for bf16 and fp16 where `autocast` asks for it (fit() places
+// its own autocast around forward passes, so a scope around training asks for TF32 alone).
 class PrecisionScope {
 public:
   PrecisionScope(const Target& t, bool autocast) {

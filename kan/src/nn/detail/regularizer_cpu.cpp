@@ -113,13 +113,13 @@ double entropy(const Scores& s, bool over_inputs, double weight, std::vector<dou
   const int64_t lines = over_inputs ? s.O : s.I, along = over_inputs ? s.I : s.O;
   auto at = [&](int64_t line, int64_t k) { return over_inputs ? k * s.O + line : line * s.O + k; };
   double total = 0;
+  std::vector<double> g(along); // dh / dp of the line's scores
   for (int64_t line = 0; line < lines; ++line) {
     double sum = 0;
     for (int64_t k = 0; k < along; ++k)
       sum += s.score[at(line, k)];
     const double t = sum + 1;
     double h = 0, weighted = 0; // weighted: sum_k g_k s_k, for the gradient
-    std::vector<double> g(along);
     for (int64_t k = 0; k < along; ++k) {
       const double p = s.score[at(line, k)] / t;
       h -= p * std::log2(p + 1e-4);
