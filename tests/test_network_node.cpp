@@ -80,6 +80,17 @@ Step objective_without_autograd(KAN& model, const torch::Tensor& x, const torch:
   return s;
 }
 
+// An evaluation without autograd against another evaluation of the same objective: the loss and
+// every gradient within tol.
+void expect_same_objective(const Step& direct, const Step& expected, double tol,
+                           const std::string& what) {
+  EXPECT_LE(max_relative_diff(direct.loss, expected.loss), tol) << what;
+  ASSERT_EQ(direct.grads.size(), expected.grads.size()) << what;
+  for (size_t i = 0; i < direct.grads.size(); ++i)
+    EXPECT_LE(max_relative_diff(direct.grads[i].second, expected.grads[i].second), tol)
+        << what << ", " << direct.grads[i].first;
+}
+
 // Perturbs every parameter (affine maps and scales off their initial 1 and 0, so that every
 // gradient path matters) and prunes one edge.
 void perturb(KAN& model) {
@@ -119,11 +130,7 @@ void check_same(KANOptions options, double tol, bool regularised,
     ASSERT_EQ(direct.one_node, kernels_fuse_layers()) << what;
     if (!direct.one_node)
       continue;
-    EXPECT_LE(max_relative_diff(direct.loss, layered.loss), tol) << what << ", without autograd";
-    ASSERT_EQ(direct.grads.size(), layered.grads.size()) << what;
-    for (size_t i = 0; i < direct.grads.size(); ++i)
-      EXPECT_LE(max_relative_diff(direct.grads[i].second, layered.grads[i].second), tol)
-          << what << ", without autograd, " << direct.grads[i].first;
+    expect_same_objective(direct, layered, tol, what + ", without autograd");
   }
 }
 
@@ -179,10 +186,7 @@ TEST(FusedBackend, WholeNetworkEvaluationsMatchTheReferenceBackend) {
       const auto direct = objective_without_autograd(fused, x, labels, true);
       if (!direct.one_node)
         continue;
-      EXPECT_LE(max_relative_diff(direct.loss, expected.loss), c.tol) << "without autograd";
-      for (size_t i = 0; i < direct.grads.size(); ++i)
-        EXPECT_LE(max_relative_diff(direct.grads[i].second, expected.grads[i].second), c.tol)
-            << "without autograd, " << direct.grads[i].first;
+      expect_same_objective(direct, expected, c.tol, "without autograd");
     }
   }
 }
@@ -235,11 +239,8 @@ TEST(FusedBackend, EvaluationsAtOneInputFollowItsChangesAndTheGrid) {
         const auto direct = objective_without_autograd(model, x, labels, regularised);
         const auto expected = step(model, x, false, regularised);
         ASSERT_TRUE(direct.one_node) << what;
-        EXPECT_LE(max_relative_diff(direct.loss, expected.loss), c.tol) << what;
-        ASSERT_EQ(direct.grads.size(), expected.grads.size()) << what;
-        for (size_t i = 0; i < direct.grads.size(); ++i)
-          EXPECT_LE(max_relative_diff(direct.grads[i].second, expected.grads[i].second), c.tol)
-              << what << ", evaluation " << repeat << ", " << direct.grads[i].first;
+        expect_same_objective(direct, expected, c.tol,
+                              what + ", evaluation " + std::to_string(repeat));
       }
     };
     const std::string name = c10::str(c10::IntArrayRef(c.options.width()), " ", x.scalar_type());

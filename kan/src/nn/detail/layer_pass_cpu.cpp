@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 namespace kan::detail {
@@ -90,6 +91,14 @@ bool same_values(const at::Tensor& a, const at::Tensor& b) {
   return std::memcmp(a.const_data_ptr(), contiguous.const_data_ptr(), a.nbytes()) == 0;
 }
 
+// The knot reciprocals of grid, and sigmoid(x) for the SiLU base (silu = x sigmoid(x), the
+// sigmoid by ATen's vectorised kernel; undefined otherwise): what a pass derives from x and the
+// grid alone.
+std::pair<at::Tensor, at::Tensor> input_values(const at::Tensor& x, const at::Tensor& grid,
+                                               int64_t k, BaseKind base) {
+  return {knot_reciprocals(grid, k), base == BaseKind::kSiLU ? at::sigmoid(x) : at::Tensor()};
+}
+
 } // namespace
 
 bool KeptInput::refresh(const at::Tensor& x, const at::Tensor& grid, int64_t k, BaseKind base) {
@@ -104,8 +113,7 @@ bool KeptInput::refresh(const at::Tensor& x, const at::Tensor& grid, int64_t k, 
   // Copies: the caller's tensors may change in place.
   x_ = x.contiguous().clone();
   grid_ = grid.contiguous().clone();
-  inv_ = knot_reciprocals(grid_, k);
-  sigmoid_ = base == BaseKind::kSiLU ? at::sigmoid(x_) : at::Tensor();
+  std::tie(inv_, sigmoid_) = input_values(x_, grid_, k, base);
   k_ = k;
   base_ = base;
   basis_ready_ = false;
@@ -141,10 +149,7 @@ LayerPass::LayerPass(const at::Tensor& x_in, const at::Tensor& grid_in, const at
   } else {
     x = x_in.contiguous();
     grid = grid_in.contiguous();
-    inv = knot_reciprocals(grid, k);
-    // silu = x sigmoid(x): the sigmoid by ATen's vectorised kernel.
-    if (base == BaseKind::kSiLU)
-      sigmoid = at::sigmoid(x);
+    std::tie(inv, sigmoid) = input_values(x, grid, k, base);
   }
   // coef (I, O, M) as (I, M + 2k, O), with k zero rows at both ends (layer_moments_cpu.inc).
   weight = at::empty({I, M + 2 * k, O}, x.options());
