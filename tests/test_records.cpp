@@ -258,7 +258,7 @@ TEST(Records, PykanWidthWritesMultiplicationNodesAsPairs) {
 TEST(Records, AuditRecordRoundTripsAndChecksItsSummary) {
   AuditRecord record;
   record.device = "cpu";
-  record.config.model = KANOptions({2, 3, 1});
+  record.config.model = to_json(KANOptions({2, 3, 1}));
   record.config.data_device = "cpu";
   record.config.data_dtype = "float64";
   record.config.samples = 32;

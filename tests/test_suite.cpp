@@ -259,7 +259,7 @@ TEST_F(UserModel, EveryTargetTrainsACopyOnDataFromTheModel) {
     saved->update_grid_from_samples(torch::rand({100, 2}, torch::kFloat64) * 3 + 1);
   }
   save_checkpoint(saved, path("my.pt"));
-  const auto w = model_workload(path("my.pt"), "", "quick");
+  const auto w = model_workload(path("my.pt"), ModelFileOptions(), "", "quick");
   EXPECT_EQ(w.name, "my.pt");
   EXPECT_EQ(w.width, (std::vector<int64_t>{2, 3, 1}));
   EXPECT_EQ(w.train_num, 200);
@@ -278,11 +278,13 @@ TEST_F(UserModel, EveryTargetTrainsACopyOnDataFromTheModel) {
   EXPECT_NEAR(noise / outputs.std().item<double>(), 0.1, 0.03);
 
   // Each target's model is an independent copy of the saved one, in the target's dtype.
-  auto a = w.make_model(torch::kCPU, torch::kFloat64),
-       b = w.make_model(torch::kCPU, torch::kFloat32);
+  auto a = std::dynamic_pointer_cast<KANImpl>(w.build_model(torch::kCPU, torch::kFloat64));
+  auto b = w.build_model(torch::kCPU, torch::kFloat32);
+  ASSERT_NE(a, nullptr);
   EXPECT_TRUE(torch::equal(a->forward(data.test_input), saved->forward(data.test_input)));
   EXPECT_EQ(b->dtype(), torch::kFloat32);
-  EXPECT_NE(a->layer(0)->coef.data_ptr(), w.model->layer(0)->coef.data_ptr());
+  EXPECT_NE(a->layer(0)->coef.data_ptr(),
+            std::dynamic_pointer_cast<KANImpl>(w.model)->layer(0)->coef.data_ptr());
 }
 
 TEST(Suite, OneCaseIsTimedPerEpoch) {

@@ -224,8 +224,8 @@ TEST(SecondGpu, ACaseOnCuda1KeepsEverythingThere_CUDA) {
   ASSERT_EQ(r.status, results::CaseStatus::kOk) << r.reason;
   EXPECT_EQ(r.device, "cuda:1");
   EXPECT_TRUE(r.audit_findings.empty());
-  auto model = w.make_model(target.device, target.dtype);
-  EXPECT_TRUE(diagnostics::audit(*model, target.device).clean());
+  auto model = w.build_model(target.device, target.dtype);
+  EXPECT_TRUE(diagnostics::audit(model->module(), target.device).clean());
 }
 
 } // namespace

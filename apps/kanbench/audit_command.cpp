@@ -36,6 +36,8 @@ struct AuditArgs {
   int64_t grid = kModel.grid();
   int64_t k = kModel.k();
   std::string dtype = "float32";
+  bool trust_torchscript = false;
+  int64_t inputs = 0; // a TorchScript model's input width
   uint64_t seed = 0;
   kan::Optimizer opt = kan::Optimizer::kLBFGS;
   int64_t trace_steps = 1;
@@ -46,10 +48,10 @@ struct AuditArgs {
 };
 
 // A small regression dataset for the model's input and output widths.
-kan::Dataset audit_dataset(const AuditArgs& a, const kan::KAN& model, torch::Device device,
+kan::Dataset audit_dataset(const AuditArgs& a, const kan::Model& model, torch::Device device,
                            torch::Dtype dtype) {
-  const int64_t inputs = model->options().width().front();
-  const int64_t outputs = model->options().width().back();
+  const int64_t inputs = model.inputs();
+  const int64_t outputs = model.outputs();
   auto target = [outputs](const torch::Tensor& x) {
     return torch::sin(M_PI * x.sum(1, /*keepdim=*/true)).expand({-1, outputs}).contiguous();
   };
@@ -112,7 +114,9 @@ int audit(const AuditArgs& a) {
   // Everything up to the training steps decides whether the audit can run at all; an error
   // here leaves through run_audit as exit 2.
   TORCH_CHECK(a.checkpoint.empty() + a.pykan.empty() + a.width.empty() == 2,
-              "give the model as one of --checkpoint PATH, --pykan PREFIX or --width 2,5,1");
+              "give the model as one of --model PATH, --pykan PREFIX or --width 2,5,1");
+  TORCH_CHECK(a.inputs == 0 || !a.checkpoint.empty(), "--inputs needs --model (the input width "
+              "of a TorchScript model)");
   if (!a.json.empty())
     kan::io::check_output_file(a.json, "--json");
   const torch::Device device = parse_device(a.device, "--device");
@@ -125,14 +129,20 @@ int audit(const AuditArgs& a) {
     if (!a.mult_arity.empty())
       set_mult_arity(built, a.mult_arity);
   }
-  kan::KAN model = !a.checkpoint.empty() ? kan::load_model(a.checkpoint, device)
-                   : !a.pykan.empty()    ? kan::load_pykan(a.pykan, device)
-                                         : kan::KAN(built);
+  const std::shared_ptr<kan::Model> model =
+      !a.checkpoint.empty()
+          ? kan::open_model(a.checkpoint, kan::ModelFileOptions()
+                                              .device(device)
+                                              .trust_torchscript(a.trust_torchscript)
+                                              .inputs(a.inputs))
+      : !a.pykan.empty() ? kan::load_pykan(a.pykan, device).ptr()
+                         : kan::KAN(built).ptr();
   const auto data_dtype =
       a.data_dtype.empty() ? model->dtype() : kan::dtype_from_string(a.data_dtype);
-  const kan::Dataset data = audit_dataset(a, model, data_device, data_dtype);
+  const kan::Dataset data = audit_dataset(a, *model, data_device, data_dtype);
 
-  const auto before = kan::diagnostics::DeviceAudit(device).module(*model).dataset(data).report();
+  const auto before =
+      kan::diagnostics::DeviceAudit(device).module(model->module()).dataset(data).report();
   std::cout << before.to_text();
 
   // N traced steps, then N untraced ones to compare their time.
@@ -143,7 +153,7 @@ int audit(const AuditArgs& a) {
   std::string training_error;
   try {
     after = std::make_unique<kan::diagnostics::AuditedFit>(
-        kan::diagnostics::audited_fit(model, data, fit_options, a.trace_steps));
+        kan::diagnostics::audited_fit(*model, data, fit_options, a.trace_steps));
   } catch (const c10::Error& e) {
     training_error = e.what_without_backtrace();
     // A device mismatch is what the audit looks for; anything else stops it, unless the static
@@ -174,10 +184,15 @@ int audit(const AuditArgs& a) {
   if (!a.json.empty()) {
     kan::diagnostics::AuditRecord record;
     record.device = device.str();
-    record.config = {a.checkpoint,      model->options(),
-                     data_device.str(), a.data_dtype.empty() ? "model" : a.data_dtype,
-                     a.samples,         kan::to_string(a.opt),
-                     a.trace_steps,     a.seed};
+    record.config = {a.checkpoint,
+                     model->kind(),
+                     model->config(),
+                     data_device.str(),
+                     a.data_dtype.empty() ? "model" : a.data_dtype,
+                     a.samples,
+                     kan::to_string(a.opt),
+                     a.trace_steps,
+                     a.seed};
     record.findings = findings;
     record.exit_code = code;
     record.static_audit = before;
@@ -193,11 +208,17 @@ int audit(const AuditArgs& a) {
 void add_audit_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<AuditArgs>();
   auto* cmd = app.add_subcommand(
-      "audit", "Audit where a KAN's tensors live and where its operations run on a device; exit "
-               "0 = clean, 1 = findings, 2 = could not run");
+      "audit", "Audit where a model's tensors live and where its operations run on a device; "
+               "exit 0 = clean, 1 = findings, 2 = could not run");
   cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
-  auto* checkpoint = cmd->add_option("--checkpoint", args->checkpoint,
-                                     "A model.pt to audit, or a pykan saveckpt prefix");
+  auto* checkpoint = cmd->add_option("--model,--checkpoint", args->checkpoint,
+                                     "The model to audit: a kanbench checkpoint (a KAN's or an "
+                                     "MLP's), a pykan saveckpt prefix, or a TorchScript archive "
+                                     "(with --trust-torchscript and --inputs)");
+  add_trust_torchscript_flag(*cmd, args->trust_torchscript);
+  cmd->add_option("--inputs", args->inputs,
+                  "The input width of a TorchScript --model (its archive records none)")
+      ->check(integer_at_least(1));
   auto* pykan = cmd->add_option("--pykan", args->pykan,
                                 "Or a pykan checkpoint (the prefix given to pykan's saveckpt)")
                     ->excludes(checkpoint);

@@ -53,12 +53,19 @@ void add_import_pykan_command(CLI::App& app, int& exit_code);
 /// `kanbench export-pykan CHECKPOINT PREFIX`: a kanbench checkpoint -> a pykan checkpoint.
 void add_export_pykan_command(CLI::App& app, int& exit_code);
 
+/// `kanbench export-torchscript MODEL OUT`: a kanbench KAN or MLP as a TorchScript module.
+void add_export_torchscript_command(CLI::App& app, int& exit_code);
+
 /// `kanbench functions`: the reference functions (--table builtin|special|feynman), as a table or
 /// --json.
 void add_functions_command(CLI::App& app, int& exit_code);
 
 /// --cv-target and --cv-max-time (stop-on-noise timing), shared by `run` and `sweep`.
 void add_noise_options(CLI::App& command, double& cv_target, double& cv_max_time);
+
+/// --trust-torchscript, shared by every command that takes --model: loading a TorchScript archive
+/// runs its code (kan/serialize/torchscript.h).
+void add_trust_torchscript_flag(CLI::App& command, bool& trust);
 
 /// --memory-fraction and --empty-cache, shared by `run` and `sweep`.
 void add_memory_options(CLI::App& command, double& memory_fraction, bool& empty_cache);

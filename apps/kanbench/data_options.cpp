@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 namespace kanbench {
@@ -16,11 +18,26 @@ kan::LoadDatasetOptions DataArgs::load_options() const {
 }
 
 void DataArgs::check_needs_data() const {
-  for (const auto& [name, given] : {std::pair<const char*, bool>{"--inputs", !inputs.empty()},
-                                    {"--targets", !targets.empty()},
+  for (const auto& [name, given] : {std::pair<const char*, bool>{"--targets", !targets.empty()},
                                     {"--test-data", !test_data.empty()},
                                     {"--test-fraction", test_fraction.has_value()}})
     TORCH_CHECK(!given || !data.empty(), name, " needs --data (the file it reads)");
+}
+
+int64_t DataArgs::width_without_data() const {
+  if (!data.empty() || inputs.empty())
+    return 0;
+  size_t used = 0;
+  int64_t width = 0;
+  try {
+    width = std::stoll(inputs, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  TORCH_CHECK(used == inputs.size() && width >= 1, "--inputs ", inputs,
+              ": without --data it is the input width of a TorchScript model (an integer >= 1); "
+              "column selections need --data");
+  return width;
 }
 
 CLI::Option* add_data_options(CLI::App* command, DataArgs& args, const std::string& data_help,
@@ -28,7 +45,8 @@ CLI::Option* add_data_options(CLI::App* command, DataArgs& args, const std::stri
   auto* data = command->add_option("--data", args.data, data_help);
   command->add_option("--inputs", args.inputs,
                       "Input columns of --data (CSV, .npy): indices from 0, ranges, header names, "
-                      "e.g. 0-3,5 or x,y (default: all but the targets)");
+                      "e.g. 0-3,5 or x,y (default: all but the targets); without --data, the "
+                      "input width N of a TorchScript --model");
   command->add_option("--targets", args.targets,
                       "Target columns of --data, written as --inputs (default: the last column)");
   command->add_option("--test-data", args.test_data,

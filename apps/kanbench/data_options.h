@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -21,8 +22,12 @@ struct DataArgs {
   kan::Loss loss_kind() const { return loss == "mse" ? kan::Loss::kMSE : kan::Loss::kCrossEntropy; }
   /// The column selections and the split; the caller sets the seed, dtype and device.
   kan::LoadDatasetOptions load_options() const;
-  /// Refuses a selection or split option given without --data.
+  /// Refuses a selection or split option given without --data (--inputs there is a width).
   void check_needs_data() const;
+  /// Without --data, --inputs N is the input width of a seeded regression on a TorchScript model
+  /// (its file does not record one): N, or 0 where --inputs is not given. An error unless N is an
+  /// integer >= 1. With --data: 0 (the width is the data's).
+  int64_t width_without_data() const;
 };
 
 /// --data (with `data_help`), --inputs, --targets, --test-data, --test-fraction and --loss (with

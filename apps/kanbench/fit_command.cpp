@@ -45,6 +45,8 @@ struct FitArgs {
   std::string width = "2,5,1";
   std::string mult_arity; // "": the library's default, 2
   std::string dtype;      // "": float64 for a new model, the checkpoint's with --pykan
+  std::string model = "kan";      // kan, mlp, or a model file trained as it is
+  bool trust_torchscript = false; // --model FILE may be a TorchScript archive
   std::string out = "results/fit";
   std::optional<int64_t> steps_after_prune; // unset: --steps
   bool symbolic = false;
@@ -171,8 +173,7 @@ void write_outputs(const kan::Model& model, const std::string& checkpoint_path,
                    const std::string& json_path, const std::string& json_text) {
   kan::io::AtomicFile checkpoint(checkpoint_path), json(json_path);
   try {
-    kan::save_checkpoint(model,
-                         [&](const void* data, size_t size) { checkpoint.write(data, size); });
+    kan::save_model(model, [&](const void* data, size_t size) { checkpoint.write(data, size); });
   } catch (const std::runtime_error& e) {
     TORCH_CHECK(false, "cannot write checkpoint: ", first_line(e.what()));
   }
@@ -254,9 +255,26 @@ std::vector<int64_t> mlp_width(const std::string& text) {
   return parsed.width();
 }
 
+// Whether --model names a file (kan and mlp are the kinds kanbench builds).
+bool is_model_file(const FitArgs& a) {
+  return a.model != "kan" && a.model != "mlp";
+}
+
 // What only a KAN has, refused for --model mlp with one line naming the option (and --activation,
 // an MLP's, for a KAN): silently ignoring it would train something other than what was asked.
-void check_model_options(const CLI::App& cmd, const kan::diagnostics::FitSetup& setup) {
+void check_model_options(const CLI::App& cmd, const FitArgs& a) {
+  const auto& setup = a.setup;
+  if (is_model_file(a)) {
+    for (const char* name : {"--pykan", "--width", "--activation", "--grid", "--k", "--backend",
+                             "--mult-arity", "--affine-trainable", "--prune",
+                             "--steps-after-prune", "--refine", "--symbolic"})
+      TORCH_CHECK(cmd.count(name) == 0, name, " describes a model kanbench builds; --model ",
+                  a.model, " trains the model in that file as it is (one stage, no pruning, "
+                  "refinement or symbolic stage)");
+    return;
+  }
+  TORCH_CHECK(!a.trust_torchscript, "--trust-torchscript needs --model FILE (a TorchScript "
+              "archive)");
   if (setup.model_kind == kan::ModelKind::kKAN) {
     TORCH_CHECK(cmd.count("--activation") == 0,
                 "--activation is an MLP's option (--model mlp); a KAN's edges learn their own");
@@ -500,6 +518,97 @@ int run_kan_fit(FitArgs& a, kan::KAN model, const kan::Dataset& data,
   return 0;
 }
 
+// `kanbench fit --model FILE`: the model in the file (a TorchScript module, or a kanbench
+// checkpoint) trained once under the device audit, like the MLP baseline, and written back in its
+// own format beside fit.json. A TorchScript model takes the data's input width.
+int run_file_fit(FitArgs& a, torch::Device device,
+                 const std::shared_ptr<kan::DataParallel>& group, bool writes) {
+  auto& config = a.config;
+  auto& setup = a.setup;
+  std::optional<kan::LoadedDataset> loaded;
+  int64_t inputs = 0;
+  if (!a.data.data.empty()) {
+    // Read in float64 and converted below: the model's dtype is known once it is open.
+    loaded = kan::load_dataset(
+        a.data.data, a.data.load_options().seed(config.seed).dtype(torch::kFloat64).device(device));
+    inputs = loaded->inputs();
+  } else {
+    inputs = kan::reference_function(config.function).n_var;
+  }
+  const bool script = kan::model_file_kind(a.model) == kan::ModelFileKind::kTorchScript;
+  auto model = kan::open_model(a.model, kan::ModelFileOptions()
+                                            .device(device)
+                                            .trust_torchscript(a.trust_torchscript)
+                                            .inputs(script ? inputs : 0));
+  if (!a.dtype.empty())
+    model->module().to(kan::dtype_from_string(a.dtype));
+  const auto source = "--model " + a.model;
+  kan::Dataset data;
+  if (loaded) {
+    try {
+      kan::check_width(*loaded, model->inputs(), model->outputs());
+    } catch (const c10::Error& e) {
+      TORCH_CHECK(false, source, ": ", e.what_without_backtrace());
+    }
+    data = loaded->data.to(model->dtype());
+    config.function.clear();
+    config.train_num = loaded->train_rows;
+    config.test_num = loaded->test_rows;
+    config.data = kan::results::FitDataRun{
+        loaded->path,         kan::to_string(loaded->format),
+        loaded->input_names,  loaded->target_names,
+        a.data.test_data.empty() ? std::nullopt : std::optional(a.data.test_data),
+        a.data.test_fraction, loaded->classes,
+        loaded->description};
+  } else {
+    TORCH_CHECK(model->outputs() == 1, source, " must end in 1 output for a regression "
+                "function, got ", model->outputs());
+    setup.model.dtype(model->dtype());
+    data = function_samples(a, device);
+  }
+  setup.model_kind = model->kind();
+  if (const auto* kan_model = dynamic_cast<const kan::KANImpl*>(model.get()))
+    setup.model = kan_model->options();
+  else if (const auto* mlp = dynamic_cast<const kan::MLPImpl*>(model.get()))
+    setup.mlp = mlp->options();
+  else
+    setup.script = model->config();
+  setup.fit.seed(config.seed);
+  config.initial_model = a.model;
+  if (writes) {
+    kan::io::check_output_folder(a.out, "--out");
+    for (const char* name : {"model.pt", "fit.json"})
+      kan::io::check_output_file((std::filesystem::path(a.out) / name).string(), "--out");
+    if (loaded)
+      std::fprintf(stderr, "data: %s\n", loaded->description.c_str());
+  }
+  const std::string subject =
+      loaded ? std::filesystem::path(loaded->path).filename().string() : config.function;
+  auto record = new_record(a);
+  auto fit_options = setup.fit;
+  fit_options.data_parallel(group);
+  const std::string label = subject + " " + kan::to_string(model->kind());
+  const Progress progress(label, !writes);
+  const kan::PipelineStage stage{kan::PipelineStage::Kind::kTrain, 0, setup.fit.steps()};
+  fit_options.on_step(
+      [&](const kan::StepRecord& step, int64_t /*total*/) { progress(stage, step); });
+  record.trained =
+      kan::train_stage(*model, data, fit_options,
+                       [&](kan::Model& m, const kan::Dataset& d, const kan::FitOptions& o) {
+                         return audited_training(m, d, o, config.trace_steps, record);
+                       });
+  record.parameters = model->parameter_count();
+  record.forward_flops = model->forward_flops();
+  if (!writes)
+    return 0;
+  const auto json_path = write_fit(record, *model, group.get(), a.out);
+  std::cout << label << " " << a.model << ": " << test_metric(record.trained) << " ("
+            << *record.parameters << " parameters; "
+            << run_details(record, a.setup.fit, *model, group.get()) << ") -> " << json_path
+            << "\n";
+  return 0;
+}
+
 int run_fit(FitArgs& a) {
   // Every kan phase, a data-parallel run's "communication" included, is an NVTX range during the
   // run, as in the suite and sweep runners.
@@ -524,6 +633,8 @@ int run_fit(FitArgs& a) {
   TORCH_CHECK(!a.data.data.empty() || setup.fit.loss() == kan::Loss::kMSE, "--loss ", a.data.loss,
               " needs --data (a file whose target column holds integer class labels): the "
               "reference functions are regressions");
+  if (is_model_file(a))
+    return run_file_fit(a, device, group, writes);
   auto initial = resolve_model(a, device);
   auto loaded = load_data(a, device, initial ? "the --pykan model" : "--width");
   if (writes) {
@@ -570,10 +681,14 @@ void add_fit_command(CLI::App& app, int& exit_code) {
   auto* pykan = cmd->add_option("--pykan", config.initial_model,
                                 "Start from this pykan checkpoint (the prefix given to pykan's "
                                 "saveckpt) instead of a new model");
-  add_enum_option(cmd, "--model", setup.model_kind, {kan::ModelKind::kKAN, kan::ModelKind::kMLP},
-                  "kan, or mlp: the MLP baseline (nn::Linear layers of --width with --activation "
-                  "between them), trained and recorded the same way; KAN-only options are "
-                  "refused");
+  cmd->add_option("--model", args->model,
+                  "kan; mlp: the MLP baseline (nn::Linear layers of --width with --activation "
+                  "between them), trained and recorded the same way, KAN-only options refused; "
+                  "or a model FILE trained as it is and written back in its format as "
+                  "DIR/model.pt: a TorchScript archive (with --trust-torchscript; its input "
+                  "width is the data's) or a kanbench checkpoint")
+      ->capture_default_str();
+  add_trust_torchscript_flag(*cmd, args->trust_torchscript);
   add_enum_option(cmd, "--activation", setup.mlp.activation(),
                   {kan::Activation::kSiLU, kan::Activation::kTanh, kan::Activation::kReLU},
                   "--model mlp: the activation between layers");
@@ -723,7 +838,9 @@ void add_fit_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--out", args->out, "Output folder for fit.json and model.pt")
       ->capture_default_str();
   cmd->callback([args, cmd, &exit_code] {
-    check_model_options(*cmd, args->setup);
+    if (args->model == "mlp")
+      args->setup.model_kind = kan::ModelKind::kMLP;
+    check_model_options(*cmd, *args);
     exit_code = run_fit(*args);
   });
 }

@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   kanbench::add_report_command(app, exit_code);
   kanbench::add_import_pykan_command(app, exit_code);
   kanbench::add_export_pykan_command(app, exit_code);
+  kanbench::add_export_torchscript_command(app, exit_code);
   std::string names;
   bool known = false;
   for (const auto* command : app.get_subcommands([](const CLI::App*) { return true; })) {

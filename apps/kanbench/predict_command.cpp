@@ -4,7 +4,7 @@
 
 #include "kan/data/data_file.h"
 #include "kan/io/atomic_file.h"
-#include "kan/serialize/checkpoint.h"
+#include "kan/serialize/model_file.h"
 
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
@@ -27,6 +27,7 @@ struct PredictArgs {
   std::string out;
   std::string device = "cpu";
   std::string dtype; // "": the model's own
+  bool trust_torchscript = false;
 };
 
 // A chunk holds at most about this many values in the model's widest layer: the samples are
@@ -52,11 +53,7 @@ std::string csv_rows(const torch::Tensor& outputs) {
 int predict(const PredictArgs& a) {
   kan::io::check_output_file(a.out, "--out");
   const auto device = parse_device(a.device);
-  // A KAN or an MLP: predicting needs nothing a KAN alone has.
-  const auto model = kan::load_any_model(a.model, device);
-  if (!a.dtype.empty())
-    model->module().to(kan::dtype_from_string(a.dtype));
-  const auto width = model->config()["width"].get<std::vector<int64_t>>();
+  const auto kind = kan::model_file_kind(a.model); // no model is the first thing said
   // The samples through kan's data-file parser (docs/formats.md, "Data files"), a chunk at a
   // time: one sample per row, every value a finite number, errors naming line and column.
   std::error_code ec;
@@ -65,18 +62,32 @@ int predict(const PredictArgs& a) {
   TORCH_CHECK(std::filesystem::exists(a.input, ec), "cannot read --input ", a.input,
               ": No such file or directory");
   kan::RowReader samples(a.input);
-  samples.expect_columns(width.front(),
-                         "the model takes " + std::to_string(width.front()) + " inputs");
+  // Any model; a TorchScript model's input width is the file's (its archive records none).
+  const auto model = kan::open_model(
+      a.model, kan::ModelFileOptions()
+                   .device(device)
+                   .trust_torchscript(a.trust_torchscript)
+                   .inputs(kind == kan::ModelFileKind::kTorchScript ? samples.columns() : 0));
+  if (!a.dtype.empty())
+    model->module().to(kan::dtype_from_string(a.dtype));
+  samples.expect_columns(model->inputs(),
+                         "the model takes " + std::to_string(model->inputs()) + " inputs");
+  // A chunk's values in the model's widest layer (a TorchScript model's layers are unknown: its
+  // ends).
+  int64_t widest = std::max(model->inputs(), model->outputs());
+  const auto config = model->config();
+  if (config.contains("width"))
+    for (const auto& layer : config["width"])
+      widest = std::max(widest, layer.get<int64_t>());
 
   kan::io::AtomicFile out(a.out);
   torch::NoGradGuard no_grad;
-  const int64_t rows =
-      std::max<int64_t>(1, kChunkValues / *std::max_element(width.begin(), width.end()));
+  const int64_t rows = std::max<int64_t>(1, kChunkValues / widest);
   for (bool first = true;; first = false) {
     const auto x = samples.next(rows);
     if (first && samples.has_header()) {
       std::string header;
-      for (int64_t j = 0; j < width.back(); ++j)
+      for (int64_t j = 0; j < model->outputs(); ++j)
         header += (j ? ",y" : "y") + std::to_string(j);
       out.write(header + "\n");
     }
@@ -99,13 +110,16 @@ int predict(const PredictArgs& a) {
 void add_predict_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<PredictArgs>();
   auto* cmd = app.add_subcommand(
-      "predict", "Evaluate a model (a kanbench checkpoint or a pykan saveckpt prefix) on the "
+      "predict", "Evaluate a model (a kanbench checkpoint, a pykan saveckpt prefix or a "
+                 "TorchScript archive) on the "
                  "samples of a CSV file (one per line) or a .npy array (one per row), streamed, "
                  "and write its outputs as CSV (17 significant digits). Exit 0 done, 2 could not "
                  "(bad input named by line and column, no such model, no GPU)");
   cmd->add_option("--model", args->model,
-                  "A kanbench checkpoint (model.pt, a KAN's or an MLP's) or a pykan prefix")
+                  "A kanbench checkpoint (model.pt, a KAN's or an MLP's), a pykan prefix, or a "
+                  "TorchScript archive (with --trust-torchscript; its input width is --input's)")
       ->required();
+  add_trust_torchscript_flag(*cmd, args->trust_torchscript);
   cmd->add_option("--input", args->input,
                   "Inputs: a CSV file, one sample per line, numbers separated by commas, "
                   "semicolons or tabs, an optional first line of column names; or a .npy array "

@@ -59,6 +59,9 @@ int run(const RunArgs& a) {
   options.data = a.data.data;
   // The data file's options only mean something with a file (and --loss with a model).
   a.data.check_needs_data();
+  options.model_inputs = a.data.width_without_data();
+  TORCH_CHECK(options.model_inputs == 0 || !options.model.empty(), "--inputs ", a.data.inputs,
+              " needs --model (the input width of a TorchScript model)");
   TORCH_CHECK(a.data.loss == "mse" || !options.model.empty(), "--loss ", a.data.loss,
               " needs --model (the suite's workloads have their own losses)");
   options.data_options = a.data.load_options();
@@ -151,7 +154,9 @@ void add_run_command(CLI::App& app, int& exit_code) {
                   "and fp16 under autocast, fp16 with loss scaling). Default: float32");
   cmd->add_option("--model", args->suite.model,
                   "Instead of the workloads: time, compare and audit this model (a kanbench "
-                  "checkpoint or a pykan saveckpt prefix), trained with LBFGS at full batch");
+                  "checkpoint, a pykan saveckpt prefix, or a TorchScript archive with "
+                  "--trust-torchscript), trained with LBFGS at full batch");
+  add_trust_torchscript_flag(*cmd, args->suite.trust_torchscript);
   add_data_options(cmd, args->data,
                    "The model's data: a CSV file, a NumPy .npy or .npz, or pykan's create_dataset "
                    "dict saved with torch.save (docs/formats.md, \"Data files\"; default: "

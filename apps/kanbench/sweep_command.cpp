@@ -1,10 +1,12 @@
 // `kanbench sweep`: throughput against batch size per target; writes DIR/results.json and
 // DIR/report.html.
 #include "commands.h"
+#include "data_options.h"
 #include "values.h"
 
 #include "kan/bench/sweep.h"
 #include "kan/io/atomic_file.h"
+#include "kan/nn/memory.h"
 
 #include <unistd.h>
 
@@ -19,6 +21,7 @@ namespace {
 struct SweepArgs {
   kan::bench::SweepOptions options;
   std::string batches = "auto";
+  DataArgs data; ///< loaded into options.data, data_options and loss
   std::string out = "results/sweep";
 };
 
@@ -49,6 +52,13 @@ int run(SweepArgs& a) {
   kan::io::check_output_folder(a.out, "--out");
   auto& o = a.options;
   o.batches = parse_batches(a.batches);
+  a.data.check_needs_data();
+  o.model_inputs = a.data.width_without_data();
+  TORCH_CHECK((o.model_inputs == 0 && a.data.loss == "mse") || !o.model.empty(), "--inputs and "
+              "--loss need --model (the suite's workloads have their own)");
+  o.data = a.data.data;
+  o.data_options = a.data.load_options();
+  o.loss = a.data.loss_kind();
   o.on_progress = [](const kan::bench::Progress& p) {
     static const bool tty = isatty(fileno(stderr));
     if (p.case_count == 0)
@@ -77,7 +87,11 @@ int run(SweepArgs& a) {
       std::printf(", %.4g samples/s (epoch %s, CV %.1f%%)", *p.samples_per_second,
                   kan::io::format_seconds(*p.median_epoch_seconds).c_str(),
                   100 * p.epoch_cv.value_or(0));
-    else
+    if (p.samples_per_second && p.peak_memory_bytes && p.batch > 0)
+      std::printf(", peak memory %s (%s a sample)",
+                  kan::format_bytes(*p.peak_memory_bytes).c_str(),
+                  kan::format_bytes(*p.peak_memory_bytes / p.batch).c_str());
+    if (!p.samples_per_second)
       std::printf(" (%s)", p.reason.c_str());
     std::printf("\n");
   }
@@ -125,6 +139,14 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--case", o.cases, "Workloads (toy, deep, wide, million)")
       ->delimiter(',')
       ->capture_default_str();
+  cmd->add_option("--model", o.model,
+                  "Instead of --case: sweep this model (a kanbench checkpoint, a pykan saveckpt "
+                  "prefix, or a TorchScript archive with --trust-torchscript)");
+  add_trust_torchscript_flag(*cmd, o.trust_torchscript);
+  add_data_options(cmd, args->data,
+                   "--model's data, any file `run --data` reads (default: synthetic, from the "
+                   "model itself, enlarged to each batch)",
+                   "Loss of --model's training: mse or cross-entropy");
   cmd->add_option("--batch", args->batches,
                   "Batch sizes, e.g. 64,256,1024, or auto: powers of two from 16 up to the "
                   "training set, and on a GPU up to the largest batch that fits")

@@ -206,6 +206,113 @@ EdgeCaseResult time_limit(const Target& t) {
   });
 }
 
+// A user's model (Workload::model) on empty input: one forward gives (0, outputs), and fit
+// refuses the empty training set by name.
+EdgeCaseResult model_empty_input(const Workload& w, const Target& t) {
+  return attempt("empty_input", t, [&](EdgeCaseResult& r) {
+    const auto model = w.build_model(t.device, t.dtype);
+    r.samples = 0;
+    const auto options = torch::TensorOptions().dtype(t.dtype).device(t.device);
+    std::string forward_message = "forward gave ";
+    bool shape_ok = false;
+    try {
+      const auto y = model->forward(torch::empty({0, model->inputs()}, options));
+      shape_ok = y.dim() == 2 && y.size(0) == 0 && y.size(1) == model->outputs();
+      forward_message += "(" + std::to_string(y.size(0)) + ", " +
+                         std::to_string(y.dim() == 2 ? y.size(1) : -1) + ")";
+    } catch (const c10::Error& e) {
+      const std::string what = e.what_without_backtrace();
+      forward_message = "forward failed: " + what.substr(0, what.find('\n'));
+    }
+    Dataset data;
+    data.train_input = data.test_input = torch::empty({0, model->inputs()}, options);
+    data.train_label = data.test_label = torch::empty({0, model->outputs()}, options);
+    std::string fit_message;
+    const bool fit_refuses =
+        refuses([&] { fit(*model, data, FitOptions().steps(1)); }, "non-empty training set",
+                fit_message);
+    r.status = shape_ok && fit_refuses ? EdgeStatus::kPass : EdgeStatus::kFail;
+    r.message = forward_message + "; fit refused: " + fit_message;
+  });
+}
+
+// One sample through a user's model: forward, backward and one Adam step stay finite.
+EdgeCaseResult model_single_sample(const Workload& w, const Target& t) {
+  return attempt("single_sample", t, [&](EdgeCaseResult& r) {
+    const auto model = w.build_model(t.device, t.dtype);
+    auto data = synthetic_model_data(*model, 1, 1, w.seed, w.loss).to(t.dtype).to(t.device);
+    r.samples = 1;
+    const auto y = model->forward(data.train_input);
+    compute_loss(w.loss, y, data.train_label).backward();
+    bool grads_finite = true;
+    for (const auto& p : model->module().parameters())
+      grads_finite = grads_finite && all_finite(p.grad());
+    const auto history =
+        fit(*model, data, FitOptions().opt(Optimizer::kAdam).lr(0.01).steps(1).loss(w.loss));
+    bool params_finite = true;
+    for (const auto& p : model->module().parameters())
+      params_finite = params_finite && all_finite(p);
+    const bool ok = all_finite(y) && grads_finite && params_finite &&
+                    std::isfinite(history.steps.back().train_loss);
+    r.status = ok ? EdgeStatus::kPass : EdgeStatus::kFail;
+    r.message = ok ? "forward, backward and an Adam step from one sample are finite"
+                   : "a non-finite value: forward " +
+                         std::string(all_finite(y) ? "ok" : "NaN/Inf") + ", gradients " +
+                         (grads_finite ? "ok" : "NaN/Inf") + ", parameters after the step " +
+                         (params_finite ? "ok" : "NaN/Inf");
+  });
+}
+
+// 2^20 samples (2^16 in quick) streamed through a user's model in chunks of 16384, evaluated and
+// trained for one epoch of minibatches: the peak memory beyond the data, against 512 MiB.
+EdgeCaseResult model_million_samples(const Workload& w, const Target& t,
+                                     const std::string& suite) {
+  return attempt("million_samples_bounded_memory", t, [&](EdgeCaseResult& r) {
+    const int64_t n = suite == "quick" ? (1 << 16) : (1 << 20);
+    const auto model = w.build_model(t.device, t.dtype);
+    const auto options = torch::TensorOptions().dtype(t.dtype).device(t.device);
+    const auto [lo, hi] = input_range(*model);
+    Dataset data;
+    data.train_input = lo + torch::rand({n, model->inputs()}, options) * (hi - lo);
+    data.test_input = data.train_input.narrow(0, 0, 1);
+    data.train_label = w.loss == Loss::kCrossEntropy
+                           ? torch::zeros({n}, options.dtype(torch::kLong))
+                           : torch::zeros({n, model->outputs()}, options);
+    data.test_label = data.train_label.narrow(0, 0, 1);
+    const int64_t limit = int64_t(512) << 20;
+    PeakMemory memory(t.device);
+    const auto metrics = evaluate(*model, data, w.loss, /*chunk=*/16384);
+    const int64_t batch = std::min<int64_t>(n, 16384);
+    const auto history = fit(*model, data,
+                             FitOptions()
+                                 .opt(Optimizer::kAdam)
+                                 .lr(1e-3)
+                                 .loss(w.loss)
+                                 .batch(batch)
+                                 .batch_draw(BatchDraw::kPerEpoch)
+                                 .steps((n + batch - 1) / batch)
+                                 .update_grid(false));
+    const auto measured = memory.bytes();
+    TORCH_CHECK(measured.has_value(), "cannot measure peak memory here: /proc/self/clear_refs is "
+                                      "not writable");
+    const bool trained =
+        history.epochs.size() == 1 && std::isfinite(history.epochs.front().train_loss);
+    r.samples = n;
+    r.peak_memory_bytes = *measured;
+    r.measurements["inputs"] = static_cast<double>(model->inputs());
+    r.measurements["limit_bytes"] = static_cast<double>(limit);
+    r.measurements["training_epoch_seconds"] = history.seconds;
+    const bool ok = *measured <= limit && std::isfinite(metrics.train_rmse) && trained;
+    r.status = ok ? EdgeStatus::kPass : EdgeStatus::kFail;
+    std::ostringstream m;
+    m << "evaluated " << n << " samples x " << model->inputs() << " inputs in chunks of 16384 and "
+      << (trained ? "trained one epoch" : "did not complete a training epoch") << " in batches of "
+      << batch << " with " << *measured / (1 << 20)
+      << " MiB extra peak memory (limit 512 MiB), train RMSE " << metrics.train_rmse;
+    r.message = m.str();
+  });
+}
+
 } // namespace
 
 results::EdgeCaseResult skipped_edge_case(const std::string& name, const std::string& device,
@@ -229,6 +336,13 @@ std::vector<results::EdgeCaseResult> run_edge_cases(const Target& target,
                                                     const std::string& suite) {
   return {empty_input(target), single_sample(target), million_samples(target, suite),
           out_of_memory(target), time_limit(target)};
+}
+
+std::vector<results::EdgeCaseResult> run_model_edge_cases(const Workload& workload,
+                                                          const Target& target,
+                                                          const std::string& suite) {
+  return {model_empty_input(workload, target), model_single_sample(workload, target),
+          model_million_samples(workload, target, suite)};
 }
 
 } // namespace kan::bench

@@ -540,7 +540,11 @@ std::vector<Workload> selected_workloads(const SuiteOptions& o) {
   auto workloads =
       o.model.empty()
           ? suite_workloads(o.suite)
-          : std::vector<Workload>{model_workload(o.model, o.data, o.suite, o.data_options, o.loss)};
+          : std::vector<Workload>{model_workload(o.model,
+                                                 ModelFileOptions()
+                                                     .trust_torchscript(o.trust_torchscript)
+                                                     .inputs(o.model_inputs),
+                                                 o.data, o.suite, o.data_options, o.loss)};
   for (const auto& name : o.cases)
     suite_workload(o.suite, name); // refuses a name the suite does not have
   if (!o.cases.empty())
@@ -657,8 +661,11 @@ compare_with_references(const Workload& w, const std::vector<Target>& targets, t
 
 // One set of edge cases per device, in float32 (whatever the dtype of a user's model); skipped
 // where the device is not.
+// The edge cases on each device once: kanbench's own, or those of the user's model where
+// `model_workload` is one (in the model's dtype).
 std::vector<results::EdgeCaseResult> edge_cases_on(const std::vector<Target>& targets,
-                                                   const std::string& suite) {
+                                                   const std::string& suite,
+                                                   const Workload* model_workload) {
   std::vector<results::EdgeCaseResult> results;
   std::vector<torch::Device> done;
   for (const auto& first : targets) {
@@ -672,14 +679,15 @@ std::vector<results::EdgeCaseResult> edge_cases_on(const std::vector<Target>& ta
         t = other;
         break;
       }
-    t.dtype = torch::kFloat32;
+    t.dtype = model_workload != nullptr ? model_workload->model->dtype() : torch::kFloat32;
     t.precision.reset();
     if (!t.unavailable.empty()) {
       for (const auto& name : edge_case_names())
         results.push_back(skipped_edge_case(name, t.device.str(), t.unavailable));
       continue;
     }
-    for (auto& e : run_edge_cases(t, suite))
+    for (auto& e : model_workload != nullptr ? run_model_edge_cases(*model_workload, t, suite)
+                                             : run_edge_cases(t, suite))
       results.push_back(std::move(e));
   }
   return results;
@@ -735,7 +743,8 @@ results::Results run_suite(const SuiteOptions& o) {
       results.comparisons.push_back(std::move(c));
   }
   if (o.edge_cases)
-    results.edge_cases = edge_cases_on(targets, o.suite);
+    results.edge_cases =
+        edge_cases_on(targets, o.suite, o.model.empty() ? nullptr : &workloads.front());
   if (!o.trace_file.empty())
     write_trace(o, instrumentation);
   results.wall_seconds = progress.elapsed_seconds();

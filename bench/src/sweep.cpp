@@ -62,14 +62,7 @@ bool trains_one_step(const Workload& w, const Target& target, int64_t batch) {
     const auto options = torch::TensorOptions().device(target.device).dtype(target.dtype);
     // Inputs across the first layer's grid (an MLP's: [-1, 1]), labels of the output's shape:
     // one step's memory.
-    auto lo = -torch::ones({model->inputs()}, options),
-         hi = torch::ones({model->inputs()}, options);
-    if (const auto* kan = dynamic_cast<const KANImpl*>(model.get())) {
-      const auto grid = kan->layer(0)->grid;
-      const int64_t k = kan->layer(0)->options().k();
-      lo = grid.select(1, k);
-      hi = grid.select(1, grid.size(1) - 1 - k);
-    }
+    const auto [lo, hi] = input_range(*model);
     Dataset data;
     data.train_input = lo + torch::rand({batch, model->inputs()}, options) * (hi - lo);
     data.test_input = data.train_input.narrow(0, 0, 1);
@@ -150,13 +143,17 @@ results::Results sweep_results(const SweepRun& run, const std::vector<Workload>&
   for (const auto& t : run.targets)
     results.config.devices.push_back(t.name);
   results.config.repeat = workloads.front().epochs;
-  results.config.cases = o.cases;
+  results.config.cases = o.model.empty() ? o.cases : std::vector<std::string>{};
   results.config.seed = 0;
   results.config.time_limit_seconds = run.limit;
   results.config.extra = {
       {"command", "sweep"},
       {"batches", o.batches.empty() ? nlohmann::json("auto") : nlohmann::json(o.batches)},
       {"cv_target", o.cv_target}};
+  if (!o.model.empty()) {
+    results.config.extra["model"] = o.model;
+    results.config.extra["data"] = o.data.empty() ? "synthetic" : o.data;
+  }
   if (o.memory_fraction > 0)
     results.config.extra["memory_fraction"] = o.memory_fraction;
   return results;
@@ -231,17 +228,25 @@ void measure_points(const SweepRun& run, const Workload& w, const std::vector<in
 results::Results run_sweep(const SweepOptions& o) {
   for (const int64_t b : o.batches)
     TORCH_CHECK(b >= 1, "--batch sizes must be >= 1, got ", b);
-  TORCH_CHECK(!o.cases.empty(), "--case names no workload");
+  TORCH_CHECK(!o.cases.empty() || !o.model.empty(), "--case names no workload");
   TORCH_CHECK(o.max_batch_limit >= 16, "--max-batch-limit must be >= 16, got ", o.max_batch_limit);
   const auto noise = StopOnNoise::for_suite(o.suite, o.cv_target, o.cv_max_seconds);
   TORCH_CHECK(o.repeat >= 0, "--repeat must be >= 1, got ", o.repeat);
+  TORCH_CHECK(o.data.empty() || !o.model.empty(), "--data needs --model (the data's model)");
   std::vector<Workload> workloads;
-  for (const auto& name : o.cases) {
-    workloads.push_back(suite_workload(o.suite, name));
-    if (o.repeat > 0)
-      workloads.back().epochs = o.repeat;
+  if (!o.model.empty()) {
+    workloads.push_back(model_workload(
+        o.model, ModelFileOptions().trust_torchscript(o.trust_torchscript).inputs(o.model_inputs),
+        o.data, o.suite, o.data_options, o.loss));
+  } else {
+    for (const auto& name : o.cases)
+      workloads.push_back(suite_workload(o.suite, name));
   }
-  const auto targets = resolve_targets(o.devices);
+  for (auto& w : workloads)
+    if (o.repeat > 0)
+      w.epochs = o.repeat;
+  const auto targets = resolve_targets(
+      o.devices, o.model.empty() ? torch::kFloat32 : workloads.front().model->dtype());
   const double limit = o.time_limit_seconds > 0 ? o.time_limit_seconds : suite_time_limit(o.suite);
   cap_gpu_memory(targets, o.memory_fraction);
   diagnostics::NvtxScopes nvtx_scopes;

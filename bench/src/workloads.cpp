@@ -1,7 +1,7 @@
 #include "kan/bench/workloads.h"
 
 #include "kan/data/data_file.h"
-#include "kan/serialize/checkpoint.h"
+#include "kan/serialize/model_file.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -19,6 +19,8 @@ int64_t Workload::steps_per_epoch() const {
 Dataset Workload::dataset(torch::Device device, torch::Dtype dtype) const {
   if (data)
     return data->to(dtype).to(device);
+  if (model)
+    return synthetic_model_data(*model, train_num, test_num, seed, loss).to(dtype).to(device);
   if (loss == Loss::kCrossEntropy)
     return synthetic_classification(width.front(), width.back(), train_num, test_num, seed, device,
                                     dtype);
@@ -45,20 +47,14 @@ MLPOptions Workload::mlp_options(torch::Device device, torch::Dtype dtype) const
   return MLPOptions(width).activation(activation).seed(seed).device(device).dtype(dtype);
 }
 
-KAN Workload::make_model(torch::Device device, torch::Dtype dtype) const {
-  TORCH_CHECK(model_kind == ModelKind::kKAN, "workload ", name, " trains an ",
-              to_string(model_kind), ", not a KAN");
-  if (!model)
-    return KAN(model_options(device, dtype));
-  KAN copy(std::dynamic_pointer_cast<KANImpl>(model->clone()));
-  copy->to(device, dtype);
-  return copy;
-}
-
 std::shared_ptr<Model> Workload::build_model(torch::Device device, torch::Dtype dtype) const {
+  if (model)
+    return copy_model(*model, device, dtype);
   if (model_kind == ModelKind::kMLP)
     return MLP(mlp_options(device, dtype)).ptr();
-  return make_model(device, dtype).ptr();
+  TORCH_CHECK(model_kind == ModelKind::kKAN, "workload ", name, " has no ",
+              to_string(model_kind), " model to train");
+  return KAN(model_options(device, dtype)).ptr();
 }
 
 FitOptions Workload::fit_options() const {
@@ -97,7 +93,8 @@ nlohmann::json Workload::to_json() const {
   }
   if (model) {
     json["model"] = model_path;
-    json["model_options"] = kan::to_json(model->options());
+    json["model_kind"] = kan::to_string(model->kind());
+    json["model_options"] = model->config();
     json["model_dtype"] = kan::to_string(model->dtype());
     json["data"] = data_source;
     if (!data_description.empty())
@@ -223,80 +220,96 @@ Workload mlp_matching_kan(const Workload& base, Activation activation) {
   return w;
 }
 
-namespace {
+std::pair<torch::Tensor, torch::Tensor> input_range(const Model& model) {
+  const auto options = torch::TensorOptions().device(model.device()).dtype(model.dtype());
+  if (const auto* kan = dynamic_cast<const KANImpl*>(&model)) {
+    const auto layer = kan->layer(0);
+    const int64_t k = layer->options().k();
+    const auto& grid = layer->grid; // (I, G + 2k + 1): the span is knots k .. G + k
+    return {grid.select(1, k).to(options), grid.select(1, grid.size(1) - 1 - k).to(options)};
+  }
+  return {-torch::ones({model.inputs()}, options), torch::ones({model.inputs()}, options)};
+}
 
-// Inputs uniform over each input's span of the model's first grid (where its splines live);
-// labels the model's own outputs plus N(0, (0.1 s_j)^2) noise, s_j the spread of output j (1 where
-// it is 0), so that training has something to fit (exact outputs would leave a zero gradient).
-Dataset synthetic_model_data(const Workload& w) {
+Dataset synthetic_model_data(const Model& model, int64_t train_num, int64_t test_num,
+                             uint64_t seed, Loss loss) {
+  if (loss == Loss::kCrossEntropy)
+    return synthetic_classification(model.inputs(), model.outputs(), train_num, test_num, seed,
+                                    torch::kCPU, torch::kFloat64);
   torch::NoGradGuard no_grad;
-  auto model = w.make_model(torch::kCPU, torch::kFloat64);
-  const auto layer = model->layer(0);
-  const int64_t k = layer->options().k();
-  const auto span = layer->grid.slice(1, k, layer->grid.size(1) - k); // (I, G + 1)
-  const auto lo = span.select(1, 0), hi = span.select(1, span.size(1) - 1);
-  auto generator = at::make_generator<at::CPUGeneratorImpl>(w.seed);
+  // A float64 CPU copy evaluates the labels, whatever the model's own dtype and device.
+  const auto copy = copy_model(model, torch::kCPU, torch::kFloat64);
+  auto [lo, hi] = input_range(*copy);
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
   Dataset d;
-  d.train_input = lo + torch::rand({w.train_num, lo.size(0)}, generator, f64) * (hi - lo);
-  d.test_input = lo + torch::rand({w.test_num, lo.size(0)}, generator, f64) * (hi - lo);
-  d.train_label = model->forward(d.train_input);
-  d.test_label = model->forward(d.test_input);
-  auto spread = d.train_label.std(0);
+  d.train_input = lo + torch::rand({train_num, model.inputs()}, generator, f64) * (hi - lo);
+  d.test_input = lo + torch::rand({test_num, model.inputs()}, generator, f64) * (hi - lo);
+  d.train_label = copy->forward(d.train_input);
+  d.test_label = copy->forward(d.test_input);
+  auto spread = train_num > 1 ? d.train_label.std(0) : torch::ones({model.outputs()}, f64);
   spread = torch::where(spread > 0, spread, torch::ones_like(spread));
   d.train_label += 0.1 * spread * torch::randn(d.train_label.sizes(), generator, f64);
   d.test_label += 0.1 * spread * torch::randn(d.test_label.sizes(), generator, f64);
   return d;
 }
 
-} // namespace
-
-Workload model_workload(const std::string& model_path, const std::string& data_path,
-                        const std::string& suite, const LoadDatasetOptions& data_options,
-                        Loss loss) {
+Workload model_workload(const std::string& model_path, const ModelFileOptions& file_options,
+                        const std::string& data_path, const std::string& suite,
+                        const LoadDatasetOptions& data_options, Loss loss) {
   // The toy case is pykan's standard fit (LBFGS, full batch, MSE); its epochs and sizes per suite.
   Workload w = suite_workloads(suite).front();
   TORCH_INTERNAL_ASSERT(w.name == "toy");
   w.name = std::filesystem::path(model_path).filename().string();
   if (w.name.empty())
     w.name = model_path;
-  w.model = load_model(model_path, torch::kCPU);
+  const bool classification = loss == Loss::kCrossEntropy;
+  std::optional<LoadedDataset> loaded;
+  auto open_options = file_options;
+  if (!data_path.empty()) {
+    auto options = data_options;
+    options.dtype(torch::kFloat64).device(torch::kCPU).classification(classification);
+    loaded = load_dataset(data_path, options);
+    // A TorchScript model's input width is the data's unless given.
+    if (open_options.inputs() == 0)
+      open_options.inputs(loaded->inputs());
+  }
+  w.model = open_model(model_path, open_options.device(torch::kCPU));
   w.model_path = model_path;
-  const auto& o = w.model->options();
-  w.width = o.width();
-  w.grid = o.grid();
-  w.k = o.k();
+  w.model_kind = w.model->kind();
+  if (const auto* kan = dynamic_cast<const KANImpl*>(w.model.get())) {
+    const auto& o = kan->options();
+    w.width = o.width();
+    w.grid = o.grid();
+    w.k = o.k();
+  } else if (const auto* mlp = dynamic_cast<const MLPImpl*>(w.model.get())) {
+    w.width = mlp->options().width();
+    w.activation = mlp->options().activation();
+  } else {
+    w.width = {w.model->inputs(), w.model->outputs()};
+  }
   w.opt = Optimizer::kLBFGS;
   w.lr = 1.0;
   w.batch = -1;
   w.loss = loss;
-  const bool classification = loss == Loss::kCrossEntropy;
-  if (data_path.empty()) {
-    w.data = classification
-                 ? synthetic_classification(w.width.front(), w.width.back(), w.train_num,
-                                            w.test_num, w.seed, torch::kCPU, torch::kFloat64)
-                 : synthetic_model_data(w);
-    w.data_source = "synthetic";
-  } else {
-    auto options = data_options;
-    options.dtype(torch::kFloat64).device(torch::kCPU).classification(classification);
-    if (classification && options.classes() == 0)
-      options.classes(w.width.back()); // one output per class: labels must lie below
-    const auto loaded = load_dataset(data_path, options);
-    check_width(loaded, w.width.front(), w.width.back());
-    w.data = loaded.data;
+  if (loaded) {
+    check_width(*loaded, w.model->inputs(), w.model->outputs());
+    w.data = loaded->data;
     w.data_source = data_path;
-    w.data_description = loaded.description;
-    w.train_num = loaded.train_rows;
-    w.test_num = loaded.test_rows;
+    w.data_description = loaded->description;
+    w.train_num = loaded->train_rows;
+    w.test_num = loaded->test_rows;
+  } else {
+    w.data_source = "synthetic";
   }
-  // One curve per edge in the report: only for models small enough to look at.
+  // One curve per edge in the report: only for KANs small enough to look at.
   int64_t edges = 0;
   for (size_t l = 0; l + 1 < w.width.size(); ++l)
     edges += w.width[l] * w.width[l + 1];
-  w.plot_activations = edges <= 100;
-  w.description = "your model " + model_path + " (" + kan::to_string(w.model->dtype()) +
-                  "), LBFGS full batch, " + (classification ? "cross-entropy, " : "") +
+  w.plot_activations = w.model_kind == ModelKind::kKAN && edges <= 100;
+  w.description = "your model " + model_path + " (" + kan::to_string(w.model->kind()) + ", " +
+                  kan::to_string(w.model->dtype()) + "), LBFGS full batch, " +
+                  (classification ? "cross-entropy, " : "") +
                   (data_path.empty() ? "synthetic data from the model itself" : data_path);
   return w;
 }

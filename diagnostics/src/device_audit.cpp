@@ -4,6 +4,7 @@
 
 #include "kan/io/json_reader.h"
 #include "kan/nn/options.h"
+#include "kan/nn/torchscript_model.h"
 #include "kan/results/results_io.h"
 
 #include <ATen/ATen.h>
@@ -28,6 +29,11 @@ bool on_expected_device(const torch::Tensor& t, torch::Device expected) {
   return !expected.has_index() || t.device().index() == expected.index();
 }
 
+std::string plain_attribute_fix() {
+  return "register it in the module's __init__ with self.register_buffer(name, tensor) (or make it "
+         "an nn.Parameter), so that .to() moves it with the model";
+}
+
 std::string wrong_device_fix(TensorKind kind, const std::string& expected) {
   switch (kind) {
   case TensorKind::kParameter:
@@ -45,6 +51,8 @@ std::string wrong_device_fix(TensorKind kind, const std::string& expected) {
   case TensorKind::kData:
     return "move the data with tensor.to(" + expected +
            ") (create_dataset: DatasetOptions().device(" + expected + "))";
+  case TensorKind::kPlainAttribute:
+    return plain_attribute_fix();
   }
   return "";
 }
@@ -129,6 +137,12 @@ void DeviceAudit::check(const std::string& name, TensorKind kind, const torch::T
         what + " is not contiguous (strides " + c10::str(t.strides()) + ")",
         "make it dense with .contiguous()");
   }
+  if (kind == TensorKind::kPlainAttribute) {
+    add(Problem::kNotModuleState,
+        what + " is a tensor attribute that is neither a parameter nor a buffer: .to() leaves it "
+               "on " + t.device().str() + " when the model moves",
+        plain_attribute_fix());
+  }
   if (kind == TensorKind::kParameter && !t.is_leaf()) {
     add(Problem::kNonLeafParameter,
         what + " is not a leaf tensor (it is the output of " + operation_name(t) +
@@ -147,6 +161,10 @@ DeviceAudit& DeviceAudit::module(const torch::nn::Module& module, const std::str
   for (const auto& b : module.named_buffers()) {
     check(prefix + "." + b.key(), TensorKind::kBuffer, b.value());
   }
+  // A TorchScript module's tensor attributes that are not its state: wrong wherever they are.
+  if (const auto* script = dynamic_cast<const TorchScriptModelImpl*>(&module))
+    for (const auto& attribute : script->plain_tensor_attributes())
+      check(prefix + "." + attribute.path, TensorKind::kPlainAttribute, attribute.tensor);
   return *this;
 }
 

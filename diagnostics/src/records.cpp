@@ -47,16 +47,19 @@ void check_mlp_size(const results::FitRecord& f, const MLPOptions& mlp) {
                 "final.forward_flops", "config.model's count");
 }
 
-static json options_json(const KANOptions& options) {
-  return to_json(options);
-}
-
 } // namespace
 
 // Its keys, for both directions (kan/io/json_fields.h).
 template <typename Fields> static void fields(Fields& f, AuditRun& c) {
   f.required("checkpoint", c.checkpoint);
-  f.custom("model", c.model, options_json, kan_options_from_json);
+  f.defaulted_enumeration("model_kind", c.model_kind, kModelKindNames);
+  f.custom(
+      "model", c.model, [](const json& model) { return model; },
+      [](const json& model, const std::string& path) {
+        if (!model.is_object())
+          io::fail(path, "expected an object, got " + io::elide(model.dump()));
+        return model;
+      });
   f.required("data_device", c.data_device);
   f.required("data_dtype", c.data_dtype);
   f.required("samples", c.samples, Bound::kNonNegative);
@@ -67,7 +70,9 @@ template <typename Fields> static void fields(Fields& f, AuditRun& c) {
 
 void write_fit_setup(const FitSetup& setup, results::FitConfig& config) {
   config.model_kind = to_string(setup.model_kind);
-  config.model = setup.model_kind == ModelKind::kMLP ? to_json(setup.mlp) : to_json(setup.model);
+  config.model = setup.model_kind == ModelKind::kMLP           ? to_json(setup.mlp)
+                 : setup.model_kind == ModelKind::kTorchScript ? setup.script
+                                                               : to_json(setup.model);
   config.fit = to_json(setup.fit);
   config.prune = setup.prune ? to_json(*setup.prune) : json(nullptr);
   config.symbolic = setup.symbolic ? to_json(*setup.symbolic) : json(nullptr);
@@ -78,6 +83,8 @@ FitSetup read_fit_setup(const results::FitConfig& config) {
   setup.model_kind = io::enum_from_string(config.model_kind, kModelKindNames, "config.model_kind");
   if (setup.model_kind == ModelKind::kMLP)
     setup.mlp = mlp_options_from_json(config.model, "config.model");
+  else if (setup.model_kind == ModelKind::kTorchScript)
+    setup.script = config.model; // a description: results::model_shape reads what it needs
   else
     setup.model = kan_options_from_json(config.model, "config.model");
   setup.fit = fit_options_from_json(config.fit, "config.fit");
@@ -142,6 +149,11 @@ AuditRecord audit_record_from_json(const json& value, const std::string& source)
     check_command(r, "audit");
     a.device = r.string("device");
     a.config = io::read_object<AuditRun>(r.required("config"), "config", lenient);
+    // The model's options, strictly, where kanbench built it.
+    if (a.config.model_kind == ModelKind::kKAN)
+      kan_options_from_json(a.config.model, "config.model");
+    else if (a.config.model_kind == ModelKind::kMLP)
+      mlp_options_from_json(a.config.model, "config.model");
     const auto& findings = io::as_array(r.required("findings"), "findings");
     for (size_t i = 0; i < findings.size(); ++i)
       a.findings.push_back(

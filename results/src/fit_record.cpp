@@ -255,16 +255,16 @@ template <typename Fields> static void fields(Fields& f, FitConfig& c) {
     check_embedded(c.symbolic, f.path_of("symbolic"), true);
     check_embedded(c.model, f.path_of("model"), false);
     check_embedded(c.fit, f.path_of("fit"), false);
-    if (c.model_kind != "kan" && c.model_kind != "mlp")
+    if (c.model_kind != "kan" && c.model_kind != "mlp" && c.model_kind != "torchscript")
       io::fail(f.path_of("model_kind"),
-               "expected \"kan\" or \"mlp\", got " + io::quoted(c.model_kind));
-    // An MLP trains once: the pipeline's later stages are a KAN's.
-    if (c.model_kind == "mlp" && (!c.prune.is_null() || !c.symbolic.is_null() || !c.refine.empty()))
+               "expected \"kan\", \"mlp\" or \"torchscript\", got " + io::quoted(c.model_kind));
+    // An MLP or a TorchScript module trains once: the pipeline's later stages are a KAN's.
+    if (c.model_kind != "kan" && (!c.prune.is_null() || !c.symbolic.is_null() || !c.refine.empty()))
       io::fail(f.path_of(!c.prune.is_null()      ? "prune"
                          : !c.symbolic.is_null() ? "symbolic"
                                                  : "refine"),
-               "set, but config.model_kind is \"mlp\": an MLP has no pruning, refinement or "
-               "symbolic stage");
+               "set, but config.model_kind is " + io::quoted(c.model_kind) +
+                   ": only a KAN has pruning, refinement or a symbolic stage");
   }
 }
 
@@ -458,6 +458,8 @@ FitModelShape model_shape(const FitConfig& config) {
   shape.width = model_width(model);
   if (config.model_kind == "mlp") {
     shape.activation = model.string("activation");
+  } else if (config.model_kind == "torchscript") {
+    shape.script_class = model.string("class");
   } else {
     shape.grid = model.integer("grid", Bound::kNonNegative);
     shape.k = model.integer("k", Bound::kNonNegative);

@@ -11,6 +11,7 @@
 
 #include "detail/initial_values.h"
 #include "detail/saturate.h"
+#include "serialize/detail/checkpoint_format.h"
 #include "serialize/detail/torch_archive.h"
 
 #include <torch/cuda.h>
@@ -24,8 +25,8 @@
 namespace kan {
 namespace {
 
-constexpr const char* kFormatKey = "kanbench_format";
-constexpr const char* kFormatName = "kanbench-kan-checkpoint";
+constexpr const char* kFormatKey = detail::kCheckpointFormatKey;
+constexpr const char* kFormatName = detail::kCheckpointFormatName;
 constexpr const char* kVersionKey = "kanbench_format_version";
 constexpr const char* kConfigKey = "kanbench_config";
 constexpr const char* kModelKey = "model";
@@ -446,33 +447,6 @@ std::shared_ptr<Model> load_any_checkpoint(const std::string& path, torch::Devic
   if (opened.kind == ModelKind::kMLP)
     return load_mlp(opened, path, device).ptr();
   return load_kan(opened, path, device).ptr();
-}
-
-namespace {
-
-// Whether `path` names a pykan checkpoint prefix rather than a file; neither is an error.
-bool names_pykan_checkpoint(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec) && is_pykan_checkpoint(path))
-    return true;
-  TORCH_CHECK(std::filesystem::exists(path, ec), "no model at '", path,
-              "': no such file (a kanbench checkpoint), and no '", path,
-              "_config.yml' (a pykan checkpoint prefix)");
-  return false;
-}
-
-} // namespace
-
-KAN load_model(const std::string& path, torch::Device device) {
-  if (names_pykan_checkpoint(path))
-    return load_pykan(path, device);
-  return load_checkpoint(path, device);
-}
-
-std::shared_ptr<Model> load_any_model(const std::string& path, torch::Device device) {
-  if (names_pykan_checkpoint(path))
-    return load_pykan(path, device).ptr();
-  return load_any_checkpoint(path, device);
 }
 
 } // namespace kan

@@ -143,6 +143,10 @@ struct SuiteOptions {
   /// A user's model to run instead of the suite's workloads (model_workload); "" = none. Its
   /// dtype is the targets' (resolve_targets). Excludes `cases`.
   std::string model;
+  /// Loads `model` where it is a TorchScript archive (kan::ModelFileOptions::trust_torchscript).
+  bool trust_torchscript = false;
+  /// A TorchScript model's input width without `data` (its synthetic regression's); 0: the data's.
+  int64_t model_inputs = 0;
   /// The user's model's data, any file kan::load_dataset reads; "" = synthetic (needs `model`).
   std::string data;
   /// How `data` is read: columns, test set (kan::load_dataset; model_workload sets the dtype,
@@ -206,5 +210,13 @@ results::EdgeCaseResult skipped_edge_case(const std::string& name, const std::st
 /// 2^20 samples through a 100-input model in bounded memory, out of memory (GPU), a case past its
 /// time limit.
 std::vector<results::EdgeCaseResult> run_edge_cases(const Target& target, const std::string& suite);
+
+/// The edge cases of a user's model (Workload::model) on one device, in the target's dtype: empty
+/// input (a (0, outputs) forward; fit refuses the empty set), one sample (forward, backward and an
+/// Adam step finite), and 2^20 samples (2^16 in quick) streamed in chunks of 16384 through an
+/// evaluation and an epoch of minibatches within 512 MiB of extra memory.
+std::vector<results::EdgeCaseResult> run_model_edge_cases(const Workload& workload,
+                                                          const Target& target,
+                                                          const std::string& suite);
 
 } // namespace kan::bench

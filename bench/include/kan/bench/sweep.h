@@ -42,6 +42,16 @@ struct SweepOptions {
   std::string suite = "default";
   std::string devices = "auto";
   std::vector<std::string> cases = {"deep"};
+  /// A user's model to sweep instead of `cases` (model_workload: any model file, in its own
+  /// dtype); "" = none. With it: trust_torchscript, model_inputs, data, data_options and loss, as
+  /// SuiteOptions has them. Without `data`, each point's training set is the synthetic regression
+  /// enlarged to its batch; with it, the file's rows (a batch past them trains on all of them).
+  std::string model;
+  bool trust_torchscript = false;
+  int64_t model_inputs = 0;
+  std::string data;
+  LoadDatasetOptions data_options;
+  Loss loss = Loss::kMSE;
   /// Batch sizes, each >= 1; empty: "auto", the powers of two from 16 up to the training set
   /// (rounded up to a power of two), and on a GPU up to the largest batch that fits.
   std::vector<int64_t> batches;

@@ -8,6 +8,7 @@
 #include "kan/nn/mlp.h"
 #include "kan/nn/model.h"
 #include "kan/nn/network.h"
+#include "kan/serialize/model_file.h"
 #include "kan/train/fit.h"
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kan::bench {
@@ -44,11 +46,13 @@ struct Workload {
   /// one curve per edge). Not part of to_json(): it changes what is recorded, not what is run.
   bool plot_activations = false;
 
-  /// A user's model (on the CPU, in its own dtype): every target trains a copy of it instead of
-  /// a new model from width, grid, k and seed, which then only describe it. Empty: a new model.
-  KAN model{nullptr};
+  /// A user's model (on the CPU, in its own dtype; any kind: a KAN, an MLP, a TorchScript
+  /// module): every target trains a copy of it instead of a new model from width, grid, k and
+  /// seed, which then only describe it. Empty: a new model.
+  std::shared_ptr<Model> model;
   /// The data of a user's model (CPU, float64): every target gets a copy. Empty: the reference
-  /// function's or the classification set's data.
+  /// function's or the classification set's data, or for a user's model a seeded regression on
+  /// it (synthetic_model_data) of train_num and test_num samples.
   std::optional<Dataset> data;
   /// Where the user's model and data came from ("synthetic": made from the model), for the
   /// results; empty for the suite's own workloads.
@@ -62,10 +66,8 @@ struct Workload {
   Dataset dataset(torch::Device device, torch::Dtype dtype) const;
   KANOptions model_options(torch::Device device, torch::Dtype dtype) const;
   MLPOptions mlp_options(torch::Device device, torch::Dtype dtype) const;
-  /// A KAN workload's model on a target: a new one from model_options, or a copy of the user's.
-  /// An MLP workload's is an error (build_model builds either).
-  KAN make_model(torch::Device device, torch::Dtype dtype) const;
-  /// The model to train on a target, of the workload's kind (a KANImpl or an MLPImpl).
+  /// The model to train on a target: a copy of the user's, or a new one of the workload's kind
+  /// (a KANImpl from model_options, an MLPImpl from mlp_options).
   std::shared_ptr<Model> build_model(torch::Device device, torch::Dtype dtype) const;
   /// Fit options for warm-up plus timed epochs; no grid update (a timing of steady state).
   FitOptions fit_options() const;
@@ -91,18 +93,27 @@ Workload suite_workload(const std::string& suite, const std::string& name);
 /// parameter count closest to the KAN's (kan_parameter_count; the smaller h on a tie).
 Workload mlp_matching_kan(const Workload& base, Activation activation = Activation::kSiLU);
 
+/// Where a model's inputs live: each input's span of a KAN's first grid (where its splines are),
+/// [-1, 1] for any other model. Two (inputs()) tensors on the model's device in its dtype.
+std::pair<torch::Tensor, torch::Tensor> input_range(const Model& model);
+
+/// A seeded regression on a model: inputs uniform over input_range, labels the model's own outputs
+/// plus N(0, (0.1 s_j)^2) noise, s_j the spread of output j (1 where it is 0), so that training has
+/// something to fit; random classes below outputs() for cross-entropy. CPU float64.
+Dataset synthetic_model_data(const Model& model, int64_t train_num, int64_t test_num,
+                             uint64_t seed, Loss loss);
+
 /// The workload of `kanbench run --model PATH [--data FILE]`, named after the model file: the
-/// model (kan::load_model), trained as pykan's fit() trains by default (LBFGS, full batch) with
-/// `loss` (MSE, or cross-entropy on class labels) for as many epochs as the suite's toy case,
-/// without grid updates (like every workload). The data: FILE read by kan::load_dataset with
-/// `data_options` (columns, test set; classification when `loss` is cross-entropy, labels below
-/// the model's outputs), checked against the model's width (kan::check_width), as CPU float64;
-/// or without FILE, inputs drawn uniformly from each input's range in the model's first grid and
-/// labels = the model's own outputs plus noise (docs/commands.md, `kanbench run --model`; random
-/// classes for cross-entropy), sized like the toy case. Bad data is an error naming the file,
-/// where and why.
-Workload model_workload(const std::string& model_path, const std::string& data_path,
-                        const std::string& suite,
+/// model (kan::open_model with `file_options`, any kind), trained as pykan's fit() trains by
+/// default (LBFGS, full batch) with `loss` (MSE, or cross-entropy on class labels) for as many
+/// epochs as the suite's toy case, without grid updates (like every workload). The data: FILE read
+/// by kan::load_dataset with `data_options` (columns, test set; classification when `loss` is
+/// cross-entropy, labels below the model's outputs), checked against the model's width
+/// (a TorchScript model takes the data's input width unless file_options gives one), as CPU
+/// float64; or without FILE, synthetic_model_data sized like the toy case (docs/commands.md,
+/// `kanbench run --model`). Bad data is an error naming the file, where and why.
+Workload model_workload(const std::string& model_path, const ModelFileOptions& file_options,
+                        const std::string& data_path, const std::string& suite,
                         const LoadDatasetOptions& data_options = LoadDatasetOptions(),
                         Loss loss = Loss::kMSE);
 

@@ -21,14 +21,16 @@
 namespace kan::diagnostics {
 
 /// What an audited tensor is to the model.
-enum class TensorKind { kParameter, kBuffer, kGradient, kOptimizerState, kData };
+enum class TensorKind { kParameter, kBuffer, kGradient, kOptimizerState, kData, kPlainAttribute };
 /// Its names, each written once (to_string, the readers).
 inline constexpr io::EnumName<TensorKind> kTensorKindNames[] = {
     {TensorKind::kParameter, "parameter"},
     {TensorKind::kBuffer, "buffer"},
     {TensorKind::kGradient, "grad"},
     {TensorKind::kOptimizerState, "optimizer_state"},
-    {TensorKind::kData, "data"}};
+    {TensorKind::kData, "data"},
+    /// A TorchScript module's tensor attribute that is neither a parameter nor a buffer.
+    {TensorKind::kPlainAttribute, "plain_attribute"}};
 std::string to_string(TensorKind value);
 
 /// What is wrong with a tensor.
@@ -38,6 +40,7 @@ enum class Problem {
   kNonContiguous,    ///< strided but not contiguous where the KAN needs dense memory
   kNonDense,         ///< sparse or another non-strided layout
   kNonLeafParameter, ///< a parameter that is the result of an operation: it no longer trains
+  kNotModuleState,   ///< a tensor attribute that .to() does not move (TensorKind::kPlainAttribute)
 };
 /// Its names, each written once (to_string, the readers).
 inline constexpr io::EnumName<Problem> kProblemNames[] = {
@@ -45,7 +48,8 @@ inline constexpr io::EnumName<Problem> kProblemNames[] = {
     {Problem::kWrongDtype, "wrong_dtype"},
     {Problem::kNonContiguous, "non_contiguous"},
     {Problem::kNonDense, "non_dense"},
-    {Problem::kNonLeafParameter, "non_leaf_parameter"}};
+    {Problem::kNonLeafParameter, "non_leaf_parameter"},
+    {Problem::kNotModuleState, "not_module_state"}};
 std::string to_string(Problem value);
 
 struct AuditSummary {

@@ -15,7 +15,7 @@
 #include "kan/train/fit.h"
 #include "kan/train/pipeline.h"
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -31,11 +31,13 @@ inline constexpr const char* kAuditSchemaVersion = "1.1.0";
 /// fit.json's parts that LibTorch's side owns, typed: kan::results::FitRecord keeps them as the
 /// JSON their owners write (config.model_kind, model, fit, prune and symbolic).
 struct FitSetup {
-  /// What was trained: a KAN (`model`) or its MLP baseline (`mlp`); an MLP has no pruning,
-  /// refinement or symbolic stage.
+  /// What was trained: a KAN (`model`), its MLP baseline (`mlp`) or a TorchScript module
+  /// (`script`); only a KAN has pruning, refinement or a symbolic stage.
   ModelKind model_kind = ModelKind::kKAN;
   KANOptions model{{2, 5, 1}}; ///< a KAN's options
   MLPOptions mlp{{2, 5, 1}};   ///< an MLP's options
+  /// A TorchScript module's description (TorchScriptModelImpl::config()).
+  nlohmann::json script = nlohmann::json::object();
   FitOptions fit;
   /// Pruning after the first stage; none: no pruning.
   std::optional<PruneStage> prune;
@@ -58,8 +60,11 @@ results::FitRecord read_fit_record(const std::string& path);
 
 /// What `kanbench audit` audited.
 struct AuditRun {
-  std::string checkpoint;      ///< the model.pt audited; "" when built from options
-  KANOptions model{{2, 5, 1}}; ///< the audited model's options
+  std::string checkpoint;                ///< the model file audited; "" when built from options
+  ModelKind model_kind = ModelKind::kKAN; ///< what it is (files before it hold a KAN)
+  /// The audited model's config() (a KAN's or an MLP's options, a TorchScript model's
+  /// description), checked against its kind when read.
+  nlohmann::json model;
   std::string data_device;     ///< where the audit's dataset was put, "cpu"
   std::string data_dtype;      ///< its dtype, or "model": the model's
   int64_t samples = 0;         ///< training samples of the audit's dataset

@@ -15,13 +15,14 @@ namespace kan {
 
 struct RegularizationOptions;
 
-/// The kinds of model the library trains.
-enum class ModelKind { kKAN, kMLP };
+/// The kinds of model the library trains: its own KAN and MLP, and a TorchScript module
+/// (kan/nn/torchscript_model.h).
+enum class ModelKind { kKAN, kMLP, kTorchScript };
 /// Its names, each written once (to_string, the readers).
-inline constexpr io::EnumName<ModelKind> kModelKindNames[] = {{ModelKind::kKAN, "kan"},
-                                                              {ModelKind::kMLP, "mlp"}};
+inline constexpr io::EnumName<ModelKind> kModelKindNames[] = {
+    {ModelKind::kKAN, "kan"}, {ModelKind::kMLP, "mlp"}, {ModelKind::kTorchScript, "torchscript"}};
 std::string to_string(ModelKind value);
-/// Parses "kan" or "mlp"; anything else is an error naming the value and the choices.
+/// Parses "kan", "mlp" or "torchscript"; anything else is an error naming the value and the choices.
 ModelKind model_kind_from_string(const std::string& name);
 
 /// FLOPs counted per evaluation of an activation function (forward_flops): every elementary

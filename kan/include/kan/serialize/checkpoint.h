@@ -61,15 +61,11 @@ MLP load_mlp_checkpoint(const std::string& path, torch::Device device = torch::k
 std::shared_ptr<Model> load_any_checkpoint(const std::string& path,
                                            torch::Device device = torch::kCPU);
 
-/// load_model for either kind: a kanbench checkpoint of a KAN or an MLP (load_any_checkpoint), or
-/// a pykan checkpoint prefix (a KAN); the same errors.
-std::shared_ptr<Model> load_any_model(const std::string& path, torch::Device device = torch::kCPU);
-
 /// The kind of model the checkpoint at `path` holds (kan for files before format version 5),
 /// read without building it; a file that is not a checkpoint is an error as load_checkpoint's.
 ModelKind checkpoint_model_kind(const std::string& path);
 
-/// A model as a user names it: a kanbench checkpoint file (load_checkpoint), or the prefix that
+/// A KAN as a user names it (any model: open_model, kan/serialize/model_file.h): a kanbench checkpoint file (load_checkpoint), or the prefix that
 /// pykan's saveckpt(prefix) was called with (load_pykan, kan/serialize/pykan.h; prefix_config.yml
 /// exists). A file at `path` wins over a pykan checkpoint of that prefix. Neither is an error
 /// naming both.

@@ -90,6 +90,12 @@ public:
   bool has(const std::string& name) const {
     return guarded(name, [&] { return archive_.hasRecord(name); });
   }
+  // Whether any record's name starts with `prefix` ("code/").
+  bool has_folder(const std::string& prefix) const {
+    const auto names = guarded(prefix, [&] { return archive_.getAllRecords(); });
+    return std::any_of(names.begin(), names.end(),
+                       [&](const std::string& name) { return name.rfind(prefix, 0) == 0; });
+  }
   size_t size(const std::string& name) const {
     const size_t size = guarded(name, [&] { return archive_.getRecordSize(name); });
     TORCH_CHECK(size <= file_size_, "'", path_, "': its record ", io::elided(name), " claims ",
@@ -142,8 +148,9 @@ void check_zip_directory(const std::string& path, uint64_t file_size) {
     const auto& name = entry.name;
     const auto slash = name.find('/');
     const auto record = slash == std::string::npos ? name : name.substr(slash + 1);
-    const bool read = record == "data.pkl" || record == "version" || record == "byteorder" ||
-                      record.rfind("data/", 0) == 0 || record.rfind(".data/", 0) == 0;
+    const bool read = record == "data.pkl" || record == "constants.pkl" || record == "version" ||
+                      record == "byteorder" || record.rfind("data/", 0) == 0 ||
+                      record.rfind("constants/", 0) == 0 || record.rfind(".data/", 0) == 0;
     if (entry.method == 0 && entry.compressed_size == entry.size) {
       TORCH_CHECK(entry.size <= file_size - stored, "'", path,
                   "': its records claim more bytes than the whole file's ", file_size);
@@ -158,10 +165,13 @@ void check_zip_directory(const std::string& path, uint64_t file_size) {
 
 class Unpickler {
 public:
+  // `folder`: where the pickle's tensor storages are ("data/" for data.pkl, "constants/" for a
+  // TorchScript archive's constants.pkl).
   Unpickler(const std::string& path, const Records& records, const TorchArchiveLimits& limits,
-            const char* data, size_t size, std::vector<std::unique_ptr<PickleValue>>& values)
-      : path_(path), records_(records), limits_(limits), data_(data), size_(size), values_(values) {
-  }
+            const char* data, size_t size, std::vector<std::unique_ptr<PickleValue>>& values,
+            std::string folder = "data/")
+      : path_(path), records_(records), limits_(limits), data_(data), size_(size), values_(values),
+        folder_(std::move(folder)) {}
 
   PickleValue* run() {
     for (;;) {
@@ -491,7 +501,7 @@ private:
     if (!cached.defined()) {
       const int64_t numel = id->items[4]->integer;
       fail_unless(numel >= 0, "a storage of ", numel, " elements");
-      const std::string record = "data/" + key;
+      const std::string record = folder_ + key;
       fail_unless(numel == 0 || records_.has(record), "no record ", io::elided(record));
       // The pickle's element count is checked against the record before it sizes anything.
       const auto itemsize = static_cast<int64_t>(c10::elementSize(*dtype));
@@ -575,6 +585,18 @@ private:
     }
     if (name == "torch._utils._rebuild_tensor_v2")
       return rebuild_tensor(a);
+    // TorchScript's pickler tags a typed container with its type: (value, "List[int]").
+    if (name == "torch.jit._pickle.restore_type_tag") {
+      fail_unless(a.size() == 2, "malformed restore_type_tag arguments");
+      return a[0];
+    }
+    // Older TorchScript archives build typed lists from a plain list.
+    if (name == "torch.jit._pickle.build_intlist" || name == "torch.jit._pickle.build_doublelist" ||
+        name == "torch.jit._pickle.build_boollist" || name == "torch.jit._pickle.build_tensorlist") {
+      fail_unless(a.size() == 1 && a[0]->kind == Kind::kList, "malformed ", io::elided(name),
+                  " arguments");
+      return a[0];
+    }
     if (name == "torch._utils._rebuild_parameter") { // (data, requires_grad, backward_hooks)
       fail_unless(!a.empty() && a[0]->kind == Kind::kTensor,
                   "malformed _rebuild_parameter arguments");
@@ -592,6 +614,7 @@ private:
   size_t size_;
   size_t pos_ = 0;
   std::vector<std::unique_ptr<PickleValue>>& values_;
+  std::string folder_;
   std::vector<PickleValue*> stack_; // nullptr marks a MARK
   std::map<uint64_t, PickleValue*> memo_;
   std::map<std::string, torch::Tensor> storages_;
@@ -642,6 +665,20 @@ TorchArchive::TorchArchive(const std::string& path, const TorchArchiveLimits& li
                         values_);
     root_ = unpickler.run();
     storage_bytes_ = unpickler.storage_bytes();
+    // A TorchScript archive's tensor constants: checked as data.pkl is, before LibTorch's loader.
+    if (records.has("constants.pkl")) {
+      const size_t constants_size = records.size("constants.pkl");
+      TORCH_CHECK(constants_size <= limits.max_pickle_bytes, "'", path,
+                  "': its constants pickle (constants.pkl) holds ", constants_size,
+                  " bytes, more than kanbench reads (", limits.max_pickle_bytes, ")");
+      const auto constants_pickle = records.read("constants.pkl");
+      Unpickler constants_unpickler(path_, records, limits,
+                                    static_cast<const char*>(constants_pickle.get()),
+                                    constants_size, values_, "constants/");
+      constants_ = constants_unpickler.run();
+      storage_bytes_ += constants_unpickler.storage_bytes();
+    }
+    has_code_ = records.has_folder("code/");
   } catch (const c10::Error&) {
     throw; // already names the file
   } catch (const std::exception& e) {

@@ -75,12 +75,20 @@ public:
   const std::string& path() const { return path_; }
   /// The bytes of every tensor storage the archive holds: what a model read from it can fill.
   int64_t storage_bytes() const { return storage_bytes_; }
+  /// A TorchScript archive's tensor constants (constants.pkl), checked like root(); nullptr where
+  /// the archive has none.
+  const PickleValue* constants() const { return constants_; }
+  /// Whether the archive holds TorchScript code (code/...): LibTorch archives and TorchScript
+  /// modules do, torch.save files do not.
+  bool has_code() const { return has_code_; }
 
 private:
   std::string path_;
   std::vector<std::unique_ptr<PickleValue>> values_;
   PickleValue* root_ = nullptr;
+  PickleValue* constants_ = nullptr;
   int64_t storage_bytes_ = 0;
+  bool has_code_ = false;
 };
 
 /// Whether a file holding `stored_bytes` of tensors can fill a model its configuration says

@@ -21,8 +21,9 @@ namespace kan::results {
 
 /// The version of fit.json kanbench writes and the newest this reader knows; it reads every 2.x
 /// (2.1: config.data, config.model_kind, an MLP's configuration, and the final model's parameters
-/// and forward FLOPs; the history of 1.x in docs/formats.md, whose files it refuses).
-inline constexpr const char* kFitSchemaVersion = "2.1.0";
+/// and forward FLOPs; 2.2: config.model_kind "torchscript" with the module's description as
+/// config.model; the history of 1.x in docs/formats.md, whose files it refuses).
+inline constexpr const char* kFitSchemaVersion = "2.2.0";
 
 // ---------------------------------------------------------------------------------------------
 // The training history (kan::fit).
@@ -206,8 +207,9 @@ struct FitConfig {
   nlohmann::json symbolic = nullptr; ///< kan::SymbolicStage's JSON (steps set); null: none
   std::optional<FitDistributedRun> distributed; ///< none: one process
   int64_t trace_steps = 1;                      ///< steps traced operation by operation
-  /// "kan" or "mlp": what `model` holds (a KAN's options, or its MLP baseline's); an MLP has no
-  /// pruning, refinement or symbolic stage.
+  /// "kan", "mlp" or "torchscript": what `model` holds (a KAN's options, its MLP baseline's, or
+  /// a TorchScript module's description: kan::TorchScriptModelImpl::config()); only a KAN has
+  /// pruning, refinement or a symbolic stage.
   std::string model_kind = "kan";
   nlohmann::json model = nlohmann::json::object(); ///< kan::KANOptions' or kan::MLPOptions' JSON
   nlohmann::json fit = nlohmann::json::object();   ///< kan::FitOptions' JSON
@@ -226,6 +228,7 @@ struct FitModelShape {
   int64_t grid = 0;                      ///< a KAN's; 0 for an MLP
   int64_t k = 0;                         ///< a KAN's; 0 for an MLP
   std::string activation;                ///< an MLP's ("silu", "tanh", "relu"); "" for a KAN
+  std::string script_class;              ///< a TorchScript module's class ("models.KAN"); "" else
   std::string dtype;                     ///< "float64"
   std::vector<std::string> symbolic_lib; ///< config.symbolic's library; empty without
   double r2_threshold = 0;               ///< config.symbolic's threshold

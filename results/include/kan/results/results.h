@@ -26,7 +26,7 @@ namespace kan::results {
 
 /// The version of the results.json format this library writes; a file with another major
 /// version is refused. Bump on every change (major: incompatible, minor: keys added).
-inline constexpr const char* kSchemaVersion = "1.6.0";
+inline constexpr const char* kSchemaVersion = "1.7.0";
 
 /// A fresh id for one run: its start time (UTC, to the second) and 64 random bits,
 /// "20261129T183608Z-9f3c0a7d51e2b486". Sortable by time; two runs get the same id with
@@ -168,7 +168,8 @@ struct CaseResult {
   std::optional<double> final_accuracy;
 
   // Optional extras; absent from the JSON when empty.
-  /// What the case trained: "kan" or "mlp" (the MLP baseline beside the KAN cases), its
+  /// What the case trained: "kan", "mlp" (the MLP baseline beside the KAN cases) or
+  /// "torchscript" (a user's PyTorch model; forward_flops 0: not counted), its
   /// trainable scalars and the FLOPs of one sample's forward pass (kan::Model).
   std::optional<std::string> model_kind;
   std::optional<int64_t> parameters;
