@@ -6,6 +6,7 @@
 #include "test_util.h"
 
 #include "kan/data/data_file.h"
+#include "kan/diagnostics/operation_trace.h"
 #include "kan/serialize/model_file.h"
 #include "kan/serialize/torch_file.h"
 #include "kan/serialize/torchscript.h"
@@ -105,6 +106,20 @@ TEST(TorchScriptFixtures, OneAdamStepOfFitIsTorchOptimAdams) {
       EXPECT_LE(test::max_abs_diff(p.value(), after), 1e-2 * 10 * f.tolerance());
     }
   }
+}
+
+TEST(TorchScriptFixtures, TracedOperationsAreAttributedToSubmodules) {
+  const auto fixture = fixtures().front(); // efficient_kan: layers.0 and layers.1, KANLinear
+  ASSERT_EQ(fixture.name(), "efficient_kan");
+  auto model = open_fixture(fixture);
+  const auto report = diagnostics::trace_operations(
+      torch::kCPU, [&] { model->forward(fixture.at("x")).sum().backward(); });
+  std::set<std::string> modules;
+  for (const auto& op : report.operations)
+    modules.insert(op.module);
+  EXPECT_TRUE(modules.count("model.0")) << report.to_text();
+  EXPECT_TRUE(modules.count("model.1")) << report.to_text();
+  EXPECT_TRUE(modules.count("model.0.base_activation")) << report.to_text();
 }
 
 class TorchScriptCommands : public test::ScratchDirTest {

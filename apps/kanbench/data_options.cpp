@@ -34,9 +34,9 @@ int64_t DataArgs::width_without_data() const {
   } catch (const std::exception&) {
     used = 0;
   }
-  TORCH_CHECK(used == inputs.size() && width >= 1, "--inputs ", inputs,
-              ": without --data it is the input width of a TorchScript model (an integer >= 1); "
-              "column selections need --data");
+  TORCH_CHECK(used == inputs.size() && width >= 1,
+              "--inputs needs --data (the file it reads), or is the input width N of a "
+              "TorchScript --model without it; got '", inputs, "'");
   return width;
 }
 

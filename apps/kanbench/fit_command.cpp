@@ -629,6 +629,9 @@ int run_fit(FitArgs& a) {
   }
   const bool writes = !group || group->rank() == 0;
   a.data.check_needs_data();
+  // fit's width comes from --width, the model file or the data: --inputs selects columns only.
+  TORCH_CHECK(a.data.inputs.empty() || !a.data.data.empty(),
+              "--inputs needs --data (the file it reads)");
   setup.fit.loss(a.data.loss_kind());
   TORCH_CHECK(!a.data.data.empty() || setup.fit.loss() == kan::Loss::kMSE, "--loss ", a.data.loss,
               " needs --data (a file whose target column holds integer class labels): the "

@@ -264,17 +264,24 @@ Workload model_workload(const std::string& model_path, const ModelFileOptions& f
   if (w.name.empty())
     w.name = model_path;
   const bool classification = loss == Loss::kCrossEntropy;
-  std::optional<LoadedDataset> loaded;
+  // kanbench's and pykan's files record the model's width; a TorchScript model takes the data's
+  // (or file_options') input width, so its data is read first.
   auto open_options = file_options;
+  open_options.device(torch::kCPU);
+  if (model_file_kind(model_path) != ModelFileKind::kTorchScript)
+    w.model = open_model(model_path, open_options);
+  std::optional<LoadedDataset> loaded;
   if (!data_path.empty()) {
     auto options = data_options;
     options.dtype(torch::kFloat64).device(torch::kCPU).classification(classification);
+    if (classification && options.classes() == 0 && w.model)
+      options.classes(w.model->outputs()); // one output per class: labels must lie below
     loaded = load_dataset(data_path, options);
-    // A TorchScript model's input width is the data's unless given.
     if (open_options.inputs() == 0)
       open_options.inputs(loaded->inputs());
   }
-  w.model = open_model(model_path, open_options.device(torch::kCPU));
+  if (!w.model)
+    w.model = open_model(model_path, open_options);
   w.model_path = model_path;
   w.model_kind = w.model->kind();
   if (const auto* kan = dynamic_cast<const KANImpl*>(w.model.get())) {

@@ -8,6 +8,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
+#include <torch/csrc/jit/runtime/interpreter.h>
 
 #include <algorithm>
 #include <atomic>
@@ -209,6 +210,25 @@ struct TraceState {
       for (auto it = modules.rbegin(); it != modules.rend(); ++it)
         module += "." + **it;
     }
+    if (!module_done && modules.empty())
+      module = script_module(module);
+  }
+
+  // Inside a TorchScript module's forward, which has no kanbench scopes: the interpreter's own
+  // hierarchy ("TOP(KAN)::forward", "0(KANLinear)::forward", "base_activation(SiLU)::forward",
+  // "::silu") as a path of instance names, "model.0.base_activation" (a ModuleList's items by
+  // their index: the interpreter does not see the list). `module` where there is none.
+  std::string script_module(const std::string& module) const {
+    const auto hierarchy = torch::jit::currentModuleHierarchy();
+    if (hierarchy.empty())
+      return module;
+    std::string path = root;
+    for (size_t i = 1; i < hierarchy.size(); ++i) {
+      const auto paren = hierarchy[i].find('(');
+      if (paren != 0 && paren != std::string::npos)
+        path += "." + hierarchy[i].substr(0, paren);
+    }
+    return path;
   }
 
   void add_finding(TraceProblem problem, const std::string& operation, const std::string& module,

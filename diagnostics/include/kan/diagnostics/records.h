@@ -25,8 +25,9 @@
 namespace kan::diagnostics {
 
 /// The version of audit.json this library writes (1.1: one finding form with the optional
-/// detail keys of results.json 1.2's findings).
-inline constexpr const char* kAuditSchemaVersion = "1.1.0";
+/// detail keys of results.json 1.2's findings; 1.2: config.model_kind, and config.model of any
+/// kind of model).
+inline constexpr const char* kAuditSchemaVersion = "1.2.0";
 
 /// fit.json's parts that LibTorch's side owns, typed: kan::results::FitRecord keeps them as the
 /// JSON their owners write (config.model_kind, model, fit, prune and symbolic).
