@@ -293,28 +293,36 @@ void check_model_options(const CLI::App& cmd, const FitArgs& a) {
               "must be 0)");
 }
 
-// `kanbench fit --model mlp`: the MLP trained once under the device audit, its fit.json shaped as
-// a KAN's first stage (kan::train_stage) and its checkpoint beside it.
-int run_mlp_fit(FitArgs& a, const kan::Dataset& data,
-                const std::shared_ptr<kan::DataParallel>& group, bool writes,
-                const std::string& subject) {
-  auto& config = a.config;
-  auto& setup = a.setup;
-  kan::MLP model(setup.mlp);
+// One stage of training under the device audit (the MLP baseline, a model file's model), with
+// progress: fit.json's record of it.
+kan::results::FitRecord train_once(const FitArgs& a, kan::Model& model, const kan::Dataset& data,
+                                   const std::shared_ptr<kan::DataParallel>& group, bool writes,
+                                   const std::string& label) {
   auto record = new_record(a);
-  auto fit_options = setup.fit;
+  auto fit_options = a.setup.fit;
   fit_options.data_parallel(group);
-  const Progress progress(subject + " MLP", !writes);
-  const kan::PipelineStage stage{kan::PipelineStage::Kind::kTrain, 0, setup.fit.steps()};
+  const Progress progress(label, !writes);
+  const kan::PipelineStage stage{kan::PipelineStage::Kind::kTrain, 0, a.setup.fit.steps()};
   fit_options.on_step(
       [&](const kan::StepRecord& step, int64_t /*total*/) { progress(stage, step); });
   record.trained =
-      kan::train_stage(*model, data, fit_options,
+      kan::train_stage(model, data, fit_options,
                        [&](kan::Model& m, const kan::Dataset& d, const kan::FitOptions& o) {
-                         return audited_training(m, d, o, config.trace_steps, record);
+                         return audited_training(m, d, o, a.config.trace_steps, record);
                        });
-  record.parameters = model->parameter_count();
-  record.forward_flops = model->forward_flops();
+  record.parameters = model.parameter_count();
+  record.forward_flops = model.forward_flops();
+  return record;
+}
+
+// `kanbench fit --model mlp`: the MLP trained once under the device audit, its fit.json shaped as
+// a KAN's first stage (kan::train_stage) and its checkpoint beside it.
+int run_mlp_fit(const FitArgs& a, const kan::Dataset& data,
+                const std::shared_ptr<kan::DataParallel>& group, bool writes,
+                const std::string& subject) {
+  const auto& setup = a.setup;
+  kan::MLP model(setup.mlp);
+  auto record = train_once(a, *model, data, group, writes, subject + " MLP");
   if (!writes)
     return 0;
   const auto json_path = write_fit(record, *model, group.get(), a.out);
@@ -584,21 +592,8 @@ int run_file_fit(FitArgs& a, torch::Device device,
   }
   const std::string subject =
       loaded ? std::filesystem::path(loaded->path).filename().string() : config.function;
-  auto record = new_record(a);
-  auto fit_options = setup.fit;
-  fit_options.data_parallel(group);
   const std::string label = subject + " " + kan::to_string(model->kind());
-  const Progress progress(label, !writes);
-  const kan::PipelineStage stage{kan::PipelineStage::Kind::kTrain, 0, setup.fit.steps()};
-  fit_options.on_step(
-      [&](const kan::StepRecord& step, int64_t /*total*/) { progress(stage, step); });
-  record.trained =
-      kan::train_stage(*model, data, fit_options,
-                       [&](kan::Model& m, const kan::Dataset& d, const kan::FitOptions& o) {
-                         return audited_training(m, d, o, config.trace_steps, record);
-                       });
-  record.parameters = model->parameter_count();
-  record.forward_flops = model->forward_flops();
+  auto record = train_once(a, *model, data, group, writes, label);
   if (!writes)
     return 0;
   const auto json_path = write_fit(record, *model, group.get(), a.out);

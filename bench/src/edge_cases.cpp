@@ -270,15 +270,7 @@ EdgeCaseResult model_million_samples(const Workload& w, const Target& t,
   return attempt("million_samples_bounded_memory", t, [&](EdgeCaseResult& r) {
     const int64_t n = suite == "quick" ? (1 << 16) : (1 << 20);
     const auto model = w.build_model(t.device, t.dtype);
-    const auto options = torch::TensorOptions().dtype(t.dtype).device(t.device);
-    const auto [lo, hi] = input_range(*model);
-    Dataset data;
-    data.train_input = lo + torch::rand({n, model->inputs()}, options) * (hi - lo);
-    data.test_input = data.train_input.narrow(0, 0, 1);
-    data.train_label = w.loss == Loss::kCrossEntropy
-                           ? torch::zeros({n}, options.dtype(torch::kLong))
-                           : torch::zeros({n, model->outputs()}, options);
-    data.test_label = data.train_label.narrow(0, 0, 1);
+    const auto data = shape_only_data(*model, n, w.loss);
     const int64_t limit = int64_t(512) << 20;
     PeakMemory memory(t.device);
     const auto metrics = evaluate(*model, data, w.loss, /*chunk=*/16384);

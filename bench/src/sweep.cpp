@@ -59,20 +59,8 @@ MaxBatchSearch search_max_batch(const std::function<bool(int64_t)>& fits, int64_
 bool trains_one_step(const Workload& w, const Target& target, int64_t batch) {
   try {
     const auto model = w.build_model(target.device, target.dtype);
-    const auto options = torch::TensorOptions().device(target.device).dtype(target.dtype);
-    // Inputs across the first layer's grid (an MLP's: [-1, 1]), labels of the output's shape:
-    // one step's memory.
-    const auto [lo, hi] = input_range(*model);
-    Dataset data;
-    data.train_input = lo + torch::rand({batch, model->inputs()}, options) * (hi - lo);
-    data.test_input = data.train_input.narrow(0, 0, 1);
-    const int64_t outputs = w.width.back();
-    if (w.loss == Loss::kCrossEntropy) {
-      data.train_label = torch::zeros({batch}, options.dtype(torch::kLong));
-    } else {
-      data.train_label = torch::zeros({batch, outputs}, options);
-    }
-    data.test_label = data.train_label.narrow(0, 0, 1);
+    // Inputs across the first layer's grid (any other model's: [-1, 1]): one step's memory.
+    const auto data = shape_only_data(*model, batch, w.loss);
     fit(*model, data, w.fit_options().batch(-1).steps(1));
     if (target.device.is_cuda())
       torch::cuda::synchronize(target.device.index());

@@ -231,6 +231,18 @@ std::pair<torch::Tensor, torch::Tensor> input_range(const Model& model) {
   return {-torch::ones({model.inputs()}, options), torch::ones({model.inputs()}, options)};
 }
 
+Dataset shape_only_data(const Model& model, int64_t n, Loss loss) {
+  const auto options = torch::TensorOptions().device(model.device()).dtype(model.dtype());
+  const auto [lo, hi] = input_range(model);
+  Dataset data;
+  data.train_input = lo + torch::rand({n, model.inputs()}, options) * (hi - lo);
+  data.test_input = data.train_input.narrow(0, 0, 1);
+  data.train_label = loss == Loss::kCrossEntropy ? torch::zeros({n}, options.dtype(torch::kLong))
+                                                 : torch::zeros({n, model.outputs()}, options);
+  data.test_label = data.train_label.narrow(0, 0, 1);
+  return data;
+}
+
 Dataset synthetic_model_data(const Model& model, int64_t train_num, int64_t test_num,
                              uint64_t seed, Loss loss) {
   if (loss == Loss::kCrossEntropy)

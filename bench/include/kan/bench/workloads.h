@@ -97,6 +97,11 @@ Workload mlp_matching_kan(const Workload& base, Activation activation = Activati
 /// [-1, 1] for any other model. Two (inputs()) tensors on the model's device in its dtype.
 std::pair<torch::Tensor, torch::Tensor> input_range(const Model& model);
 
+/// n samples for a step's memory and time, not its numbers: inputs uniform over input_range, zero
+/// labels of the model's output shape (class 0 for cross-entropy), on the model's device in its
+/// dtype; the test set is the first sample.
+Dataset shape_only_data(const Model& model, int64_t n, Loss loss);
+
 /// A seeded regression on a model: inputs uniform over input_range, labels the model's own outputs
 /// plus N(0, (0.1 s_j)^2) noise, s_j the spread of output j (1 where it is 0), so that training has
 /// something to fit; random classes below outputs() for cross-entropy. CPU float64.
