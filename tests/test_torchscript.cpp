@@ -169,6 +169,53 @@ TEST_F(TorchScript, CopiesAreIndependentAndConvertLikeModules) {
   EXPECT_GT(model->forward(x).abs().max().item<double>(), 0.0);
 }
 
+TEST_F(TorchScript, OpeningAndCopyingLeaveTheStateAndModeAsSaved) {
+  // A forward that counts its calls in a buffer, saved in evaluation mode.
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+  torch::jit::Module counting("__torch__.tests.Counting");
+  counting.register_parameter("w", torch::ones({3, 1}, f64).requires_grad_(), false);
+  counting.register_buffer("calls", torch::zeros({1}, f64));
+  // The flag PyTorch's scripted modules carry (a module made in C++ has none of its own).
+  counting.register_attribute("training", c10::BoolType::get(), true);
+  counting.define(R"JIT(
+def forward(self, x):
+    self.calls.add_(1.0)
+    return torch.matmul(x, self.w)
+)JIT");
+  counting.eval();
+  counting.save(path("counting.pt"));
+  auto model =
+      open_model(path("counting.pt"), ModelFileOptions().trust_torchscript(true).inputs(3));
+  EXPECT_EQ(model->outputs(), 1);
+  EXPECT_EQ(model->module().named_buffers()["calls"].item<double>(), 0.0);
+  EXPECT_FALSE(model->module().is_training());
+  auto copy = copy_model(*model, torch::kCPU, torch::kFloat64);
+  EXPECT_FALSE(copy->module().is_training());
+  EXPECT_EQ(copy->module().named_buffers()["calls"].item<double>(), 0.0);
+  model->forward(inputs(2));
+  EXPECT_EQ(model->module().named_buffers()["calls"].item<double>(), 1.0);
+}
+
+TEST_F(TorchScript, ATiedParameterIsOneParameter) {
+  const auto shared = torch::linspace(-1, 1, 6, torch::kFloat64).reshape({3, 2}).requires_grad_();
+  torch::jit::Module first("__torch__.tests.First"), second("__torch__.tests.Second");
+  first.register_parameter("w", shared, false);
+  second.register_parameter("w", shared, false);
+  for (auto* m : {&first, &second})
+    m->define("def forward(self, x):\n    return torch.matmul(x, self.w)\n");
+  torch::jit::Module outer("__torch__.tests.Tied");
+  outer.register_module("a", first);
+  outer.register_module("b", second);
+  outer.define(R"JIT(
+def forward(self, x):
+    return self.a.forward(x) + self.b.forward(x)
+)JIT");
+  outer.save(path("tied.pt"));
+  auto model = open_model(path("tied.pt"), ModelFileOptions().trust_torchscript(true).inputs(3));
+  EXPECT_EQ(model->parameter_count(), 6);
+  EXPECT_EQ(model->module().parameters().size(), 1u);
+}
+
 TEST_F(TorchScript, APlainTensorAttributeIsAFindingOfItsOwnAndIsNotMovedByTo) {
   two_layer_script(/*plain_attribute=*/true).save(path("plain.pt"));
   auto model = open_model(path("plain.pt"), ModelFileOptions().trust_torchscript(true).inputs(3));
@@ -200,6 +247,8 @@ void expect_exported_equal(const Model& model, const torch::Tensor& x, const std
   const auto y = const_cast<Model&>(model).forward(x).detach();
   const double tolerance = model.dtype() == torch::kFloat64 ? 1e-12 : 1e-6;
   EXPECT_LE(test::max_relative_diff(exported->forward(x), y), tolerance);
+  const auto empty = exported->forward(x.narrow(0, 0, 0)); // an empty batch is one
+  EXPECT_EQ(empty.sizes(), (std::vector<int64_t>{0, model.outputs()}));
   save_torchscript(*exported, file);
   auto loaded = torch::jit::load(file);
   EXPECT_LE(test::max_relative_diff(loaded.forward({x}).toTensor(), y), tolerance);

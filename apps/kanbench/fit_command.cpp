@@ -569,11 +569,19 @@ int run_file_fit(FitArgs& a, torch::Device device,
         a.data.test_fraction, loaded->classes,
         loaded->description};
   } else {
+    const auto& function = kan::reference_function(config.function);
+    TORCH_CHECK(model->inputs() == function.n_var, source, " takes ", model->inputs(),
+                " inputs but function '", config.function, "' has ", function.n_var,
+                " variables");
     TORCH_CHECK(model->outputs() == 1, source, " must end in 1 output for a regression "
                 "function, got ", model->outputs());
     setup.model.dtype(model->dtype());
     data = function_samples(a, device);
   }
+  TORCH_CHECK(model->kind() == kan::ModelKind::kKAN || setup.fit.lamb() == 0, "--lamb ",
+              setup.fit.lamb(), ": the regulariser scores a KAN's edges; ", source, " holds ",
+              kan::to_string(model->kind()) == "mlp" ? "an MLP" : "a TorchScript model",
+              ", which has none");
   setup.model_kind = model->kind();
   if (const auto* kan_model = dynamic_cast<const kan::KANImpl*>(model.get()))
     setup.model = kan_model->options();

@@ -136,12 +136,13 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--suite", o.suite, "quick, default or full: the workloads' sizes")
       ->check(CLI::IsMember(kan::bench::suite_names()))
       ->capture_default_str();
-  cmd->add_option("--case", o.cases, "Workloads (toy, deep, wide, million)")
+  auto* cases = cmd->add_option("--case", o.cases, "Workloads (toy, deep, wide, million)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--model", o.model,
                   "Instead of --case: sweep this model (a kanbench checkpoint, a pykan saveckpt "
-                  "prefix, or a TorchScript archive with --trust-torchscript)");
+                  "prefix, or a TorchScript archive with --trust-torchscript)")
+      ->excludes(cases);
   add_trust_torchscript_flag(*cmd, o.trust_torchscript);
   add_data_options(cmd, args->data,
                    "--model's data, any file `run --data` reads (default: synthetic, from the "

@@ -20,6 +20,8 @@ struct ExportArgs {
 
 int export_torchscript(const ExportArgs& a) {
   kan::io::check_output_file(a.out, "OUT");
+  TORCH_CHECK(kan::model_file_kind(a.model) != kan::ModelFileKind::kTorchScript, "'", a.model,
+              "' is a TorchScript archive already: PyTorch loads it with torch.jit.load as it is");
   const auto model = kan::open_model(a.model);
   const auto exported = kan::export_torchscript(*model);
   kan::save_torchscript(*exported, a.out);

@@ -324,6 +324,12 @@ const std::vector<std::string>& edge_case_names() {
   return names;
 }
 
+const std::vector<std::string>& model_edge_case_names() {
+  static const std::vector<std::string> names = {"empty_input", "single_sample",
+                                                 "million_samples_bounded_memory"};
+  return names;
+}
+
 std::vector<results::EdgeCaseResult> run_edge_cases(const Target& target,
                                                     const std::string& suite) {
   return {empty_input(target), single_sample(target), million_samples(target, suite),

@@ -659,10 +659,8 @@ compare_with_references(const Workload& w, const std::vector<Target>& targets, t
   return comparisons;
 }
 
-// One set of edge cases per device, in float32 (whatever the dtype of a user's model); skipped
-// where the device is not.
-// The edge cases on each device once: kanbench's own, or those of the user's model where
-// `model_workload` is one (in the model's dtype).
+// The edge cases on each device once, skipped where the device is not: kanbench's own in float32,
+// or those of the user's model where `model_workload` is one, in the model's dtype.
 std::vector<results::EdgeCaseResult> edge_cases_on(const std::vector<Target>& targets,
                                                    const std::string& suite,
                                                    const Workload* model_workload) {
@@ -682,7 +680,8 @@ std::vector<results::EdgeCaseResult> edge_cases_on(const std::vector<Target>& ta
     t.dtype = model_workload != nullptr ? model_workload->model->dtype() : torch::kFloat32;
     t.precision.reset();
     if (!t.unavailable.empty()) {
-      for (const auto& name : edge_case_names())
+      for (const auto& name :
+           model_workload != nullptr ? model_edge_case_names() : edge_case_names())
         results.push_back(skipped_edge_case(name, t.device.str(), t.unavailable));
       continue;
     }

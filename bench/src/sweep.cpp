@@ -243,11 +243,17 @@ results::Results run_sweep(const SweepOptions& o) {
 
   results::Sweep sweep;
   for (const auto& w : workloads) {
+    // A data file's training rows bound the batch: a larger one could not be drawn from them.
+    for (const int64_t b : o.batches)
+      TORCH_CHECK(!w.data || b <= w.train_num, "--batch ", b, " is larger than --data's ",
+                  w.train_num, " training rows");
     const auto largest_fitting = search_max_batches(run, w, sweep);
     std::vector<int64_t> batches = o.batches;
     if (batches.empty())
       batches =
-          powers_of_two(16, largest_fitting ? *largest_fitting : next_power_of_two(w.train_num));
+          w.data ? powers_of_two(16, std::min(w.train_num, largest_fitting.value_or(w.train_num)))
+                 : powers_of_two(16, largest_fitting ? *largest_fitting
+                                                     : next_power_of_two(w.train_num));
     for (const int64_t b : batches)
       if (std::find(sweep.batches.begin(), sweep.batches.end(), b) == sweep.batches.end())
         sweep.batches.push_back(b);

@@ -87,7 +87,7 @@ nlohmann::json Workload::to_json() const {
                          {"seed", seed}};
   if (model_kind == ModelKind::kMLP) {
     json["activation"] = kan::to_string(activation);
-  } else {
+  } else if (model_kind == ModelKind::kKAN) {
     json["grid"] = grid;
     json["k"] = k;
   }

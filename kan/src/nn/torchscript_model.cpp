@@ -8,7 +8,11 @@
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/jit/api/module.h>
 
+#include <cstdlib>
 #include <functional>
+#include <set>
+#include <utility>
+#include <vector>
 
 namespace kan {
 namespace {
@@ -23,6 +27,17 @@ std::string script_error(const std::string& what) {
   const auto start = what.rfind('\n', end);
   return what.substr(start == std::string::npos ? 0 : start + 1,
                      end - (start == std::string::npos ? 0 : start + 1) + 1);
+}
+
+// The interpreter rethrows a failing operation's error as a std::runtime_error: as a c10::Error
+// again, an out-of-memory one as c10::OutOfMemoryError (what the suite and the sweep's max-batch
+// search catch), prefixed with `what_failed`.
+[[noreturn]] void rethrow_script_error(const std::string& what_failed, const std::string& what) {
+  const auto line = io::elided(script_error(what), 300);
+  if (line.find("out of memory") != std::string::npos)
+    TORCH_CHECK_WITH(OutOfMemoryError, false, what_failed, line);
+  TORCH_CHECK(false, what_failed, line);
+  std::abort(); // not reached: TORCH_CHECK(false, ...) throws
 }
 
 // "__torch__.models.KANLinear" -> "models.KANLinear": the class as the user's code names it.
@@ -47,8 +62,11 @@ void for_each_slot(const torch::jit::Module& script, const std::string& prefix,
 }
 
 // Registers `script`'s parameters and buffers in `target` and its submodules as children of
-// their own: the same tensors, so that both see every in-place update and set_data.
-void mirror_into(torch::nn::Module& target, const torch::jit::Module& script) {
+// their own: the same tensors, so that both see every in-place update and set_data. A tensor
+// shared by two submodules (tied weights) is registered once, where it is met first, as
+// PyTorch's named_parameters() lists it once: an optimiser must step it once.
+void mirror_into(torch::nn::Module& target, const torch::jit::Module& script,
+                 std::set<const void*>& seen) {
   const auto& type = script.type();
   for (size_t i = 0; i < type->numAttributes(); ++i) {
     const auto& name = type->getAttributeName(i);
@@ -56,8 +74,10 @@ void mirror_into(torch::nn::Module& target, const torch::jit::Module& script) {
     if (type->getAttribute(i)->is_module() && value.isObject()) {
       const torch::jit::Module child(value.toObject());
       auto mirror = std::make_shared<torch::nn::Module>(class_name(child));
-      mirror_into(*mirror, child);
+      mirror_into(*mirror, child, seen);
       target.register_module(name, mirror);
+    } else if (value.isTensor() && !seen.insert(value.toTensor().unsafeGetTensorImpl()).second) {
+      continue;
     } else if (value.isTensor() && type->is_parameter(i)) {
       const auto& tensor = value.toTensor();
       target.register_parameter(name, tensor, tensor.requires_grad());
@@ -70,7 +90,7 @@ void mirror_into(torch::nn::Module& target, const torch::jit::Module& script) {
 } // namespace
 
 TorchScriptModelImpl::TorchScriptModelImpl(const torch::jit::Module& script, int64_t inputs,
-                                           std::string source)
+                                           std::string source, std::optional<int64_t> outputs)
     : torch::nn::Module("kan::TorchScriptModel"),
       script_(std::make_unique<torch::jit::Module>(script)),
       inputs_(inputs),
@@ -80,6 +100,7 @@ TorchScriptModelImpl::TorchScriptModelImpl(const torch::jit::Module& script, int
   TORCH_CHECK(script_->find_method("forward").has_value(), "TorchScript model '", source_,
               "' has no forward method");
   mirror();
+  torch::nn::Module::train(script_->is_training()); // the mode it was saved in
   // One dtype for the whole model: what fit converts the data to, and what the precision axis
   // changes.
   std::optional<torch::Dtype> found;
@@ -93,33 +114,49 @@ TorchScriptModelImpl::TorchScriptModelImpl(const torch::jit::Module& script, int
   }
   if (found)
     detail::check_model_dtype(*found);
-  // The output width, from one sample: what the data's targets must match.
+  outputs_ = outputs ? *outputs : probe_outputs();
+}
+
+int64_t TorchScriptModelImpl::probe_outputs() {
+  // One sample in evaluation mode, without gradients, and every buffer as it was afterwards: a
+  // model saved in training mode with batch norm takes one sample, and opening a file must not
+  // move its running statistics.
+  torch::NoGradGuard no_grad;
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> kept;
+  for (const auto& b : buffers())
+    kept.emplace_back(b, b.clone());
+  const bool training = script_->is_training();
+  script_->eval();
   torch::Tensor y;
   try {
-    torch::NoGradGuard no_grad;
-    const auto x = torch::zeros({1, inputs}, torch::TensorOptions().dtype(dtype()).device(device()));
+    const auto x =
+        torch::zeros({1, inputs_}, torch::TensorOptions().dtype(dtype()).device(device()));
     auto out = script_->forward({x});
     TORCH_CHECK(out.isTensor(), "it returned ", out.tagKind(), ", not a tensor");
     y = out.toTensor();
-  } catch (const c10::Error& e) {
-    TORCH_CHECK(false, "TorchScript model '", source_, "': forward on one sample of ", inputs,
-                " inputs failed: ", io::elided(script_error(e.what_without_backtrace()), 300),
-                " (is ", inputs, " its input width?)");
-  } catch (const std::exception& e) { // the interpreter's own exception type
-    TORCH_CHECK(false, "TorchScript model '", source_, "': forward on one sample of ", inputs,
-                " inputs failed: ", io::elided(script_error(e.what()), 300), " (is ", inputs,
+  } catch (const std::exception& e) {
+    script_->train(training);
+    const std::string what = dynamic_cast<const c10::Error*>(&e) != nullptr
+                                 ? static_cast<const c10::Error&>(e).what_without_backtrace()
+                                 : e.what();
+    TORCH_CHECK(false, "TorchScript model '", source_, "': forward on one sample of ", inputs_,
+                " inputs failed: ", io::elided(script_error(what), 300), " (is ", inputs_,
                 " its input width?)");
   }
+  script_->train(training);
+  for (auto& [buffer, value] : kept)
+    buffer.copy_(value);
   TORCH_CHECK(y.dim() == 2 && y.size(0) == 1, "TorchScript model '", source_,
-              "': forward on one sample of ", inputs, " inputs returned a tensor of shape ",
+              "': forward on one sample of ", inputs_, " inputs returned a tensor of shape ",
               y.sizes(), "; kanbench needs (N, outputs)");
-  outputs_ = y.size(1);
+  return y.size(1);
 }
 
 TorchScriptModelImpl::~TorchScriptModelImpl() = default;
 
 void TorchScriptModelImpl::mirror() {
-  mirror_into(*this, *script_);
+  std::set<const void*> seen;
+  mirror_into(*this, *script_, seen);
 }
 
 torch::Tensor TorchScriptModelImpl::forward(const torch::Tensor& x) {
@@ -132,7 +169,7 @@ torch::Tensor TorchScriptModelImpl::forward(const torch::Tensor& x) {
   } catch (const std::exception& e) {
     // The interpreter's own exception: a c10::Error like every other model's, so that callers
     // (the suite, the audit, the commands' exit codes) see one kind of failure.
-    TORCH_CHECK(false, "TorchScript model '", source_, "': ", script_error(e.what()));
+    rethrow_script_error("TorchScript model '" + source_ + "': ", e.what());
   }
   TORCH_CHECK(out.isTensor(), "TorchScript model '", source_, "': forward returned ",
               out.tagKind(), ", not a tensor");
@@ -199,7 +236,8 @@ TorchScriptModelImpl::clone(const std::optional<torch::Device>& device) const {
   const auto from = script_->named_parameters(), to = copy.named_parameters();
   for (auto a = from.begin(), b = to.begin(); a != from.end() && b != to.end(); ++a, ++b)
     (*b).value.set_requires_grad((*a).value.requires_grad());
-  auto model = std::make_shared<TorchScriptModelImpl>(copy, inputs_, source_);
+  // The copy's outputs are known: no sample runs through it again.
+  auto model = std::make_shared<TorchScriptModelImpl>(copy, inputs_, source_, outputs_);
   model->train(is_training());
   if (device)
     model->to(*device);

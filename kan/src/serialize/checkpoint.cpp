@@ -271,12 +271,11 @@ OpenedCheckpoint open_checkpoint(const std::string& path, torch::Device device) 
   // Version 5 says which model the file holds; every file before holds a KAN.
   if (opened.version >= 5) {
     const auto& kind = opened.text(kKindKey, path, "model kind");
-    try {
-      opened.kind = model_kind_from_string(kind);
-    } catch (const c10::Error& e) {
-      TORCH_CHECK(false, "checkpoint '", path, "' has a malformed model kind record: '",
-                  io::elided(kind), "' (kan or mlp)");
-    }
+    // A checkpoint holds kanbench's own models; a TorchScript module is an archive of its own.
+    const bool known = kind == to_string(ModelKind::kKAN) || kind == to_string(ModelKind::kMLP);
+    TORCH_CHECK(known, "checkpoint '", path, "' has a malformed model kind record: '",
+                io::elided(kind), "' (kan or mlp)");
+    opened.kind = model_kind_from_string(kind);
   }
   opened.config =
       nlohmann::json::parse(opened.text(kConfigKey, path, "configuration"), nullptr, false);

@@ -3,6 +3,8 @@
 #include "kan/io/atomic_file.h"
 #include "kan/io/text.h"
 
+#include "detail/byte_source.h"
+#include "detail/zip_reader.h"
 #include "serialize/detail/checkpoint_format.h"
 #include "serialize/detail/torch_archive.h"
 
@@ -18,18 +20,6 @@
 namespace kan {
 namespace {
 
-// Whether the file starts as a zip archive does: anything else is not an archive at all (a CSV
-// file, a YAML prefix's neighbour), which is "not TorchScript", not an error.
-bool starts_like_zip(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr)
-    return false;
-  unsigned char magic[4] = {0, 0, 0, 0};
-  const size_t read = std::fread(magic, 1, sizeof magic, file);
-  std::fclose(file);
-  return read == 4 && magic[0] == 'P' && magic[1] == 'K' && magic[2] == 3 && magic[3] == 4;
-}
-
 // The archive as kanbench's bounded reader sees it: an error names the file and the problem.
 bool holds_torchscript_module(const detail::TorchArchive& archive) {
   const auto& root = archive.root();
@@ -40,10 +30,34 @@ bool holds_torchscript_module(const detail::TorchArchive& archive) {
 } // namespace
 
 bool is_torchscript_archive(const std::string& path) {
+  // Told from the zip directory and the pickle's bytes alone, without reading the tensors: every
+  // model file is classified before it is loaded. A file whose directory cannot be read is not
+  // called TorchScript: the checkpoint reader then names what is wrong with it.
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec) || !starts_like_zip(path))
+  if (!std::filesystem::is_regular_file(path, ec) || !detail::ZipReader::looks_like_zip(path))
     return false;
-  return holds_torchscript_module(detail::TorchArchive(path));
+  try {
+    const detail::ZipReader zip(path);
+    const detail::ZipReader::Entry* pickle = nullptr;
+    bool code = false;
+    for (const auto& entry : zip.entries()) {
+      const auto slash = entry.name.find('/');
+      const auto record = slash == std::string::npos ? entry.name : entry.name.substr(slash + 1);
+      code = code || record.rfind("code/", 0) == 0;
+      if (record == "data.pkl")
+        pickle = &entry;
+    }
+    constexpr uint64_t kMaxPickle = uint64_t{64} << 20; // TorchArchiveLimits' default
+    if (!code || pickle == nullptr || pickle->size > kMaxPickle)
+      return false;
+    auto source = zip.open(*pickle);
+    std::string bytes(static_cast<size_t>(pickle->size), '\0');
+    detail::read_exactly(*source, bytes.data(), bytes.size(), "data.pkl");
+    // A kanbench checkpoint's pickle holds its format record's key.
+    return bytes.find(detail::kCheckpointFormatKey) == std::string::npos;
+  } catch (const std::exception&) {
+    return false;
+  }
 }
 
 TorchScriptModel load_torchscript(const std::string& path, const TorchScriptLoadOptions& options) {

@@ -104,7 +104,7 @@ torch::jit::Module layer_module(const KANLayerImpl& layer, size_t l) {
        << "    weight = (self.coef * (self.scale_sp * self.mask).unsqueeze(2)).permute(0, 2, 1)"
           ".reshape(-1, "
        << O << ")\n"
-       << "    y = torch.matmul(basis.reshape(x.size(0), -1), weight)\n";
+       << "    y = torch.matmul(basis.flatten(1), weight)\n";
   switch (o.base_fun()) {
   case BaseFunction::kSiLU:
     code << "    y = y + torch.matmul(torch.silu(x), self.scale_base * self.mask)\n";

@@ -201,6 +201,8 @@ results::Comparison compare_targets(const Workload& workload, const Target& a, c
 
 /// The edge cases' names, in the order run_edge_cases reports them.
 const std::vector<std::string>& edge_case_names();
+/// The names of a user's model's edge cases, in the order run_model_edge_cases reports them.
+const std::vector<std::string>& model_edge_case_names();
 
 /// An edge case that did not run, with the reason.
 results::EdgeCaseResult skipped_edge_case(const std::string& name, const std::string& device,

@@ -45,7 +45,8 @@ struct SweepOptions {
   /// A user's model to sweep instead of `cases` (model_workload: any model file, in its own
   /// dtype); "" = none. With it: trust_torchscript, model_inputs, data, data_options and loss, as
   /// SuiteOptions has them. Without `data`, each point's training set is the synthetic regression
-  /// enlarged to its batch; with it, the file's rows (a batch past them trains on all of them).
+  /// enlarged to its batch; with it, the file's training rows, which bound the batches (an error
+  /// for a larger one; "auto" stops there).
   std::string model;
   bool trust_torchscript = false;
   int64_t model_inputs = 0;

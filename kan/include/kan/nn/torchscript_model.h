@@ -51,12 +51,16 @@ struct NamedScriptTensor {
 class TorchScriptModelImpl : public torch::nn::Module, public Model {
 public:
   /// `script` as loaded; `inputs` its input width; `source` where it came from (for messages and
-  /// config()). An error where its parameters are not all float32 or all float64, or where one
-  /// sample of `inputs` zeros does not give one (1, outputs) tensor.
-  TorchScriptModelImpl(const torch::jit::Module& script, int64_t inputs, std::string source);
+  /// config()); `outputs` where known (a copy's), else found by one sample of zeros in evaluation
+  /// mode that leaves every buffer as it was. An error where its parameters are not all float32
+  /// or all float64, or where that sample does not give one (1, outputs) tensor. The training
+  /// flag is the script's.
+  TorchScriptModelImpl(const torch::jit::Module& script, int64_t inputs, std::string source,
+                       std::optional<int64_t> outputs = std::nullopt);
   ~TorchScriptModelImpl() override;
 
-  /// x (N, inputs()) -> (N, outputs()), the script's forward.
+  /// x (N, inputs()) -> (N, outputs()), the script's forward. Its errors are c10::Errors (an
+  /// out-of-memory one a c10::OutOfMemoryError), whatever the interpreter threw.
   torch::Tensor forward(const torch::Tensor& x) override;
 
   torch::nn::Module& module() override { return *this; }
@@ -96,6 +100,8 @@ public:
 private:
   // Registers the script's parameters and buffers in this module and a mirror of its submodules.
   void mirror();
+  // The output width: one sample through the script (the constructor says how).
+  int64_t probe_outputs();
   // Moves every parameter and buffer to `device` (where given) and the floating ones to `dtype`.
   void convert(std::optional<torch::Device> device, torch::Dtype dtype, bool non_blocking);
 

@@ -27,10 +27,10 @@ struct TorchScriptLoadOptions {
   TORCH_ARG(torch::Device, device) = torch::kCPU;
 };
 
-/// Whether `path` is a TorchScript archive (a zip archive with TorchScript code whose pickle holds
-/// a module that is not a kanbench checkpoint), read by kanbench's bounded archive reader: no
-/// code is compiled or run. A file that is not an archive at all is false; a truncated or corrupt
-/// archive is an error naming the file.
+/// Whether `path` is a TorchScript archive: a zip archive with TorchScript code whose pickle is not
+/// a kanbench checkpoint's. Told from the zip directory and the pickle's bytes, without reading
+/// the tensors or running anything. Anything else, an unreadable archive included, is false
+/// (load_torchscript and the checkpoint loader name what is wrong with a file).
 bool is_torchscript_archive(const std::string& path);
 
 /// Loads the TorchScript module at `path`. Before LibTorch's loader sees it, kanbench's own
