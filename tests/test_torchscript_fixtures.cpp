@@ -188,9 +188,11 @@ TEST_F(TorchScriptCommands, FitTrainsAndWritesBackWhatTorchJitLoadReads) {
     // Trained on three quarters of the samples: the step moved every trainable parameter.
     auto initial = open_fixture(f);
     const auto before = initial->module().named_parameters();
-    for (const auto& p : trained->module().named_parameters())
-      if (p.value().requires_grad())
+    for (const auto& p : trained->module().named_parameters()) {
+      if (p.value().requires_grad()) {
         EXPECT_FALSE(torch::equal(p.value(), before[p.key()])) << p.key();
+      }
+    }
   }
 }
 
@@ -215,10 +217,11 @@ TEST_F(TorchScriptCommands, RunAndSweepTimeEveryFixture) {
     bool all_pass = true;
     for (const auto& e : results["edge_cases"]) {
       all_pass = all_pass && e["status"] == "pass";
-      if (e["name"] != "empty_input")
+      if (e["name"] != "empty_input") {
         EXPECT_EQ(e["status"], "pass") << e.dump();
-      else if (e["status"] != "pass")
+      } else if (e["status"] != "pass") {
         EXPECT_NE(e["message"].get<std::string>().find("forward failed"), std::string::npos);
+      }
     }
     EXPECT_EQ(run.exit_code, all_pass ? 0 : 1) << run.output;
 
