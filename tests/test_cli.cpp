@@ -330,8 +330,7 @@ TEST_F(Cli, AuditThatCannotRunExitsTwo) {
   }
   run = kanbench("audit --device cpu");
   EXPECT_EQ(run.exit_code, 2) << run.output;
-  EXPECT_NE(run.output.find("one of --model PATH, --pykan PREFIX or --width"),
-            std::string::npos);
+  EXPECT_NE(run.output.find("one of --model PATH, --pykan PREFIX or --width"), std::string::npos);
   run = kanbench("audit --device cpu --checkpoint " + path("missing.pt"));
   EXPECT_EQ(run.exit_code, 2) << run.output;
   run = kanbench("audit --device tpu --width 2,3,1");

@@ -30,8 +30,8 @@ torch::jit::Module two_layer_script(bool plain_attribute = false) {
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
   torch::jit::Module inner("__torch__.tests.Inner");
   // Parameters want a gradient, as nn.Parameter's do.
-  inner.register_parameter(
-      "weight", torch::linspace(-1, 1, 12, f64).reshape({3, 4}).requires_grad_(), false);
+  inner.register_parameter("weight",
+                           torch::linspace(-1, 1, 12, f64).reshape({3, 4}).requires_grad_(), false);
   inner.register_buffer("shift", torch::full({4}, 0.25, f64));
   inner.register_buffer("order", torch::arange(4)); // an integer buffer: dtype changes skip it
   inner.define(R"JIT(
@@ -97,9 +97,8 @@ TEST_F(TorchScript, TruncatedOrCorruptArchivesAreRefusedBeforeLibTorchSeesThem) 
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   for (const size_t keep : {bytes.size() / 2, bytes.size() - 30, size_t{100}}) {
     std::ofstream(path("cut.pt"), std::ios::binary) << bytes.substr(0, keep);
-    KAN_EXPECT_ERROR(open_model(path("cut.pt"),
-                                ModelFileOptions().trust_torchscript(true).inputs(3)),
-                     "cut.pt");
+    KAN_EXPECT_ERROR(
+        open_model(path("cut.pt"), ModelFileOptions().trust_torchscript(true).inputs(3)), "cut.pt");
   }
 }
 
@@ -230,9 +229,9 @@ TEST_F(TorchScript, APlainTensorAttributeIsAFindingOfItsOwnAndIsNotMovedByTo) {
   const auto report = diagnostics::DeviceAudit(torch::kCPU).module(model->module()).report();
   bool found = false;
   for (const auto& f : report.findings)
-    found = found || (f.tensor == "model.scale" && f.kind == "plain_attribute" &&
-                      f.problem == "not_module_state" &&
-                      f.fix.find("register_buffer") != std::string::npos);
+    found = found ||
+            (f.tensor == "model.scale" && f.kind == "plain_attribute" &&
+             f.problem == "not_module_state" && f.fix.find("register_buffer") != std::string::npos);
   EXPECT_TRUE(found) << report.to_text();
   // The clean model has none.
   two_layer_script().save(path("clean.pt"));
@@ -269,17 +268,20 @@ TEST_F(TorchScript, ExportedKansAndMlpsComputeWhatKanbenchComputes) {
   const auto x = torch::rand({50, 3}, torch::kFloat64) * 3 - 1.5; // inside and outside the grid
   expect_exported_equal(*plain, x, path("plain.pt"));
 
-  KAN mult(KANOptions({3, 4, 1}).mult({0, 2, 0}).mult_arity(3).affine_trainable(true).seed(5)
-               .dtype(torch::kFloat64).base_fun(BaseFunction::kIdentity));
+  KAN mult(KANOptions({3, 4, 1})
+               .mult({0, 2, 0})
+               .mult_arity(3)
+               .affine_trainable(true)
+               .seed(5)
+               .dtype(torch::kFloat64)
+               .base_fun(BaseFunction::kIdentity));
   expect_exported_equal(*mult, x, path("mult.pt"));
 
   KAN symbolic(KANOptions({3, 2, 1}).dtype(torch::kFloat64).seed(6));
-  symbolic->layer(0)->set_symbolic_edges({0, 2, 1}, {0, 1, 1}, {"sin", "x^2", "gaussian"},
-                                         {1.0, 1.0, 0.5},
-                                         torch::tensor({{1.5, 0.1, 2.0, -0.3},
-                                                        {0.7, -0.2, 1.0, 0.0},
-                                                        {1.0, 0.0, 0.5, 0.25}},
-                                                       torch::kFloat64));
+  symbolic->layer(0)->set_symbolic_edges(
+      {0, 2, 1}, {0, 1, 1}, {"sin", "x^2", "gaussian"}, {1.0, 1.0, 0.5},
+      torch::tensor({{1.5, 0.1, 2.0, -0.3}, {0.7, -0.2, 1.0, 0.0}, {1.0, 0.0, 0.5, 0.25}},
+                    torch::kFloat64));
   expect_exported_equal(*symbolic, x, path("symbolic.pt"));
 
   MLP mlp(MLPOptions({3, 8, 8, 2}).activation(Activation::kTanh).dtype(torch::kFloat64));
@@ -298,8 +300,7 @@ TEST_F(TorchScript, ExportedPykanCheckpointsComputeWhatKanbenchComputes) {
                            "symbolic", "symbolic_fitted", "formula_mult", "zero_base"}) {
     SCOPED_TRACE(name);
     const auto model = load_pykan(test::reference_checkpoint(name));
-    const auto x = (torch::rand({40, model->inputs()}, torch::kFloat64) * 2 - 1)
-                       .to(model->dtype());
+    const auto x = (torch::rand({40, model->inputs()}, torch::kFloat64) * 2 - 1).to(model->dtype());
     expect_exported_equal(*model, x, path(std::string(name) + ".pt"));
   }
 }

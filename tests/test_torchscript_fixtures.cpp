@@ -200,8 +200,9 @@ TEST_F(TorchScriptCommands, RunAndSweepTimeEveryFixture) {
   for (const auto& f : fixtures()) {
     SCOPED_TRACE(f.name());
     const auto run = test::run_kanbench("run --suite quick --devices cpu --trust-torchscript "
-                                        "--model " + f.file() + " --inputs " +
-                                        std::to_string(f.inputs()) + " --out " + path("run"));
+                                        "--model " +
+                                        f.file() + " --inputs " + std::to_string(f.inputs()) +
+                                        " --out " + path("run"));
     const auto results = nlohmann::json::parse(std::ifstream(path("run/results.json")));
     ASSERT_FALSE(results["cases"].empty()) << run.output;
     for (const auto& c : results["cases"]) {
@@ -235,9 +236,9 @@ TEST_F(TorchScriptCommands, RunAndSweepTimeEveryFixture) {
 }
 
 TEST_F(TorchScriptCommands, AuditNamesAPlainTensorAttribute) {
-  const auto clean = test::run_kanbench("audit --trust-torchscript --model " + kDir +
-                                        "/efficient_kan.pt --inputs 3 --json " +
-                                        path("clean.json"));
+  const auto clean =
+      test::run_kanbench("audit --trust-torchscript --model " + kDir +
+                         "/efficient_kan.pt --inputs 3 --json " + path("clean.json"));
   EXPECT_EQ(clean.exit_code, 0) << clean.output;
   const auto planted = test::run_kanbench("audit --trust-torchscript --model " + kDir +
                                           "/bugs/plain_tensor_attribute.pt --inputs 2 --json " +

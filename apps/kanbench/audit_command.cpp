@@ -116,7 +116,7 @@ int audit(const AuditArgs& a) {
   TORCH_CHECK(a.checkpoint.empty() + a.pykan.empty() + a.width.empty() == 2,
               "give the model as one of --model PATH, --pykan PREFIX or --width 2,5,1");
   TORCH_CHECK(a.inputs == 0 || !a.checkpoint.empty(), "--inputs needs --model (the input width "
-              "of a TorchScript model)");
+                                                      "of a TorchScript model)");
   if (!a.json.empty())
     kan::io::check_output_file(a.json, "--json");
   const torch::Device device = parse_device(a.device, "--device");

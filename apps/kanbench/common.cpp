@@ -58,10 +58,11 @@ void add_noise_options(CLI::App& command, double& cv_target, double& cv_max_time
 }
 
 void add_trust_torchscript_flag(CLI::App& command, bool& trust) {
-  command.add_flag("--trust-torchscript", trust,
-                   "Load --model where it is a TorchScript archive (torch.jit.save): such a file is "
-                   "a program that LibTorch compiles and runs, and its loader is not hardened "
-                   "against crafted files, so only files you trust");
+  command.add_flag(
+      "--trust-torchscript", trust,
+      "Load --model where it is a TorchScript archive (torch.jit.save): such a file is "
+      "a program that LibTorch compiles and runs, and its loader is not hardened "
+      "against crafted files, so only files you trust");
 }
 
 void add_memory_options(CLI::App& command, double& memory_fraction, bool& empty_cache) {

@@ -36,7 +36,8 @@ int64_t DataArgs::width_without_data() const {
   }
   TORCH_CHECK(used == inputs.size() && width >= 1,
               "--inputs needs --data (the file it reads), or is the input width N of a "
-              "TorchScript --model without it; got '", inputs, "'");
+              "TorchScript --model without it; got '",
+              inputs, "'");
   return width;
 }
 

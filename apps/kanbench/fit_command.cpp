@@ -43,8 +43,8 @@ struct FitArgs {
   kan::diagnostics::FitSetup setup = defaults();
   DataArgs data;
   std::string width = "2,5,1";
-  std::string mult_arity; // "": the library's default, 2
-  std::string dtype;      // "": float64 for a new model, the checkpoint's with --pykan
+  std::string mult_arity;         // "": the library's default, 2
+  std::string dtype;              // "": float64 for a new model, the checkpoint's with --pykan
   std::string model = "kan";      // kan, mlp, or a model file trained as it is
   bool trust_torchscript = false; // --model FILE may be a TorchScript archive
   std::string out = "results/fit";
@@ -265,16 +265,17 @@ bool is_model_file(const FitArgs& a) {
 void check_model_options(const CLI::App& cmd, const FitArgs& a) {
   const auto& setup = a.setup;
   if (is_model_file(a)) {
-    for (const char* name : {"--pykan", "--width", "--activation", "--grid", "--k", "--backend",
-                             "--mult-arity", "--affine-trainable", "--prune",
-                             "--steps-after-prune", "--refine", "--symbolic"})
+    for (const char* name :
+         {"--pykan", "--width", "--activation", "--grid", "--k", "--backend", "--mult-arity",
+          "--affine-trainable", "--prune", "--steps-after-prune", "--refine", "--symbolic"})
       TORCH_CHECK(cmd.count(name) == 0, name, " describes a model kanbench builds; --model ",
-                  a.model, " trains the model in that file as it is (one stage, no pruning, "
+                  a.model,
+                  " trains the model in that file as it is (one stage, no pruning, "
                   "refinement or symbolic stage)");
     return;
   }
   TORCH_CHECK(!a.trust_torchscript, "--trust-torchscript needs --model FILE (a TorchScript "
-              "archive)");
+                                    "archive)");
   if (setup.model_kind == kan::ModelKind::kKAN) {
     TORCH_CHECK(cmd.count("--activation") == 0,
                 "--activation is an MLP's option (--model mlp); a KAN's edges learn their own");
@@ -529,8 +530,8 @@ int run_kan_fit(FitArgs& a, kan::KAN model, const kan::Dataset& data,
 // `kanbench fit --model FILE`: the model in the file (a TorchScript module, or a kanbench
 // checkpoint) trained once under the device audit, like the MLP baseline, and written back in its
 // own format beside fit.json. A TorchScript model takes the data's input width.
-int run_file_fit(FitArgs& a, torch::Device device,
-                 const std::shared_ptr<kan::DataParallel>& group, bool writes) {
+int run_file_fit(FitArgs& a, torch::Device device, const std::shared_ptr<kan::DataParallel>& group,
+                 bool writes) {
   auto& config = a.config;
   auto& setup = a.setup;
   std::optional<kan::LoadedDataset> loaded;
@@ -563,18 +564,22 @@ int run_file_fit(FitArgs& a, torch::Device device,
     config.train_num = loaded->train_rows;
     config.test_num = loaded->test_rows;
     config.data = kan::results::FitDataRun{
-        loaded->path,         kan::to_string(loaded->format),
-        loaded->input_names,  loaded->target_names,
+        loaded->path,
+        kan::to_string(loaded->format),
+        loaded->input_names,
+        loaded->target_names,
         a.data.test_data.empty() ? std::nullopt : std::optional(a.data.test_data),
-        a.data.test_fraction, loaded->classes,
+        a.data.test_fraction,
+        loaded->classes,
         loaded->description};
   } else {
     const auto& function = kan::reference_function(config.function);
     TORCH_CHECK(model->inputs() == function.n_var, source, " takes ", model->inputs(),
-                " inputs but function '", config.function, "' has ", function.n_var,
-                " variables");
-    TORCH_CHECK(model->outputs() == 1, source, " must end in 1 output for a regression "
-                "function, got ", model->outputs());
+                " inputs but function '", config.function, "' has ", function.n_var, " variables");
+    TORCH_CHECK(model->outputs() == 1, source,
+                " must end in 1 output for a regression "
+                "function, got ",
+                model->outputs());
     setup.model.dtype(model->dtype());
     data = function_samples(a, device);
   }

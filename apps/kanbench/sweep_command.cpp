@@ -54,7 +54,8 @@ int run(SweepArgs& a) {
   o.batches = parse_batches(a.batches);
   a.data.check_needs_data();
   o.model_inputs = a.data.width_without_data();
-  TORCH_CHECK((o.model_inputs == 0 && a.data.loss == "mse") || !o.model.empty(), "--inputs and "
+  TORCH_CHECK((o.model_inputs == 0 && a.data.loss == "mse") || !o.model.empty(),
+              "--inputs and "
               "--loss need --model (the suite's workloads have their own)");
   o.data = a.data.data;
   o.data_options = a.data.load_options();
@@ -88,8 +89,7 @@ int run(SweepArgs& a) {
                   kan::io::format_seconds(*p.median_epoch_seconds).c_str(),
                   100 * p.epoch_cv.value_or(0));
     if (p.samples_per_second && p.peak_memory_bytes && p.batch > 0)
-      std::printf(", peak memory %s (%s a sample)",
-                  kan::format_bytes(*p.peak_memory_bytes).c_str(),
+      std::printf(", peak memory %s (%s a sample)", kan::format_bytes(*p.peak_memory_bytes).c_str(),
                   kan::format_bytes(*p.peak_memory_bytes / p.batch).c_str());
     if (!p.samples_per_second)
       std::printf(" (%s)", p.reason.c_str());
@@ -137,8 +137,8 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember(kan::bench::suite_names()))
       ->capture_default_str();
   auto* cases = cmd->add_option("--case", o.cases, "Workloads (toy, deep, wide, million)")
-      ->delimiter(',')
-      ->capture_default_str();
+                    ->delimiter(',')
+                    ->capture_default_str();
   cmd->add_option("--model", o.model,
                   "Instead of --case: sweep this model (a kanbench checkpoint, a pykan saveckpt "
                   "prefix, or a TorchScript archive with --trust-torchscript)")

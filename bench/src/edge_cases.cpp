@@ -228,9 +228,8 @@ EdgeCaseResult model_empty_input(const Workload& w, const Target& t) {
     data.train_input = data.test_input = torch::empty({0, model->inputs()}, options);
     data.train_label = data.test_label = torch::empty({0, model->outputs()}, options);
     std::string fit_message;
-    const bool fit_refuses =
-        refuses([&] { fit(*model, data, FitOptions().steps(1)); }, "non-empty training set",
-                fit_message);
+    const bool fit_refuses = refuses([&] { fit(*model, data, FitOptions().steps(1)); },
+                                     "non-empty training set", fit_message);
     r.status = shape_ok && fit_refuses ? EdgeStatus::kPass : EdgeStatus::kFail;
     r.message = forward_message + "; fit refused: " + fit_message;
   });
@@ -265,8 +264,7 @@ EdgeCaseResult model_single_sample(const Workload& w, const Target& t) {
 
 // 2^20 samples (2^16 in quick) streamed through a user's model in chunks of 16384, evaluated and
 // trained for one epoch of minibatches: the peak memory beyond the data, against 512 MiB.
-EdgeCaseResult model_million_samples(const Workload& w, const Target& t,
-                                     const std::string& suite) {
+EdgeCaseResult model_million_samples(const Workload& w, const Target& t, const std::string& suite) {
   return attempt("million_samples_bounded_memory", t, [&](EdgeCaseResult& r) {
     const int64_t n = suite == "quick" ? (1 << 16) : (1 << 20);
     const auto model = w.build_model(t.device, t.dtype);
@@ -336,9 +334,8 @@ std::vector<results::EdgeCaseResult> run_edge_cases(const Target& target,
           out_of_memory(target), time_limit(target)};
 }
 
-std::vector<results::EdgeCaseResult> run_model_edge_cases(const Workload& workload,
-                                                          const Target& target,
-                                                          const std::string& suite) {
+std::vector<results::EdgeCaseResult>
+run_model_edge_cases(const Workload& workload, const Target& target, const std::string& suite) {
   return {model_empty_input(workload, target), model_single_sample(workload, target),
           model_million_samples(workload, target, suite)};
 }

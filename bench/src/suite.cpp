@@ -540,11 +540,10 @@ std::vector<Workload> selected_workloads(const SuiteOptions& o) {
   auto workloads =
       o.model.empty()
           ? suite_workloads(o.suite)
-          : std::vector<Workload>{model_workload(o.model,
-                                                 ModelFileOptions()
-                                                     .trust_torchscript(o.trust_torchscript)
-                                                     .inputs(o.model_inputs),
-                                                 o.data, o.suite, o.data_options, o.loss)};
+          : std::vector<Workload>{model_workload(
+                o.model,
+                ModelFileOptions().trust_torchscript(o.trust_torchscript).inputs(o.model_inputs),
+                o.data, o.suite, o.data_options, o.loss)};
   for (const auto& name : o.cases)
     suite_workload(o.suite, name); // refuses a name the suite does not have
   if (!o.cases.empty())

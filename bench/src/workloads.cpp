@@ -52,8 +52,8 @@ std::shared_ptr<Model> Workload::build_model(torch::Device device, torch::Dtype 
     return copy_model(*model, device, dtype);
   if (model_kind == ModelKind::kMLP)
     return MLP(mlp_options(device, dtype)).ptr();
-  TORCH_CHECK(model_kind == ModelKind::kKAN, "workload ", name, " has no ",
-              to_string(model_kind), " model to train");
+  TORCH_CHECK(model_kind == ModelKind::kKAN, "workload ", name, " has no ", to_string(model_kind),
+              " model to train");
   return KAN(model_options(device, dtype)).ptr();
 }
 
@@ -243,8 +243,8 @@ Dataset shape_only_data(const Model& model, int64_t n, Loss loss) {
   return data;
 }
 
-Dataset synthetic_model_data(const Model& model, int64_t train_num, int64_t test_num,
-                             uint64_t seed, Loss loss) {
+Dataset synthetic_model_data(const Model& model, int64_t train_num, int64_t test_num, uint64_t seed,
+                             Loss loss) {
   if (loss == Loss::kCrossEntropy)
     return synthetic_classification(model.inputs(), model.outputs(), train_num, test_num, seed,
                                     torch::kCPU, torch::kFloat64);

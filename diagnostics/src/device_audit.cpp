@@ -139,8 +139,10 @@ void DeviceAudit::check(const std::string& name, TensorKind kind, const torch::T
   }
   if (kind == TensorKind::kPlainAttribute) {
     add(Problem::kNotModuleState,
-        what + " is a tensor attribute that is neither a parameter nor a buffer: .to() leaves it "
-               "on " + t.device().str() + " when the model moves",
+        what +
+            " is a tensor attribute that is neither a parameter nor a buffer: .to() leaves it "
+            "on " +
+            t.device().str() + " when the model moves",
         plain_attribute_fix());
   }
   if (kind == TensorKind::kParameter && !t.is_leaf()) {

@@ -121,10 +121,10 @@ std::string header(const FitRecord& fit, const FitModelShape& shape,
          (config.data ? "data " + e(config.data->path) : "function " + e(config.function)) +
          " &middot; width " + e(to_string(shape.width)) +
          (fit.pruned ? " (pruned to " + e(to_string(fit.pruned->width_after)) + ")" : "") +
-         (config.model_kind == "mlp"           ? " &middot; MLP, " + e(shape.activation)
-          : config.model_kind == "torchscript" ? " &middot; TorchScript " + e(shape.script_class)
-                                               : " &middot; G " + std::to_string(shape.grid) +
-                                                     ", k " + std::to_string(shape.k)) +
+         (config.model_kind == "mlp" ? " &middot; MLP, " + e(shape.activation)
+          : config.model_kind == "torchscript"
+              ? " &middot; TorchScript " + e(shape.script_class)
+              : " &middot; G " + std::to_string(shape.grid) + ", k " + std::to_string(shape.k)) +
          (fit.parameters ? " &middot; " + std::to_string(*fit.parameters) + " parameters" : "") +
          (fit.forward_flops ? ", " + std::to_string(*fit.forward_flops) + " FLOPs per sample"
                             : "") +

@@ -157,8 +157,8 @@ static void check_case(const CaseResult& c, io::JsonReader& f) {
     io::fail(f.path_of("target"), "must not be empty");
   if (c.model_kind && *c.model_kind != "kan" && *c.model_kind != "mlp" &&
       *c.model_kind != "torchscript")
-    io::fail(f.path_of("model_kind"), "expected \"kan\", \"mlp\" or \"torchscript\", got " +
-                                          io::quoted(*c.model_kind));
+    io::fail(f.path_of("model_kind"),
+             "expected \"kan\", \"mlp\" or \"torchscript\", got " + io::quoted(*c.model_kind));
   if (c.precision && *c.precision != "tf32" && *c.precision != "bf16" && *c.precision != "fp16")
     io::fail(f.path_of("precision"),
              "expected \"tf32\", \"bf16\" or \"fp16\", got " + io::quoted(*c.precision));

@@ -92,8 +92,7 @@ void mirror_into(torch::nn::Module& target, const torch::jit::Module& script,
 TorchScriptModelImpl::TorchScriptModelImpl(const torch::jit::Module& script, int64_t inputs,
                                            std::string source, std::optional<int64_t> outputs)
     : torch::nn::Module("kan::TorchScriptModel"),
-      script_(std::make_unique<torch::jit::Module>(script)),
-      inputs_(inputs),
+      script_(std::make_unique<torch::jit::Module>(script)), inputs_(inputs),
       source_(std::move(source)) {
   TORCH_CHECK(inputs > 0, "TorchScript model '", source_, "': inputs = ", inputs,
               " must be positive (its input width: --inputs, or the data's)");
@@ -171,8 +170,8 @@ torch::Tensor TorchScriptModelImpl::forward(const torch::Tensor& x) {
     // (the suite, the audit, the commands' exit codes) see one kind of failure.
     rethrow_script_error("TorchScript model '" + source_ + "': ", e.what());
   }
-  TORCH_CHECK(out.isTensor(), "TorchScript model '", source_, "': forward returned ",
-              out.tagKind(), ", not a tensor");
+  TORCH_CHECK(out.isTensor(), "TorchScript model '", source_, "': forward returned ", out.tagKind(),
+              ", not a tensor");
   auto y = out.toTensor();
   TORCH_CHECK(y.dim() == 2 && y.size(0) == x.size(0) && y.size(1) == outputs_,
               "TorchScript model '", source_, "': forward of ", x.size(0),

@@ -62,8 +62,8 @@ bool is_torchscript_archive(const std::string& path) {
 
 TorchScriptModel load_torchscript(const std::string& path, const TorchScriptLoadOptions& options) {
   const auto& device = options.device();
-  TORCH_CHECK(!device.is_cuda() || torch::cuda::is_available(), "cannot load '", path,
-              "' onto ", device, ": no usable CUDA device here (kanbench env says why)");
+  TORCH_CHECK(!device.is_cuda() || torch::cuda::is_available(), "cannot load '", path, "' onto ",
+              device, ": no usable CUDA device here (kanbench env says why)");
   {
     // kanbench's own reader first: LibTorch's allocates what records claim and unpickles with
     // no limits.

@@ -131,8 +131,8 @@ torch::jit::Module layer_module(const KANLayerImpl& layer, size_t l) {
         const auto p = "self.symbolic_affine[" + std::to_string(j) + ", " + std::to_string(i) + "]";
         const auto u = p + "[0] * x[:, " + std::to_string(i) + "] + " + p + "[1]";
         column += " + self.symbolic_mask[" + std::to_string(j) + ", " + std::to_string(i) +
-                  "] * (" + p + "[2] * " + symbolic_code(layer.symbolic_name(i, j), u) + " + " +
-                  p + "[3])";
+                  "] * (" + p + "[2] * " + symbolic_code(layer.symbolic_name(i, j), u) + " + " + p +
+                  "[3])";
       }
       code << "    s" << j << " = " << column << "\n";
       columns.push_back("s" + std::to_string(j));

@@ -217,8 +217,7 @@ std::vector<results::EdgeCaseResult> run_edge_cases(const Target& target, const 
 /// input (a (0, outputs) forward; fit refuses the empty set), one sample (forward, backward and an
 /// Adam step finite), and 2^20 samples (2^16 in quick) streamed in chunks of 16384 through an
 /// evaluation and an epoch of minibatches within 512 MiB of extra memory.
-std::vector<results::EdgeCaseResult> run_model_edge_cases(const Workload& workload,
-                                                          const Target& target,
-                                                          const std::string& suite);
+std::vector<results::EdgeCaseResult>
+run_model_edge_cases(const Workload& workload, const Target& target, const std::string& suite);
 
 } // namespace kan::bench

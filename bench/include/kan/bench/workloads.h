@@ -105,8 +105,8 @@ Dataset shape_only_data(const Model& model, int64_t n, Loss loss);
 /// A seeded regression on a model: inputs uniform over input_range, labels the model's own outputs
 /// plus N(0, (0.1 s_j)^2) noise, s_j the spread of output j (1 where it is 0), so that training has
 /// something to fit; random classes below outputs() for cross-entropy. CPU float64.
-Dataset synthetic_model_data(const Model& model, int64_t train_num, int64_t test_num,
-                             uint64_t seed, Loss loss);
+Dataset synthetic_model_data(const Model& model, int64_t train_num, int64_t test_num, uint64_t seed,
+                             Loss loss);
 
 /// The workload of `kanbench run --model PATH [--data FILE]`, named after the model file: the
 /// model (kan::open_model with `file_options`, any kind), trained as pykan's fit() trains by

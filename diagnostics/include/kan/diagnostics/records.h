@@ -61,16 +61,16 @@ results::FitRecord read_fit_record(const std::string& path);
 
 /// What `kanbench audit` audited.
 struct AuditRun {
-  std::string checkpoint;                ///< the model file audited; "" when built from options
+  std::string checkpoint;                 ///< the model file audited; "" when built from options
   ModelKind model_kind = ModelKind::kKAN; ///< what it is (files before it hold a KAN)
   /// The audited model's config() (a KAN's or an MLP's options, a TorchScript model's
   /// description), checked against its kind when read.
   nlohmann::json model;
-  std::string data_device;     ///< where the audit's dataset was put, "cpu"
-  std::string data_dtype;      ///< its dtype, or "model": the model's
-  int64_t samples = 0;         ///< training samples of the audit's dataset
-  std::string opt = "lbfgs";   ///< optimiser of the traced steps
-  int64_t trace_steps = 0;     ///< 0: static audit only
+  std::string data_device;   ///< where the audit's dataset was put, "cpu"
+  std::string data_dtype;    ///< its dtype, or "model": the model's
+  int64_t samples = 0;       ///< training samples of the audit's dataset
+  std::string opt = "lbfgs"; ///< optimiser of the traced steps
+  int64_t trace_steps = 0;   ///< 0: static audit only
   uint64_t seed = 0;
 };
 

@@ -22,7 +22,8 @@ enum class ModelKind { kKAN, kMLP, kTorchScript };
 inline constexpr io::EnumName<ModelKind> kModelKindNames[] = {
     {ModelKind::kKAN, "kan"}, {ModelKind::kMLP, "mlp"}, {ModelKind::kTorchScript, "torchscript"}};
 std::string to_string(ModelKind value);
-/// Parses "kan", "mlp" or "torchscript"; anything else is an error naming the value and the choices.
+/// Parses "kan", "mlp" or "torchscript"; anything else is an error naming the value and the
+/// choices.
 ModelKind model_kind_from_string(const std::string& name);
 
 /// FLOPs counted per evaluation of an activation function (forward_flops): every elementary

@@ -79,8 +79,8 @@ public:
   nlohmann::json config() const override;
 
   /// An independent copy (the script deep-copied), moved to `device` where given.
-  std::shared_ptr<torch::nn::Module> clone(
-      const std::optional<torch::Device>& device = std::nullopt) const override;
+  std::shared_ptr<torch::nn::Module>
+  clone(const std::optional<torch::Device>& device = std::nullopt) const override;
   /// Sets the script's training flag too (its dropout or batch norm see it).
   void train(bool on = true) override;
   /// As PyTorch's `.to(dtype)`: floating-point parameters and buffers only, so that integer

@@ -65,10 +65,10 @@ std::shared_ptr<Model> load_any_checkpoint(const std::string& path,
 /// read without building it; a file that is not a checkpoint is an error as load_checkpoint's.
 ModelKind checkpoint_model_kind(const std::string& path);
 
-/// A KAN as a user names it (any model: open_model, kan/serialize/model_file.h): a kanbench checkpoint file (load_checkpoint), or the prefix that
-/// pykan's saveckpt(prefix) was called with (load_pykan, kan/serialize/pykan.h; prefix_config.yml
-/// exists). A file at `path` wins over a pykan checkpoint of that prefix. Neither is an error
-/// naming both.
+/// A KAN as a user names it (any model: open_model, kan/serialize/model_file.h): a kanbench
+/// checkpoint file (load_checkpoint), or the prefix that pykan's saveckpt(prefix) was called with
+/// (load_pykan, kan/serialize/pykan.h; prefix_config.yml exists). A file at `path` wins over a
+/// pykan checkpoint of that prefix. Neither is an error naming both.
 ///
 /// Example:
 ///   kan::KAN a = kan::load_model("results/reference-fit/model.pt");

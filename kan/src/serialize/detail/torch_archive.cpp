@@ -592,7 +592,8 @@ private:
     }
     // Older TorchScript archives build typed lists from a plain list.
     if (name == "torch.jit._pickle.build_intlist" || name == "torch.jit._pickle.build_doublelist" ||
-        name == "torch.jit._pickle.build_boollist" || name == "torch.jit._pickle.build_tensorlist") {
+        name == "torch.jit._pickle.build_boollist" ||
+        name == "torch.jit._pickle.build_tensorlist") {
       fail_unless(a.size() == 1 && a[0]->kind == Kind::kList, "malformed ", io::elided(name),
                   " arguments");
       return a[0];
