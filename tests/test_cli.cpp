@@ -335,7 +335,8 @@ TEST_F(Cli, AuditThatCannotRunExitsTwo) {
   EXPECT_EQ(run.exit_code, 2) << run.output;
   run = kanbench("audit --device tpu --width 2,3,1");
   EXPECT_EQ(run.exit_code, 2) << run.output;
-  EXPECT_NE(run.output.find("--device must be cpu, cuda or cuda:N, got 'tpu'"), std::string::npos);
+  EXPECT_NE(run.output.find("--device must be cpu, cuda, cuda:N or meta, got 'tpu'"),
+            std::string::npos);
 }
 
 TEST_F(Cli, AuditOnCuda_CUDA) {

@@ -1,11 +1,13 @@
 // `kanbench audit`: is this model, on this device, really where it should be? A static audit
-// of the model and a small dataset, then traced training steps. Exit 0 = clean, 1 = findings,
-// 2 = could not run (the reason on stderr).
+// of the model and a small dataset, then traced training steps. On `--device meta` the whole
+// audit is a rehearsal of a GPU run (kan/diagnostics/meta_rehearsal.h), for machines without
+// one. Exit 0 = clean, 1 = findings, 2 = could not run (the reason on stderr).
 #include "commands.h"
 #include "values.h"
 
 #include "kan/diagnostics/audited_fit.h"
 #include "kan/diagnostics/environment.h"
+#include "kan/diagnostics/meta_rehearsal.h"
 #include "kan/diagnostics/records.h"
 #include "kan/io/atomic_file.h"
 #include "kan/kan.h"
@@ -119,9 +121,17 @@ int audit(const AuditArgs& a) {
                                                       "of a TorchScript model)");
   if (!a.json.empty())
     kan::io::check_output_file(a.json, "--json");
-  const torch::Device device = parse_device(a.device, "--device");
+  const torch::Device device = parse_device(a.device, "--device", /*meta_allowed=*/true);
   const torch::Device data_device =
-      a.data_device.empty() ? device : parse_device(a.data_device, "--data-device");
+      a.data_device.empty() ? device : parse_device(a.data_device, "--data-device", true);
+  // Opened inside the rehearsal, a model file is read on the CPU and moved in place, as a GPU
+  // run moves it; its data is made on the CPU and moved too.
+  std::optional<kan::diagnostics::MetaRehearsal> rehearsal;
+  if (device.is_meta()) {
+    rehearsal.emplace();
+    std::cout << "rehearsal: a GPU run rehearsed on the meta device (shapes and devices, no "
+                 "data): its findings are what a GPU run would raise or pay\n";
+  }
   auto built = kan::KANOptions({1, 1}).grid(a.grid).k(a.k).seed(a.seed).device(device).dtype(
       kan::dtype_from_string(a.dtype));
   if (!a.width.empty()) {
@@ -166,7 +176,7 @@ int audit(const AuditArgs& a) {
   }
   if (after) {
     std::cout << after->audit.to_text() << after->trace.to_text();
-    if (after->trace.summary.steps > 0) {
+    if (after->trace.summary.steps > 0 && !rehearsal) { // meta has no time worth showing
       std::printf("timing: traced step %.4f s, untraced step %.4f s (the traced steps include the "
                   "first step's warm-up and grid update)\n",
                   after->traced_step_seconds, after->untraced_step_seconds);
@@ -210,7 +220,9 @@ void add_audit_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand(
       "audit", "Audit where a model's tensors live and where its operations run on a device; "
                "exit 0 = clean, 1 = findings, 2 = could not run");
-  cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--device", args->device,
+                  "cpu, cuda, cuda:N, or meta: a GPU run rehearsed without a GPU")
+      ->capture_default_str();
   auto* checkpoint = cmd->add_option("--model,--checkpoint", args->checkpoint,
                                      "The model to audit: a kanbench checkpoint (a KAN's or an "
                                      "MLP's), a pykan saveckpt prefix, or a TorchScript archive "

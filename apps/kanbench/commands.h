@@ -84,8 +84,10 @@ void print_timing_warnings(const kan::results::Environment& environment);
 
 using kan::io::first_line; // the first line of an exception's message (no backtrace)
 
-/// "cpu", "cuda" or "cuda:N" as a device; an unusable CUDA device is an error that says why
-/// (from the environment report). `option` names the flag in the message.
-torch::Device parse_device(const std::string& name, const std::string& option = "--device");
+/// "cpu", "cuda" or "cuda:N" (and "meta" where the command rehearses a GPU run there) as a
+/// device; an unusable CUDA device is an error that says why (from the environment report).
+/// `option` names the flag in the message.
+torch::Device parse_device(const std::string& name, const std::string& option = "--device",
+                           bool meta_allowed = false);
 
 } // namespace kanbench

@@ -15,15 +15,16 @@
 
 namespace kanbench {
 
-torch::Device parse_device(const std::string& name, const std::string& option) {
+torch::Device parse_device(const std::string& name, const std::string& option, bool meta_allowed) {
+  const std::string choices = meta_allowed ? "cpu, cuda, cuda:N or meta" : "cpu, cuda or cuda:N";
   std::unique_ptr<torch::Device> device;
   try {
     device = std::make_unique<torch::Device>(name);
   } catch (const c10::Error&) {
-    TORCH_CHECK(false, option, " must be cpu, cuda or cuda:N, got '", name, "'");
+    TORCH_CHECK(false, option, " must be ", choices, ", got '", name, "'");
   }
-  TORCH_CHECK(device->is_cpu() || device->is_cuda(), option, " must be cpu, cuda or cuda:N, got '",
-              name, "'");
+  TORCH_CHECK(device->is_cpu() || device->is_cuda() || (meta_allowed && device->is_meta()), option,
+              " must be ", choices, ", got '", name, "'");
   if (device->is_cuda()) {
     TORCH_CHECK(torch::cuda::is_available(), option, " ", name,
                 " requested but no CUDA device: ", kan::diagnostics::cuda_unavailable_reason(),

@@ -33,7 +33,13 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 // What encloses an operation on this thread: kan scopes, autograd nodes and ATen operations.
 struct Frame {
   enum class Kind { kOperation, kPhase, kModule, kBackward } kind;
-  std::string text; // the phase, the module's name, or (backward) the forward's module path
+  std::string text;   // the phase, the module's name, or (backward) the forward's module path
+  std::string source; // (backward) the forward's source line
+};
+
+// Where a forward operation was, for the backward operations of the autograd node it made.
+struct Origin {
+  std::string module, source;
 };
 
 } // namespace
@@ -56,7 +62,7 @@ struct OperationContext : at::ObserverContext {
   bool pushed = false;
   bool top_level = false;
   Clock::time_point start;
-  std::string module, phase;
+  std::string module, phase, source;
   bool host_work = false;
   bool has_tensor_inputs = false;
   bool cpu_tensor_inputs = false; // a CPU input with at least one dimension
@@ -114,12 +120,34 @@ std::string join_devices(std::vector<c10::Device> devices) {
 }
 
 // Where a problem happened: the problem, the operation, its module and phase, the devices
-// involved. The trace counts each place; the report makes a results::AuditFinding of each.
-using Place = std::tuple<TraceProblem, std::string, std::string, std::string, std::string>;
+// involved, the user's source line. The trace counts each place; the report makes a
+// results::AuditFinding of each.
+using Place =
+    std::tuple<TraceProblem, std::string, std::string, std::string, std::string, std::string>;
+
+// The line of the user's source that the TorchScript interpreter is running, "model.py:53"
+// (the original Python where the archive kept it, else its serialized code); empty outside one.
+std::string script_source() {
+  const auto stack = torch::jit::currentCallstack();
+  if (stack.empty())
+    return {};
+  const auto& range = stack.back().range;
+  const auto original = range.findSourceRangeThatGenerated();
+  const auto where = (original ? *original : range).file_line_col();
+  if (!where)
+    return {};
+  return std::get<0>(*where) + ":" + std::to_string(std::get<1>(*where));
+}
+
+// Advanced indexing takes its indices on the host and copies them over.
+bool is_advanced_indexing(std::string_view name) {
+  return name == "aten::index" || name == "aten::index_put_" || name == "aten::index_put" ||
+         name == "aten::_index_put_impl_";
+}
 
 // The finding of a place seen `count` times while the model was on `expected`.
 results::AuditFinding finding_at(const Place& place, int64_t count, const std::string& expected) {
-  const auto& [problem, operation, module, phase, devices] = place;
+  const auto& [problem, operation, module, phase, devices, source] = place;
   results::AuditFinding f;
   f.tensor = operation + (module.empty() ? "" : " in " + module);
   f.kind = "operation";
@@ -128,8 +156,10 @@ results::AuditFinding finding_at(const Place& place, int64_t count, const std::s
   f.expected_device = expected;
   f.module = module;
   f.phase = phase;
+  f.source = source;
   f.count = count;
   const std::string where = (module.empty() ? std::string("outside the model") : "in " + module) +
+                            (source.empty() ? "" : " at " + source) +
                             (phase.empty() ? "" : " (" + phase + ")");
   const std::string times = count == 1 ? "once" : std::to_string(count) + " times";
   switch (problem) {
@@ -151,6 +181,25 @@ results::AuditFinding finding_at(const Place& place, int64_t count, const std::s
     f.fix = "Move the tensors it reads to " + expected +
             "; work that must stay on the host belongs in kan::PhaseScope(kan::Phase::kHostWork).";
     break;
+  case TraceProblem::kHostDeviceCopy:
+    f.message = operation + " " + where + " copied between " + devices + " (" + times +
+                "): every step pays the copy and waits for it";
+    f.fix = "Keep the computation on the model's device; if a value must reach the host, fetch "
+            "it once after training, not inside forward.";
+    break;
+  case TraceProblem::kHostSynchronization:
+    f.message = operation + " " + where + " made the host wait for " + devices + " (" + times +
+                ")" +
+                (expected == "meta" ? "; the rehearsal went on with 0 (true for a bool)" : "");
+    f.fix = "Keep the value a tensor (torch::clamp, torch::where instead of a branch on it); "
+            "read it on the host only outside the training step.";
+    break;
+  case TraceProblem::kHostIndex:
+    f.message = operation + " " + where + " indexed a tensor on " + expected +
+                " with an index on the host (" + times + "): copied over on every step";
+    f.fix = "Create the index on the model's device (torch::arange(n, x.options().dtype("
+            "torch::kLong))), or register it as a buffer.";
+    break;
   case TraceProblem::kDeviceNotUsed:
     break;
   }
@@ -169,7 +218,7 @@ struct TraceState {
   double traced_seconds = 0;
 
   std::mutex mutex; // guards everything below: autograd threads report too
-  std::unordered_map<int64_t, std::string> module_of_sequence;
+  std::unordered_map<int64_t, Origin> origin_of_sequence;
   std::map<std::tuple<std::string, std::string, std::string, std::string>, OperationCount> ops;
   std::map<Place, int64_t> findings; ///< how often each place went wrong
   TransferCounts transfers;
@@ -184,8 +233,10 @@ struct TraceState {
     return d.type() == expected.type() && (!expected.has_index() || d.index() == expected.index());
   }
 
-  // Innermost module and phase around the current operation on this thread.
-  void attribute(std::string& module, std::string& phase, bool& host_work) const {
+  // Innermost module and phase around the current operation on this thread, and the source
+  // line of a TorchScript module's operation (in backward: of the forward's).
+  void attribute(std::string& module, std::string& phase, bool& host_work,
+                 std::string* source = nullptr) const {
     std::vector<const std::string*> modules;
     bool module_done = false;
     for (auto it = t_frames.rbegin(); it != t_frames.rend(); ++it) {
@@ -195,6 +246,8 @@ struct TraceState {
         if (!module_done && modules.empty() && !it->text.empty()) {
           module = it->text;
           module_done = true;
+          if (source != nullptr)
+            *source = it->source;
         }
       } else if (it->kind == Frame::Kind::kPhase) {
         if (phase.empty())
@@ -210,8 +263,11 @@ struct TraceState {
       for (auto it = modules.rbegin(); it != modules.rend(); ++it)
         module += "." + **it;
     }
-    if (!module_done && modules.empty())
+    if (!module_done && modules.empty()) {
       module = script_module(module);
+      if (source != nullptr)
+        *source = script_source();
+    }
   }
 
   // Inside a TorchScript module's forward, which has no kanbench scopes: the interpreter's own
@@ -224,16 +280,24 @@ struct TraceState {
       return module;
     std::string path = root;
     for (size_t i = 1; i < hierarchy.size(); ++i) {
+      // "SELF(...)": a call to a method of the same module.
       const auto paren = hierarchy[i].find('(');
-      if (paren != 0 && paren != std::string::npos)
+      if (paren != 0 && paren != std::string::npos && hierarchy[i].compare(0, paren, "SELF") != 0)
         path += "." + hierarchy[i].substr(0, paren);
     }
     return path;
   }
 
-  void add_finding(TraceProblem problem, const std::string& operation, const std::string& module,
-                   const std::string& phase, const std::string& devices) {
-    ++findings[Place(problem, operation, module, phase, devices)];
+  void add_finding(TraceProblem problem, const std::string& operation, const OperationContext& op,
+                   const std::string& devices) {
+    ++findings[Place(problem, operation, op.module, op.phase, devices, op.source)];
+  }
+
+  // Copies and waits cost every step where they are part of the model's own forward or
+  // backward; the training loop around it may read a loss on the host by design.
+  static bool in_model_step(const OperationContext& op) {
+    return !op.module.empty() && !op.host_work &&
+           (op.phase == to_string(Phase::kForward) || op.phase == to_string(Phase::kBackward));
   }
 
   void record_transfer(const c10::Device& from, const c10::Device& to, int64_t bytes) {
@@ -292,14 +356,14 @@ void end_callback(const at::RecordFunction& fn, at::ObserverContext* context) {
 
 // An autograd node: its operations belong to the module whose forward created it.
 std::unique_ptr<at::ObserverContext> TraceState::backward_frame(int64_t sequence_nr) {
-  std::string module;
+  Origin origin;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    auto it = module_of_sequence.find(sequence_nr);
-    if (it != module_of_sequence.end())
-      module = it->second;
+    auto it = origin_of_sequence.find(sequence_nr);
+    if (it != origin_of_sequence.end())
+      origin = it->second;
   }
-  t_frames.push_back({Frame::Kind::kBackward, module});
+  t_frames.push_back({Frame::Kind::kBackward, origin.module, origin.source});
   auto context = std::make_unique<OperationContext>();
   context->pushed = true;
   return context;
@@ -311,20 +375,21 @@ std::unique_ptr<at::ObserverContext> TraceState::on_start(const at::RecordFuncti
   switch (fn.scope()) {
   case at::RecordScope::USER_SCOPE:
     if (name.substr(0, kPhaseScopePrefix.size()) == kPhaseScopePrefix) {
-      t_frames.push_back({Frame::Kind::kPhase, std::string(name.substr(kPhaseScopePrefix.size()))});
+      t_frames.push_back(
+          {Frame::Kind::kPhase, std::string(name.substr(kPhaseScopePrefix.size())), {}});
       context->pushed = true;
     } else if (name.substr(0, kModuleScopePrefix.size()) == kModuleScopePrefix) {
       t_frames.push_back(
-          {Frame::Kind::kModule, std::string(name.substr(kModuleScopePrefix.size()))});
+          {Frame::Kind::kModule, std::string(name.substr(kModuleScopePrefix.size())), {}});
       context->pushed = true;
     } else if (name == kAutogradNodeMark && fn.seqNr() >= 0) {
       // A custom node made in a module's forward (kan::record_autograd_node).
-      std::string module, phase;
+      std::string module, phase, source;
       bool host_work = false;
-      attribute(module, phase, host_work);
+      attribute(module, phase, host_work, &source);
       std::lock_guard<std::mutex> lock(mutex);
       if (!module.empty() && phase != "backward")
-        module_of_sequence[fn.seqNr()] = module;
+        origin_of_sequence[fn.seqNr()] = {module, source};
     }
     return context;
   case at::RecordScope::BACKWARD_FUNCTION:
@@ -341,7 +406,7 @@ std::unique_ptr<at::ObserverContext> TraceState::on_start(const at::RecordFuncti
 
   context->top_level = t_operation_depth == 0;
   context->start = Clock::now();
-  attribute(context->module, context->phase, context->host_work);
+  attribute(context->module, context->phase, context->host_work, &context->source);
   std::vector<c10::Device> all, strict;
   const auto inputs = fn.inputs();
   for (const auto& value : inputs)
@@ -355,7 +420,7 @@ std::unique_ptr<at::ObserverContext> TraceState::on_start(const at::RecordFuncti
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (fn.seqNr() >= 0 && !context->module.empty() && context->phase != "backward")
-      module_of_sequence[fn.seqNr()] = context->module;
+      origin_of_sequence[fn.seqNr()] = {context->module, context->source};
     // Traffic is counted where it happens, at any depth: copy_ does the moving for to(),
     // _local_scalar_dense the waiting for item().
     if (name == "aten::copy_" && inputs.size() >= 2 && inputs[0].isTensor() &&
@@ -370,17 +435,24 @@ std::unique_ptr<at::ObserverContext> TraceState::on_start(const at::RecordFuncti
     } else if (name == "aten::nonzero" && !all.empty() && !all.front().is_cpu()) {
       ++transfers.synchronizations;
     }
-    // A mixed operation is named before LibTorch gets to refuse it.
+    // A mixed operation is named before LibTorch gets to refuse it. Advanced indexing with a
+    // host index is not refused on a GPU: the index is copied over.
     if (context->top_level && !is_copy(name)) {
       bool mixed = false;
       for (const auto& d : strict)
         mixed = mixed || d != strict.front();
-      if (mixed)
-        add_finding(TraceProblem::kMixedDevices, std::string(name), context->module, context->phase,
-                    join_devices(strict));
+      if (mixed && is_advanced_indexing(name) && !strict.front().is_cpu())
+        add_finding(TraceProblem::kHostIndex, std::string(name), *context, join_devices(strict));
+      else if (mixed)
+        add_finding(TraceProblem::kMixedDevices, std::string(name), *context, join_devices(strict));
     }
+    if (context->top_level && in_model_step(*context) &&
+        (name == "aten::item" || name == "aten::_local_scalar_dense") && !all.empty() &&
+        !all.front().is_cpu())
+      add_finding(TraceProblem::kHostSynchronization, std::string(name), *context,
+                  all.front().str());
   }
-  t_frames.push_back({Frame::Kind::kOperation, {}});
+  t_frames.push_back({Frame::Kind::kOperation, {}, {}});
   ++t_operation_depth;
   context->pushed = true;
   return context;
@@ -410,6 +482,13 @@ void TraceState::on_end(const at::RecordFunction& fn, OperationContext& op) {
   count.device = device.empty() ? "none" : device;
   ++count.calls;
   count.seconds += seconds;
+  // A top-level copy between host and device inside the model's step.
+  if (copy && in_model_step(op) && !op.input_device.empty() && !out_all.empty()) {
+    const c10::Device from(op.input_device);
+    const c10::Device to = out_all.front();
+    if (from.is_cpu() != to.is_cpu() && name != "aten::item" && name != "aten::_local_scalar_dense")
+      add_finding(TraceProblem::kHostDeviceCopy, name, op, from.str() + " -> " + to.str());
+  }
   if (copy || op.host_work)
     return;
   // A factory (no tensor inputs) whose result is off the model's device. 0-dim results are
@@ -431,13 +510,12 @@ void TraceState::on_end(const at::RecordFunction& fn, OperationContext& op) {
         wrong.push_back(d);
     }
     if (!wrong.empty()) {
-      add_finding(TraceProblem::kCreatedOnWrongDevice, name, op.module, op.phase,
-                  join_devices(wrong));
+      add_finding(TraceProblem::kCreatedOnWrongDevice, name, op, join_devices(wrong));
       return; // one finding for one mistake
     }
   }
   if (on_cpu)
-    add_finding(TraceProblem::kRanOnCpu, name, op.module, op.phase, "cpu");
+    add_finding(TraceProblem::kRanOnCpu, name, op, "cpu");
 }
 
 } // namespace detail

@@ -32,7 +32,7 @@ std::string to_string(EdgeStatus value) {
 namespace {
 auto tie(const AuditFinding& f) {
   return std::tie(f.tensor, f.kind, f.device, f.expected_device, f.message, f.problem, f.fix,
-                  f.dtype, f.shape, f.module, f.phase, f.count, f.stage);
+                  f.dtype, f.shape, f.module, f.phase, f.source, f.count, f.stage);
 }
 auto tie(const EpochActivity& e) {
   return std::tie(e.kernels, e.busy_seconds, e.wall_seconds, e.busy_fraction, e.h2d_copies,

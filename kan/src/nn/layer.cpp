@@ -331,6 +331,8 @@ KANLayerImpl::add_symbolic(const torch::Tensor& x, torch::Tensor y, torch::Tenso
             ids[k].push_back(v);
         }
     symbolic_groups_.clear();
+    // Built once per device and kept: its upload is not a copy every forward pays.
+    PhaseScope once(Phase::kHostWork);
     const auto on_device = [&](const std::vector<int64_t>& v) {
       return detail::host_list(v, torch::kLong, device());
     };

@@ -27,13 +27,23 @@ enum class TraceProblem {
                          ///< device
   kRanOnCpu,      ///< a computing operation ran on the CPU while the model is on an accelerator
   kDeviceNotUsed, ///< no traced operation ran on the model's device at all
+  /// In the model's forward or backward: a copy between host and device (.cpu(), .to(device) of
+  /// a host tensor), paid on every step.
+  kHostDeviceCopy,
+  /// In the model's forward or backward: the host waits for the device (.item(), bool(tensor)).
+  kHostSynchronization,
+  /// Advanced indexing of a device tensor with a CPU index: allowed, but copied every step.
+  kHostIndex,
 };
 /// Its names, each written once (to_string, the readers).
 inline constexpr io::EnumName<TraceProblem> kTraceProblemNames[] = {
     {TraceProblem::kMixedDevices, "mixed_devices"},
     {TraceProblem::kCreatedOnWrongDevice, "created_on_wrong_device"},
     {TraceProblem::kRanOnCpu, "ran_on_cpu"},
-    {TraceProblem::kDeviceNotUsed, "device_not_used"}};
+    {TraceProblem::kDeviceNotUsed, "device_not_used"},
+    {TraceProblem::kHostDeviceCopy, "host_device_copy"},
+    {TraceProblem::kHostSynchronization, "host_synchronization"},
+    {TraceProblem::kHostIndex, "host_index"}};
 std::string to_string(TraceProblem value);
 
 /// Calls of one top-level ATen operation at one place, on one device.
@@ -94,7 +104,9 @@ TraceReport trace_report_from_json(const nlohmann::json& json, const std::string
 /// Records every ATen operation the current thread (and the autograd threads working for it)
 /// runs between start() and stop(), through LibTorch's RecordFunction callbacks. Operations
 /// are attributed to the innermost kan::ModuleScope and kan::PhaseScope around them; backward
-/// operations to the module whose forward made them. One trace at a time per process.
+/// operations to the module whose forward made them. Inside a TorchScript module, findings also
+/// name the line of the user's source the operation came from. One trace at a time per process.
+/// On kMeta inside a MetaRehearsal (meta_rehearsal.h) it predicts a GPU run's findings.
 ///
 /// Example:
 ///   kan::diagnostics::OperationTrace trace(model->device());

@@ -87,6 +87,7 @@ struct AuditFinding {
   std::vector<int64_t> shape;   ///< the tensor's shape (static audit)
   std::string module;           ///< the module an operation ran in, "model.layers.0" (trace)
   std::string phase;            ///< "forward", "backward", ... (trace)
+  std::string source;           ///< the user's source line, "model.py:53" (TorchScript models)
   std::optional<int64_t> count; ///< how many calls (trace)
   std::string stage;            ///< when it was found: "before_training", "after_training",
                                 ///< "trace" (audit.json)
@@ -107,6 +108,7 @@ template <typename Fields> void fields(Fields& f, AuditFinding& x) {
   f.optional("shape", x.shape, io::Bound::kNonNegative);
   f.optional("module", x.module);
   f.optional("phase", x.phase);
+  f.optional("source", x.source);
   f.optional("count", x.count, io::Bound::kNonNegative);
   f.optional("stage", x.stage);
 }
