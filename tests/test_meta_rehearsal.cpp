@@ -9,15 +9,20 @@
 #include "kan/diagnostics/device_audit.h"
 #include "kan/diagnostics/meta_rehearsal.h"
 #include "kan/diagnostics/operation_trace.h"
+#include "kan/diagnostics/records.h"
 #include "kan/nn/trace_scope.h"
+#include "kan/results/results_io.h"
 #include "kan/serialize/model_file.h"
 #include "kan/serialize/pykan.h"
 #include "kan/train/fit.h"
 
 #include <nlohmann/json.hpp>
+#include <torch/cuda.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <set>
 
 namespace kan::diagnostics {
@@ -201,6 +206,91 @@ TEST(MetaRehearsal, FindsABrokenModuleWithItsPath) {
   EXPECT_TRUE(problems.count("mixed_devices")) << report.to_text();
   for (const auto& p : module->parameters())
     EXPECT_TRUE(p.grad().is_meta()); // the backward ran to the end
+}
+
+} // namespace
+} // namespace kan::diagnostics
+
+namespace kan::diagnostics {
+namespace {
+
+std::string bug_file(const std::string& name) {
+  return kBugs + "/" + name + ".pt";
+}
+
+bool has_finding(const nlohmann::json& findings, const std::string& stage,
+                 const std::string& line) {
+  for (const auto& f : findings) {
+    const std::string source = f.value("source", "");
+    if (f.value("stage", "") == stage && source.size() >= line.size() &&
+        source.compare(source.size() - line.size(), line.size(), line) == 0)
+      return true;
+  }
+  return false;
+}
+
+// The README's CI gate: exit 1 on a planted bug, named by both the rehearsal and the static check,
+// in audit.json, which the strict reader reads back; exit 0 on the clean model.
+TEST(MetaRehearsalCommands, AuditOnMetaIsACiGate) {
+  test::TempDir dir("kan_meta_audit");
+  const auto json = dir / "audit.json";
+  const auto buggy =
+      test::run_kanbench("audit --device meta --model " + bug_file("factory_no_device") +
+                         " --trust-torchscript --inputs 2 --json " + json);
+  EXPECT_EQ(buggy.exit_code, 1) << buggy.output;
+  EXPECT_NE(buggy.output.find("rehearsal:"), std::string::npos);
+  const auto doc = nlohmann::json::parse(std::ifstream(json));
+  EXPECT_TRUE(has_finding(doc["findings"], "trace", "bug_models.py:53")) << doc["findings"].dump(1);
+  EXPECT_TRUE(has_finding(doc["findings"], "graph", "bug_models.py:53"));
+  EXPECT_EQ(doc["config"]["rehearsal"], true);
+  const auto record = read_audit_record(json);
+  ASSERT_TRUE(record.graph_check.has_value());
+  EXPECT_EQ(record.graph_check->findings.size(), 1u);
+
+  const auto clean = test::run_kanbench("audit --device meta --model " + bug_file("clean") +
+                                        " --trust-torchscript --inputs 2");
+  EXPECT_EQ(clean.exit_code, 0) << clean.output;
+  const auto kan = test::run_kanbench("audit --device meta --width 2,3,1");
+  EXPECT_EQ(kan.exit_code, 0) << kan.output;
+}
+
+TEST(MetaRehearsalCommands, StaticAuditRunsNoStep) {
+  test::TempDir dir("kan_static_audit");
+  const auto json = dir / "audit.json";
+  const auto run = test::run_kanbench("audit --static --model " + bug_file("item_call") +
+                                      " --trust-torchscript --inputs 2 --json " + json);
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  const auto doc = nlohmann::json::parse(std::ifstream(json));
+  EXPECT_TRUE(has_finding(doc["findings"], "graph", "bug_models.py:79")) << run.output;
+  EXPECT_FALSE(doc.contains("after_training"));
+  EXPECT_EQ(doc["config"]["trace_steps"], 0);
+}
+
+// On a machine without a GPU, `run` rehearses each case's GPU run and fails on its findings.
+TEST(MetaRehearsalCommands, RunWithoutAGpuRehearsesOnMeta) {
+  if (torch::cuda::is_available())
+    GTEST_SKIP() << "the run rehearses only where there is no GPU";
+  test::TempDir dir("kan_run_rehearsal");
+  const auto run = test::run_kanbench(
+      "run --suite quick --devices cpu --no-edge-cases --trust-torchscript --inputs 2 --model " +
+      bug_file("plain_tensor_attribute") + " --out " + dir / "run");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("rehearsed on the meta device"), std::string::npos) << run.output;
+  const auto results = results::read_results_file(dir / "run/results.json");
+  ASSERT_TRUE(results.rehearsal.has_value());
+  ASSERT_EQ(results.rehearsal->cases.size(), 1u);
+  bool at_line = false;
+  for (const auto& f : results.rehearsal->cases.front().findings)
+    at_line = at_line || f.source.find("bug_models.py:66") != std::string::npos;
+  EXPECT_TRUE(at_line) << run.output;
+  // The static check's finding comes with the case, stage "graph".
+  ASSERT_FALSE(results.cases.empty());
+  EXPECT_TRUE(std::any_of(results.cases.front().audit_findings.begin(),
+                          results.cases.front().audit_findings.end(),
+                          [](const auto& f) { return f.stage == "graph"; }));
+  std::ifstream html(dir / "run/report.html");
+  const std::string page((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
+  EXPECT_NE(page.find("id=\"rehearsal\""), std::string::npos);
 }
 
 } // namespace

@@ -7,10 +7,12 @@
 
 #include "kan/diagnostics/audited_fit.h"
 #include "kan/diagnostics/environment.h"
+#include "kan/diagnostics/graph_check.h"
 #include "kan/diagnostics/meta_rehearsal.h"
 #include "kan/diagnostics/records.h"
 #include "kan/io/atomic_file.h"
 #include "kan/kan.h"
+#include "kan/nn/torchscript_model.h"
 #include "kan/results/results_io.h"
 #include "kan/serialize/pykan.h"
 
@@ -39,7 +41,8 @@ struct AuditArgs {
   int64_t k = kModel.k();
   std::string dtype = "float32";
   bool trust_torchscript = false;
-  int64_t inputs = 0; // a TorchScript model's input width
+  bool static_only = false; // --static: a TorchScript model's graphs, not run
+  int64_t inputs = 0;       // a TorchScript model's input width
   uint64_t seed = 0;
   kan::Optimizer opt = kan::Optimizer::kLBFGS;
   int64_t trace_steps = 1;
@@ -67,19 +70,26 @@ kan::Dataset audit_dataset(const AuditArgs& a, const kan::Model& model, torch::D
 
 // Every finding in one list with the stage that found it; a tensor's fault seen before and
 // after training is one finding.
-std::vector<kan::results::AuditFinding> all_findings(const kan::diagnostics::AuditReport& before,
-                                                     const kan::diagnostics::AuditedFit* after,
-                                                     const std::string& training_error) {
+std::vector<kan::results::AuditFinding>
+all_findings(const kan::diagnostics::GraphCheckReport* graph,
+             const kan::diagnostics::AuditReport* before, const kan::diagnostics::AuditedFit* after,
+             const std::string& training_error) {
   std::vector<kan::results::AuditFinding> findings;
   std::set<std::string> seen;
   auto add = [&](kan::results::AuditFinding f, const char* stage) {
-    if (f.kind != "operation" && !seen.insert(f.tensor + "/" + f.problem).second)
+    if (f.kind != "operation" && !seen.insert(f.tensor + "/" + f.problem + "/" + f.source).second)
       return;
     f.stage = stage;
     findings.push_back(std::move(f));
   };
-  for (const auto& f : before.findings)
-    add(f, "before_training");
+  if (graph != nullptr) {
+    for (const auto& f : graph->findings)
+      add(f, "graph");
+  }
+  if (before != nullptr) {
+    for (const auto& f : before->findings)
+      add(f, "before_training");
+  }
   if (after != nullptr) {
     for (const auto& f : after->audit.findings)
       add(f, "after_training");
@@ -90,7 +100,7 @@ std::vector<kan::results::AuditFinding> all_findings(const kan::diagnostics::Aud
     kan::results::AuditFinding f;
     f.kind = "error";
     f.problem = "training_failed";
-    f.expected_device = before.expected_device;
+    f.expected_device = before != nullptr ? before->expected_device : "";
     f.message = training_error;
     f.fix = "See the findings above.";
     add(f, "trace");
@@ -151,6 +161,12 @@ int audit(const AuditArgs& a) {
       a.data_dtype.empty() ? model->dtype() : kan::dtype_from_string(a.data_dtype);
   const kan::Dataset data = audit_dataset(a, *model, data_device, data_dtype);
 
+  // A TorchScript model's graphs, read without running them.
+  std::optional<kan::diagnostics::GraphCheckReport> graph;
+  if (const auto* script = dynamic_cast<const kan::TorchScriptModelImpl*>(model.get())) {
+    graph = kan::diagnostics::check_graph(script->script());
+    std::cout << graph->to_text();
+  }
   const auto before =
       kan::diagnostics::DeviceAudit(device).module(model->module()).dataset(data).report();
   std::cout << before.to_text();
@@ -162,8 +178,9 @@ int audit(const AuditArgs& a) {
   std::unique_ptr<kan::diagnostics::AuditedFit> after;
   std::string training_error;
   try {
-    after = std::make_unique<kan::diagnostics::AuditedFit>(
-        kan::diagnostics::audited_fit(*model, data, fit_options, a.trace_steps));
+    if (!a.static_only)
+      after = std::make_unique<kan::diagnostics::AuditedFit>(
+          kan::diagnostics::audited_fit(*model, data, fit_options, a.trace_steps));
   } catch (const c10::Error& e) {
     training_error = e.what_without_backtrace();
     // A device mismatch is what the audit looks for; anything else stops it, unless the static
@@ -185,7 +202,8 @@ int audit(const AuditArgs& a) {
   if (!training_error.empty())
     std::cout << "training failed: " << training_error << "\n";
 
-  const auto findings = all_findings(before, after.get(), training_error);
+  const auto findings =
+      all_findings(graph ? &*graph : nullptr, &before, after.get(), training_error);
   const int code = findings.empty() ? kClean : kFindings;
   std::cout << "audit: "
             << (code == kClean ? "clean" : std::to_string(findings.size()) + " finding(s)")
@@ -201,13 +219,15 @@ int audit(const AuditArgs& a) {
                      a.data_dtype.empty() ? "model" : a.data_dtype,
                      a.samples,
                      kan::to_string(a.opt),
-                     a.trace_steps,
-                     a.seed};
+                     a.static_only ? 0 : a.trace_steps,
+                     a.seed,
+                     rehearsal.has_value()};
     record.findings = findings;
     record.exit_code = code;
     record.static_audit = before;
     if (after)
       record.after_training = *after;
+    record.graph_check = graph;
     kan::io::write_file_atomically(a.json, kan::diagnostics::to_json(record).dump(2) + "\n");
   }
   return code;
@@ -260,6 +280,10 @@ void add_audit_command(CLI::App& app, int& exit_code) {
                   "for the timing comparison); 0 = static audit only")
       ->check(integer_at_least(0))
       ->capture_default_str();
+  cmd->add_flag("--static", args->static_only,
+                "Run nothing: read a TorchScript model's graphs (factories without a device, "
+                "copies to the host, host synchronisations, tensor attributes .to() does not "
+                "move) and audit where the tensors are; no training steps");
   cmd->add_option("--samples", args->samples, "Training samples of the audit dataset")
       ->check(integer_at_least(1))
       ->capture_default_str();

@@ -113,6 +113,14 @@ int run(const RunArgs& a) {
   std::printf("edge cases: %d of %zu passed; %.1f s in all -> %s, %s\n", passed,
               results.edge_cases.size(), results.wall_seconds.value_or(0), path.c_str(),
               report.c_str());
+  if (results.rehearsal) {
+    size_t findings = 0;
+    for (const auto& c : results.rehearsal->cases)
+      findings += c.findings.size();
+    std::cout << "rehearsal: " << results.rehearsal->reason
+              << "; each case's GPU run was rehearsed on the meta device: " << findings
+              << (findings == 1 ? " finding" : " findings") << "\n";
+  }
   // The CI gate: exit 1 on a failed case, parity, edge case or audit finding; 2 when an output
   // could not be written (the run did not do its job, whatever it measured).
   const auto problems = kan::results::run_problems(results);

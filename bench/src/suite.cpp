@@ -3,14 +3,18 @@
 #include "detail/precision_scope.h"
 
 #include "kan/bench/measure.h"
+#include "kan/diagnostics/audited_fit.h"
 #include "kan/diagnostics/device_audit.h"
 #include "kan/diagnostics/device_monitor.h"
 #include "kan/diagnostics/environment.h"
+#include "kan/diagnostics/graph_check.h"
+#include "kan/diagnostics/meta_rehearsal.h"
 #include "kan/diagnostics/nvtx.h"
 #include "kan/io/clock.h"
 #include "kan/io/json_reader.h"
 #include "kan/io/text.h"
 #include "kan/nn/autocast.h"
+#include "kan/nn/torchscript_model.h"
 #include "kan/results/statistics.h"
 
 #include <ATen/Parallel.h>
@@ -692,6 +696,46 @@ std::vector<results::EdgeCaseResult> edge_cases_on(const std::vector<Target>& ta
 }
 
 // The Chrome trace of --trace; a failed write goes to on_output_error when there is one.
+// Where the machine has no GPU, each workload's GPU run rehearsed on the meta device: one traced
+// step of the workload's training with the model and the data there
+// (kan/diagnostics/meta_rehearsal.h). None where a GPU exists.
+std::optional<results::Rehearsal> rehearse_without_gpu(const std::vector<Workload>& workloads,
+                                                       torch::Dtype dtype) {
+  if (torch::cuda::is_available())
+    return std::nullopt;
+  results::Rehearsal rehearsal;
+  rehearsal.reason = "no CUDA device: " + diagnostics::cuda_unavailable_reason();
+  for (const auto& w : workloads) {
+    results::RehearsedCase c;
+    c.case_name = w.name;
+    try {
+      diagnostics::MetaRehearsal on_meta;
+      const auto data = w.dataset(torch::kMeta, dtype);
+      const auto model = w.build_model(torch::kMeta, dtype);
+      const auto fitted = diagnostics::audited_fit(*model, data, w.fit_options().steps(1), 1);
+      for (const auto* findings : {&fitted.trace.findings, &fitted.audit.findings})
+        c.findings.insert(c.findings.end(), findings->begin(), findings->end());
+      c.operations = fitted.trace.summary.operations;
+    } catch (const std::exception& e) {
+      c.error = io::first_line(e.what());
+    }
+    rehearsal.cases.push_back(std::move(c));
+  }
+  return rehearsal;
+}
+
+// A TorchScript model's graphs, read statically: findings of the model, reported once, with
+// the first target's case.
+void check_script_graphs(const Workload& w, results::CaseResult& first) {
+  const auto* script = dynamic_cast<const TorchScriptModelImpl*>(w.model.get());
+  if (script == nullptr)
+    return;
+  for (auto f : diagnostics::check_graph(script->script()).findings) {
+    f.stage = "graph";
+    first.audit_findings.push_back(std::move(f));
+  }
+}
+
 void write_trace(const SuiteOptions& o, const Instrumentation& instrumentation) {
   try {
     diagnostics::write_chrome_trace(o.trace_file, instrumentation.records, instrumentation.ranges);
@@ -735,6 +779,8 @@ results::Results run_suite(const SuiteOptions& o) {
           w, t, limit, [&](int64_t epoch, int64_t epochs) { progress.epoch_ends(epoch, epochs); },
           &instrumentation, noise));
       progress.case_ends();
+      if (per_target.size() == 1)
+        check_script_graphs(w, per_target.back());
       results.cases.push_back(per_target.back());
     }
     for (auto& c : compare_with_references(w, targets, dtype, per_target))
@@ -745,6 +791,7 @@ results::Results run_suite(const SuiteOptions& o) {
         edge_cases_on(targets, o.suite, o.model.empty() ? nullptr : &workloads.front());
   if (!o.trace_file.empty())
     write_trace(o, instrumentation);
+  results.rehearsal = rehearse_without_gpu(workloads, dtype);
   results.wall_seconds = progress.elapsed_seconds();
   return results;
 }

@@ -1,6 +1,7 @@
 #include "kan/diagnostics/graph_check.h"
 
 #include "kan/io/json_fields.h"
+#include "kan/io/json_reader.h"
 
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/ir/constants.h>
@@ -341,17 +342,34 @@ GraphCheckReport check_graph(const torch::jit::Module& module, const std::string
   return report;
 }
 
-// The report's keys (kan/io/json_fields.h); written only, so the writer is its one user.
+// The report's keys (kan/io/json_fields.h), both ways.
 template <typename Fields> static void fields(Fields& f, GraphCheckReport& r) {
   f.required("findings", r.findings);
-  f.required("summary", nlohmann::json{{"methods", r.methods},
-                                       {"nodes", r.nodes},
-                                       {"seconds", r.seconds},
-                                       {"findings", static_cast<int64_t>(r.findings.size())}});
+  if constexpr (Fields::reading()) {
+    io::ObjectReader summary(f.object().required("summary"), f.path_of("summary"), f.lenient());
+    r.methods = summary.integer("methods", io::Bound::kNonNegative);
+    r.nodes = summary.integer("nodes", io::Bound::kNonNegative);
+    r.seconds = summary.number("seconds", io::Bound::kNonNegative);
+    const auto count = summary.integer("findings", io::Bound::kNonNegative);
+    if (count != static_cast<int64_t>(r.findings.size()))
+      throw io::JsonError("", f.path_of("summary") + ".findings",
+                          std::to_string(count) + " but the report lists " +
+                              std::to_string(r.findings.size()));
+    summary.finish();
+  } else {
+    f.required("summary", nlohmann::json{{"methods", r.methods},
+                                         {"nodes", r.nodes},
+                                         {"seconds", r.seconds},
+                                         {"findings", static_cast<int64_t>(r.findings.size())}});
+  }
 }
 
 nlohmann::json GraphCheckReport::to_json() const {
   return io::write_object(*this);
+}
+
+GraphCheckReport graph_check_report_from_json(const nlohmann::json& json, const std::string& path) {
+  return io::read_object<GraphCheckReport>(json, path, /*lenient=*/false);
 }
 
 std::string GraphCheckReport::to_text() const {

@@ -134,9 +134,24 @@ std::string script_source() {
   const auto& range = stack.back().range;
   const auto original = range.findSourceRangeThatGenerated();
   const auto where = (original ? *original : range).file_line_col();
-  if (!where)
+  if (!where || std::get<0>(*where).empty()) // a traced graph may keep no source
     return {};
   return std::get<0>(*where) + ":" + std::to_string(std::get<1>(*where));
+}
+
+// An operation's arguments and returns. A boxed call (the TorchScript interpreter's) hands its
+// callbacks the whole interpreter stack: the operation's own values are the last ones on it.
+c10::ArrayRef<const c10::IValue> last_of(c10::ArrayRef<const c10::IValue> values, size_t count) {
+  return values.size() > count ? values.slice(values.size() - count) : values;
+}
+c10::ArrayRef<const c10::IValue> arguments_of(const at::RecordFunction& fn) {
+  const auto schema = fn.operator_schema();
+  return schema ? last_of(fn.inputs(), schema->arguments().size()) : fn.inputs();
+}
+c10::ArrayRef<const c10::IValue> returns_of(const at::RecordFunction& fn) {
+  const auto schema = fn.operator_schema();
+  const c10::ArrayRef<const c10::IValue> all(fn.outputs().data(), fn.outputs().size());
+  return schema ? last_of(all, schema->returns().size()) : all;
 }
 
 // Advanced indexing takes its indices on the host and copies them over.
@@ -408,7 +423,7 @@ std::unique_ptr<at::ObserverContext> TraceState::on_start(const at::RecordFuncti
   context->start = Clock::now();
   attribute(context->module, context->phase, context->host_work, &context->source);
   std::vector<c10::Device> all, strict;
-  const auto inputs = fn.inputs();
+  const auto inputs = arguments_of(fn);
   for (const auto& value : inputs)
     collect_devices(value, all, strict);
   context->has_tensor_inputs = !all.empty();
@@ -463,7 +478,7 @@ void TraceState::on_end(const at::RecordFunction& fn, OperationContext& op) {
   std::vector<c10::Device> out_all, out_strict;
   std::vector<c10::Device> out_dims; // outputs with at least one dimension
   bool trained = false;              // an output autograd differentiates
-  for (const auto& value : fn.outputs()) {
+  for (const auto& value : returns_of(fn)) {
     collect_devices(value, out_all, out_strict);
     if (value.isTensor() && value.toTensor().defined() && value.toTensor().dim() > 0)
       out_dims.push_back(value.toTensor().device());

@@ -66,6 +66,7 @@ template <typename Fields> static void fields(Fields& f, AuditRun& c) {
   f.required("opt", c.opt);
   f.required("trace_steps", c.trace_steps, Bound::kNonNegative);
   f.required("seed", c.seed);
+  f.defaulted("rehearsal", c.rehearsal);
 }
 
 void write_fit_setup(const FitSetup& setup, results::FitConfig& config) {
@@ -135,6 +136,10 @@ json to_json(const AuditRecord& a) {
     summary["untraced_step_seconds"] = after["untraced_step_seconds"];
     j["after_training"] = after;
   }
+  if (a.graph_check) {
+    summary["graph_check"] = a.graph_check->to_json()["summary"];
+    j["graph_check"] = a.graph_check->to_json();
+  }
   j["summary"] = summary;
   return j;
 }
@@ -161,6 +166,8 @@ AuditRecord audit_record_from_json(const json& value, const std::string& source)
     a.static_audit = audit_report_from_json(r.required("static_audit"), "static_audit");
     if (r.optional("after_training"))
       a.after_training = audited_fit_from_json(r.required("after_training"), "after_training");
+    if (r.optional("graph_check"))
+      a.graph_check = graph_check_report_from_json(r.required("graph_check"), "graph_check");
 
     // The summary repeats the rest of the document; it must agree with it.
     ObjectReader s(r.required("summary"), "summary", lenient);

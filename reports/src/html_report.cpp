@@ -640,6 +640,31 @@ std::string audit_section(const Results& r) {
          "</section>\n";
 }
 
+// Where the machine had no GPU: each case's GPU run rehearsed on the meta device.
+std::string rehearsal_section(const Results& r) {
+  if (!r.rehearsal)
+    return "";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& c : r.rehearsal->cases) {
+    for (const auto& f : c.findings)
+      rows.push_back({e(c.case_name), e(f.problem), e(f.tensor), e(f.phase), e(f.source),
+                      e(f.message), e(f.fix)});
+    if (!c.error.empty())
+      rows.push_back({e(c.case_name), "could not finish", "", "", "", e(c.error), ""});
+  }
+  return "<section id=\"rehearsal\"><h2>GPU run rehearsed without a GPU</h2>\n<p>" +
+         e(r.rehearsal->reason) +
+         ". Each case's training step ran on the meta device instead (shapes and devices, no "
+         "data): what follows is what a GPU run would raise or pay. It proves nothing about "
+         "kernels, memory, speed or numerics.</p>\n" +
+         (rows.empty()
+              ? std::string("<p>No findings: nothing would stop or slow a GPU run.</p>\n")
+              : detail::html_table(
+                    "rehearsal-table",
+                    {"case", "problem", "where", "phase", "source", "message", "fix"}, rows)) +
+         "</section>\n";
+}
+
 std::string baseline_section(const BaselineComparison& b, const std::string& source) {
   std::string html =
       "<section id=\"baseline\"><h2>Against the baseline</h2>\n<p>Baseline: " + e(source) +
@@ -799,6 +824,7 @@ std::string render_html_report(const Results& results, const HtmlReportOptions& 
   html += scaling_section(results);
   html += sweep_section(results);
   html += audit_section(results);
+  html += rehearsal_section(results);
   if (baseline)
     html += baseline_section(*baseline, options.baseline_source);
   for (size_t i = 0; i < options.gbench.size(); ++i)

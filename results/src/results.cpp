@@ -34,6 +34,12 @@ auto tie(const AuditFinding& f) {
   return std::tie(f.tensor, f.kind, f.device, f.expected_device, f.message, f.problem, f.fix,
                   f.dtype, f.shape, f.module, f.phase, f.source, f.count, f.stage);
 }
+auto tie(const RehearsedCase& c) {
+  return std::tie(c.case_name, c.findings, c.operations, c.error);
+}
+auto tie(const Rehearsal& r) {
+  return std::tie(r.reason, r.cases);
+}
 auto tie(const EpochActivity& e) {
   return std::tie(e.kernels, e.busy_seconds, e.wall_seconds, e.busy_fraction, e.h2d_copies,
                   e.h2d_bytes, e.d2h_copies, e.d2h_bytes);
@@ -92,7 +98,7 @@ auto tie(const RunConfig& c) {
 }
 auto tie(const Results& r) {
   return std::tie(r.schema_version, r.run_id, r.environment, r.config, r.cases, r.comparisons,
-                  r.edge_cases, r.scaling, r.sweep, r.accuracy, r.wall_seconds);
+                  r.edge_cases, r.scaling, r.sweep, r.accuracy, r.rehearsal, r.wall_seconds);
 }
 auto tie(const CudaDevice& d) {
   return std::tie(d.index, d.name, d.compute_capability, d.multiprocessors, d.total_memory_bytes,
@@ -111,6 +117,12 @@ auto tie(const Environment& e) {
 } // namespace
 
 bool AuditFinding::operator==(const AuditFinding& o) const {
+  return tie(*this) == tie(o);
+}
+bool RehearsedCase::operator==(const RehearsedCase& o) const {
+  return tie(*this) == tie(o);
+}
+bool Rehearsal::operator==(const Rehearsal& o) const {
   return tie(*this) == tie(o);
 }
 bool EpochActivity::operator==(const EpochActivity& o) const {
@@ -395,6 +407,14 @@ std::vector<std::string> run_problems(const Results& results) {
   for (const auto& e : results.edge_cases)
     if (e.status == EdgeStatus::kFail)
       problems.push_back("edge case " + e.name + " on " + e.device + " fails: " + e.message);
+  if (results.rehearsal)
+    for (const auto& c : results.rehearsal->cases) {
+      for (const auto& f : c.findings)
+        problems.push_back(c.case_name + " rehearsed on meta: " +
+                           (f.problem.empty() ? "" : f.problem + ": ") + f.message);
+      if (!c.error.empty())
+        problems.push_back(c.case_name + " rehearsed on meta could not finish: " + c.error);
+    }
   for (const auto& s : results.scaling)
     if (s.status != CaseStatus::kOk && s.status != CaseStatus::kSkipped)
       problems.push_back(s.case_name + " on " + std::to_string(s.ranks) + " " + s.device +

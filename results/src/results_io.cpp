@@ -248,6 +248,18 @@ template <typename Fields> static void fields(Fields& f, Comparison& c) {
   f.optional("message", c.message);
 }
 
+template <typename Fields> static void fields(Fields& f, RehearsedCase& c) {
+  f.required("case", c.case_name);
+  f.required("findings", c.findings);
+  f.required("operations", c.operations, kCount);
+  f.optional("error", c.error);
+}
+
+template <typename Fields> static void fields(Fields& f, Rehearsal& r) {
+  f.required("reason", r.reason);
+  f.required("cases", r.cases);
+}
+
 template <typename Fields> static void fields(Fields& f, EdgeCaseResult& e) {
   f.required("name", e.name);
   f.required("device", e.device);
@@ -669,6 +681,7 @@ template <typename Fields> static void fields(Fields& f, Results& x) {
     check_since(f.object(), "scaling", 3, minor, x.schema_version);
     check_since(f.object(), "sweep", 4, minor, x.schema_version);
     check_since(f.object(), "accuracy", 5, minor, x.schema_version);
+    check_since(f.object(), "rehearsal", 8, minor, x.schema_version);
   } else {
     f.optional("run_id", x.run_id);
   }
@@ -680,6 +693,7 @@ template <typename Fields> static void fields(Fields& f, Results& x) {
   f.optional("scaling", x.scaling);
   f.optional("sweep", x.sweep);
   f.optional("accuracy", x.accuracy);
+  f.optional("rehearsal", x.rehearsal);
   f.optional("wall_seconds", x.wall_seconds, kCount);
   if constexpr (Fields::reading())
     check_references(x);

@@ -51,6 +51,10 @@ struct GraphCheckReport {
   std::string to_text() const;
 };
 
+/// The inverse of GraphCheckReport::to_json, strict (kan/io/json_reader.h): key paths below `path`.
+GraphCheckReport graph_check_report_from_json(const nlohmann::json& json,
+                                              const std::string& path = "");
+
 /// Checks forward of `module` and everything it calls. root: the name module paths start with
 /// ("model" -> "model.layers.0").
 ///

@@ -7,6 +7,7 @@
 /// unknown keys are tolerated only in a file of a newer minor version.
 
 #include "kan/diagnostics/audited_fit.h"
+#include "kan/diagnostics/graph_check.h"
 #include "kan/nn/mlp.h"
 #include "kan/nn/model.h"
 #include "kan/nn/network.h"
@@ -26,8 +27,8 @@ namespace kan::diagnostics {
 
 /// The version of audit.json this library writes (1.1: one finding form with the optional
 /// detail keys of results.json 1.2's findings; 1.2: config.model_kind, and config.model of any
-/// kind of model).
-inline constexpr const char* kAuditSchemaVersion = "1.2.0";
+/// kind of model; 1.3: graph_check, config.rehearsal, the finding's source).
+inline constexpr const char* kAuditSchemaVersion = "1.3.0";
 
 /// fit.json's parts that LibTorch's side owns, typed: kan::results::FitRecord keeps them as the
 /// JSON their owners write (config.model_kind, model, fit, prune and symbolic).
@@ -72,6 +73,8 @@ struct AuditRun {
   std::string opt = "lbfgs"; ///< optimiser of the traced steps
   int64_t trace_steps = 0;   ///< 0: static audit only
   uint64_t seed = 0;
+  /// The audit rehearsed a GPU run on the meta device (kan/diagnostics/meta_rehearsal.h).
+  bool rehearsal = false;
 };
 
 /// A whole audit.json.
@@ -84,6 +87,7 @@ struct AuditRecord {
   int exit_code = 0;                        ///< what `kanbench audit` returned: 0 clean, 1 findings
   AuditReport static_audit;                 ///< before training
   std::optional<AuditedFit> after_training; ///< when training ran
+  std::optional<GraphCheckReport> graph_check; ///< a TorchScript model's graphs, read statically
 };
 
 nlohmann::json to_json(const AuditRecord& record);

@@ -26,7 +26,7 @@ namespace kan::results {
 
 /// The version of the results.json format this library writes; a file with another major
 /// version is refused. Bump on every change (major: incompatible, minor: keys added).
-inline constexpr const char* kSchemaVersion = "1.7.0";
+inline constexpr const char* kSchemaVersion = "1.8.0";
 
 /// A fresh id for one run: its start time (UTC, to the second) and 64 random bits,
 /// "20261129T183608Z-9f3c0a7d51e2b486". Sortable by time; two runs get the same id with
@@ -249,6 +249,24 @@ struct EdgeCaseResult {
   bool operator==(const EdgeCaseResult&) const;
 };
 
+/// One case's GPU run rehearsed on the meta device (kan/diagnostics/meta_rehearsal.h).
+struct RehearsedCase {
+  std::string case_name;              ///< JSON `case`: the workload
+  std::vector<AuditFinding> findings; ///< what a GPU run would raise or pay
+  int64_t operations = 0;             ///< operations traced
+  std::string error;                  ///< why the rehearsal could not finish; "" when it did
+
+  bool operator==(const RehearsedCase&) const;
+};
+
+/// Where the machine has no GPU, `run` rehearses the GPU run of every case on the meta device.
+struct Rehearsal {
+  std::string reason; ///< why there was no GPU run: "no CUDA device: ..."
+  std::vector<RehearsedCase> cases;
+
+  bool operator==(const Rehearsal&) const;
+};
+
 /// One workload trained data-parallel at one rank count (`kanbench scaling`): rank 0's view.
 struct ScalingResult {
   std::string case_name; ///< JSON `case`: the workload, "toy", "deep"
@@ -373,6 +391,8 @@ struct Results {
   std::optional<Sweep> sweep;         ///< `kanbench sweep`; not written when empty (from 1.4)
   /// `kanbench accuracy`; not written when absent (from 1.5). Such a run has no cases.
   std::optional<AccuracyRun> accuracy;
+  /// `run` on a machine without a GPU; not written when absent (from 1.8).
+  std::optional<Rehearsal> rehearsal;
   std::optional<double> wall_seconds; ///< the whole run
 
   bool operator==(const Results&) const;
@@ -397,8 +417,8 @@ void fill_speedup(Comparison& comparison, const CaseResult& a, const CaseResult&
 
 /// What a CI gate fails a run on, one line each: a case (or sweep point, or accuracy fit) that
 /// failed, a comparison whose parity failed, an edge case that failed, an audit finding (GPU not
-/// used included). Skipped targets, timeouts and out-of-memory cases are measurements, not
-/// failures. Empty: the run passed.
+/// used included), a finding of the GPU rehearsal. Skipped targets, timeouts and out-of-memory
+/// cases are measurements, not failures. Empty: the run passed.
 std::vector<std::string> run_problems(const Results& results);
 
 bool operator==(const CudaDevice& a, const CudaDevice& b);
