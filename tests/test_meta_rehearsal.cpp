@@ -178,6 +178,29 @@ TEST(MetaRehearsal, PykanCheckpointsRehearseClean) {
   }
 }
 
+// A kanbench KAN whose second layer's grid a .to() missed, rehearsed as `audit --device meta`
+// does: the static audit names the tensor, and the layer's own check stops the step with the
+// error a GPU run would raise, naming both devices.
+TEST(MetaRehearsal, FindsAKanLayerThatStayedBehind) {
+  MetaRehearsal rehearsal;
+  KAN model(KANOptions({2, 3, 1}).device(torch::kMeta));
+  auto grid = model->layer(1)->grid;
+  grid.set_data(torch::zeros(grid.sizes(), grid.options().device(torch::kCPU)));
+  ASSERT_TRUE(model->layer(1)->grid.device().is_cpu());
+  const auto data = meta_data(*model);
+  const auto audit = DeviceAudit(torch::kMeta).module(model->module()).dataset(data).report();
+  ASSERT_EQ(audit.findings.size(), 1u) << audit.to_text();
+  EXPECT_EQ(audit.findings.front().tensor, "model.layers.1.grid");
+  try {
+    audited_fit(*model, data, FitOptions().opt(Optimizer::kAdam).update_grid(false).steps(1));
+    ADD_FAILURE() << "a layer on another device than its input trained";
+  } catch (const c10::Error& e) {
+    const std::string message = e.what_without_backtrace();
+    EXPECT_NE(message.find("meta"), std::string::npos) << message;
+    EXPECT_NE(message.find("cpu"), std::string::npos) << message;
+  }
+}
+
 // A kanbench module with the classic bug, found on the product path with its submodule.
 struct MakesOffsetOnHostImpl : torch::nn::Module {
   MakesOffsetOnHostImpl() { inner = register_module("inner", torch::nn::Linear(2, 1)); }

@@ -66,12 +66,7 @@ bool is_host_tensor(const at::Tensor& t) {
   return t.device().is_cpu() && t.dim() > 0; // a 0-dim CPU tensor mixes with any device
 }
 
-// Moves t to meta keeping its TensorImpl, as set_data does between CPU and CUDA. LibTorch's
-// set_data refuses CPU -> meta (not "compatible"), though the two share one TensorImpl class.
-void move_in_place(const at::Tensor& t, const at::Tensor& new_data) {
-  t.unsafeGetTensorImpl()->shallow_copy_from(new_data.getIntrusivePtr());
-}
-
+// Moves t to meta keeping its TensorImpl, as set_data does between CPU and CUDA.
 void move_to_meta_in_place(const at::Tensor& t) {
   at::Tensor moved;
   {
@@ -81,7 +76,7 @@ void move_to_meta_in_place(const at::Tensor& t) {
     at::NoGradGuard no_grad;
     moved = t.detach().to(at::kMeta);
   }
-  move_in_place(t, moved);
+  t.unsafeGetTensorImpl()->shallow_copy_from(moved.getIntrusivePtr());
 }
 
 // The argument named `name` of the call on the stack, or nullptr.
@@ -189,12 +184,16 @@ void intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys, Stack* s
   const auto n = schema.arguments().size();
   const auto first = stack->end() - static_cast<std::ptrdiff_t>(n);
 
-  if (name == "aten::set_data") {
+  if (name == "aten::_has_compatible_shallow_copy_type") {
+    // set_data asks this before it moves a tensor's data in place. CPU and CUDA tensors are
+    // compatible; meta stands for CUDA here, so .to() and set_data move in place as on a GPU.
     const at::Tensor& self = first[0].toTensor();
-    const at::Tensor& data = first[1].toTensor();
-    if (self.device() != data.device() && (self.is_meta() || data.is_meta())) {
-      move_in_place(self, data);
+    const at::Tensor& from = first[1].toTensor();
+    if (self.device() != from.device() && (self.is_meta() || from.is_meta()) &&
+        (self.is_cpu() || from.is_cpu()) && self.layout() == at::kStrided &&
+        from.layout() == at::kStrided) {
       torch::jit::drop(*stack, n);
+      stack->emplace_back(true);
       return;
     }
   } else if (name == "aten::_local_scalar_dense" || name == "aten::item") {

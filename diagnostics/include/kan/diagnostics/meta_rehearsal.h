@@ -5,8 +5,9 @@
 /// a GPU run would trip over.
 ///
 /// What the interception does, each time as CUDA would have it:
-/// - `.to(meta)` of a module's tensors moves them in place (CUDA's `set_data`), so a module that
-///   keeps its own references to its parameters sees them moved, as on a GPU;
+/// - `.to(meta)` of a module's tensors moves them in place (`set_data`, which LibTorch allows
+///   between CPU and CUDA but not meta), so a module that keeps its own references to its
+///   parameters sees them moved, as on a GPU;
 /// - a non-scalar CPU tensor meeting meta tensors (the error a GPU run raises) is moved to meta
 ///   in place after the trace has named it, so one rehearsal lists every such bug on its path;
 /// - a copy of a meta tensor to the host (`.cpu()`) yields a CPU tensor of zeros, as a GPU run
