@@ -4,9 +4,8 @@
 
 #include "kan/results/results_io.h"
 
-#include <filesystem>
-
 #include <algorithm>
+#include <filesystem>
 
 namespace {
 
@@ -253,13 +252,18 @@ TEST_F(ReportCli, WritesTheReportOfAFit) {
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_NE(run.output.find("would replace the results " + path("fit.json")), std::string::npos)
       << run.output;
-  // Another kanbench document (audit.json) is neither.
+  // An audit.json is read strictly by its own reader; another command's document is refused.
   write("audit.json", "{\"schema_version\": \"1.1.0\", \"command\": \"audit\"}");
   run = kanbench("report " + path("audit.json"));
   EXPECT_EQ(run.exit_code, 2) << run.output;
-  EXPECT_EQ(run.output, "kanbench: error: " + path("audit.json") +
-                            ": command: expected \"fit\" (a fit.json) or no command (a "
-                            "results.json), got \"audit\"\n");
+  EXPECT_EQ(run.output.rfind("kanbench: error: " + path("audit.json") + ": ", 0), 0u) << run.output;
+  EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << run.output;
+  write("other.json", "{\"schema_version\": \"1.1.0\", \"command\": \"predict\"}");
+  run = kanbench("report " + path("other.json"));
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_EQ(run.output, "kanbench: error: " + path("other.json") +
+                            ": command: expected \"fit\" (a fit.json), \"audit\" (an "
+                            "audit.json) or no command (a results.json), got \"predict\"\n");
 }
 
 } // namespace

@@ -270,6 +270,15 @@ TEST(MetaRehearsalCommands, AuditOnMetaIsACiGate) {
   ASSERT_TRUE(record.graph_check.has_value());
   EXPECT_EQ(record.graph_check->findings.size(), 1u);
 
+  // Its page: the findings with their source lines.
+  const auto report = test::run_kanbench("report " + json + " -o " + dir / "audit.html");
+  EXPECT_EQ(report.exit_code, 0) << report.output;
+  std::ifstream html(dir / "audit.html");
+  const std::string page((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
+  EXPECT_NE(page.find("findings-table"), std::string::npos);
+  EXPECT_NE(page.find("bug_models.py:53"), std::string::npos);
+  EXPECT_NE(page.find("rehearsed on the meta device"), std::string::npos);
+
   const auto clean = test::run_kanbench("audit --device meta --model " + bug_file("clean") +
                                         " --trust-torchscript --inputs 2");
   EXPECT_EQ(clean.exit_code, 0) << clean.output;

@@ -4,8 +4,9 @@
 # *_CUDA tests, the default suite on cpu and cuda, the sweeps, the GPU benchmarks, symbolic
 # regression and data-parallel training; leave logs, results and summary.txt in OUTDIR.
 #
-#   tools/gpu-check.sh OUTDIR [STEP ...]     steps: build test audit run sweep bench symbolic
-#                                            distributed (default: these), cputest (on request)
+#   tools/gpu-check.sh OUTDIR [STEP ...]     steps: build test audit rehearsal run sweep bench
+#                                            symbolic distributed (default: these), cputest (on
+#                                            request)
 #
 # Sized for a short lease of the machine (docs/gpu.md): the build compiles only
 # for the GPU's own architecture and only what the GPU steps run; `test` runs the *_CUDA tests
@@ -20,7 +21,7 @@
 #   KANBENCH_CUDA_ARCH  compute capabilities to build the kernels for, "9.0" or "8.0;9.0"
 #                   (default: those of this machine's GPUs, from nvidia-smi)
 set -uo pipefail
-default_steps="build test audit run sweep bench symbolic distributed"
+default_steps="build test audit rehearsal run sweep bench symbolic distributed"
 all_steps="$default_steps cputest"
 out=${1:?usage: tools/gpu-check.sh OUTDIR [STEP ...], steps: $all_steps}
 shift
@@ -140,6 +141,45 @@ if want audit; then
   "$build/bin/kanbench" audit --device cuda --width 2,5,1 --opt adam --json "$out/audit-adam.json" \
     > "$out/audit-adam.txt" 2>&1 || fail "audit --opt adam, exit $? (audit-adam.txt)"
   log "audits done"
+fi
+
+# The meta rehearsal held against the real run: every TorchScript fixture audited on meta and on
+# cuda; rehearsal.txt lists, per fixture, the findings (problem at source line) each one saw. A
+# GPU run stops at its first device error, so it sees a subset of the rehearsal's errors; its
+# copies and synchronisations must be the rehearsal's.
+if want rehearsal; then
+  : > "$out/rehearsal.txt"
+  for model in "$root"/tests/reference/torchscript/bugs/*.pt "$root"/tests/reference/torchscript/*.pt; do
+    case $model in *.expected.pt) continue ;; esac
+    name=$(basename "$(dirname "$model")")-$(basename "$model" .pt)
+    inputs=$(python3 -c 'import json, sys, os
+d = os.path.dirname(sys.argv[1]); f = os.path.basename(sys.argv[1])
+print([e["inputs"] for e in json.load(open(os.path.join(d, "manifest.json"))) if e["file"] == f][0])' "$model")
+    for device in meta cuda; do
+      "$build/bin/kanbench" audit --device $device --model "$model" --trust-torchscript \
+        --inputs "$inputs" --opt adam --json "$out/rehearsal-$name-$device.json" \
+        > "$out/rehearsal-$name-$device.txt" 2>&1
+      echo "$name $device exit $?" >> "$out/rehearsal.txt"
+    done
+    python3 - "$out/rehearsal-$name-meta.json" "$out/rehearsal-$name-cuda.json" "$name" \
+      >> "$out/rehearsal.txt" 2>&1 <<'PY'
+import json, sys
+def seen(path):
+    try:
+        doc = json.load(open(path))
+    except Exception as e:
+        return {"(no audit.json: %s)" % e}
+    return {f"{f.get('problem')} at {f.get('source', '?')} ({f.get('phase', '')})"
+            for f in doc["findings"] if f.get("stage") == "trace"}
+meta, cuda = seen(sys.argv[1]), seen(sys.argv[2])
+print(sys.argv[3], "both:", sorted(meta & cuda))
+print(sys.argv[3], "only rehearsed:", sorted(meta - cuda))
+print(sys.argv[3], "only on cuda:", sorted(cuda - meta))
+PY
+  done
+  grep -E 'only on cuda: \[.+\]' "$out/rehearsal.txt" | sed 's/^/rehearsal missed: /' |
+    tee -a "$out/summary.txt" >&2
+  log "rehearsal held against cuda (rehearsal.txt)"
 fi
 
 if want run; then

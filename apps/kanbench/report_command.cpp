@@ -1,8 +1,10 @@
 // `kanbench report RESULTS.json [--baseline OLD.json] [--gbench FILE ...] -o report.html`: the
-// self-contained HTML report of a run; `kanbench report fit.json -o report.html`: that of a fit.
+// self-contained HTML report of a run; `kanbench report fit.json -o report.html`: that of a fit;
+// `kanbench report audit.json`: that of an audit.
 #include "commands.h"
 
 #include "kan/diagnostics/records.h"
+#include "kan/reports/audit_report.h"
 #include "kan/reports/fit_report.h"
 #include "kan/reports/html_report.h"
 #include "kan/results/gbench.h"
@@ -71,6 +73,43 @@ int run_fit_report(const ReportArgs& a, const nlohmann::json& document, const st
   return 0;
 }
 
+// The report of an audit.json, read strictly by its owner.
+int run_audit_report(const ReportArgs& a, const std::string& out) {
+  for (const auto& [option, given] :
+       {std::pair{"--baseline", !a.baseline.empty()}, {"--gbench", !a.gbench.empty()}})
+    if (given)
+      throw std::runtime_error(std::string(option) + " applies to a results.json, but " +
+                               a.results + " is an audit.json: leave " + option + " out");
+  const auto record = kan::diagnostics::read_audit_record(a.results);
+  kan::reports::AuditPage page;
+  page.title = a.title == "kanbench report" ? "kanbench audit" : a.title;
+  page.source = a.results;
+  page.device = record.device;
+  page.model = kan::to_string(record.config.model_kind) +
+               (record.config.checkpoint.empty() ? "" : " " + record.config.checkpoint);
+  page.rehearsal = record.config.rehearsal;
+  page.exit_code = record.exit_code;
+  page.findings = record.findings;
+  const auto& audit = record.static_audit.summary;
+  page.summary.push_back("static audit: " + std::to_string(audit.tensors_checked) +
+                         " tensors checked");
+  if (record.graph_check)
+    page.summary.push_back("graph check: " + std::to_string(record.graph_check->methods) +
+                           " methods, " + std::to_string(record.graph_check->nodes) +
+                           " nodes read without running them");
+  if (record.after_training) {
+    const auto& t = record.after_training->trace.summary;
+    page.summary.push_back("trace: " + std::to_string(t.operations) + " operations in " +
+                           std::to_string(t.steps) + " step(s); " +
+                           std::to_string(t.transfers.host_to_device) + " host-to-device and " +
+                           std::to_string(t.transfers.device_to_host) + " device-to-host copies, " +
+                           std::to_string(t.transfers.synchronizations) + " synchronisations");
+  }
+  kan::reports::write_audit_report(out, page);
+  std::cout << "report -> " << out << std::endl;
+  return 0;
+}
+
 int run_report(const ReportArgs& a) {
   const std::string out =
       a.out.empty() ? (std::filesystem::path(a.results).parent_path() / "report.html").string()
@@ -79,10 +118,13 @@ int run_report(const ReportArgs& a) {
   const auto document = kan::results::read_json_file(a.results, "a results.json or fit.json file");
   if (kan::results::is_fit_document(document))
     return run_fit_report(a, document, out);
+  if (document.is_object() && document.value("command", nlohmann::json()) == "audit")
+    return run_audit_report(a, out);
   if (document.is_object() && document.contains("command"))
     throw kan::results::ResultsError(
         a.results, "command",
-        "expected \"fit\" (a fit.json) or no command (a results.json), got " +
+        "expected \"fit\" (a fit.json), \"audit\" (an audit.json) or no command (a "
+        "results.json), got " +
             kan::io::elide(document["command"].dump()));
   const auto results = kan::results::results_from_json(document, a.results);
   kan::reports::HtmlReportOptions options;
@@ -112,7 +154,8 @@ void add_report_command(CLI::App& app, int& exit_code) {
       "report", "Write the self-contained HTML report of a results.json (charts, verdict, "
                 "tables) or of a fit.json (loss curves, symbolic formula); opens offline");
   cmd->add_option("results", args->results,
-                  "results.json of `kanbench run` or fit.json of `kanbench fit`")
+                  "results.json of `kanbench run`, fit.json of `kanbench fit` or audit.json of "
+                  "`kanbench audit`")
       ->required();
   cmd->add_option("--baseline", args->baseline,
                   "An older results.json to compare against (adds a regression section)");
