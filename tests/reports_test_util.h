@@ -129,7 +129,7 @@ inline Results sample_results() {
   r.config.time_limit_seconds = 60;
   r.config.cupti = true;
   r.config.trace = "trace.json";
-  r.config.out = "results/run";
+  r.config.out = "kanbench-out/run";
   r.config.extra = {{"note", "sample"}};
 
   CaseResult toy_cpu;
@@ -400,7 +400,7 @@ inline Results sample_accuracy_results() {
   r.environment.hostname = "cpu-box";
   r.config.suite = "accuracy";
   r.config.devices = {"cpu"};
-  r.config.out = "results/accuracy";
+  r.config.out = "kanbench-out/accuracy";
   r.accuracy = sample_accuracy_run();
   r.wall_seconds = r.accuracy->wall_seconds;
   return r;

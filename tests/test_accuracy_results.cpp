@@ -404,7 +404,7 @@ TEST(AccuracyResults, FailedFitsAreProblemsAndTheOtherReadersCope) {
 
 std::string accuracy_html(const Results& results) {
   HtmlReportOptions options;
-  options.results_source = "results/accuracy/results.json";
+  options.results_source = "kanbench-out/accuracy/results.json";
   return render_html_report(results, options);
 }
 

@@ -24,7 +24,7 @@ namespace {
 
 struct AccuracyArgs {
   kan::bench::AccuracyOptions options;
-  std::string out = "results/accuracy";
+  std::string out = "kanbench-out/accuracy";
 };
 
 std::string scientific(std::optional<double> value) {

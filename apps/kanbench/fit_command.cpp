@@ -47,7 +47,7 @@ struct FitArgs {
   std::string dtype;              // "": float64 for a new model, the checkpoint's with --pykan
   std::string model = "kan";      // kan, mlp, or a model file trained as it is
   bool trust_torchscript = false; // --model FILE may be a TorchScript archive
-  std::string out = "results/fit";
+  std::string out = "kanbench-out/fit";
   std::optional<int64_t> steps_after_prune; // unset: --steps
   bool symbolic = false;
   kan::SymbolicStage symbolic_stage; // pykan's auto_symbolic defaults

@@ -28,7 +28,7 @@ void print_model(const kan::KAN& model) {
 
 struct ImportArgs {
   std::string prefix;
-  std::string out = "results/pykan-import";
+  std::string out = "kanbench-out/pykan-import";
 };
 
 int import_pykan(const ImportArgs& a) {

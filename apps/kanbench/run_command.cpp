@@ -25,7 +25,7 @@ struct RunArgs {
   kan::bench::SuiteOptions suite;
   std::string precisions; ///< parsed into suite.precisions
   DataArgs data;          ///< loaded into suite.data, data_options and loss
-  std::string out = "results/run";
+  std::string out = "kanbench-out/run";
 };
 
 // Case i/N, epoch j/M, elapsed and remaining: one rewritten line on a terminal, a line per
@@ -104,15 +104,12 @@ int run(const RunArgs& a) {
                 c.b.c_str(), c.speedup.value_or(0), kan::results::to_string(c.parity).c_str(),
                 c.message.empty() ? "" : (" (" + c.message + ")").c_str());
   }
-  int passed = 0;
-  for (const auto& e : results.edge_cases) {
-    passed += e.status == kan::results::EdgeStatus::kPass;
+  for (const auto& e : results.edge_cases)
     if (e.status == kan::results::EdgeStatus::kFail)
       std::cout << "edge case " << e.name << " on " << e.device << ": FAIL: " << e.message << "\n";
-  }
-  std::printf("edge cases: %d of %zu passed; %.1f s in all -> %s, %s\n", passed,
-              results.edge_cases.size(), results.wall_seconds.value_or(0), path.c_str(),
-              report.c_str());
+  std::printf("edge cases: %s; %.1f s in all -> %s, %s\n",
+              kan::results::edge_case_summary(results.edge_cases).c_str(), results.wall_seconds.value_or(0),
+              path.c_str(), report.c_str());
   if (results.rehearsal) {
     size_t findings = 0;
     for (const auto& c : results.rehearsal->cases)

@@ -35,7 +35,7 @@ struct ScalingArgs {
   std::string dtype = "float32"; // the suite's
   double time_limit = 1800;      // per rank count and case
   kan::DataParallelOptions data_parallel;
-  std::string out = "results/scaling";
+  std::string out = "kanbench-out/scaling";
   // One rank of a measurement (started by the command itself): where rank 0 writes its entry.
   std::string rank_result;
 };

@@ -22,7 +22,7 @@ struct SweepArgs {
   kan::bench::SweepOptions options;
   std::string batches = "auto";
   DataArgs data; ///< loaded into options.data, data_options and loss
-  std::string out = "results/sweep";
+  std::string out = "kanbench-out/sweep";
 };
 
 // "auto", or a comma-separated list of batch sizes >= 1.

@@ -269,14 +269,7 @@ std::string parity_line(const Results& r) {
 }
 
 std::string edge_cases_line(const Results& r) {
-  auto count = [&](EdgeStatus status) {
-    return std::to_string(
-        std::count_if(r.edge_cases.begin(), r.edge_cases.end(),
-                      [&](const EdgeCaseResult& c) { return c.status == status; }));
-  };
-  return "<b>Edge cases:</b> " + count(EdgeStatus::kPass) + " of " +
-         std::to_string(r.edge_cases.size()) + " passed, " + count(EdgeStatus::kFail) +
-         " failed, " + count(EdgeStatus::kSkipped) + " skipped";
+  return "<b>Edge cases:</b> " + e(edge_case_summary(r.edge_cases));
 }
 
 std::string audit_line(const Results& r) {

@@ -422,6 +422,32 @@ std::vector<std::string> run_problems(const Results& results) {
   return problems;
 }
 
+// "4 passed, 1 skipped (out_of_memory on cpu: needs a GPU)": what passed, failed and why some
+// did not run.
+std::string edge_case_summary(const std::vector<EdgeCaseResult>& edge_cases) {
+  int passed = 0, failed = 0;
+  std::string skipped;
+  int skips = 0;
+  for (const auto& e : edge_cases) {
+    passed += e.status == EdgeStatus::kPass;
+    failed += e.status == EdgeStatus::kFail;
+    if (e.status == EdgeStatus::kSkipped) {
+      const bool gpu = e.message.find("GPU") != std::string::npos ||
+                       e.message.find("CUDA") != std::string::npos;
+      skipped += std::string(skips++ > 0 ? ", " : "") + e.name + " on " + e.device + ": " +
+                 (gpu ? std::string("needs a GPU") : e.message);
+    }
+  }
+  if (edge_cases.empty())
+    return "none ran";
+  std::string text = std::to_string(passed) + " passed";
+  if (failed > 0)
+    text += ", " + std::to_string(failed) + " failed";
+  if (skips > 0)
+    text += ", " + std::to_string(skips) + " skipped (" + skipped + ")";
+  return text;
+}
+
 const CaseResult* Results::find_case(const std::string& name, const std::string& target) const {
   for (const auto& c : cases)
     if (c.name == name && c.target == target)

@@ -421,6 +421,10 @@ void fill_speedup(Comparison& comparison, const CaseResult& a, const CaseResult&
 /// cases are measurements, not failures. Empty: the run passed.
 std::vector<std::string> run_problems(const Results& results);
 
+/// The edge cases in one line: "4 passed, 1 skipped (out_of_memory on cpu: needs a GPU)", with
+/// the failed ones counted; "none ran" for none.
+std::string edge_case_summary(const std::vector<EdgeCaseResult>& edge_cases);
+
 bool operator==(const CudaDevice& a, const CudaDevice& b);
 bool operator==(const EnvironmentProblem& a, const EnvironmentProblem& b);
 bool operator==(const Environment& a, const Environment& b);
