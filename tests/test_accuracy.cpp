@@ -1,6 +1,7 @@
 // kanbench accuracy: the plan of each preset, one fit of each family, a whole (tiny) run with
 // several jobs, resuming a killed run, and the command line around it.
 #include "cli_runner.h"
+#include "fault_injection.h"
 #include "test_util.h"
 
 #include "kan/bench/accuracy.h"
@@ -187,6 +188,19 @@ TEST_F(AccuracyCli, WritesResultsAfterEveryFitAndResumes) {
   EXPECT_EQ(other.exit_code, 2) << other.output;
   EXPECT_NE(other.output.find("another plan (--preset quick, now paper)"), std::string::npos)
       << other.output;
+}
+
+// The README's exit-code rule: a report that cannot be written (a disk that fills up between
+// the small results.json and the report with its Chart.js) is exit 2, on a "not written:" line.
+TEST_F(AccuracyCli, AnUnwritableReportIsExitTwo) {
+  const auto run = kan::test::run_kanbench("accuracy --functions jv --grids 3 --steps 1 "
+                                           "--train-num 40 --test-num 20 --jobs 1 --out " +
+                                               path("out"),
+                                           kan::test::full_disk_after_kib(64));
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("not written: " + path("out/report.html")), std::string::npos)
+      << run.output;
+  EXPECT_TRUE(std::filesystem::exists(path("out/results.json")));
 }
 
 } // namespace

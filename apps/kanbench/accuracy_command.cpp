@@ -200,7 +200,7 @@ int run_accuracy_command(AccuracyArgs& a) {
   std::vector<std::string> failures;
   write_results_and_report(results, a.out, "kanbench accuracy: " + run.table + " table", failures);
   print_summary(run, path, report);
-  return failures.empty() ? 0 : 1;
+  return finish_command(kan::results::run_problems(results), failures);
 }
 
 } // namespace

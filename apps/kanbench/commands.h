@@ -70,6 +70,13 @@ void add_trust_torchscript_flag(CLI::App& command, bool& trust);
 /// --memory-fraction and --empty-cache, shared by `run` and `sweep`.
 void add_memory_options(CLI::App& command, double& memory_fraction, bool& empty_cache);
 
+/// How every command that measures and writes ends, by the README's exit-code rule: each problem
+/// on a "problem:" line and each output that could not be written on a "not written:" line, then
+/// 2 when an output is missing (the command did not do its job), 1 when the thing checked failed
+/// (`problems`, e.g. kan::results::run_problems), 0 otherwise.
+int finish_command(const std::vector<std::string>& problems,
+                   const std::vector<std::string>& not_written);
+
 /// Writes DIR/results.json and DIR/report.html (titled `title`; "" = the default) of a run.
 /// A write that fails does not stop the other: its message goes to stderr and into `failures`.
 /// Returns the two paths.

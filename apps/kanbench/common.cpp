@@ -77,6 +77,17 @@ void add_memory_options(CLI::App& command, double& memory_fraction, bool& empty_
                    "Free the caching allocator's cached GPU memory before every case");
 }
 
+int finish_command(const std::vector<std::string>& problems,
+                   const std::vector<std::string>& not_written) {
+  for (const auto& p : problems)
+    std::cout << "problem: " << p << "\n";
+  for (const auto& f : not_written)
+    std::cout << "not written: " << f << "\n";
+  if (!not_written.empty())
+    return 2;
+  return problems.empty() ? 0 : 1;
+}
+
 std::pair<std::string, std::string> write_results_and_report(const kan::results::Results& results,
                                                              const std::string& out,
                                                              const std::string& title,

@@ -108,8 +108,8 @@ int run(const RunArgs& a) {
     if (e.status == kan::results::EdgeStatus::kFail)
       std::cout << "edge case " << e.name << " on " << e.device << ": FAIL: " << e.message << "\n";
   std::printf("edge cases: %s; %.1f s in all -> %s, %s\n",
-              kan::results::edge_case_summary(results.edge_cases).c_str(), results.wall_seconds.value_or(0),
-              path.c_str(), report.c_str());
+              kan::results::edge_case_summary(results.edge_cases).c_str(),
+              results.wall_seconds.value_or(0), path.c_str(), report.c_str());
   if (results.rehearsal) {
     size_t findings = 0;
     for (const auto& c : results.rehearsal->cases)
@@ -120,14 +120,7 @@ int run(const RunArgs& a) {
   }
   // The CI gate: exit 1 on a failed case, parity, edge case or audit finding; 2 when an output
   // could not be written (the run did not do its job, whatever it measured).
-  const auto problems = kan::results::run_problems(results);
-  for (const auto& p : problems)
-    std::cout << "problem: " << p << "\n";
-  for (const auto& f : write_failures)
-    std::cout << "not written: " << f << "\n";
-  if (!write_failures.empty())
-    return 2;
-  return problems.empty() ? 0 : 1;
+  return finish_command(kan::results::run_problems(results), write_failures);
 }
 
 } // namespace

@@ -193,9 +193,7 @@ int run_scaling(const ScalingArgs& a) {
     std::printf("\n");
   }
   std::printf("-> %s, %s\n", path.c_str(), report.c_str());
-  if (!write_failures.empty())
-    return 2;
-  return kan::results::run_problems(results).empty() ? 0 : 1;
+  return finish_command(kan::results::run_problems(results), write_failures);
 }
 
 } // namespace

@@ -113,12 +113,7 @@ int run(SweepArgs& a) {
   std::printf("%.1f s in all -> %s, %s\n", results.wall_seconds.value_or(0), path.c_str(),
               report.c_str());
   // The CI gate of `run`: a failed point or an audit finding (a GPU epoch without a kernel).
-  const auto problems = kan::results::run_problems(results);
-  for (const auto& p : problems)
-    std::cout << "problem: " << p << "\n";
-  if (!write_failures.empty())
-    return 2;
-  return problems.empty() ? 0 : 1;
+  return finish_command(kan::results::run_problems(results), write_failures);
 }
 
 } // namespace

@@ -432,8 +432,8 @@ std::string edge_case_summary(const std::vector<EdgeCaseResult>& edge_cases) {
     passed += e.status == EdgeStatus::kPass;
     failed += e.status == EdgeStatus::kFail;
     if (e.status == EdgeStatus::kSkipped) {
-      const bool gpu = e.message.find("GPU") != std::string::npos ||
-                       e.message.find("CUDA") != std::string::npos;
+      const bool gpu =
+          e.message.find("GPU") != std::string::npos || e.message.find("CUDA") != std::string::npos;
       skipped += std::string(skips++ > 0 ? ", " : "") + e.name + " on " + e.device + ": " +
                  (gpu ? std::string("needs a GPU") : e.message);
     }
