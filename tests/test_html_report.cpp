@@ -213,6 +213,12 @@ TEST(HtmlReportTest, NumbersMatchTheJson) {
   EXPECT_TRUE(epoch["datasets"][1]["data"][1].is_null()); // wide/cuda skipped: no bar
   const auto s = summarize(results.cases[0].epoch_seconds);
   EXPECT_EQ(epoch["datasets"][0]["errors"][0], json({s->q1, s->q3}));
+  EXPECT_FALSE(epoch.contains("log_y")); // within 30x of each other: a linear axis
+  // A sub-millisecond case beside the others: a log axis, where each stays readable.
+  auto wide_apart = results;
+  wide_apart.cases[0].median_epoch_seconds = 2e-4;
+  const auto apart = embedded(render_html_report(wide_apart, full_options()), "kanbench-charts");
+  EXPECT_TRUE(chart(apart, "chart-epoch-time")["log_y"].get<bool>());
 
   const auto& speedup = chart(charts, "chart-speedup");
   EXPECT_EQ(speedup["datasets"][0]["data"][0].get<double>(), 5.1);

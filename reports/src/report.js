@@ -42,8 +42,9 @@
       plugins: { title: { display: true, text: spec.title }, legend: { display: !spec.small } }
     };
     if (spec.kind === 'bar') {
-      options.scales = { y: axis(spec.y_label), x: axis('') };
-      options.scales.y.beginAtZero = true;
+      options.scales = { y: axis(spec.y_label, spec.log_y ? 'logarithmic' : undefined),
+                         x: axis('') };
+      options.scales.y.beginAtZero = !spec.log_y;
       return {
         type: 'bar', options: options, plugins: [errorBars],
         data: {
