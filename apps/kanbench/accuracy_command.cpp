@@ -3,7 +3,7 @@
 // run continues where it stopped when started again with the same --out; DIR/report.html at the
 // end.
 #include "commands.h"
-#include "values.h"
+#include "option_checks.h"
 
 #include "kan/bench/accuracy.h"
 #include "kan/diagnostics/environment.h"

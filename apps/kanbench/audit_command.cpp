@@ -3,7 +3,7 @@
 // audit is a rehearsal of a GPU run (kan/diagnostics/meta_rehearsal.h), for machines without
 // one. Exit 0 = clean, 1 = findings, 2 = could not run (the reason on stderr).
 #include "commands.h"
-#include "values.h"
+#include "option_checks.h"
 
 #include "kan/diagnostics/audited_fit.h"
 #include "kan/diagnostics/environment.h"

@@ -1,6 +1,6 @@
 // Helpers shared by the kanbench subcommands.
 #include "commands.h"
-#include "values.h"
+#include "option_checks.h"
 
 #include "kan/diagnostics/environment.h"
 #include "kan/reports/html_report.h"

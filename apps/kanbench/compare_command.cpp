@@ -2,7 +2,7 @@
 // noise-aware verdict; with --fail-on-regression PCT, exit 1 when a case is slower by more than
 // PCT percent (a CI gate).
 #include "commands.h"
-#include "values.h"
+#include "option_checks.h"
 
 #include "kan/reports/html_report.h"
 #include "kan/results/baseline.h"

@@ -6,7 +6,7 @@
 // --model mlp, the MLP baseline (kan/nn/mlp.h) trained once instead (kan::train_stage).
 #include "commands.h"
 #include "data_options.h"
-#include "values.h"
+#include "option_checks.h"
 
 #include "kan/diagnostics/audited_fit.h"
 #include "kan/diagnostics/nvtx.h"

@@ -5,7 +5,7 @@
 //      where one was required, out of memory).
 // Errors end here as a message on stderr (one line, unless it lists misplaced tensors).
 #include "commands.h"
-#include "values.h"
+#include "option_checks.h"
 
 #include <c10/util/Exception.h>
 

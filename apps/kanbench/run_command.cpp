@@ -1,7 +1,7 @@
 // `kanbench run`: the benchmark suite; writes DIR/results.json and DIR/report.html.
 #include "commands.h"
 #include "data_options.h"
-#include "values.h"
+#include "option_checks.h"
 
 #include "kan/bench/suite.h"
 #include "kan/io/atomic_file.h"

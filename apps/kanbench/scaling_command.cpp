@@ -2,7 +2,7 @@
 // machine (each rank this program again, started as torchrun starts its workers); writes
 // DIR/results.json (its `scaling` entries) and DIR/report.html.
 #include "commands.h"
-#include "values.h"
+#include "option_checks.h"
 
 #include "kan/bench/scaling.h"
 #include "kan/diagnostics/environment.h"

@@ -2,7 +2,7 @@
 // DIR/report.html.
 #include "commands.h"
 #include "data_options.h"
-#include "values.h"
+#include "option_checks.h"
 
 #include "kan/bench/sweep.h"
 #include "kan/io/atomic_file.h"

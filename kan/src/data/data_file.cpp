@@ -366,7 +366,8 @@ struct Opened {
   std::unique_ptr<RowSource> table;
   std::unique_ptr<RowSource> x, y;
   std::array<std::unique_ptr<RowSource>, 4> pykan; // kPykanKeys' order
-  bool complete() const { return pykan[0] != nullptr; }
+  /// pykan's four arrays: the file brings its own train/test split.
+  bool has_pykan_split() const { return pykan[0] != nullptr; }
 };
 
 DataFormat detect_format(const std::string& path) {
@@ -608,9 +609,10 @@ Plan plan_columns(const Opened& data, const LoadDatasetOptions& o) {
     }
     return plan;
   }
-  const auto held_apart = data.complete() ? "pykan's train_input, train_label, test_input and "
-                                            "test_label"
-                                          : "arrays x and y";
+  const auto held_apart = data.has_pykan_split()
+                              ? "pykan's train_input, train_label, test_input and "
+                                "test_label"
+                              : "arrays x and y";
   TORCH_CHECK(o.inputs().empty(), "inputs '", io::elided(o.inputs()), "' does not apply to ",
               data.path, ": it holds ", held_apart, " (inputs and targets apart)");
   TORCH_CHECK(o.targets().empty(), "targets '", io::elided(o.targets()), "' does not apply to ",
@@ -729,7 +731,7 @@ struct TestFile {
 TestFile open_test_file(const Plan& plan, const std::string& path, const LoadDatasetOptions& o) {
   TestFile test;
   test.data = open_data(o.test_data());
-  TORCH_CHECK(!test.data.complete(), "test data '", o.test_data(),
+  TORCH_CHECK(!test.data.has_pykan_split(), "test data '", o.test_data(),
               "' holds a whole dataset (pykan's train and test arrays): give it as the data");
   test.plan = plan_columns(test.data, o);
   TORCH_CHECK(test.plan.input_names.size() == plan.input_names.size() &&
@@ -805,7 +807,8 @@ LoadedDataset load_dataset(const std::string& path, const LoadDatasetOptions& o)
   const auto plan = plan_columns(data, o);
   if (o.classification())
     check_classification(plan, path);
-  auto split = data.complete() ? read_pykan_split(data, plan, o) : read_and_split(data, plan, o);
+  auto split =
+      data.has_pykan_split() ? read_pykan_split(data, plan, o) : read_and_split(data, plan, o);
   result.data = std::move(split.data);
 
   result.input_names = plan.input_names;

@@ -1,4 +1,4 @@
-#include "values.h"
+#include "option_checks.h"
 
 #include <c10/util/Exception.h>
 
