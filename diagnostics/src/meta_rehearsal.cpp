@@ -1,5 +1,7 @@
 #include "kan/diagnostics/meta_rehearsal.h"
 
+#include "detail/operation_arguments.h"
+
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
@@ -26,21 +28,6 @@ std::atomic<int64_t> g_shape_fallbacks{0};
 
 using Stack = torch::jit::Stack;
 
-// Applies fn to every defined tensor of an argument (a tensor, a list, a list of optionals).
-void for_each_tensor(const c10::IValue& value, const std::function<void(const at::Tensor&)>& fn) {
-  if (value.isTensor()) {
-    if (value.toTensor().defined())
-      fn(value.toTensor());
-  } else if (value.isTensorList()) {
-    for (const at::Tensor& t : value.toTensorList().vec())
-      if (t.defined())
-        fn(t);
-  } else if (value.isList()) {
-    for (const c10::IValue& element : value.toListRef())
-      for_each_tensor(element, fn);
-  }
-}
-
 // The same argument with every tensor replaced by fn(tensor).
 c10::IValue map_tensors(const c10::IValue& value,
                         const std::function<at::Tensor(const at::Tensor&)>& fn) {
@@ -63,7 +50,7 @@ c10::IValue map_tensors(const c10::IValue& value,
 }
 
 bool is_host_tensor(const at::Tensor& t) {
-  return t.device().is_cpu() && t.dim() > 0; // a 0-dim CPU tensor mixes with any device
+  return t.device().is_cpu() && !detail::is_cpu_scalar(t);
 }
 
 // Moves t to meta keeping its TensorImpl, as set_data does between CPU and CUDA.
@@ -224,7 +211,7 @@ void intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys, Stack* s
     bool on_meta = false;
     std::vector<at::Tensor> on_host;
     for (auto it = first; it != stack->end(); ++it) {
-      for_each_tensor(*it, [&](const at::Tensor& t) {
+      detail::for_each_tensor(*it, [&](const at::Tensor& t) {
         on_meta = on_meta || t.is_meta();
         if (is_host_tensor(t))
           on_host.push_back(t);

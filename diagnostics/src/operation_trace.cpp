@@ -1,5 +1,7 @@
 #include "kan/diagnostics/operation_trace.h"
 
+#include "detail/operation_arguments.h"
+
 #include "kan/io/json_fields.h"
 
 #include "kan/io/json_reader.h"
@@ -89,24 +91,11 @@ bool is_copy(std::string_view name) {
 // LibTorch accepts beside tensors on any device, so it does not make an operation mixed.
 void collect_devices(const c10::IValue& value, std::vector<c10::Device>& all,
                      std::vector<c10::Device>& strict) {
-  auto add = [&](const at::Tensor& t) {
-    if (!t.defined())
-      return;
+  for_each_tensor(value, [&](const at::Tensor& t) {
     all.push_back(t.device());
-    if (!(t.dim() == 0 && t.device().is_cpu()))
+    if (!is_cpu_scalar(t))
       strict.push_back(t.device());
-  };
-  if (value.isTensor()) {
-    add(value.toTensor());
-  } else if (value.isTensorList()) {
-    for (const at::Tensor& t : value.toTensorList().vec())
-      add(t);
-  } else if (value.isList()) {
-    for (const c10::IValue& element : value.toListRef()) {
-      if (element.isTensor())
-        add(element.toTensor());
-    }
-  }
+  });
 }
 
 std::string join_devices(std::vector<c10::Device> devices) {
