@@ -197,8 +197,8 @@ TEST(Fit, LossesAreReadOncePerEpochOnCuda_CUDA) {
   check_losses_are_read_per_epoch(torch::kCUDA);
 }
 
-// For small models ATen's per-operation cost is the step's time (docs/benchmarks.md, "Peer
-// comparison"): a toy LBFGS step's operations stay within a budget above the measured 1.07k
+// For small models ATen's per-operation cost is the step's time (docs/benchmarks.md, "Steps of
+// kan::fit"): a toy LBFGS step's operations stay within a budget above the measured 1.07k
 // (1.31k regularised), so a change that adds operations to every evaluation shows here.
 TEST(Fit, ToyStepsStayWithinTheirOperationBudget) {
   auto data = toy_data(1000, 1000);
