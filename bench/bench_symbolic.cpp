@@ -108,7 +108,7 @@ void auto_symbolic_deep(benchmark::State& state, torch::Device device) {
     if (device.is_cuda())
       torch::cuda::synchronize();
     const auto start = std::chrono::steady_clock::now();
-    edges = static_cast<int64_t>(model->auto_symbolic(x, lib, 0.8, 0.0, options).size());
+    edges = static_cast<int64_t>(auto_symbolic(*model, x, lib, 0.8, 0.0, options).size());
     if (device.is_cuda())
       torch::cuda::synchronize();
     state.SetIterationTime(

@@ -2,7 +2,7 @@
 #include "cli_runner.h"
 #include "test_util.h"
 
-#include "kan/diagnostics/records.h"
+#include "kan/diagnostics/fit_setup.h"
 #include "kan/serialize/checkpoint.h"
 
 #include <filesystem>
@@ -68,6 +68,23 @@ TEST_F(Cli, HelpExitsZero) {
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_NE(run.output.find("--refine"), std::string::npos) << run.output;
   EXPECT_EQ(kanbench("--help").exit_code, 0);
+}
+
+// Built without kan::distributed (no Gloo headers), data-parallel training refuses in one line
+// that says how to get it; the rest of kanbench works (every other test of this binary).
+TEST_F(Cli, DataParallelNeedsKanDistributedWhereItIsLeftOut) {
+#ifdef KAN_HAS_DISTRIBUTED
+  GTEST_SKIP() << "this build has kan::distributed (test_data_parallel.cpp tests it)";
+#else
+  for (const std::string args : {"fit --distributed --steps 1", "scaling --nproc 1,2"}) {
+    const auto run = kanbench(args + " --out " + dir_.string());
+    EXPECT_EQ(run.exit_code, 2) << args << ": " << run.output;
+    EXPECT_NE(run.output.find("-DKAN_BUILD_DISTRIBUTED=ON"), std::string::npos)
+        << args << ": " << run.output;
+    EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1)
+        << args << ": " << run.output;
+  }
+#endif
 }
 
 TEST_F(Cli, BadCommandLinesFailWithOneLine) {
@@ -160,7 +177,7 @@ TEST_F(Cli, FitPrunesAndTrainsAgain) {
                dir_.string());
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("pruned to 2,["), std::string::npos) << run.output;
-  const auto fit = kan::diagnostics::read_fit_record((dir_ / "fit.json").string());
+  const auto fit = kan::diagnostics::read_fit_record_strict((dir_ / "fit.json").string());
   const auto prune = kan::diagnostics::read_fit_setup(fit.config).prune;
   ASSERT_TRUE(prune.has_value());
   EXPECT_EQ(prune->node_th, 0.01);

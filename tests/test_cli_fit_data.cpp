@@ -4,7 +4,7 @@
 #include "test_util.h"
 
 #include "kan/data/dataset.h"
-#include "kan/diagnostics/records.h"
+#include "kan/diagnostics/fit_setup.h"
 #include "kan/nn/network.h"
 #include "kan/serialize/checkpoint.h"
 
@@ -77,8 +77,8 @@ TEST_F(FitData, ACsvOfTheFunctionsSamplesTrainsAsTheFunction) {
   EXPECT_NE(by_file.output.find("data: " + path("train.csv") + ": CSV"), std::string::npos)
       << by_file.output;
 
-  const auto function = kan::diagnostics::read_fit_record(path("function/fit.json"));
-  const auto file = kan::diagnostics::read_fit_record(path("file/fit.json"));
+  const auto function = kan::diagnostics::read_fit_record_strict(path("function/fit.json"));
+  const auto file = kan::diagnostics::read_fit_record_strict(path("file/fit.json"));
   EXPECT_EQ(file.last().test_rmse, function.last().test_rmse);
   EXPECT_EQ(file.trained.history.steps.back().train_loss,
             function.trained.history.steps.back().train_loss);
@@ -112,7 +112,7 @@ TEST_F(FitData, ChosenColumnsAndASplitAreRecorded) {
                        "--grid 3 --steps 10 --refine 5,8");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("data.csv G=8: test RMSE"), std::string::npos) << run.output;
-  const auto record = kan::diagnostics::read_fit_record(path("out/fit.json"));
+  const auto record = kan::diagnostics::read_fit_record_strict(path("out/fit.json"));
   ASSERT_TRUE(record.config.data);
   EXPECT_EQ(record.config.data->inputs, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(record.config.data->targets, (std::vector<std::string>{"target"}));
@@ -131,7 +131,7 @@ TEST_F(FitData, ClassifiesWithCrossEntropy) {
       fit("--data " + path("classes.csv") + " --loss cross-entropy --width 2,2,2 --steps 5");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("classes.csv G=3: test accuracy"), std::string::npos) << run.output;
-  const auto record = kan::diagnostics::read_fit_record(path("out/fit.json"));
+  const auto record = kan::diagnostics::read_fit_record_strict(path("out/fit.json"));
   EXPECT_EQ(kan::diagnostics::read_fit_setup(record.config).fit.loss(), kan::Loss::kCrossEntropy);
   EXPECT_EQ(record.config.data->classes, 2);
   EXPECT_TRUE(std::isnan(record.last().test_rmse));
@@ -148,7 +148,7 @@ TEST_F(FitData, APykanModelTrainsOnTheUsersData) {
   const auto run = fit("--pykan " + kan::test::reference_checkpoint("plain") + " --data " +
                        path("data.csv") + " --steps 2");
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  const auto record = kan::diagnostics::read_fit_record(path("out/fit.json"));
+  const auto record = kan::diagnostics::read_fit_record_strict(path("out/fit.json"));
   EXPECT_EQ(record.config.initial_model, kan::test::reference_checkpoint("plain"));
   ASSERT_TRUE(record.config.data);
   EXPECT_EQ(record.config.train_num, 40);

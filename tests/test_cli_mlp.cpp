@@ -3,7 +3,7 @@
 #include "cli_runner.h"
 #include "test_util.h"
 
-#include "kan/diagnostics/records.h"
+#include "kan/diagnostics/fit_setup.h"
 #include "kan/results/fit_record.h"
 #include "kan/results/results_io.h"
 #include "kan/serialize/checkpoint.h"
@@ -30,7 +30,7 @@ TEST_F(CliMlp, FitWritesAFitJsonTheStrictReaderReadsBack) {
   EXPECT_NE(run.output.find("toy MLP [2, 16, 1] tanh: test RMSE"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("device audit: clean"), std::string::npos) << run.output;
 
-  const auto record = kan::diagnostics::read_fit_record(path("fit.json"));
+  const auto record = kan::diagnostics::read_fit_record_strict(path("fit.json"));
   EXPECT_EQ(record.schema_version, kan::results::kFitSchemaVersion);
   const auto setup = kan::diagnostics::read_fit_setup(record.config);
   EXPECT_EQ(setup.model_kind, kan::ModelKind::kMLP);
@@ -50,7 +50,8 @@ TEST_F(CliMlp, FitWritesAFitJsonTheStrictReaderReadsBack) {
   std::ifstream in(path("fit.json"));
   auto json = nlohmann::json::parse(in);
   json["final"]["parameters"] = 64;
-  KAN_EXPECT_ERROR(kan::diagnostics::fit_record_from_json(json), "final.parameters", "64", "65");
+  KAN_EXPECT_ERROR(kan::diagnostics::strict_fit_record_from_json(json), "final.parameters", "64",
+                   "65");
 
   // model.pt is the MLP fit.json describes.
   auto model = kan::load_mlp_checkpoint(path("model.pt"));
@@ -92,7 +93,7 @@ TEST_F(CliMlp, FitsAUsersDataFileAsAKanDoes) {
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("classes.csv MLP [2, 8, 2] silu: test accuracy"), std::string::npos)
       << run.output;
-  const auto record = kan::diagnostics::read_fit_record(path("out/fit.json"));
+  const auto record = kan::diagnostics::read_fit_record_strict(path("out/fit.json"));
   EXPECT_EQ(record.config.model_kind, "mlp");
   ASSERT_TRUE(record.config.data);
   EXPECT_EQ(record.config.data->classes, 2);
@@ -103,7 +104,7 @@ TEST_F(CliMlp, AKansFitJsonRecordsItsSizeToo) {
   const auto run = run_kanbench(
       "fit --width 2,5,1 --grid 3 --steps 1 --train-num 50 --test-num 20 --out " + dir_.string());
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  const auto record = kan::diagnostics::read_fit_record(path("fit.json"));
+  const auto record = kan::diagnostics::read_fit_record_strict(path("fit.json"));
   EXPECT_EQ(record.config.model_kind, "kan");
   EXPECT_EQ(record.parameters, 2 * 5 * (3 + 3 + 2) + 5 * (3 + 3 + 2));
   EXPECT_EQ(record.forward_flops,
@@ -120,14 +121,15 @@ TEST_F(CliMlp, AFitJson20StillReadsAsAKan) {
   json["config"].erase("model_kind");
   json["final"].erase("parameters");
   json["final"].erase("forward_flops");
-  const auto record = kan::diagnostics::fit_record_from_json(json);
+  const auto record = kan::diagnostics::strict_fit_record_from_json(json);
   EXPECT_EQ(record.config.model_kind, "kan");
   EXPECT_FALSE(record.parameters);
   // ... and a 2.1 file must say what it holds.
   json["schema_version"] = kan::results::kFitSchemaVersion;
-  KAN_EXPECT_ERROR(kan::diagnostics::fit_record_from_json(json), "config.model_kind", "missing");
+  KAN_EXPECT_ERROR(kan::diagnostics::strict_fit_record_from_json(json), "config.model_kind",
+                   "missing");
   json["config"]["model_kind"] = "mlp";
-  KAN_EXPECT_ERROR(kan::diagnostics::fit_record_from_json(json), "config.model");
+  KAN_EXPECT_ERROR(kan::diagnostics::strict_fit_record_from_json(json), "config.model");
 }
 
 TEST_F(CliMlp, KanOnlyOptionsAreRefusedWithOneLineNamingTheOption) {

@@ -4,8 +4,9 @@
 #include "test_util.h"
 
 #include "kan/data/dataset.h"
-#include "kan/diagnostics/records.h"
+#include "kan/diagnostics/fit_setup.h"
 #include "kan/serialize/checkpoint.h"
+#include "kan/symbolic/symbolic_edges.h"
 
 #include <ATen/ATen.h>
 
@@ -42,7 +43,7 @@ SymbolicModelCheck check_symbolic_model(const fs::path& dir, const std::string& 
   torch::NoGradGuard no_grad;
   const auto y = model->forward(data.test_input);
   const double rmse = (y - data.test_label).square().mean().sqrt().item<double>();
-  const auto formula = model->symbolic_formula().front().evaluate(data.test_input);
+  const auto formula = symbolic_formula(*model).front().evaluate(data.test_input);
   return {rmse, kan::test::max_relative_diff(formula, y.select(1, 0))};
 }
 
@@ -57,7 +58,7 @@ TEST_F(Cli, HelloKanEndsInItsFormula) {
   // Rounded to 4 decimals, every constant is the exact one (pi to 3.1416, the others 1 and 0).
   EXPECT_NE(run.output.find("formula: exp(sin(3.1416*x1) + x2**2)\n"), std::string::npos)
       << run.output;
-  const auto fit = kan::diagnostics::read_fit_record((dir_ / "fit.json").string());
+  const auto fit = kan::diagnostics::read_fit_record_strict((dir_ / "fit.json").string());
   ASSERT_TRUE(fit.symbolic.has_value());
   const auto& symbolic = *fit.symbolic;
   ASSERT_TRUE(symbolic.formula.has_value()) << symbolic.formula_error;
@@ -103,7 +104,7 @@ TEST_F(Cli, HelloKanOnCuda_CUDA) {
                             dir_.string());
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("formula: "), std::string::npos) << run.output;
-  const auto fit = kan::diagnostics::read_fit_record((dir_ / "fit.json").string());
+  const auto fit = kan::diagnostics::read_fit_record_strict((dir_ / "fit.json").string());
   EXPECT_EQ(fit.config.device, "cuda");
   const auto audit = kan::diagnostics::audited_fit_from_json(fit.device_audit);
   EXPECT_TRUE(audit.clean()) << audit.audit.to_text() << audit.trace.to_text();
@@ -145,7 +146,7 @@ TEST_F(Cli, FeynmanEquationEndsInItsFormula) {
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("formula: 0.3989*exp(-(0.7071*x1)**2)\n"), std::string::npos)
       << run.output;
-  const auto fit = kan::diagnostics::read_fit_record((dir_ / "fit.json").string());
+  const auto fit = kan::diagnostics::read_fit_record_strict((dir_ / "fit.json").string());
   const auto& params = fit.symbolic->edges.front().params; // a, b, c, d
   EXPECT_NEAR(std::abs(params[0]), 1 / std::sqrt(2.0), 1e-6);
   EXPECT_NEAR(params[2], 1 / std::sqrt(2 * M_PI), 1e-6);
@@ -160,7 +161,7 @@ TEST_F(Cli, NumericEdgesLeaveNoFormula) {
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("no formula: symbolic_formula: edge ("), std::string::npos)
       << run.output;
-  const auto fit = kan::diagnostics::read_fit_record((dir_ / "fit.json").string());
+  const auto fit = kan::diagnostics::read_fit_record_strict((dir_ / "fit.json").string());
   EXPECT_FALSE(fit.symbolic->formula.has_value());
   EXPECT_NE(fit.symbolic->formula_error.find("has a numeric part"), std::string::npos);
   EXPECT_EQ(fit.symbolic->retrained.history.steps.size(), 1u);
@@ -180,7 +181,7 @@ TEST_F(Cli, SymbolicSearchesAreChosenAndRecorded) {
                               "--out " +
                               dir_.string());
     ASSERT_EQ(run.exit_code, 0) << search << ": " << run.output;
-    const auto fit = kan::diagnostics::read_fit_record((dir_ / "fit.json").string());
+    const auto fit = kan::diagnostics::read_fit_record_strict((dir_ / "fit.json").string());
     EXPECT_EQ(kan::diagnostics::read_fit_setup(fit.config).symbolic->search, search);
     ASSERT_FALSE(fit.symbolic->edges.empty());
     const auto& edges = fit.symbolic->edges;
@@ -203,7 +204,7 @@ TEST_F(Cli, SymbolicSearchesAreChosenAndRecorded) {
     auto j = kan::results::to_json(fit);
     j["config"]["symbolic"]["search"] = "fast";
     try {
-      kan::diagnostics::fit_record_from_json(j);
+      kan::diagnostics::strict_fit_record_from_json(j);
       ADD_FAILURE() << "search \"fast\" was read";
     } catch (const std::exception& e) {
       EXPECT_NE(std::string(e.what()).find("config.symbolic.search"), std::string::npos)

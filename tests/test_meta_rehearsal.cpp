@@ -5,11 +5,11 @@
 #include "cli_runner.h"
 #include "test_util.h"
 
+#include "kan/diagnostics/audit_record.h"
 #include "kan/diagnostics/audited_fit.h"
 #include "kan/diagnostics/device_audit.h"
 #include "kan/diagnostics/meta_rehearsal.h"
 #include "kan/diagnostics/operation_trace.h"
-#include "kan/diagnostics/records.h"
 #include "kan/nn/trace_scope.h"
 #include "kan/results/results_io.h"
 #include "kan/serialize/model_file.h"

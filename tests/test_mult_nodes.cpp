@@ -2,6 +2,7 @@
 // numbers, every feature of the plain network on such networks, bad structures refused.
 #include "kan/data/dataset.h"
 #include "kan/nn/network.h"
+#include "kan/nn/pruning.h"
 #include "kan/serialize/checkpoint.h"
 #include "kan/train/fit.h"
 #include "test_util.h"
@@ -87,7 +88,7 @@ TEST(MultNodes, AttributionMatchesPykan) {
   const auto ref = test::load_reference("multkan_forward.json");
   for (const auto& net : ref["networks"]) {
     auto model = network_from_reference(net, SplineBackend::kFused);
-    const auto scores = model->attribute(to_tensor(net["x"]));
+    const auto scores = attribute(*model, to_tensor(net["x"]));
     ASSERT_EQ(scores.node_scores.size(), net["node_scores"].size());
     auto expect_close = [&](const torch::Tensor& ours, const torch::Tensor& pykan,
                             const std::string& what) {
@@ -106,7 +107,7 @@ TEST(MultNodes, AttributionMatchesPykan) {
     EXPECT_TRUE(torch::equal(scores.feature_score(), scores.node_scores[0]));
   }
   KAN model(KANOptions({2, 3, 1}));
-  KAN_EXPECT_ERROR(model->attribute(torch::rand({1, 2})), "at least 2 samples", "got 1");
+  KAN_EXPECT_ERROR(attribute(*model, torch::rand({1, 2})), "at least 2 samples", "got 1");
 }
 
 // A pruned model computes what the original computes with the pruned nodes removed.
@@ -116,29 +117,29 @@ TEST(MultNodes, PruningNodesGivesASmallerModelWithTheSameOutputs) {
   auto model = network_from_reference(net, SplineBackend::kFused);
   const auto x = to_tensor(net["x"]);
   // Keep addition node 1 and multiplication node 3 (arity 3) of layer 1, and layer 2 whole.
-  auto pruned = model->keep_nodes({{3, 1}, {0, 1}});
+  auto pruned = keep_nodes(*model, {{3, 1}, {0, 1}});
   EXPECT_EQ(pruned->options().width(), (std::vector<int64_t>{3, 2, 2, 1}));
   EXPECT_EQ(pruned->options().mult(), (std::vector<int64_t>{0, 1, 1, 0}));
   EXPECT_EQ(pruned->options().node_arity()[1], (std::vector<int64_t>{3}));
   EXPECT_EQ(pruned->layer(0)->options().out_dim(), 1 + 3);
   auto removed = model->clone();
   auto& masked = *std::dynamic_pointer_cast<KANImpl>(removed);
-  masked.remove_node(1, 0);
-  masked.remove_node(1, 2);
+  remove_node(masked, 1, 0);
+  remove_node(masked, 1, 2);
   const auto expected = masked.forward(x);
   EXPECT_LT(max_abs_diff(pruned(x), expected), 1e-12 * expected.abs().max().item<double>());
   // The original is untouched.
   EXPECT_LT(max_abs_diff(model(x), to_tensor(net["y"])), 1e-12);
 
   // By score: nodes at or below the threshold go.
-  const auto scores = model->attribute(x).node_scores;
+  const auto scores = attribute(*model, x).node_scores;
   const double threshold = scores[1].median().item<double>();
-  auto by_score = model->prune_node(x, threshold);
+  auto by_score = prune_node(*model, x, threshold);
   EXPECT_EQ(by_score->options().width()[1], (scores[1] > threshold).sum().item<int64_t>());
   EXPECT_EQ(by_score->options().width()[2], (scores[2] > threshold).sum().item<int64_t>());
-  KAN_EXPECT_ERROR(model->prune_node(x, 1e9), "every node of layer 1", "unchanged");
-  KAN_EXPECT_ERROR(model->keep_nodes({{0}}), "one list per hidden layer (2)");
-  KAN_EXPECT_ERROR(model->keep_nodes({{0, 7}, {0}}), "layer 1 has nodes 0..3, got 7");
+  KAN_EXPECT_ERROR(prune_node(*model, x, 1e9), "every node of layer 1", "unchanged");
+  KAN_EXPECT_ERROR(keep_nodes(*model, {{0}}), "one list per hidden layer (2)");
+  KAN_EXPECT_ERROR(keep_nodes(*model, {{0, 7}, {0}}), "layer 1 has nodes 0..3, got 7");
 }
 
 TEST(MultNodes, PruningEdgesMasksTheWeakOnes) {
@@ -146,16 +147,16 @@ TEST(MultNodes, PruningEdgesMasksTheWeakOnes) {
   const auto& net = ref["networks"][1];
   auto model = network_from_reference(net, SplineBackend::kFused);
   const auto x = to_tensor(net["x"]);
-  const auto edges = model->attribute(x).edge_scores;
+  const auto edges = attribute(*model, x).edge_scores;
   const double threshold = edges[0].median().item<double>();
-  model->prune_edge(x, threshold);
+  prune_edge(*model, x, threshold);
   EXPECT_TRUE(torch::equal(model->layer(0)->mask, (edges[0] > threshold).to(torch::kFloat64)));
-  model->remove_edge(1, 0, 0);
+  remove_edge(*model, 1, 0, 0);
   EXPECT_EQ(model->layer(1)->mask[0][0].item<double>(), 0.0);
-  KAN_EXPECT_ERROR(model->remove_edge(1, 5, 0), "layer 1 has edges 0..2 -> 0..0, got 5 -> 0");
-  KAN_EXPECT_ERROR(model->remove_node(0, 0), "not a hidden layer");
-  KAN_EXPECT_ERROR(model->prune_edge(x, -1), "threshold must be finite and >= 0");
-  const auto pruned = model->prune(x, 0.0, 0.0);
+  KAN_EXPECT_ERROR(remove_edge(*model, 1, 5, 0), "layer 1 has edges 0..2 -> 0..0, got 5 -> 0");
+  KAN_EXPECT_ERROR(remove_node(*model, 0, 0), "not a hidden layer");
+  KAN_EXPECT_ERROR(prune_edge(*model, x, -1), "threshold must be finite and >= 0");
+  const auto pruned = prune(*model, x, 0.0, 0.0);
   EXPECT_EQ(pruned->options().width().front(), 2);
 }
 
@@ -181,19 +182,19 @@ TEST(MultNodes, PruningMatchesPykan) {
       EXPECT_LT(max_abs_diff(y, y_pykan) / y_pykan.abs().max().item<double>(), 1e-12)
           << op << " " << to_string(backend);
     };
-    const auto scores = fresh()->attribute(x);
+    const auto scores = attribute(*fresh(), x);
     for (size_t l = 0; l < scores.node_scores.size(); ++l)
       EXPECT_LT(max_abs_diff(scores.node_scores[l], to_tensor(ref["node_scores"][l])), 1e-12);
 
-    auto nodes = fresh()->prune_node(x, th["node"]);
+    auto nodes = prune_node(*fresh(), x, th["node"]);
     expect_like_pykan(nodes, nodes(x), "prune_node");
     auto edges = fresh();
-    edges->prune_edge(x, th["edge"]);
+    prune_edge(*edges, x, th["edge"]);
     expect_like_pykan(edges, edges(x), "prune_edge");
-    auto both = fresh()->prune(x, th["node"], th["edge"]);
+    auto both = prune(*fresh(), x, th["node"], th["edge"]);
     expect_like_pykan(both, both(x), "prune");
     // pykan's pruned model selects input_id from the full x; ours takes the selected columns.
-    auto inputs = fresh()->prune_input(x, th["input"]);
+    auto inputs = prune_input(*fresh(), x, th["input"]);
     EXPECT_EQ(inputs.input_id, ops["prune_input"]["input_id"].get<std::vector<int64_t>>());
     expect_like_pykan(inputs.model, inputs.model(inputs.select_inputs(x)), "prune_input");
   }
@@ -204,20 +205,20 @@ TEST(MultNodes, PruningInputsRefusesWhatCannotWork) {
   auto model = network_from_reference(ref, SplineBackend::kFused);
   const auto x = to_tensor(ref["x"]);
   const auto y = model(x);
-  KAN_EXPECT_ERROR(model->prune_input(x, 1e9), "every input's score is at most the threshold 1e+09",
-                   "unchanged");
-  KAN_EXPECT_ERROR(model->prune_input(x, -1), "prune_input: threshold must be finite and >= 0");
-  KAN_EXPECT_ERROR(model->keep_inputs({0, 5}), "layer 0 (the inputs) has nodes 0..2, got 5");
-  KAN_EXPECT_ERROR(model->keep_inputs({}), "every node of layer 0 (the inputs)");
+  KAN_EXPECT_ERROR(prune_input(*model, x, 1e9),
+                   "every input's score is at most the threshold 1e+09", "unchanged");
+  KAN_EXPECT_ERROR(prune_input(*model, x, -1), "prune_input: threshold must be finite and >= 0");
+  KAN_EXPECT_ERROR(keep_inputs(*model, {0, 5}), "layer 0 (the inputs) has nodes 0..2, got 5");
+  KAN_EXPECT_ERROR(keep_inputs(*model, {}), "every node of layer 0 (the inputs)");
   EXPECT_EQ(max_abs_diff(model(x), y), 0.0) << "the model is unchanged";
   // Kept inputs in any order and repeated are the same inputs, ascending.
-  EXPECT_EQ(model->keep_inputs({2, 0, 2})->options().width()[0], 2);
+  EXPECT_EQ(keep_inputs(*model, {2, 0, 2})->options().width()[0], 2);
   // Scores of another model (here: before pruning) would prune the wrong nodes.
-  const auto scores = model->attribute(x);
-  auto pruned = model->prune_node(scores, ref["thresholds"]["node"]);
-  KAN_EXPECT_ERROR(pruned->prune_node(scores, 0.01), "not this model's attribute()");
-  KAN_EXPECT_ERROR(pruned->prune_edge(scores, 0.01), "not this model's attribute()");
-  auto inputs = model->prune_input(x, ref["thresholds"]["input"]);
+  const auto scores = attribute(*model, x);
+  auto pruned = prune_node(*model, scores, ref["thresholds"]["node"]);
+  KAN_EXPECT_ERROR(prune_node(*pruned, scores, 0.01), "not this model's attribute()");
+  KAN_EXPECT_ERROR(prune_edge(*pruned, scores, 0.01), "not this model's attribute()");
+  auto inputs = prune_input(*model, x, ref["thresholds"]["input"]);
   KAN_EXPECT_ERROR(inputs.select_inputs(x.narrow(1, 0, 1)), "select_inputs: x must be (N, 2");
 }
 
@@ -325,7 +326,7 @@ TEST_F(MultNodesFiles, InputPrunedModelsSaveAndLoad) {
   const auto ref = test::load_reference("multkan_prune.json");
   auto model = network_from_reference(ref, SplineBackend::kFused);
   const auto x = to_tensor(ref["x"]);
-  auto pruned = model->prune_input(x, ref["thresholds"]["input"]);
+  auto pruned = prune_input(*model, x, ref["thresholds"]["input"]);
   save_checkpoint(pruned.model, path("inputs.pt"));
   auto loaded = load_checkpoint(path("inputs.pt"));
   EXPECT_EQ(loaded->options().width(), pruned.model->options().width());
@@ -362,15 +363,15 @@ TEST(MultNodes, PruningOnCudaMatchesCpu_CUDA) {
   gpu->to(torch::kCUDA);
   const auto x = to_tensor(ref["x"]);
   const auto& th = ref["thresholds"];
-  auto on_cpu = cpu->prune_input(x, th["input"]);
-  auto on_gpu = gpu->prune_input(x.cuda(), th["input"]);
+  auto on_cpu = prune_input(*cpu, x, th["input"]);
+  auto on_gpu = prune_input(*gpu, x.cuda(), th["input"]);
   EXPECT_EQ(on_gpu.input_id, on_cpu.input_id);
   EXPECT_TRUE(on_gpu.model->layer(0)->coef.is_cuda());
   EXPECT_LT(max_abs_diff(on_gpu.model(on_gpu.select_inputs(x.cuda())).cpu(),
                          on_cpu.model(on_cpu.select_inputs(x))),
             1e-12);
-  auto pruned_gpu = gpu->prune(x.cuda(), th["node"], th["edge"]);
-  auto pruned_cpu = cpu->prune(x, th["node"], th["edge"]);
+  auto pruned_gpu = prune(*gpu, x.cuda(), th["node"], th["edge"]);
+  auto pruned_cpu = prune(*cpu, x, th["node"], th["edge"]);
   EXPECT_EQ(pruned_gpu->options().width(), pruned_cpu->options().width());
   EXPECT_LT(max_abs_diff(pruned_gpu(x.cuda()).cpu(), pruned_cpu(x)), 1e-12);
 }

@@ -3,7 +3,8 @@
 #include "cli_runner.h"
 #include "test_util.h"
 
-#include "kan/diagnostics/records.h"
+#include "kan/diagnostics/audit_record.h"
+#include "kan/diagnostics/fit_setup.h"
 #include "kan/io/json_reader.h"
 
 #include <cmath>
@@ -94,16 +95,16 @@ TEST(Records, KanOptionsFitOptionsAndHistoryRoundTrip) {
   step.evaluations = 23;
   history.steps.push_back(step);
   history.grid_updates = 1;
-  const auto j = to_json(history);
+  const auto j = results::to_json(history);
   EXPECT_TRUE(j["steps"][0]["train_rmse"].is_null());
-  const auto back = fit_history_from_json(j);
+  const auto back = results::fit_history_from_json(j);
   EXPECT_TRUE(std::isnan(back.steps[0].train_rmse));
   EXPECT_EQ(back.steps[0].test_accuracy, 0.75);
   EXPECT_EQ(back.steps[0].evaluations, 23);
-  EXPECT_EQ(to_json(back), j);
+  EXPECT_EQ(results::to_json(back), j);
   auto older = j; // results from before the count
   older["steps"][0].erase("evaluations");
-  EXPECT_EQ(fit_history_from_json(older).steps[0].evaluations, 0);
+  EXPECT_EQ(results::fit_history_from_json(older).steps[0].evaluations, 0);
 }
 
 TEST(Records, KanReadersNameTheKeyPath) {
@@ -133,7 +134,7 @@ TEST(Records, FitRecordRoundTrips) {
   EXPECT_EQ(j["final"]["stage"], "refined");
   EXPECT_EQ(j["final"]["test_rmse"], j["refined"][0]["test_rmse"]);
   EXPECT_TRUE(j["final"]["test_accuracy"].is_null()); // a regression
-  const auto back = fit_record_from_json(j);
+  const auto back = strict_fit_record_from_json(j);
   EXPECT_EQ(to_json(back), j);
   EXPECT_EQ(back.trained.history.steps.size(), 3u);
   ASSERT_EQ(back.refined.size(), 1u);
@@ -160,53 +161,54 @@ TEST(Records, FitRecordReaderRefusesContradictions) {
   const auto good = to_json(small_fit_record());
   auto j = good;
   j["seconds"] = j["seconds"].get<double>() + 1;
-  EXPECT_REFUSED(fit_record_from_json(j, "fit.json"), "fit.json: seconds", "stages");
+  EXPECT_REFUSED(strict_fit_record_from_json(j, "fit.json"), "fit.json: seconds", "stages");
   j = good;
   j["refined"] = json::array();
-  EXPECT_REFUSED(fit_record_from_json(j), "refined[].grid", "config.refine is [5]");
+  EXPECT_REFUSED(strict_fit_record_from_json(j), "refined[].grid", "config.refine is [5]");
   j = good;
   j["final"]["test_rmse"] = 0.0;
-  EXPECT_REFUSED(fit_record_from_json(j), "final", "the last stage");
+  EXPECT_REFUSED(strict_fit_record_from_json(j), "final", "the last stage");
   j = good;
   j["command"] = "audit";
-  EXPECT_REFUSED(fit_record_from_json(j), "command", "\"fit\"");
+  EXPECT_REFUSED(strict_fit_record_from_json(j), "command", "\"fit\"");
   // A data file replaces the function: both at once is a contradiction.
   j = good;
   j["config"]["data"] = {{"path", "d.csv"},      {"format", "csv"},
                          {"inputs", {"a", "b"}}, {"targets", {"y"}},
                          {"test_data", nullptr}, {"test_fraction", 0.2},
                          {"classes", 0},         {"description", "d.csv: CSV"}};
-  EXPECT_REFUSED(fit_record_from_json(j), "config.function", "must be null");
+  EXPECT_REFUSED(strict_fit_record_from_json(j), "config.function", "must be null");
   j["config"]["function"] = nullptr;
-  const auto on_data = fit_record_from_json(j);
+  const auto on_data = strict_fit_record_from_json(j);
   ASSERT_TRUE(on_data.config.data);
   EXPECT_EQ(on_data.config.data->inputs, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(to_json(on_data)["config"], j["config"]);
   j["config"]["data"]["targets"] = json::array();
-  EXPECT_REFUSED(fit_record_from_json(j), "config.data.targets", "no columns");
+  EXPECT_REFUSED(strict_fit_record_from_json(j), "config.data.targets", "no columns");
   j = good;
   j["schema_version"] = "1.7.0";
-  EXPECT_REFUSED(fit_record_from_json(j), "schema_version", "not supported");
+  EXPECT_REFUSED(strict_fit_record_from_json(j), "schema_version", "not supported");
   j = good;
   j["config"]["model"]["k"] = "3";
-  EXPECT_REFUSED(fit_record_from_json(j), "config.model.k", "expected an integer");
+  EXPECT_REFUSED(strict_fit_record_from_json(j), "config.model.k", "expected an integer");
   j = good;
   j["device_audit"]["trace"]["summary"]["findings"] = 2;
-  EXPECT_REFUSED(fit_record_from_json(j), "device_audit.trace.summary.findings",
+  EXPECT_REFUSED(strict_fit_record_from_json(j), "device_audit.trace.summary.findings",
                  "the report lists 0");
   j = good;
   j["history"]["steps"][1]["reg"] = "small";
-  EXPECT_REFUSED(fit_record_from_json(j), "history.steps[1].reg", "expected a number");
+  EXPECT_REFUSED(strict_fit_record_from_json(j), "history.steps[1].reg", "expected a number");
   j = good;
   j["final"].erase("forward_flops");
-  EXPECT_REFUSED(fit_record_from_json(j), "final.forward_flops", "final.parameters is given");
+  EXPECT_REFUSED(strict_fit_record_from_json(j), "final.forward_flops",
+                 "final.parameters is given");
 
   // A key from a newer minor version is tolerated; from our own version it is refused.
   j = good;
   j["energy_joules"] = 12.5;
-  EXPECT_REFUSED(fit_record_from_json(j), "energy_joules", "unknown key");
+  EXPECT_REFUSED(strict_fit_record_from_json(j), "energy_joules", "unknown key");
   j["schema_version"] = "2.99.0";
-  EXPECT_NO_THROW(fit_record_from_json(j));
+  EXPECT_NO_THROW(strict_fit_record_from_json(j));
 }
 
 // The pruning's widths and scores must fit its model.
@@ -214,37 +216,38 @@ TEST(Records, FitRecordReaderChecksThePruning) {
   const auto good = to_json(small_fit_record());
   auto j = good;
   j.erase("pruned");
-  EXPECT_REFUSED(fit_record_from_json(j), "pruned: missing, but config.prune is set");
+  EXPECT_REFUSED(strict_fit_record_from_json(j), "pruned: missing, but config.prune is set");
   j = good;
   j["config"]["prune"] = nullptr;
-  EXPECT_REFUSED(fit_record_from_json(j), "pruned: present, but config.prune is null");
+  EXPECT_REFUSED(strict_fit_record_from_json(j), "pruned: present, but config.prune is null");
   j = good;
   j["config"]["prune"]["edge_th"] = -1;
-  EXPECT_REFUSED(fit_record_from_json(j), "config.prune.edge_th", ">= 0");
+  EXPECT_REFUSED(strict_fit_record_from_json(j), "config.prune.edge_th", ">= 0");
   j = good;
   j["pruned"]["width_before"] = json::array({2, json::array({2, 1}), 1});
-  EXPECT_REFUSED(fit_record_from_json(j), "pruned.width_before", "config.model's width");
+  EXPECT_REFUSED(strict_fit_record_from_json(j), "pruned.width_before", "config.model's width");
   j = good;
   j["pruned"]["width_after"] = json::array({2, 4, 1});
-  EXPECT_REFUSED(fit_record_from_json(j), "pruned.width_after", "with hidden nodes removed");
+  EXPECT_REFUSED(strict_fit_record_from_json(j), "pruned.width_after", "with hidden nodes removed");
   j = good;
   j["pruned"]["width_after"] = json::array({2, json::array({0, 0}), 1});
-  EXPECT_REFUSED(fit_record_from_json(j), "pruned.width_after[1]", "at least one node");
+  EXPECT_REFUSED(strict_fit_record_from_json(j), "pruned.width_after[1]", "at least one node");
   j = good;
   j["pruned"]["node_scores"][1].push_back(0.5);
-  EXPECT_REFUSED(fit_record_from_json(j), "pruned.node_scores[1]", "one score per node (3)");
+  EXPECT_REFUSED(strict_fit_record_from_json(j), "pruned.node_scores[1]", "one score per node (3)");
   j = good;
   j["pruned"]["node_scores"][0][0] = -0.5;
-  EXPECT_REFUSED(fit_record_from_json(j), "pruned.node_scores[0][0]", ">= 0");
+  EXPECT_REFUSED(strict_fit_record_from_json(j), "pruned.node_scores[0][0]", ">= 0");
   j = good;
   j["pruned"]["edge_scores"][0].erase(0);
-  EXPECT_REFUSED(fit_record_from_json(j), "pruned.edge_scores[0]", "one row per node of layer 0");
+  EXPECT_REFUSED(strict_fit_record_from_json(j), "pruned.edge_scores[0]",
+                 "one row per node of layer 0");
   j = good;
   j["pruned"]["seconds"] = 1e6;
-  EXPECT_REFUSED(fit_record_from_json(j), "pruned.seconds");
+  EXPECT_REFUSED(strict_fit_record_from_json(j), "pruned.seconds");
   j = good;
   j["config"].erase("prune");
-  EXPECT_REFUSED(fit_record_from_json(j), "config.prune", "missing");
+  EXPECT_REFUSED(strict_fit_record_from_json(j), "config.prune", "missing");
 }
 
 TEST(Records, PykanWidthWritesMultiplicationNodesAsPairs) {
@@ -306,7 +309,7 @@ TEST_F(RecordsCli, CommandLineDocumentsReadBack) {
                               "--trace-steps 1 --out " +
                               dir_.string());
   ASSERT_EQ(fit_run.exit_code, 0) << fit_run.output;
-  const auto fit = read_fit_record(path("fit.json"));
+  const auto fit = read_fit_record_strict(path("fit.json"));
   const auto setup = read_fit_setup(fit.config);
   EXPECT_EQ(setup.model.width(), (std::vector<int64_t>{2, 3, 1}));
   EXPECT_EQ(setup.model.grid(), 4);

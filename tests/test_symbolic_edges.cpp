@@ -3,8 +3,10 @@
 // of the model with symbolic edges.
 #include "kan/diagnostics/operation_trace.h"
 #include "kan/nn/network.h"
+#include "kan/nn/pruning.h"
 #include "kan/serialize/checkpoint.h"
 #include "kan/serialize/pykan.h"
+#include "kan/symbolic/symbolic_edges.h"
 #include "kan/train/fit.h"
 #include "test_util.h"
 
@@ -84,7 +86,7 @@ TEST(SymbolicEdges, FixSymbolicMatchesPykan) {
           h = model->nodes_from_subnodes(m, model->layer(m)->forward(h));
         inputs = h.select(1, i);
       }
-      const auto r2 = model->fix_symbolic(l, i, j, name, fix["fit"] ? x : torch::Tensor());
+      const auto r2 = fix_symbolic(*model, l, i, j, name, fix["fit"] ? x : torch::Tensor());
       const auto layer = model->layer(l);
       EXPECT_EQ(r2.has_value(), fix["fit"].get<bool>());
       if (r2) {
@@ -116,7 +118,7 @@ TEST(SymbolicEdges, SuggestSymbolicRanksAsPykan) {
   std::vector<std::string> lib;
   for (const auto& f : s["functions"])
     lib.push_back(f["name"]);
-  const auto ranked = model->suggest_symbolic(s["l"], s["i"], s["j"], x, lib, 100, 0.8);
+  const auto ranked = suggest_symbolic(*model, s["l"], s["i"], s["j"], x, lib, 100, 0.8);
   ASSERT_EQ(ranked.size(), expected.size());
   for (size_t r = 0; r < ranked.size(); ++r) {
     SCOPED_TRACE(ranked[r].name);
@@ -133,8 +135,8 @@ TEST(SymbolicEdges, SuggestSymbolicRanksAsPykan) {
       }
   }
   EXPECT_EQ(ranked.front().name, s["best"]["name"]);
-  EXPECT_EQ(model->suggest_symbolic(0, 1, 1, x, lib).size(), 5u); // topk 5 by default
-  EXPECT_FALSE(model->has_symbolic_edges());                      // nothing changed
+  EXPECT_EQ(suggest_symbolic(*model, 0, 1, 1, x, lib).size(), 5u); // topk 5 by default
+  EXPECT_FALSE(model->has_symbolic_edges());                       // nothing changed
 }
 
 TEST(SymbolicEdges, AutoSymbolicMatchesPykan) {
@@ -145,8 +147,8 @@ TEST(SymbolicEdges, AutoSymbolicMatchesPykan) {
   // checks the forward of both.
   {
     auto model = model_from(a["config"], a["state"], SplineBackend::kFused);
-    model->fix_symbolic(1, 1, 0, "sin"); // pykan's edge (1, 1, 0), fixed without a fit
-    std::vector<torch::Tensor> inputs;   // every layer's inputs on x, where the fits were made
+    fix_symbolic(*model, 1, 1, 0, "sin"); // pykan's edge (1, 1, 0), fixed without a fit
+    std::vector<torch::Tensor> inputs;    // every layer's inputs on x, where the fits were made
     {
       torch::NoGradGuard no_grad;
       auto h = x;
@@ -155,7 +157,8 @@ TEST(SymbolicEdges, AutoSymbolicMatchesPykan) {
         h = model->nodes_from_subnodes(l, model->layer(l)->forward(h));
       }
     }
-    const auto choices = model->auto_symbolic(x, symbolic_function_names(), 0.8, a["r2_threshold"]);
+    const auto choices =
+        auto_symbolic(*model, x, symbolic_function_names(), 0.8, a["r2_threshold"]);
     size_t live = 0;
     for (const auto& c : choices) {
       const auto key =
@@ -223,7 +226,7 @@ TEST(SymbolicEdges, PykanCheckpointRefusesAnAddedFunction) {
                          [](const torch::Tensor& x) { return x.sign() * x.abs().pow(1.0 / 3); },
                          nullptr, "", ""});
   KAN model(KANOptions({2, 3, 1}).dtype(torch::kFloat64));
-  model->fix_symbolic(0, 1, 2, "cube_root");
+  fix_symbolic(*model, 0, 1, 2, "cube_root");
   test::TempDir dir("kan_symbolic");
   // pykan's loadckpt would fail on it with a KeyError.
   const auto error = test::error_of([&] { save_pykan(model, dir / "added"); });
@@ -235,16 +238,16 @@ TEST(SymbolicEdges, PykanCheckpointRefusesAnAddedFunction) {
   EXPECT_FALSE(fs::exists(dir / "added_state"));
   EXPECT_FALSE(is_pykan_checkpoint(dir / "added"));
   // pykan's own functions save.
-  model->fix_symbolic(0, 1, 2, "sin");
+  fix_symbolic(*model, 0, 1, 2, "sin");
   save_pykan(model, dir / "library");
   EXPECT_EQ(load_pykan(dir / "library")->layer(0)->symbolic_name(1, 2), "sin");
 }
 
 KAN small_symbolic_model(SplineBackend backend = SplineBackend::kFused) {
   KAN model(KANOptions({2, 4, 1}).grid(5).seed(3).dtype(torch::kFloat64).backend(backend));
-  model->fix_symbolic(0, 0, 1, "sin");
-  model->fix_symbolic(0, 1, 3, "x^2");
-  model->fix_symbolic(1, 2, 0, "tanh");
+  fix_symbolic(*model, 0, 0, 1, "sin");
+  fix_symbolic(*model, 0, 1, 3, "x^2");
+  fix_symbolic(*model, 1, 2, 0, "tanh");
   torch::NoGradGuard no_grad;
   // Seeded: the tests' tolerances hold for these parameters (with the process's generator,
   // ModelFeaturesCarryThem's refit error ranged from 1e-16 to past its 1e-2 from run to run).
@@ -280,10 +283,10 @@ TEST(SymbolicEdges, ModelFeaturesCarryThem) {
   auto copy = std::dynamic_pointer_cast<KANImpl>(model->clone());
   EXPECT_TRUE(torch::equal(copy->forward(x), y));
   // keep_nodes with every node: the same model; without hidden node 0: its edges removed.
-  EXPECT_LT(test::max_relative_diff(model->keep_nodes({{0, 1, 2, 3}})(x), y), 1e-14);
+  EXPECT_LT(test::max_relative_diff(keep_nodes(*model, {{0, 1, 2, 3}})(x), y), 1e-14);
   auto removed = std::dynamic_pointer_cast<KANImpl>(model->clone());
-  removed->remove_node(1, 0);
-  auto kept = model->keep_nodes({{1, 2, 3}});
+  remove_node(*removed, 1, 0);
+  auto kept = keep_nodes(*model, {{1, 2, 3}});
   EXPECT_LT(test::max_relative_diff(kept(x), removed->forward(x)), 1e-14);
   EXPECT_EQ(kept->layer(0)->symbolic_name(0, 0), "sin"); // was edge 0 -> 1
   EXPECT_EQ(kept->layer(1)->symbolic_name(1, 0), "tanh");
@@ -298,14 +301,14 @@ TEST(SymbolicEdges, ModelFeaturesCarryThem) {
   EXPECT_TRUE(torch::equal(updated->layer(1)->symbolic_affine, model->layer(1)->symbolic_affine));
   EXPECT_LT(test::max_relative_diff(updated->forward(x), y), 1e-1);
   // attribute sees the whole activation: a symbolic edge scores.
-  const auto scores = model->attribute(x);
+  const auto scores = attribute(*model, x);
   EXPECT_GT(scores.edge_scores[0][0][1].item<double>(), 0.0);
   // unfix: numeric again, nothing symbolic left, and the forward skips the branch.
-  model->unfix_symbolic(0, 0, 1);
+  unfix_symbolic(*model, 0, 0, 1);
   EXPECT_EQ(model->layer(0)->symbolic_name(0, 1), "0");
   EXPECT_EQ(model->layer(0)->mask[0][1].item<double>(), 1.0);
   EXPECT_EQ(model->layer(0)->symbolic_edge_count(), 1);
-  model->set_mode(0, 1, 3, "sn", 0.5);
+  set_mode(*model, 0, 1, 3, "sn", 0.5);
   EXPECT_EQ(model->layer(0)->mask[1][3].item<double>(), 0.5);
   EXPECT_EQ(model->layer(0)->symbolic_mask[3][1].item<double>(), 1.0);
 }
@@ -313,7 +316,7 @@ TEST(SymbolicEdges, ModelFeaturesCarryThem) {
 TEST(SymbolicEdges, FitTrainsTheAffineParameters) {
   const auto data = test::toy_data(torch::kFloat64);
   KAN model(KANOptions({2, 5, 1}).grid(3).seed(0).dtype(torch::kFloat64));
-  model->fix_symbolic(0, 0, 0, "sin", data.train_input);
+  fix_symbolic(*model, 0, 0, 0, "sin", data.train_input);
   const auto before = model->layer(0)->symbolic_affine.clone();
   const auto history = fit(model, data, FitOptions().steps(5).lamb(1e-3).update_grid(false));
   EXPECT_FALSE(torch::equal(model->layer(0)->symbolic_affine, before));
@@ -327,22 +330,22 @@ TEST(SymbolicEdges, ErrorsAreOneClearLine) {
     EXPECT_NE(error.find(expected), std::string::npos) << error;
     EXPECT_EQ(error.find('\n'), std::string::npos) << error;
   };
-  one_line(test::error_of([&] { model->fix_symbolic(0, 0, 0, "sine"); }),
+  one_line(test::error_of([&] { fix_symbolic(*model, 0, 0, 0, "sine"); }),
            "unknown symbolic function 'sine'; the library has x, x^2");
-  one_line(test::error_of([&] { model->fix_symbolic(0, 2, 0, "sin"); }),
+  one_line(test::error_of([&] { fix_symbolic(*model, 0, 2, 0, "sin"); }),
            "edge (0, 2, 0) is out of range: layer 0 has inputs i = 0..1 and outputs j = 0..2");
-  one_line(test::error_of([&] { model->fix_symbolic(2, 0, 0, "sin"); }),
+  one_line(test::error_of([&] { fix_symbolic(*model, 2, 0, 0, "sin"); }),
            "layer 2 does not exist (layers 0..1)");
-  one_line(test::error_of([&] { model->suggest_symbolic(0, 0, 0, x, {}); }),
+  one_line(test::error_of([&] { suggest_symbolic(*model, 0, 0, 0, x, {}); }),
            "the library is empty");
   one_line(test::error_of([&] {
-             model->auto_symbolic(x, {"sin", "cosine"});
+             auto_symbolic(*model, x, {"sin", "cosine"});
            }),
            "unknown symbolic function 'cosine'");
-  model->remove_edge(0, 1, 2);
-  one_line(test::error_of([&] { model->fix_symbolic(0, 1, 2, "sin", x); }),
+  remove_edge(*model, 0, 1, 2);
+  one_line(test::error_of([&] { fix_symbolic(*model, 0, 1, 2, "sin", x); }),
            "edge (0, 1, 2) is pruned");
-  one_line(test::error_of([&] { model->set_mode(0, 0, 0, "x"); }), "mode must be");
+  one_line(test::error_of([&] { set_mode(*model, 0, 0, 0, "x"); }), "mode must be");
   EXPECT_FALSE(model->layer(0)->has_symbolic_state()); // nothing was half done
 }
 
@@ -384,7 +387,7 @@ TEST(SymbolicEdges, FixSymbolicRecoversSyntheticEdges) {
       torch::NoGradGuard no_grad;
       model->layer(0)->mask.zero_();
     }
-    model->fix_symbolic(0, 0, 0, c.name, x);
+    fix_symbolic(*model, 0, 0, 0, c.name, x);
     const auto fitted = model->layer(0)->symbolic_affine[0][0].detach();
     const auto& f = symbolic_function(c.name).f;
     const auto curve = [&](const torch::Tensor& p) { return p[2] * f(p[0] * x + p[1]) + p[3]; };
@@ -416,7 +419,7 @@ TEST(SymbolicEdges, ForwardOnTheGpuMatches_CUDA) {
   const auto y = model(x);
   model->to(torch::kCUDA);
   EXPECT_LT(test::max_relative_diff(model(x.cuda()).cpu(), y), 1e-12);
-  const auto choices = model->auto_symbolic(x.cuda(), {"x", "sin", "x^2", "exp"});
+  const auto choices = auto_symbolic(*model, x.cuda(), {"x", "sin", "x^2", "exp"});
   EXPECT_FALSE(choices.empty());
 }
 
@@ -430,9 +433,9 @@ TEST(SymbolicEdges, AutoSymbolicFitAndFormulaStayOnTheGpu_CUDA) {
   fit(model, data, FitOptions().steps(3));
   torch::Tensor values;
   const auto report = diagnostics::trace_operations(torch::kCUDA, [&] {
-    model->auto_symbolic(data.train_input, {"x", "sin", "x^2", "exp"});
+    auto_symbolic(*model, data.train_input, {"x", "sin", "x^2", "exp"});
     fit(model, data, FitOptions().steps(2));
-    values = model->symbolic_formula().front().evaluate(data.test_input);
+    values = symbolic_formula(*model).front().evaluate(data.test_input);
   });
   EXPECT_TRUE(report.clean()) << report.to_text();
   EXPECT_EQ(report.summary.cpu_operations, 0) << report.to_text();

@@ -2,7 +2,9 @@
 // symbolic_formula (tests/reference/pykan/symbolic_formula.json, checkpoints/formula_mult), and
 // against the model's own forward for every library function.
 #include "kan/nn/network.h"
+#include "kan/nn/pruning.h"
 #include "kan/serialize/pykan.h"
+#include "kan/symbolic/symbolic_edges.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>
@@ -20,7 +22,7 @@ TEST(SymbolicFormula, MatchesPykansFormula) {
   const auto ref = test::load_reference("symbolic_formula.json");
   const auto x = to_tensor(ref["x"]);
   auto model = load_pykan(test::reference_checkpoint("formula_mult"));
-  const auto formula = model->symbolic_formula();
+  const auto formula = symbolic_formula(*model);
   ASSERT_EQ(formula.size(), 1u);
   EXPECT_LT(test::max_relative_diff(formula[0].evaluate(x), to_tensor(ref["formula_values"])),
             1e-12);
@@ -45,7 +47,7 @@ KAN random_symbolic_model(const std::string& first, uint64_t seed, torch::Dtype 
     const auto& o = model->layer(l)->options();
     for (int64_t i = 0; i < o.in_dim(); ++i)
       for (int64_t j = 0; j < o.out_dim(); ++j)
-        model->fix_symbolic(l, i, j, l == 0 ? first : later[next++ % later.size()]);
+        fix_symbolic(*model, l, i, j, l == 0 ? first : later[next++ % later.size()]);
     torch::NoGradGuard no_grad;
     // a in [0.2, 0.7] keeps every argument inside the domains of sqrt, log, arcsin, ... for
     // inputs in [0.1, 1] (b > 0 for the same reason).
@@ -69,7 +71,7 @@ TEST(SymbolicFormula, ReproducesTheModelForEveryFunction) {
   for (const auto& name : symbolic_function_names()) {
     SCOPED_TRACE(name);
     auto model = random_symbolic_model(name, 3, torch::kFloat64);
-    const auto formula = model->symbolic_formula();
+    const auto formula = symbolic_formula(*model);
     ASSERT_EQ(formula.size(), 2u);
     torch::NoGradGuard no_grad;
     const auto y = model(x);
@@ -85,7 +87,7 @@ TEST(SymbolicFormula, ReproducesTheModelForEveryFunction) {
 TEST(SymbolicFormula, Float32ModelAndRoundedConstants) {
   const auto x = torch::rand({50, 2}, torch::kFloat64) * 0.9 + 0.1;
   auto model = random_symbolic_model("exp", 4, torch::kFloat32);
-  const auto formula = model->symbolic_formula()[0];
+  const auto formula = symbolic_formula(*model)[0];
   torch::NoGradGuard no_grad;
   const auto y = model(x.to(torch::kFloat32)).select(1, 0).to(torch::kFloat64);
   EXPECT_LT(test::max_relative_diff(formula.evaluate(x), y), 1e-5);
@@ -98,24 +100,23 @@ TEST(SymbolicFormula, Float32ModelAndRoundedConstants) {
 
 TEST(SymbolicFormula, PrunedEdgesVanishAndNumericEdgesAreRefused) {
   KAN model(KANOptions({2, 2, 1}).dtype(torch::kFloat64));
-  const auto error = test::error_of([&] { model->symbolic_formula(); });
+  const auto error = test::error_of([&] { symbolic_formula(*model); });
   EXPECT_NE(error.find("symbolic_formula: edge (0, 0, 0) has a numeric part (numeric mask 1): "
                        "make it symbolic first"),
             std::string::npos)
       << error;
-  model->fix_symbolic(0, 0, 0, "sin");
-  model->fix_symbolic(0, 1, 1, "x^2");
-  model->remove_edge(0, 0, 1);
-  model->remove_edge(0, 1, 0);
-  model->fix_symbolic(1, 0, 0, "x");
-  model->fix_symbolic(1, 1, 0, "exp");
+  fix_symbolic(*model, 0, 0, 0, "sin");
+  fix_symbolic(*model, 0, 1, 1, "x^2");
+  remove_edge(*model, 0, 0, 1);
+  remove_edge(*model, 0, 1, 0);
+  fix_symbolic(*model, 1, 0, 0, "x");
+  fix_symbolic(*model, 1, 1, 0, "exp");
   // sin(x1) + exp(x2^2): the pruned edges add nothing.
-  EXPECT_EQ(model->symbolic_formula()[0].sympy(4), "sin(x1) + exp(x2**2)");
+  EXPECT_EQ(symbolic_formula(*model)[0].sympy(4), "sin(x1) + exp(x2**2)");
   const auto x = torch::rand({8, 2}, torch::kFloat64);
   torch::NoGradGuard no_grad;
-  EXPECT_LT(
-      test::max_relative_diff(model->symbolic_formula()[0].evaluate(x), model(x).select(1, 0)),
-      1e-12);
+  EXPECT_LT(test::max_relative_diff(symbolic_formula(*model)[0].evaluate(x), model(x).select(1, 0)),
+            1e-12);
 }
 
 } // namespace

@@ -5,11 +5,11 @@
 #include "commands.h"
 #include "option_checks.h"
 
+#include "kan/diagnostics/audit_record.h"
 #include "kan/diagnostics/audited_fit.h"
 #include "kan/diagnostics/environment.h"
 #include "kan/diagnostics/graph_check.h"
 #include "kan/diagnostics/meta_rehearsal.h"
-#include "kan/diagnostics/records.h"
 #include "kan/io/atomic_file.h"
 #include "kan/kan.h"
 #include "kan/nn/torchscript_model.h"

@@ -2,12 +2,14 @@
 // The kanbench subcommands. Each add_*_command registers one subcommand on the app; its
 // callback stores the process exit code in `exit_code`.
 
+#include "kan/distributed/data_parallel.h"
 #include "kan/io/text.h"
 #include "kan/results/results.h"
 
 #include <CLI/CLI.hpp>
 #include <torch/types.h>
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -90,6 +92,16 @@ std::pair<std::string, std::string> write_results_and_report(const kan::results:
 void print_timing_warnings(const kan::results::Environment& environment);
 
 using kan::io::first_line; // the first line of an exception's message (no backtrace)
+
+/// Joins the torchrun launch this process is a rank of (kan::DataParallel::join, which
+/// kan::distributed holds). A kanbench built without kan::distributed (-DKAN_BUILD_DISTRIBUTED=OFF,
+/// where Gloo's headers are missing) refuses in one line naming `option`.
+std::shared_ptr<kan::DataParallel> join_launch(torch::Device device,
+                                               const kan::DataParallelOptions& options,
+                                               const std::string& option);
+/// Refuses what needs data-parallel training in a kanbench built without kan::distributed,
+/// naming `option`.
+void check_can_join_launches(const std::string& option);
 
 /// "cpu", "cuda" or "cuda:N" (and "meta" where the command rehearses a GPU run there) as a
 /// device; an unusable CUDA device is an error that says why (from the environment report).

@@ -77,6 +77,29 @@ void add_memory_options(CLI::App& command, double& memory_fraction, bool& empty_
                    "Free the caching allocator's cached GPU memory before every case");
 }
 
+void check_can_join_launches(const std::string& option) {
+#ifndef KAN_HAS_DISTRIBUTED
+  TORCH_CHECK(false, option,
+              ": this kanbench was built without data-parallel training (kan::distributed, "
+              "which needs Gloo's headers: configure with -DKAN_BUILD_DISTRIBUTED=ON)");
+#else
+  (void)option;
+#endif
+}
+
+std::shared_ptr<kan::DataParallel> join_launch(torch::Device device,
+                                               const kan::DataParallelOptions& options,
+                                               const std::string& option) {
+  check_can_join_launches(option);
+#ifdef KAN_HAS_DISTRIBUTED
+  return kan::DataParallel::join(kan::LaunchEnvironment::from_environment(), device, options);
+#else
+  (void)device;
+  (void)options;
+  return nullptr;
+#endif
+}
+
 int finish_command(const std::vector<std::string>& problems,
                    const std::vector<std::string>& not_written) {
   for (const auto& p : problems)

@@ -127,8 +127,7 @@ kan::bench::FitRequest fit_request(const FitArgs& a) {
   // Data-parallel: join the launch before any work, so that a bad launch fails first. Each rank
   // trains on its own device (cuda:LOCAL_RANK); rank 0 writes the outputs.
   if (a.distributed)
-    request.group = kan::DataParallel::join(kan::LaunchEnvironment::from_environment(),
-                                            request.device, a.data_parallel);
+    request.group = join_launch(request.device, a.data_parallel, "--distributed");
   a.data.check_needs_data();
   // fit's width comes from --width, the model file or the data: --inputs selects columns only.
   TORCH_CHECK(a.data.inputs.empty() || !a.data.data.empty(),

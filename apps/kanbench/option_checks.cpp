@@ -1,5 +1,7 @@
 #include "option_checks.h"
 
+#include "kan/io/text.h"
+
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -35,11 +37,7 @@ bool all_digits(const std::string& text, size_t from = 0) {
 } // namespace
 
 std::string shown(const std::string& value) {
-  constexpr size_t kMax = 40;
-  if (value.size() <= kMax)
-    return "'" + value + "'";
-  return "'" + value.substr(0, kMax / 2) + "..." + value.substr(value.size() - kMax / 4) + "' (" +
-         std::to_string(value.size()) + " characters)";
+  return "'" + kan::io::elided(value, 36, /*say_length=*/true) + "'";
 }
 
 CLI::Validator finite_number(double min, bool exclusive, double max) {

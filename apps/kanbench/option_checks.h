@@ -63,7 +63,8 @@ CLI::Option* add_enum_option(CLI::App* command, const std::string& name, Enum& t
   return option;
 }
 
-/// A value as it may appear in a message: at most 40 characters (a 1 MB argument is elided).
+/// A value as it may appear in a message, in single quotes: kan::io::elided to 36 characters with
+/// its length, so that a 1 MB argument is one short line.
 std::string shown(const std::string& value);
 
 } // namespace kanbench

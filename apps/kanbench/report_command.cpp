@@ -3,7 +3,8 @@
 // `kanbench report audit.json`: that of an audit.
 #include "commands.h"
 
-#include "kan/diagnostics/records.h"
+#include "kan/diagnostics/audit_record.h"
+#include "kan/diagnostics/fit_setup.h"
 #include "kan/reports/audit_report.h"
 #include "kan/reports/fit_report.h"
 #include "kan/reports/html_report.h"
@@ -67,8 +68,8 @@ int run_fit_report(const ReportArgs& a, const nlohmann::json& document, const st
   options.title = a.title;
   options.fit_source = a.results;
   options.chartjs_path = a.chartjs;
-  kan::reports::write_fit_report(out, kan::diagnostics::fit_record_from_json(document, a.results),
-                                 options);
+  kan::reports::write_fit_report(
+      out, kan::diagnostics::strict_fit_record_from_json(document, a.results), options);
   std::cout << "report -> " << out << std::endl;
   return 0;
 }
@@ -125,7 +126,8 @@ int run_report(const ReportArgs& a) {
         a.results, "command",
         "expected \"fit\" (a fit.json), \"audit\" (an audit.json) or no command (a "
         "results.json), got " +
-            kan::io::elide(document["command"].dump()));
+            kan::io::elided(document["command"].dump(), kan::io::kQuotedChars,
+                            /*say_length=*/true));
   const auto results = kan::results::results_from_json(document, a.results);
   kan::reports::HtmlReportOptions options;
   options.title = a.title;

@@ -54,8 +54,7 @@ kan::bench::Workload find_workload(const std::string& suite, const std::string& 
 int run_rank(const ScalingArgs& a) {
   // Every kan phase, the collectives' "communication" included, is an NVTX range during the run.
   kan::diagnostics::NvtxScopes nvtx_scopes;
-  auto group = kan::DataParallel::join(kan::LaunchEnvironment::from_environment(),
-                                       parse_device(a.device), a.data_parallel);
+  auto group = join_launch(parse_device(a.device), a.data_parallel, "kanbench scaling");
   const auto workload = find_workload(a.suite, a.cases.at(0));
   auto entry = kan::bench::train_data_parallel(workload, *group, kan::dtype_from_string(a.dtype));
   if (group->rank() == 0) {
@@ -135,6 +134,7 @@ kan::results::ScalingResult measure(const ScalingArgs& a, const std::string& nam
 }
 
 int run_scaling(const ScalingArgs& a) {
+  check_can_join_launches("kanbench scaling");
   kan::io::check_output_folder(a.out, "--out");
   const auto device = parse_device(a.device);
   TORCH_CHECK(!device.has_index(), "--device: cpu or cuda (rank r uses cuda:r), got ", a.device);

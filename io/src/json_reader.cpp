@@ -56,14 +56,6 @@ std::string describe(const json& value) {
   }
 }
 
-std::string elide(const std::string& text, size_t limit) {
-  if (text.size() <= limit)
-    return text;
-  const size_t head = limit * 2 / 3, tail = limit - head;
-  return text.substr(0, head) + "..." + text.substr(text.size() - tail) + " (" +
-         std::to_string(text.size()) + " characters)";
-}
-
 std::string format_number(double number) {
   return json(number).dump();
 }
@@ -281,7 +273,7 @@ int check_schema_version(const json& version, const std::string& key_path, const
   int our_major = 0;
   std::sscanf(writes, "%d", &our_major);
   if (major != our_major)
-    fail(key_path, "version " + elide(text) +
+    fail(key_path, "version " + elided(text, kQuotedChars, /*say_length=*/true) +
                        " is not supported: this kanbench reads major version " +
                        std::to_string(our_major) + " (writes " + writes + ")");
   return minor;
@@ -339,7 +331,7 @@ public:
   bool parse_error(std::size_t, const std::string& last_token, const json::exception& error) {
     // 406: nlohmann's "number overflow parsing '1e999'" (a number no double holds).
     if (error.id == 406)
-      fail(path(), "number out of range (" + elide(last_token, 40) + ")");
+      fail(path(), "number out of range (" + elided(last_token, 40, /*say_length=*/true) + ")");
     // "[json.exception.parse_error.101] parse error at line 3, column 5: ..." -> from "parse",
     // with the token it stopped at elided (a string or number may be megabytes long).
     std::string what = error.what();
@@ -347,8 +339,9 @@ public:
       what = what.substr(start + 2);
     const std::string token = "last read: '" + last_token + "'";
     if (const auto at = what.find(token); !last_token.empty() && at != std::string::npos)
-      what.replace(at, token.size(), "last read: '" + elide(last_token, 40) + "'");
-    fail(path(), "not valid JSON: " + elide(what, 400));
+      what.replace(at, token.size(),
+                   "last read: '" + elided(last_token, 40, /*say_length=*/true) + "'");
+    fail(path(), "not valid JSON: " + elided(what, 400, /*say_length=*/true));
   }
 
 private:
@@ -399,7 +392,8 @@ private:
   }
   bool open(json container) {
     if (frames_.size() >= kMaxJsonDepth)
-      fail(elide(path(), 100), "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+      fail(elided(path(), 100, /*say_length=*/true),
+           "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     Frame frame;
     frame.value = place(std::move(container));
     frames_.push_back(std::move(frame));

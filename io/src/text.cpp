@@ -64,18 +64,21 @@ size_t character_start(std::string_view text, size_t i) {
 
 } // namespace
 
-std::string elided(std::string_view text, size_t max_chars) {
+std::string elided(std::string_view text, size_t max_chars, bool say_length) {
   std::string out;
   if (text.size() <= max_chars) {
     append_printable(out, text, 0, text.size());
     return out;
   }
-  const size_t keep = max_chars > 5 ? (max_chars - 3) / 2 : 1;
-  const size_t head = character_start(text, keep);
-  const size_t tail = character_start(text, text.size() - keep);
+  // Two thirds from the start, where a value's meaning usually is, a third from the end.
+  const size_t keep_head = max_chars * 2 / 3, keep_tail = max_chars - keep_head;
+  const size_t head = character_start(text, keep_head);
+  const size_t tail = character_start(text, text.size() - keep_tail);
   append_printable(out, text, 0, head);
   out += "...";
   append_printable(out, text, tail, text.size());
+  if (say_length)
+    out += " (" + std::to_string(text.size()) + " characters)";
   return out;
 }
 

@@ -7,14 +7,17 @@
 #include <cmath>
 #include <limits>
 
-namespace kan::results {
+// Each struct's keys, for both directions (kan/io/json_fields.h). They are static: this file is
+// their one user. Argument-dependent lookup finds them in their structs' namespace: kan for the
+// records training returns (kan/train/records.h), kan::results for the rest of the document.
+namespace kan {
 
 using io::Bound;
 using io::ObjectReader;
 using json = nlohmann::json;
-
-// Each struct's keys, for both directions (kan/io/json_fields.h). They are static: this file is
-// their one user, and argument-dependent lookup finds them here, beside their structs.
+using results::to_string;
+using results::width_from_json;
+using results::width_json;
 
 template <typename Fields, typename Record> static void metric_fields(Fields& f, Record& r) {
   f.metric("train_loss", r.train_loss, Bound::kAny);
@@ -105,9 +108,11 @@ static void check_pruning(const PruneResult& p, const std::vector<LayerWidth>& m
   for (size_t l = 0; fewer && l < after.size(); ++l)
     fewer = after[l].sum <= before[l].sum && after[l].mult <= before[l].mult;
   if (!fewer)
-    io::fail("pruned.width_after", io::elide(width_json(after).dump()) + " is not width_before " +
-                                       io::elide(width_json(before).dump()) +
-                                       " with hidden nodes removed");
+    io::fail("pruned.width_after",
+             io::elided(width_json(after).dump(), io::kQuotedChars, /*say_length=*/true) +
+                 " is not width_before " +
+                 io::elided(width_json(before).dump(), io::kQuotedChars, /*say_length=*/true) +
+                 " with hidden nodes removed");
   check_node_scores(p.node_scores, before, "pruned.node_scores");
   check_edge_scores(p.edge_scores, after, "pruned.edge_scores");
 }
@@ -193,6 +198,8 @@ template <typename Fields> static void fields(Fields& f, SymbolicResult& s) {
   f.required("digits", s.digits, Bound::kNonNegative);
   f.repeats("seconds", s.retrained.history.seconds, "symbolic.history.seconds");
 }
+
+namespace results {
 
 template <typename Fields> static void fields(Fields& f, FitDataRun& d) {
   f.required("path", d.path);
@@ -354,31 +361,6 @@ template <typename Fields> static void fields(Fields& f, FitRecord& r) {
 
 // ---------------------------------------------------------------------------------------------
 
-double PipelineResult::seconds() const {
-  double total = trained.history.seconds;
-  if (pruned)
-    total += pruned->retrained.history.seconds;
-  for (const auto& r : refined)
-    total += r.trained.history.seconds;
-  if (symbolic)
-    total += symbolic->retrained.history.seconds;
-  return total;
-}
-
-const StageResult& PipelineResult::last() const {
-  if (symbolic)
-    return symbolic->retrained;
-  if (!refined.empty())
-    return refined.back().trained;
-  if (pruned)
-    return pruned->retrained;
-  return trained;
-}
-
-std::string PipelineResult::last_key() const {
-  return symbolic ? "symbolic" : !refined.empty() ? "refined" : pruned ? "pruned" : "trained";
-}
-
 json to_json(const FitHistory& history) {
   return io::write_object(history);
 }
@@ -400,14 +382,15 @@ std::vector<LayerWidth> width_from_json(const json& value, const std::string& pa
     if (entry.is_array()) {
       if (entry.size() != 2)
         io::fail(at, "expected an integer or [addition, multiplication] nodes, got " +
-                         io::elide(entry.dump()));
+                         io::elided(entry.dump(), io::kQuotedChars, /*say_length=*/true));
       layer = {io::as_integer(entry[0], io::index_path(at, 0), Bound::kNonNegative),
                io::as_integer(entry[1], io::index_path(at, 1), Bound::kNonNegative)};
     } else {
       layer.sum = io::as_integer(entry, at, Bound::kNonNegative);
     }
     if (layer.nodes() < 1)
-      io::fail(at, "a layer needs at least one node, got " + io::elide(entry.dump()));
+      io::fail(at, "a layer needs at least one node, got " +
+                       io::elided(entry.dump(), io::kQuotedChars, /*say_length=*/true));
     return layer;
   });
 }
@@ -511,4 +494,5 @@ FitRecord read_fit_record(const std::string& path) {
   return fit_record_from_json(read_json_file(path, "a fit.json file"), path);
 }
 
-} // namespace kan::results
+} // namespace results
+} // namespace kan

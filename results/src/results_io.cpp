@@ -494,7 +494,7 @@ static void check_accuracy_summary(const AccuracyRun& run, const std::string& pa
         std::string text = "[";
         for (size_t i = 0; i < refs.size(); ++i)
           text += (i ? ", " : "") + describe_ref(run, refs[i], fits_path);
-        return io::elide(text + "]", 400);
+        return io::elided(text + "]", 400, /*say_length=*/true);
       };
       io::fail(key("pareto"), "is " + list(s.pareto) + " but the Pareto front of the points of " +
                                   of + " is " + list(e.pareto));

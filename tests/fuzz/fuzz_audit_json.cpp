@@ -1,7 +1,7 @@
 // audit.json, through its strict reader.
 #include "fuzz_input.h"
 
-#include "kan/diagnostics/records.h"
+#include "kan/diagnostics/audit_record.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto path = kan::fuzz::write_input(data, size, "audit.json");

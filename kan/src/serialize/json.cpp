@@ -27,7 +27,7 @@ static torch::Dtype dtype_from(const json& value, const std::string& path) {
   try {
     return dtype_from_string(io::as_string(value, path));
   } catch (const c10::Error& e) {
-    throw io::JsonError("", path, io::elide(e.what_without_backtrace(), 200));
+    throw io::JsonError("", path, io::elided(e.what_without_backtrace(), 200, /*say_length=*/true));
   }
 }
 
@@ -156,7 +156,7 @@ MLPOptions mlp_options_from_json(const json& value, const std::string& path) {
   try {
     check_mlp_options(options);
   } catch (const c10::Error& e) {
-    throw io::JsonError("", path, io::elide(e.what_without_backtrace(), 200));
+    throw io::JsonError("", path, io::elided(e.what_without_backtrace(), 200, /*say_length=*/true));
   }
   return options;
 }

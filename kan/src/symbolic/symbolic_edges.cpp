@@ -1,5 +1,7 @@
-// KANImpl's symbolic edges: pykan 0.2.8's set_mode, fix_symbolic, unfix_symbolic,
-// suggest_symbolic and auto_symbolic (MultKAN.py), the fits batched over edges.
+// A KAN's symbolic edges: pykan 0.2.8's set_mode, fix_symbolic, unfix_symbolic,
+// suggest_symbolic, auto_symbolic and symbolic_formula (MultKAN.py), the fits batched over edges.
+#include "kan/symbolic/symbolic_edges.h"
+
 #include "kan/nn/network.h"
 #include "kan/symbolic/symbolic.h"
 
@@ -230,9 +232,9 @@ bool KANImpl::has_symbolic_edges() const {
   return false;
 }
 
-void KANImpl::set_mode(size_t l, int64_t i, int64_t j, const std::string& mode,
-                       std::optional<double> numeric_mask) {
-  check_edge(*this, "set_mode", l, i, j);
+void set_mode(KANImpl& model, size_t l, int64_t i, int64_t j, const std::string& mode,
+              std::optional<double> numeric_mask) {
+  check_edge(model, "set_mode", l, i, j);
   double numeric = 0, symbolic = 0;
   if (mode == "s") {
     symbolic = 1;
@@ -244,7 +246,7 @@ void KANImpl::set_mode(size_t l, int64_t i, int64_t j, const std::string& mode,
   } else {
     TORCH_CHECK(false, "set_mode: mode must be \"n\", \"s\", \"sn\" or \"ns\", got \"", mode, "\"");
   }
-  auto target = layer(l);
+  auto target = model.layer(l);
   {
     torch::NoGradGuard no_grad;
     target->mask[i][j] = numeric;
@@ -254,18 +256,18 @@ void KANImpl::set_mode(size_t l, int64_t i, int64_t j, const std::string& mode,
     target->set_symbolic_edges({i}, {j}, {target->symbolic_name(i, j)}, {symbolic});
 }
 
-std::optional<double> KANImpl::fix_symbolic(size_t l, int64_t i, int64_t j, const std::string& name,
-                                            const torch::Tensor& x,
-                                            const SymbolicFitOptions& options) {
-  check_edge(*this, "fix_symbolic", l, i, j);
+std::optional<double> fix_symbolic(KANImpl& model, size_t l, int64_t i, int64_t j,
+                                   const std::string& name, const torch::Tensor& x,
+                                   const SymbolicFitOptions& options) {
+  check_edge(model, "fix_symbolic", l, i, j);
   const auto& function = symbolic_function(name);
-  auto target = layer(l);
+  auto target = model.layer(l);
   std::optional<double> r2;
   torch::Tensor affine;
   if (x.defined()) {
     const double numeric = target->mask[i][j].item<double>();
     check_not_pruned("fix_symbolic", l, i, j, numeric, symbolic_mask_at(*target, i, j));
-    const auto acts = samples_through(*this, x, l, "fix_symbolic samples");
+    const auto acts = samples_through(model, x, l, "fix_symbolic samples");
     const auto& a = acts.back();
     const auto fit = fit_symbolic_params(a.input.narrow(1, i, 1),
                                          a.edges.select(2, j).narrow(1, i, 1), function, options);
@@ -282,27 +284,27 @@ std::optional<double> KANImpl::fix_symbolic(size_t l, int64_t i, int64_t j, cons
   return r2;
 }
 
-void KANImpl::unfix_symbolic(size_t l, int64_t i, int64_t j) {
-  check_edge(*this, "unfix_symbolic", l, i, j);
-  set_mode(l, i, j, "n");
-  if (layer(l)->has_symbolic_state())
-    layer(l)->set_symbolic_edges({i}, {j}, {"0"}, {0.0});
+void unfix_symbolic(KANImpl& model, size_t l, int64_t i, int64_t j) {
+  check_edge(model, "unfix_symbolic", l, i, j);
+  set_mode(model, l, i, j, "n");
+  if (model.layer(l)->has_symbolic_state())
+    model.layer(l)->set_symbolic_edges({i}, {j}, {"0"}, {0.0});
 }
 
-std::vector<SymbolicSuggestion> KANImpl::suggest_symbolic(size_t l, int64_t i, int64_t j,
-                                                          const torch::Tensor& x,
-                                                          const std::vector<std::string>& lib,
-                                                          int64_t topk, double weight_simple,
-                                                          const SymbolicFitOptions& options) {
-  check_edge(*this, "suggest_symbolic", l, i, j);
+std::vector<SymbolicSuggestion> suggest_symbolic(KANImpl& model, size_t l, int64_t i, int64_t j,
+                                                 const torch::Tensor& x,
+                                                 const std::vector<std::string>& lib, int64_t topk,
+                                                 double weight_simple,
+                                                 const SymbolicFitOptions& options) {
+  check_edge(model, "suggest_symbolic", l, i, j);
   check_library("suggest_symbolic", lib);
   TORCH_CHECK(topk >= 1, "suggest_symbolic: topk must be >= 1, got ", topk);
   TORCH_CHECK(std::isfinite(weight_simple), "suggest_symbolic: weight_simple must be finite, got ",
               weight_simple);
-  auto target = layer(l);
+  auto target = model.layer(l);
   const double numeric = target->mask[i][j].item<double>();
   check_not_pruned("suggest_symbolic", l, i, j, numeric, symbolic_mask_at(*target, i, j));
-  const auto acts = samples_through(*this, x, l, "suggest_symbolic samples");
+  const auto acts = samples_through(model, x, l, "suggest_symbolic samples");
   const auto xs = acts.back().input.narrow(1, i, 1);
   const auto ys = acts.back().edges.select(2, j).narrow(1, i, 1);
   std::vector<SymbolicSuggestion> ranked;
@@ -320,19 +322,18 @@ std::vector<SymbolicSuggestion> KANImpl::suggest_symbolic(size_t l, int64_t i, i
   return ranked;
 }
 
-std::vector<SymbolicChoice> KANImpl::auto_symbolic(const torch::Tensor& x,
-                                                   const std::vector<std::string>& lib,
-                                                   double weight_simple, double r2_threshold,
-                                                   const SymbolicFitOptions& options) {
+std::vector<SymbolicChoice> auto_symbolic(KANImpl& model, const torch::Tensor& x,
+                                          const std::vector<std::string>& lib, double weight_simple,
+                                          double r2_threshold, const SymbolicFitOptions& options) {
   check_library("auto_symbolic", lib);
   TORCH_CHECK(std::isfinite(weight_simple), "auto_symbolic: weight_simple must be finite, got ",
               weight_simple);
   // Every layer's samples from one forward before any edge changes, as pykan's (which reads the
   // last forward's activations throughout).
-  const auto acts = samples_through(*this, x, depth() - 1, "auto_symbolic samples");
+  const auto acts = samples_through(model, x, model.depth() - 1, "auto_symbolic samples");
   std::vector<SymbolicChoice> choices;
-  for (size_t l = 0; l < depth(); ++l) {
-    auto target = layer(l);
+  for (size_t l = 0; l < model.depth(); ++l) {
+    auto target = model.layer(l);
     const auto edges = layer_edges(*target, l, acts[l], x.device());
     FixedEdges fixed;
     if (!edges.fit_ids.empty())
@@ -358,13 +359,13 @@ std::vector<SymbolicChoice> KANImpl::auto_symbolic(const torch::Tensor& x,
   return choices;
 }
 
-std::vector<Expression> KANImpl::symbolic_formula() const {
+std::vector<Expression> symbolic_formula(const KANImpl& model) {
   const auto constant = [](double value) { return Expression::constant(value); };
   std::vector<Expression> nodes;
-  for (int64_t i = 0; i < options_.width().front(); ++i)
+  for (int64_t i = 0; i < model.options().width().front(); ++i)
     nodes.push_back(Expression::input(i));
-  for (size_t l = 0; l < depth(); ++l) {
-    const auto& target = *layer(l);
+  for (size_t l = 0; l < model.depth(); ++l) {
+    const auto& target = *model.layer(l);
     const int64_t I = target.options().in_dim(), O = target.options().out_dim();
     const auto numeric = host_values(target.mask); // (I, O)
     for (int64_t e = 0; e < I * O; ++e)
@@ -391,7 +392,7 @@ std::vector<Expression> KANImpl::symbolic_formula() const {
                    constant(p[3]));
         }
     }
-    nodes = applies_affine() ? formula_nodes(*this, l, subnodes) : subnodes;
+    nodes = model.applies_affine() ? formula_nodes(model, l, subnodes) : subnodes;
   }
   return nodes;
 }

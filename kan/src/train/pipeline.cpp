@@ -1,5 +1,8 @@
 #include "kan/train/pipeline.h"
 
+#include "kan/nn/pruning.h"
+#include "kan/symbolic/symbolic_edges.h"
+
 #include <torch/types.h>
 
 #include <algorithm>
@@ -84,10 +87,10 @@ private:
 PruneResult prune(KAN& model, const Dataset& data, const PruneStage& stage) {
   PruneResult pruning;
   pruning.width_before = pykan_width(model->options());
-  const auto node_scores = model->attribute(data.train_input);
-  model = model->prune_node(node_scores, stage.node_th);
-  const auto edge_scores = model->attribute(data.train_input);
-  model->prune_edge(edge_scores, stage.edge_th);
+  const auto node_scores = attribute(*model, data.train_input);
+  model = prune_node(*model, node_scores, stage.node_th);
+  const auto edge_scores = attribute(*model, data.train_input);
+  prune_edge(*model, edge_scores, stage.edge_th);
   pruning.width_after = pykan_width(model->options());
   for (const auto& scores : node_scores.node_scores)
     pruning.node_scores.push_back(values_of(scores));
@@ -149,8 +152,8 @@ SymbolicResult fix_symbolic(KAN& model, const Dataset& data, const SymbolicStage
     model->set_save_activations(saved);
   }
   const auto start = std::chrono::steady_clock::now();
-  const auto choices = model->auto_symbolic(data.train_input, stage.lib, stage.weight_simple,
-                                            stage.r2_threshold, symbolic_search(stage.search));
+  const auto choices = auto_symbolic(*model, data.train_input, stage.lib, stage.weight_simple,
+                                     stage.r2_threshold, symbolic_search(stage.search));
   symbolic.auto_symbolic_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const auto& c : choices)
@@ -176,7 +179,7 @@ void finish_symbolic(SymbolicResult& symbolic, const KAN& model) {
           values_of(model->layer(static_cast<size_t>(edge.layer))->symbolic_affine[edge.j][edge.i]);
   try {
     std::vector<Formula> formula;
-    for (const auto& output : model->symbolic_formula())
+    for (const auto& output : symbolic_formula(*model))
       formula.push_back(
           {output.sympy(symbolic.digits), output.latex(symbolic.digits), output.sympy()});
     symbolic.formula = std::move(formula);

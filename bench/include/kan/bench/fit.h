@@ -7,7 +7,7 @@
 /// folder. docs/commands.md describes the command.
 
 #include "kan/data/data_file.h"
-#include "kan/diagnostics/records.h"
+#include "kan/diagnostics/fit_setup.h"
 #include "kan/distributed/data_parallel.h"
 #include "kan/nn/model.h"
 #include "kan/results/fit_record.h"

@@ -184,8 +184,9 @@ public:
         fail(path_of(key),
              format_number(value) + " is not " + what + " " + format_number(expected));
     } else if (const json written = write_value(expected); found != written) {
-      fail(path_of(key),
-           "is " + elide(found.dump()) + " but " + what + " is " + elide(written.dump()));
+      fail(path_of(key), "is " + elided(found.dump(), kQuotedChars, /*say_length=*/true) + " but " +
+                             what + " is " +
+                             elided(written.dump(), kQuotedChars, /*say_length=*/true));
     }
   }
   template <typename T, typename Write, typename Read>

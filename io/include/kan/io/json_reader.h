@@ -5,6 +5,7 @@
 /// "expected ..."), and ObjectReader::finish() refuses keys nobody read.
 
 #include "kan/io/enum_names.h"
+#include "kan/io/text.h"
 
 #include <nlohmann/json.hpp>
 
@@ -38,12 +39,11 @@ private:
 /// "a string (\"fast\")", "null", "an array of 3", ... for "expected X, got Y".
 std::string describe(const json& value);
 
-/// `text` when it has at most `limit` characters, else its start and end around "..." (and
-/// its length), so no message echoes a megabyte of input.
-std::string elide(const std::string& text, size_t limit = 60);
+/// How many characters of a value a JSON reader's message quotes (elided).
+inline constexpr size_t kQuotedChars = 60;
 /// `text` elided and in double quotes, for messages: "\"toy\"".
 inline std::string quoted(const std::string& text) {
-  return "\"" + elide(text) + "\"";
+  return "\"" + elided(text, kQuotedChars, /*say_length=*/true) + "\"";
 }
 /// A finite number as JSON writes it (shortest form that reads back: "0.51", "1e-09").
 std::string format_number(double number);
@@ -52,7 +52,8 @@ std::string format_number(double number);
 
 /// The key path of `key` in the object at `path` (an overlong key is elided).
 inline std::string child_path(const std::string& path, const std::string& key) {
-  return path.empty() ? elide(key, 80) : path + "." + elide(key, 80);
+  return path.empty() ? elided(key, 80, /*say_length=*/true)
+                      : path + "." + elided(key, 80, /*say_length=*/true);
 }
 inline std::string index_path(const std::string& path, size_t index) {
   return path + "[" + std::to_string(index) + "]";

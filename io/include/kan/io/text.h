@@ -11,10 +11,12 @@ namespace kan::io {
 /// errors' text, and c10's "[enforce fail at FILE:LINE] condition. " prefix says nothing to users.
 std::string first_line(const std::string& message);
 
-/// `text` as it may appear in a one-line message: at most about `max_chars` characters (a longer
-/// text keeps its start and end around "..."), control characters and bytes that are not UTF-8
-/// written as \xNN, so that any byte sequence quoted from a file stays one printable line.
-std::string elided(std::string_view text, size_t max_chars = 80);
+/// `text` as it may appear in a one-line message, so that no message echoes a megabyte of input
+/// and any byte sequence quoted from a file stays one printable line: a text longer than
+/// `max_chars` keeps about two thirds of them from its start and a third from its end around
+/// "..." ("abc...xyz"), with `say_length` followed by its length ("abc...xyz (5000
+/// characters)"); control characters and bytes that are not UTF-8 are written as \xNN.
+std::string elided(std::string_view text, size_t max_chars = 80, bool say_length = false);
 
 /// A duration for people: "512 ms", "1.23 s", "85.1 us", "3 ns".
 std::string format_seconds(double seconds);

@@ -120,41 +120,6 @@ struct RegularizationOptions {
 };
 
 class KAN;
-struct InputPruning;
-
-/// One library function fitted to one edge (suggest_symbolic's ranking, best first).
-struct SymbolicSuggestion {
-  std::string name;
-  double r2;          ///< pykan's R^2 of the fit (-1e8 for an edge with no numeric part)
-  int64_t complexity; ///< the function's complexity
-  /// pykan's loss: weight_simple * complexity + (1 - weight_simple) * log2(1 + 1e-5 - r2).
-  double loss;
-};
-
-/// What auto_symbolic chose for one edge i -> j of layer `layer`.
-struct SymbolicChoice {
-  size_t layer;
-  int64_t i, j;
-  std::string name; ///< the best function ("0" for a pruned edge)
-  double r2;        ///< its R^2 (-1e8 for a pruned edge, as pykan)
-  bool fixed;       ///< false when r2 was below the threshold: the edge stays numeric
-};
-
-/// How much each node, edge and subnode contributes to the outputs: pykan's attribute(), from
-/// the spread (standard deviation over the samples) of every edge's and subnode's activation,
-/// back-propagated from the outputs (docs/kan.md, "Attribution"). Means over the outputs.
-struct Attribution {
-  /// Per layer l = 0..L: (width[l]). node_scores[0] is pykan's feature_score.
-  std::vector<torch::Tensor> node_scores;
-  /// Per layer l = 0..L-1: (width[l], subnodes(l + 1)), edge (i, j) as coef and mask index it
-  /// (pykan's edge_scores are the transpose, (out, in)).
-  std::vector<torch::Tensor> edge_scores;
-  /// Per layer l = 0..L-1: (subnodes(l + 1)), the outputs of layer l's KANLayer.
-  std::vector<torch::Tensor> subnode_scores;
-
-  /// The inputs' scores (pykan's feature_score).
-  const torch::Tensor& feature_score() const { return node_scores.front(); }
-};
 
 namespace detail {
 class KeptInput;
@@ -230,90 +195,8 @@ public:
   KAN refine(int64_t new_grid, const torch::Tensor& x = {},
              int64_t memory_budget = kDefaultGridUpdateMemoryBytes) const;
 
-  /// pykan's attribute() on the activations of the samples x (N, width[0]); N >= 2 (a spread
-  /// needs two samples). Without gradients; the model is unchanged.
-  Attribution attribute(const torch::Tensor& x);
-
-  /// Pruning, as pykan (docs/kan.md, "Pruning"). prune_node keeps the hidden nodes whose
-  /// attribution score on the samples x exceeds `threshold` and returns a smaller model (new
-  /// width, multiplication nodes and arities kept for the nodes that stay) whose outputs equal
-  /// this model's with the other nodes removed. A threshold that would remove every node of a
-  /// hidden layer is an error naming the layer; this model is never changed.
-  KAN prune_node(const torch::Tensor& x, double threshold = 1e-2) const;
-  /// The same from scores already computed (this model's attribute(x)).
-  KAN prune_node(const Attribution& scores, double threshold = 1e-2) const;
-  /// The same with the nodes to keep given per hidden layer (active[l - 1] for layer l).
-  KAN keep_nodes(const std::vector<std::vector<int64_t>>& active) const;
-  /// Masks the edges whose attribution score on x is at most `threshold` (pykan's prune_edge).
-  void prune_edge(const torch::Tensor& x, double threshold = 3e-2);
-  /// The same from scores already computed (this model's attribute(x)).
-  void prune_edge(const Attribution& scores, double threshold = 3e-2);
-  /// prune_node, then prune_edge on the pruned model (pykan's prune).
-  KAN prune(const torch::Tensor& x, double node_threshold = 1e-2,
-            double edge_threshold = 3e-2) const;
-  /// pykan's prune_input: keeps the inputs whose attribution score (feature_score) on x exceeds
-  /// `threshold`, in a smaller model that takes just them (InputPruning says how to feed it). A
-  /// threshold that would remove every input is an error; this model is never changed.
-  InputPruning prune_input(const torch::Tensor& x, double threshold = 1e-2) const;
-  /// The same with the inputs to keep given (pykan's active_inputs), as columns of x.
-  KAN keep_inputs(const std::vector<int64_t>& inputs) const;
-  /// Masks edge i -> j of layer l.
-  void remove_edge(size_t l, int64_t i, int64_t j);
-  /// Masks every edge into node i of layer l (its subnodes) and out of it, numeric and symbolic
-  /// (as pykan's remove_node).
-  void remove_node(size_t l, int64_t i);
-
-  // Symbolic edges (pykan's symbolic branch; docs/kan.md, "Symbolic edges"). Edges are (l, i, j):
-  // layer l's input i -> output (subnode) j. Samples x are the network's inputs (N, width[0]):
-  // a fit uses edge i -> j's input and its whole activation (numeric + symbolic) on them, as
-  // pykan's uses the last forward's.
-
-  /// pykan's set_mode: "n" numeric (numeric mask 1, symbolic 0), "s" symbolic (0, 1), "sn" or
-  /// "ns" both (numeric mask `numeric_mask`, default 1; symbolic 1). Another mode is an error.
-  void set_mode(size_t l, int64_t i, int64_t j, const std::string& mode,
-                std::optional<double> numeric_mask = std::nullopt);
-  /// Makes edge (l, i, j) symbolic with library function `name` (set_mode "s"). With samples x,
-  /// its a, b, c, d are fitted (fit_symbolic_params) and pykan's R^2 is returned (-1e8 for an
-  /// edge that was symbolic only, as pykan); without, they are 1, 0, 1, 0 and nothing is
-  /// returned. A pruned edge (both masks 0) cannot be fitted: an error.
-  std::optional<double> fix_symbolic(size_t l, int64_t i, int64_t j, const std::string& name,
-                                     const torch::Tensor& x = {},
-                                     const SymbolicFitOptions& options = {});
-  /// Makes edge (l, i, j) numeric again (set_mode "n", function "0"), as pykan.
-  void unfix_symbolic(size_t l, int64_t i, int64_t j);
-  /// Fits every function of `lib` to edge (l, i, j) on samples x and ranks them by pykan's loss
-  /// (ties keep lib's order); the best `topk`. The model is not changed.
-  ///
-  /// Example:
-  ///   auto ranked = model->suggest_symbolic(0, 1, 0, x);   // ranked[0].name == "sin", ...
-  std::vector<SymbolicSuggestion>
-  suggest_symbolic(size_t l, int64_t i, int64_t j, const torch::Tensor& x,
-                   const std::vector<std::string>& lib = symbolic_function_names(),
-                   int64_t topk = 5, double weight_simple = 0.8,
-                   const SymbolicFitOptions& options = {});
-  /// pykan's auto_symbolic: every edge with a numeric part gets the best function of `lib` (as
-  /// suggest_symbolic) when its R^2 >= r2_threshold; pruned edges get "0"; symbolic-only edges
-  /// stay. One fit_symbolic_params call per function and layer for all of its edges. Returns the
-  /// choice for every edge it considered.
-  std::vector<SymbolicChoice>
-  auto_symbolic(const torch::Tensor& x,
-                const std::vector<std::string>& lib = symbolic_function_names(),
-                double weight_simple = 0.8, double r2_threshold = 0.0,
-                const SymbolicFitOptions& options = {});
   /// Whether any edge is symbolic (host-side record; no device sync).
   bool has_symbolic_edges() const;
-  /// pykan's symbolic_formula: the network as one expression per output in the inputs x1, x2,
-  /// ... (docs/kan.md, "Formulas"). Each edge with a symbolic mask contributes mask *
-  /// (c f(a x + b) + d); then the subnode affine maps, the multiplication nodes and the node
-  /// affine maps. An edge with a numeric part (numeric mask != 0) is an error naming it: no
-  /// formula could reproduce it. Evaluating the result (Expression::evaluate, or its sympy text
-  /// with digits < 0) reproduces forward() up to rounding. Reads the symbolic state on the host.
-  ///
-  /// Example:
-  ///   model->auto_symbolic(x, {"x", "x^2", "sin", "exp"});
-  ///   model->symbolic_formula()[0].sympy(4);   // "1.0*exp(1.0*x2^2 + 1.0*sin(3.1416*x1))"
-  std::vector<Expression> symbolic_formula() const;
-
   /// The regulariser of the last forward's activations (save_activations or save_statistics
   /// must be on).
   torch::Tensor regularization(const RegularizationOptions& weights = {}) const override;
@@ -359,18 +242,5 @@ private:
 };
 
 TORCH_MODULE(KAN);
-
-/// What prune_input returns: a model of the inputs that stay, and which inputs those are.
-struct InputPruning {
-  /// The pruned model; its width[0] is input_id.size().
-  KAN model;
-  /// The inputs that stay, ascending, as columns of the original model's x (pykan's input_id).
-  /// pykan's pruned model selects them from the full x itself; this one takes them selected,
-  /// model(select_inputs(x)), so its checkpoint and every x-taking method stay as they are.
-  std::vector<int64_t> input_id;
-
-  /// x (N, original width[0]) -> its columns input_id, (N, input_id.size()), on x's device.
-  torch::Tensor select_inputs(const torch::Tensor& x) const;
-};
 
 } // namespace kan

@@ -8,7 +8,7 @@
 #include "kan/nn/model.h"
 #include "kan/nn/network.h"
 #include "kan/optim/grad_scaler.h"
-#include "kan/results/fit_record.h"
+#include "kan/train/records.h"
 
 #include <nlohmann/json_fwd.hpp>
 #include <torch/arg.h>
@@ -58,13 +58,6 @@ inline constexpr io::EnumName<Loss> kLossNames[] = {{Loss::kMSE, "mse"},
                                                     {Loss::kCrossEntropy, "cross_entropy"}};
 std::string to_string(Loss value);
 Loss loss_from_string(const std::string& name);
-
-/// The history fit() returns: its records are fit.json's (kan/results/fit_record.h), read and
-/// written without LibTorch.
-using results::EpochRecord;
-using results::fit_history_from_json;
-using results::FitHistory;
-using results::StepRecord;
 
 /// Options of fit(), with pykan 0.2.8's defaults.
 struct FitOptions {

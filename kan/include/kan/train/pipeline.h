@@ -7,6 +7,7 @@
 #include "kan/nn/model.h"
 #include "kan/nn/network.h"
 #include "kan/train/fit.h"
+#include "kan/train/records.h" // what each stage measured
 
 #include <nlohmann/json_fwd.hpp>
 #include <torch/arg.h>
@@ -77,18 +78,6 @@ struct PipelineOptions {
       std::function<FitHistory(KAN&, const Dataset&, const FitOptions&, const PipelineStage&)>,
       train) = nullptr;
 };
-
-/// What each stage measured: fit.json's records (kan/results/fit_record.h), read and written
-/// without LibTorch.
-using results::Formula;
-using results::LayerWidth;
-using results::PipelineResult;
-using results::PruneResult;
-using results::RefineResult;
-using results::StageResult;
-using results::SymbolicCurve;
-using results::SymbolicEdgeResult;
-using results::SymbolicResult;
 
 /// One training of any model (an MLP, or a KAN without the later stages) and its metrics on the
 /// whole sets after it: run_pipeline's first stage alone, in the same StageResult. `train` trains

@@ -1,53 +1,20 @@
-#include "kan/diagnostics/records.h"
+#include "kan/diagnostics/audit_record.h"
+
+#include "detail/document_checks.h"
 
 #include "kan/io/json_fields.h"
+#include "kan/nn/mlp.h"
+#include "kan/nn/network.h"
 #include "kan/results/results_io.h"
-
-#include <algorithm>
-#include <cmath>
 
 namespace kan::diagnostics {
 
-namespace {
-
+using detail::check_command;
+using detail::check_repeats;
+using detail::in_file;
 using io::Bound;
 using io::ObjectReader;
 using json = nlohmann::json;
-
-void check_command(ObjectReader& r, const char* expected) {
-  const auto command = r.string("command");
-  if (command != expected)
-    io::fail(r.path_of("command"),
-             "expected \"" + std::string(expected) + "\", got " + io::quoted(command));
-}
-
-// A summary key that repeats another part of the document must repeat it exactly.
-void check_repeats(const json& value, const json& original, const std::string& path,
-                   const std::string& original_path) {
-  if (value != original)
-    io::fail(path, "is " + io::elide(value.dump()) + " but " + original_path + " is " +
-                       io::elide(original.dump()));
-}
-
-template <typename Read> auto in_file(const std::string& source, Read read) {
-  try {
-    return read();
-  } catch (const io::JsonError& e) {
-    throw e.in_file(source);
-  }
-}
-
-// An MLP's size follows from its configuration alone.
-void check_mlp_size(const results::FitRecord& f, const MLPOptions& mlp) {
-  if (!f.parameters)
-    return;
-  check_repeats(*f.parameters, mlp_parameter_count(mlp.width()), "final.parameters",
-                "config.model's count");
-  check_repeats(*f.forward_flops, mlp_forward_flops(mlp.width(), mlp.activation()),
-                "final.forward_flops", "config.model's count");
-}
-
-} // namespace
 
 // Its keys, for both directions (kan/io/json_fields.h).
 template <typename Fields> static void fields(Fields& f, AuditRun& c) {
@@ -57,7 +24,8 @@ template <typename Fields> static void fields(Fields& f, AuditRun& c) {
       "model", c.model, [](const json& model) { return model; },
       [](const json& model, const std::string& path) {
         if (!model.is_object())
-          io::fail(path, "expected an object, got " + io::elide(model.dump()));
+          io::fail(path, "expected an object, got " +
+                             io::elided(model.dump(), io::kQuotedChars, /*say_length=*/true));
         return model;
       });
   f.required("data_device", c.data_device);
@@ -67,50 +35,6 @@ template <typename Fields> static void fields(Fields& f, AuditRun& c) {
   f.required("trace_steps", c.trace_steps, Bound::kNonNegative);
   f.required("seed", c.seed);
   f.defaulted("rehearsal", c.rehearsal);
-}
-
-void write_fit_setup(const FitSetup& setup, results::FitConfig& config) {
-  config.model_kind = to_string(setup.model_kind);
-  config.model = setup.model_kind == ModelKind::kMLP           ? to_json(setup.mlp)
-                 : setup.model_kind == ModelKind::kTorchScript ? setup.script
-                                                               : to_json(setup.model);
-  config.fit = to_json(setup.fit);
-  config.prune = setup.prune ? to_json(*setup.prune) : json(nullptr);
-  config.symbolic = setup.symbolic ? to_json(*setup.symbolic) : json(nullptr);
-}
-
-FitSetup read_fit_setup(const results::FitConfig& config) {
-  FitSetup setup;
-  setup.model_kind = io::enum_from_string(config.model_kind, kModelKindNames, "config.model_kind");
-  if (setup.model_kind == ModelKind::kMLP)
-    setup.mlp = mlp_options_from_json(config.model, "config.model");
-  else if (setup.model_kind == ModelKind::kTorchScript)
-    setup.script = config.model; // a description: results::model_shape reads what it needs
-  else
-    setup.model = kan_options_from_json(config.model, "config.model");
-  setup.fit = fit_options_from_json(config.fit, "config.fit");
-  if (!config.prune.is_null())
-    setup.prune = prune_stage_from_json(config.prune, "config.prune");
-  if (!config.symbolic.is_null())
-    setup.symbolic = symbolic_stage_from_json(config.symbolic, "config.symbolic");
-  return setup;
-}
-
-results::FitRecord fit_record_from_json(const json& value, const std::string& source) {
-  auto record = results::fit_record_from_json(value, source);
-  in_file(source, [&] {
-    const auto setup = read_fit_setup(record.config);
-    if (setup.model_kind == ModelKind::kMLP)
-      check_mlp_size(record, setup.mlp);
-    audited_fit_from_json(record.device_audit, "device_audit");
-    return 0;
-  });
-  return record;
-}
-
-results::FitRecord read_fit_record(const std::string& path) {
-  return in_file(
-      path, [&] { return fit_record_from_json(io::parse_json(results::read_text_file(path))); });
 }
 
 json to_json(const AuditRecord& a) {

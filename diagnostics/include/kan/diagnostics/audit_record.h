@@ -1,20 +1,14 @@
 #pragma once
 /// audit.json, the document `kanbench audit` writes: its data, its one JSON form and its strict
-/// reader; and fit.json's parts that need LibTorch (kan/results/fit_record.h holds the rest).
-/// docs/formats.md describes every key. As with
-/// results.json (kan/results/results_io.h): a missing, mistyped or unknown key, or a summary
-/// that contradicts what it summarises, is a kan::io::JsonError "FILE: KEY.PATH: PROBLEM";
-/// unknown keys are tolerated only in a file of a newer minor version.
+/// reader. docs/formats.md describes every key. As with results.json
+/// (kan/results/results_io.h): a missing, mistyped or unknown key, or a summary that contradicts
+/// what it summarises, is a kan::io::JsonError "FILE: KEY.PATH: PROBLEM"; unknown keys are
+/// tolerated only in a file of a newer minor version.
 
 #include "kan/diagnostics/audited_fit.h"
 #include "kan/diagnostics/graph_check.h"
-#include "kan/nn/mlp.h"
 #include "kan/nn/model.h"
-#include "kan/nn/network.h"
-#include "kan/results/fit_record.h"
 #include "kan/results/results.h"
-#include "kan/train/fit.h"
-#include "kan/train/pipeline.h"
 
 #include <nlohmann/json.hpp>
 
@@ -29,36 +23,6 @@ namespace kan::diagnostics {
 /// detail keys of results.json 1.2's findings; 1.2: config.model_kind, and config.model of any
 /// kind of model; 1.3: graph_check, config.rehearsal, the finding's source).
 inline constexpr const char* kAuditSchemaVersion = "1.3.0";
-
-/// fit.json's parts that LibTorch's side owns, typed: kan::results::FitRecord keeps them as the
-/// JSON their owners write (config.model_kind, model, fit, prune and symbolic).
-struct FitSetup {
-  /// What was trained: a KAN (`model`), its MLP baseline (`mlp`) or a TorchScript module
-  /// (`script`); only a KAN has pruning, refinement or a symbolic stage.
-  ModelKind model_kind = ModelKind::kKAN;
-  KANOptions model{{2, 5, 1}}; ///< a KAN's options
-  MLPOptions mlp{{2, 5, 1}};   ///< an MLP's options
-  /// A TorchScript module's description (TorchScriptModelImpl::config()).
-  nlohmann::json script = nlohmann::json::object();
-  FitOptions fit;
-  /// Pruning after the first stage; none: no pruning.
-  std::optional<PruneStage> prune;
-  /// auto_symbolic after the others; none: no formula.
-  std::optional<SymbolicStage> symbolic;
-};
-
-/// Writes `setup` into `config` as fit.json holds it.
-void write_fit_setup(const FitSetup& setup, results::FitConfig& config);
-/// Reads it back from `config`, strictly, by its owners' readers (kan::kan_options_from_json,
-/// kan::fit_options_from_json, ...): a kan::io::JsonError names the key ("config.model.k").
-FitSetup read_fit_setup(const results::FitConfig& config);
-
-/// A fit.json with every part checked: kan::results' reader, then config's typed parts
-/// (read_fit_setup), device_audit (audited_fit_from_json) and what only they can check (an MLP's
-/// size in `final`). `source` names the document in errors (a file name).
-results::FitRecord fit_record_from_json(const nlohmann::json& json, const std::string& source = "");
-/// Reads, parses and checks a fit.json; a kan::io::JsonError names the file.
-results::FitRecord read_fit_record(const std::string& path);
 
 /// What `kanbench audit` audited.
 struct AuditRun {
