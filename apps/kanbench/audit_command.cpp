@@ -29,12 +29,9 @@ struct AuditArgs {
   int64_t k = kModel.k();
   std::string dtype = "float32";
   bool trust_torchscript = false;
-  bool static_only = false; // --static: a TorchScript model's graphs, not run
-  int64_t inputs = 0;       // a TorchScript model's input width
-  uint64_t seed = 0;
-  kan::Optimizer opt = kan::Optimizer::kLBFGS;
-  int64_t trace_steps = 1;
-  int64_t samples = 256;
+  int64_t inputs = 0; // a TorchScript model's input width
+  // --samples, --seed, --opt, --trace-steps and --static, bound onto the library's request.
+  kan::diagnostics::AuditRequest request;
   std::string data_device; // default: --device
   std::string data_dtype;  // default: the model's
   std::string json;
@@ -48,7 +45,7 @@ kan::diagnostics::AuditRequest audit_request(const AuditArgs& a) {
                                                       "of a TorchScript model)");
   if (!a.json.empty())
     kan::io::check_output_file(a.json, "--json");
-  kan::diagnostics::AuditRequest request;
+  auto request = a.request;
   request.device = parse_device(a.device, "--device", /*meta_allowed=*/true);
   if (!a.data_device.empty())
     request.data_device = parse_device(a.data_device, "--data-device", true);
@@ -56,8 +53,11 @@ kan::diagnostics::AuditRequest audit_request(const AuditArgs& a) {
   request.trust_torchscript = a.trust_torchscript;
   request.inputs = a.inputs;
   request.pykan = a.pykan;
-  request.built = kan::KANOptions({1, 1}).grid(a.grid).k(a.k).seed(a.seed).dtype(
-      kan::dtype_from_string(a.dtype));
+  request.built = kan::KANOptions({1, 1})
+                      .grid(a.grid)
+                      .k(a.k)
+                      .seed(a.request.seed)
+                      .dtype(kan::dtype_from_string(a.dtype));
   if (!a.width.empty()) {
     set_width(request.built, a.width);
     if (!a.mult_arity.empty())
@@ -65,11 +65,6 @@ kan::diagnostics::AuditRequest audit_request(const AuditArgs& a) {
   }
   if (!a.data_dtype.empty())
     request.data_dtype = kan::dtype_from_string(a.data_dtype);
-  request.samples = a.samples;
-  request.seed = a.seed;
-  request.opt = a.opt;
-  request.trace_steps = a.trace_steps;
-  request.static_only = a.static_only;
   return request;
 }
 
@@ -131,21 +126,21 @@ void add_audit_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--dtype", args->dtype, "Model dtype (with --width)")
       ->check(CLI::IsMember({"float32", "float64"}))
       ->capture_default_str();
-  cmd->add_option("--seed", args->seed, "Seed of model and data")
+  cmd->add_option("--seed", args->request.seed, "Seed of model and data")
       ->check(unsigned_64())
       ->capture_default_str();
-  add_enum_option(cmd, "--opt", args->opt, {kan::Optimizer::kLBFGS, kan::Optimizer::kAdam},
+  add_enum_option(cmd, "--opt", args->request.opt, {kan::Optimizer::kLBFGS, kan::Optimizer::kAdam},
                   "Optimiser of the traced steps");
-  cmd->add_option("--trace-steps", args->trace_steps,
+  cmd->add_option("--trace-steps", args->request.trace_steps,
                   "Training steps traced operation by operation (as many again run untraced "
                   "for the timing comparison); 0 = static audit only")
       ->check(integer_at_least(0))
       ->capture_default_str();
-  cmd->add_flag("--static", args->static_only,
+  cmd->add_flag("--static", args->request.static_only,
                 "Run nothing: read a TorchScript model's graphs (factories without a device, "
                 "copies to the host, host synchronisations, tensor attributes .to() does not "
                 "move) and audit where the tensors are; no training steps");
-  cmd->add_option("--samples", args->samples, "Training samples of the audit dataset")
+  cmd->add_option("--samples", args->request.samples, "Training samples of the audit dataset")
       ->check(integer_at_least(1))
       ->capture_default_str();
   cmd->add_option("--data-device", args->data_device,

@@ -216,7 +216,7 @@ private:
                                           .dtype(r_.setup.model.dtype()));
   }
 
-  // The options of the fit itself: the group's gradient sync, and progress.
+  // The options of the fit itself, with the group's gradient sync.
   FitOptions fit_options() const {
     auto options = r_.setup.fit;
     options.data_parallel(r_.group);
