@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 command -v clang-format >/dev/null || { echo "clang-format not found: skipped"; exit 77; }
-mapfile -t files < <(git ls-files '*.cpp' '*.h' '*.cu' '*.inc' | grep -v '^tests/reference/')
+mapfile -t files < <(git ls-files '*.cpp' '*.h' '*.cu' | grep -v '^tests/reference/')
 bad=()
 for f in "${files[@]}"; do
   clang-format --dry-run --Werror "$f" >/dev/null 2>&1 || bad+=("$f")

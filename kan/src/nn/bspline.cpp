@@ -1,9 +1,9 @@
 #include "kan/nn/bspline.h"
 
 #include "detail/saturate.h"
+#include "kernels/fused_spline.h"
+#include "kernels/spline_local.h"
 #include "nn/detail/curve2coef.h"
-#include "nn/detail/fused_spline.h"
-#include "nn/detail/spline_local.h"
 
 #include <ATen/ATen.h>
 

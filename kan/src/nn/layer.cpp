@@ -8,9 +8,9 @@
 #include "kan/nn/bspline.h"
 #include "kan/nn/trace_scope.h"
 #include "kan/symbolic/symbolic.h"
+#include "kernels/edge_moments.h"
+#include "kernels/fused_spline.h"
 #include "nn/detail/curve2coef.h"
-#include "nn/detail/edge_moments.h"
-#include "nn/detail/fused_spline.h"
 #include "nn/detail/network_node.h"
 
 #include <ATen/ATen.h>

@@ -1,6 +1,6 @@
 #include "kan/nn/memory.h"
 
-#include "nn/detail/edge_moments.h"
+#include "kernels/edge_moments.h"
 
 #include "detail/checks.h"
 #include "detail/saturate.h"
@@ -262,7 +262,7 @@ MemoryEstimate estimate_training_memory(const KANOptions& model, const FitOption
   // temporaries of one layer at a time.
   int64_t saved = 0, backward = 0, update = 0;
   // On the CPU a fused layer that is regularised, or small and outside autocast, is one autograd
-  // node that saves its input only (kan/src/nn/detail/edge_moments.cpp), and the regulariser's
+  // node that saves its input only (kan/src/kernels/edge_moments.cpp), and the regulariser's
   // sample terms are loops.
   const bool cpu_fused = fused && model.device().is_cpu();
   for (const auto& l : shapes) {

@@ -6,8 +6,8 @@
 #include "detail/checks.h"
 #include "detail/host_list.h"
 #include "detail/saturate.h"
-#include "nn/detail/edge_moments.h"
-#include "nn/detail/layer_pass_cpu.h"
+#include "kernels/edge_moments.h"
+#include "kernels/layer_pass_cpu.h"
 #include "nn/detail/network_node.h"
 
 #include <ATen/ATen.h>

@@ -7,22 +7,20 @@
 // doubles here: the same numbers in float64, while in float32 pykan rounds some to float32.
 #include "kan/optim/lbfgs.h"
 
+#include "kernels/cpu_dispatch.h"
+
 #include <ATen/ATen.h>
 #include <torch/optim/serialize.h>
 #include <torch/types.h>
 #include <torch/utils.h>
 
-#include <dlfcn.h>
-
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <tuple>
-#include <type_traits>
 #include <utility>
 
 namespace kan {
@@ -33,39 +31,21 @@ using torch::Tensor;
 // ---- Vector arithmetic on the host ------------------------------------------------------------
 // A small model's LBFGS step is made of the optimiser's vector operations as much as of its
 // objective: the two-loop recursion alone is four tensor operations per history entry and
-// iteration. On the CPU they run here as plain loops with ATen's own arithmetic, so the numbers
-// are the same bit for bit: ATen's dot is BLAS's ?dot_ (which LibTorch exports), its add with
-// alpha (add_, _foreach_add_) one fused multiply-add per element. The BLAS function is looked up
-// at run time and checked against at::dot once; where it is missing or disagrees (another
-// LibTorch build), and for vectors long enough that ATen's threads win, the tensor operations run.
+// iteration. On the CPU they run as plain loops with ATen's own arithmetic
+// (kernels/cpu_dispatch.h), so the numbers are the same bit for bit: ATen's dot is BLAS's ?dot_
+// (which LibTorch exports), its add with alpha (add_, _foreach_add_) one fused multiply-add per
+// element. Where the BLAS function is missing or disagrees with at::dot (another LibTorch build),
+// and for vectors long enough that ATen's threads win, the tensor operations run.
 
 constexpr int64_t kHostVectorLimit = 1 << 16;
-
-template <typename T> using BlasDot = T (*)(const int*, const T*, const int*, const T*, const int*);
-
-template <typename T> BlasDot<T> blas_dot() {
-  static const BlasDot<T> checked = [] {
-    constexpr bool f64 = std::is_same_v<T, double>;
-    auto* dot = reinterpret_cast<BlasDot<T>>(dlsym(RTLD_DEFAULT, f64 ? "ddot_" : "sdot_"));
-    if (dot == nullptr)
-      return dot;
-    at::NoGradGuard no_grad;
-    const auto type = f64 ? at::kDouble : at::kFloat;
-    const auto a = at::sin(at::arange(37, type) * 0.7), b = at::cos(at::arange(37, type) * 1.3);
-    const int n = 37, one = 1;
-    const T got = dot(&n, a.const_data_ptr<T>(), &one, b.const_data_ptr<T>(), &one);
-    return got == a.dot(b).item<T>() ? dot : nullptr;
-  }();
-  return checked;
-}
 
 // Whether t's arithmetic runs on the host: a contiguous float or double CPU vector, short.
 bool on_host(const Tensor& t) {
   if (!t.is_cpu() || !t.is_contiguous() || t.numel() > kHostVectorLimit)
     return false;
   if (t.scalar_type() == at::kDouble)
-    return blas_dot<double>() != nullptr;
-  return t.scalar_type() == at::kFloat && blas_dot<float>() != nullptr;
+    return detail::host_dot<double>() != nullptr;
+  return t.scalar_type() == at::kFloat && detail::host_dot<float>() != nullptr;
 }
 
 bool on_host(const Tensor& a, const Tensor& b) {
@@ -88,32 +68,10 @@ double dot_value(const Tensor& a, const Tensor& b) {
   dispatch_host(a, [&](auto zero) {
     using T = decltype(zero);
     const int n = static_cast<int>(a.numel()), one = 1;
-    result = blas_dot<T>()(&n, a.const_data_ptr<T>(), &one, b.const_data_ptr<T>(), &one);
+    result = detail::host_dot<T>()(&n, a.const_data_ptr<T>(), &one, b.const_data_ptr<T>(), &one);
   });
   return result;
 }
-
-// s[j] = fma(o[j], a, s[j]) for j < n. Built for the baseline x86-64, std::fma is a call into libm
-// per element (a tenth of an MLP's LBFGS fit, [2, 100, 100, 1]); where the CPU has FMA the same
-// loop runs vectorised, with the same single rounding per element.
-template <typename T>
-__attribute__((always_inline)) inline void fma_loop(T* __restrict s, const T* __restrict o, T a,
-                                                    int64_t n) {
-  for (int64_t j = 0; j < n; ++j)
-    s[j] = std::fma(o[j], a, s[j]);
-}
-
-#if defined(__x86_64__) || defined(__i386__)
-template <typename T>
-__attribute__((target("avx2,fma"))) void fma_loop_avx2(T* s, const T* o, T a, int64_t n) {
-  fma_loop(s, o, a, n); // inlined, so compiled for FMA here
-}
-
-bool cpu_has_fma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
-#endif
 
 // self += alpha * other[other_offset ...], over self's elements, alpha rounded to self's dtype
 // (the host's add_).
@@ -122,12 +80,7 @@ void add_scaled(const Tensor& self, const Tensor& other, int64_t other_offset, d
     using T = decltype(zero);
     T* s = self.mutable_data_ptr<T>();
     const T* o = other.const_data_ptr<T>() + other_offset;
-    const T a = static_cast<T>(alpha);
-#if defined(__x86_64__) || defined(__i386__)
-    if (cpu_has_fma())
-      return fma_loop_avx2(s, o, a, self.numel());
-#endif
-    fma_loop(s, o, a, self.numel());
+    detail::host_add_scaled(s, o, static_cast<T>(alpha), self.numel());
   });
   self.unsafeGetTensorImpl()->bump_version(); // as an in-place tensor operation does
 }

@@ -1,7 +1,7 @@
 #include "nn/detail/mlp_objective.h"
 
+#include "kernels/spline_kernels.h"
 #include "nn/detail/mean_squared_error.h"
-#include "nn/detail/spline_kernels.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>

@@ -1,7 +1,7 @@
 #include "nn/detail/network_node.h"
 
 #include "kan/nn/trace_scope.h"
-#include "nn/detail/layer_pass_cpu.h"
+#include "kernels/layer_pass_cpu.h"
 #include "nn/detail/mean_squared_error.h"
 #include "nn/detail/regularizer_cpu.h"
 

@@ -6,7 +6,7 @@
 // one node for the network leaves the arithmetic.
 
 #include "kan/nn/options.h"
-#include "nn/detail/spline_kernels.h"
+#include "kernels/spline_kernels.h"
 
 #include <ATen/core/Tensor.h>
 

@@ -1,8 +1,9 @@
-#include "nn/detail/edge_moments.h"
+#include "kernels/edge_moments.h"
 
-#include "nn/detail/fused_spline.h"
-#include "nn/detail/layer_pass_cpu.h"
-#include "nn/detail/spline_local.h"
+#include "kernels/cpu_dispatch.h"
+#include "kernels/fused_spline.h"
+#include "kernels/layer_pass_cpu.h"
+#include "kernels/spline_local.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>

@@ -1,11 +1,26 @@
-// The B-spline basis at several samples of one input at once, for the CPU kernels: included by
-// spline_kernels_cpu.inc inside its namespace, after its helpers (kRowBlock, min_of).
+#pragma once
+// The B-spline basis at several samples of one input at once, for the CPU kernels
+// (spline_rows.h, layer_points.h, layer_lanes.h).
 //
 // Why: computed point after point, a basis costs its knot span and then the recursion's chain of
 // dependent operations, 60 to 100 cycles, which was most of a layer's time at small G. With the
 // samples in the lanes of a vector every lane runs the same operations: the whole Cox-de Boor
 // recursion over the knot row, all M = P - k - 1 functions (no knot span, which differs between
 // lanes), at a cost proportional to P instead of k^2.
+#include "kernels/cpu/isa.h"
+#include "kernels/spline_kernels.h"
+#include "kernels/spline_local.h"
+
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+namespace kan::detail::KAN_CPU_ISA {
+namespace {
 
 #if defined(__AVX2__) && defined(__FMA__)
 
@@ -463,3 +478,6 @@ private:
 #if defined(__AVX2__) && defined(__FMA__)
 #pragma GCC diagnostic pop
 #endif
+
+} // namespace
+} // namespace kan::detail::KAN_CPU_ISA

@@ -1,9 +1,18 @@
 #pragma once
-// CPU kernels of the fused spline backend on raw, contiguous arrays. No LibTorch types here:
-// spline_kernels_cpu.inc is compiled once per instruction set (generic x86-64, AVX2 + FMA) and
-// fused_spline.cpp picks one at run time. The drivers that split the work over threads (ATen's
-// parallel_for, which needs OpenMP) live in the generic translation unit only, so that no
-// ATen inline function is ever compiled with AVX2 and picked by the linker for other callers.
+// The fused spline backend's kernels on raw, contiguous arrays: what a kernel set is and what its
+// kernels take. No LibTorch types here.
+//
+// kan/src/kernels/ holds the kernels and their dispatch:
+// - cpu/: the CPU kernels, one self-contained header per part, compiled once per instruction set
+//   (cpu/kernel_set.cpp: generic x86-64, AVX2 + FMA, AVX-512), and the drivers that split their
+//   work over ATen's threads (cpu/drivers.cpp, the baseline instruction set only, so that no ATen
+//   inline function is ever compiled with AVX2 and picked by the linker for other callers).
+// - cuda/: the CUDA kernels (fused_spline_cuda.cu), their per-thread and per-block code as
+//   host/device headers, and those run on the CPU for tests (threads_on_cpu.cpp,
+//   blocks_on_cpu.cpp).
+// - cpu_dispatch.*: which CPU code runs (the kernel set, LBFGS's host vector arithmetic).
+// - fused_spline.*, edge_moments.*, layer_pass_cpu.*: the kernels as tensor operations and
+//   autograd nodes.
 
 #include <cstdint>
 
@@ -52,7 +61,7 @@ template <typename T> struct MomentGrads {
 /// A layer's base function, as the kernels compute it (kan::BaseFunction).
 enum class BaseKind : int { kSiLU, kIdentity, kZero };
 
-/// A whole layer and its regulariser sums in one pass on the CPU (layer_moments_cpu.inc):
+/// A whole layer and its regulariser sums in one pass on the CPU (kernels/cpu/layer_points.h):
 /// y_no = sum_i phi_nio, phi_nio = wb_io base(x_ni) + ws_io spline_nio, with spline.weight = coef
 /// transposed to (I, M, O) and padded with k zero rows at both ends, (I, M + 2k, O).
 template <typename T> struct LayerArgs {
@@ -170,7 +179,7 @@ int64_t backward_slices(int64_t N, int64_t I, int64_t O, int64_t weight_bytes);
 } // namespace cuda_blocks
 
 /// The at::parallel_for grain for items of `work_per_item` multiply-adds each: enough items per
-/// thread that waking the thread pays (spline_kernels_generic.cpp).
+/// thread that waking the thread pays (kernels/cpu/drivers.cpp).
 int64_t parallel_grain(int64_t work_per_item);
 
 /// The layer's y (N, O) = the spline part (y must be zero on entry), parallel over samples; with

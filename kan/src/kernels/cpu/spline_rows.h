@@ -1,29 +1,22 @@
-// CPU kernels of the fused spline backend, included by one .cpp per instruction set with
-// KAN_CPU_KERNEL_NS naming its namespace (see spline_kernels.h). Includes nothing but standard
-// headers: everything here may be compiled with AVX2.
-#include "spline_kernels.h"
-#include "spline_local.h"
-#include "spline_threads.h"
+#pragma once
+// The fused spline's layer on the CPU, forward and backward, by rows of samples: for each point
+// its k + 1 basis functions (a block of samples at once, lane_basis.h), then over the outputs.
+// Also the per-edge splines (forward_with_activations) and their backward. The forms spelled out
+// in AVX2 or AVX-512 intrinsics serve where the translation unit is compiled for them (isa.h).
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/lane_basis.h"
+#include "kernels/cuda/spline_threads.h"
+#include "kernels/spline_kernels.h"
+#include "kernels/spline_local.h"
 
 #include <new>
-#include <type_traits>
-#include <vector>
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #endif
 
-namespace kan::detail::KAN_CPU_KERNEL_NS {
+namespace kan::detail::KAN_CPU_ISA {
 namespace {
-
-// Samples per block: a block's rows of y or grad_y stay in L1/L2 while every input adds to them.
-constexpr int64_t kRowBlock = 64;
-
-inline int64_t min_of(int64_t a, int64_t b) {
-  return a < b ? a : b;
-}
-
-#include "lane_basis_cpu.inc"
 
 template <typename T> inline void axpy(T a, const T* __restrict x, T* __restrict y, int64_t n) {
   for (int64_t o = 0; o < n; ++o)
@@ -93,12 +86,6 @@ inline T backward_rows(const T* v, const T* d, const T* __restrict w, const T* _
 #if defined(__AVX2__) && defined(__FMA__)
 // float32 with AVX2 + FMA spelled out: the compiler's vectorisation of the templates above spills
 // registers and re-checks aliasing on every call.
-inline float horizontal_sum(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
-}
-
 template <int K>
 inline void axpy_rows(const float* v, const float* __restrict w, int64_t O, float* __restrict y) {
   __m256 vv[K + 1];
@@ -623,22 +610,5 @@ void edges_backward_tasks(const SplineArgs<T>& a, const T* gy, T* gx, T* gw, int
   }
 }
 
-#include "layer_moments_cpu.inc"
-
 } // namespace
-
-template <typename T> SplineKernels<T> kernels() {
-  return {&forward_rows<T>,
-          &backward_tasks<T>,
-          &edges_forward_pairs<T>,
-          &edges_backward_tasks<T>,
-          nullptr,
-          nullptr,
-          &layer_with_moments<T>,
-          &layer_with_moments_backward<T>};
-}
-
-template SplineKernels<float> kernels<float>();
-template SplineKernels<double> kernels<double>();
-
-} // namespace kan::detail::KAN_CPU_KERNEL_NS
+} // namespace kan::detail::KAN_CPU_ISA

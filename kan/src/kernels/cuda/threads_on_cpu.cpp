@@ -2,9 +2,9 @@
 // kernels (KAN_FUSED_CPU_ISA=cuda-threads): every thread of fused_spline_cuda.cu's kernels, one
 // after another. It lets the numerics tests check the GPU kernels' indexing and arithmetic on a
 // machine without a GPU; it is slow and meant for nothing else.
-#include "edge_moments_threads.h"
-#include "spline_kernels.h"
-#include "spline_threads.h"
+#include "kernels/cuda/edge_moments_threads.h"
+#include "kernels/cuda/spline_threads.h"
+#include "kernels/spline_kernels.h"
 
 namespace kan::detail::cuda_threads {
 namespace {

@@ -15,11 +15,11 @@
 //   blocks of grad_x (pairs_of_lanes): a group of lanes per pair over the outputs, its basis and
 //   its derivatives in the tile, then a tree over the lanes (warp shuffles on the GPU).
 //
-// fused_spline_cuda.cu runs the phases with __syncthreads() between; spline_kernels_cuda_blocks.cpp
-// runs every thread of every block on the CPU (KAN_FUSED_CPU_ISA=cuda-blocks).
+// fused_spline_cuda.cu runs the phases with __syncthreads() between; blocks_on_cpu.cpp runs every
+// thread of every block on the CPU (KAN_FUSED_CPU_ISA=cuda-blocks).
 
-#include "edge_moments_threads.h"
-#include "spline_blocks.h"
+#include "kernels/cuda/edge_moments_threads.h"
+#include "kernels/cuda/spline_blocks.h"
 
 #include <cstdint>
 

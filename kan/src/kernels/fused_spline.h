@@ -8,7 +8,7 @@
 // G = 50; bench_kan on an idle machine), so no rule for switching is needed. Measure with
 // bench_kan before adding one.
 
-#include "nn/detail/spline_kernels.h"
+#include "kernels/spline_kernels.h"
 
 #include <ATen/core/Tensor.h>
 
@@ -45,14 +45,6 @@ at::Tensor local_bspline_basis_cpu(const at::Tensor& x, const at::Tensor& grid, 
 /// into, for weight (I, M, O): each slice sums into its own copy (spline_blocks.h's rule). The
 /// CPU's emulations of the CUDA kernels take the same slices.
 int64_t gpu_backward_slices(const at::Tensor& x, const at::Tensor& weight);
-
-/// The CPU kernels this process uses: KAN_FUSED_CPU_ISA's (generic, avx2, or cuda-threads, the
-/// CUDA kernels' per-thread code), or by default the AVX2 ones where the CPU has them.
-template <typename T> const SplineKernels<T>& cpu_spline_kernels();
-
-/// Whether the CPU runs the CUDA block kernels (KAN_FUSED_CPU_ISA=cuda-blocks); cpu_spline_kernels
-/// is then the cuda-threads set.
-bool cpu_runs_cuda_blocks();
 
 /// The raw-array view of one fused spline problem that every kernel reads (spline_kernels.h).
 template <typename T>

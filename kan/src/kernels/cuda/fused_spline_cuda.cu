@@ -6,12 +6,12 @@
 // ones of spline_threads.h and edge_moments_threads.h instead (one thread per output element or
 // edge, each computing its own bases), kept to compare the two and to fall back on. The CPU tests
 // run all of them (KAN_FUSED_CPU_ISA=cuda-blocks, cuda-threads).
-#include "nn/detail/edge_moments.h"
-#include "nn/detail/edge_moments_blocks.h"
-#include "nn/detail/edge_moments_threads.h"
-#include "nn/detail/fused_spline.h"
-#include "nn/detail/spline_blocks.h"
-#include "nn/detail/spline_threads.h"
+#include "kernels/cuda/edge_moments_blocks.h"
+#include "kernels/cuda/edge_moments_threads.h"
+#include "kernels/cuda/spline_blocks.h"
+#include "kernels/cuda/spline_threads.h"
+#include "kernels/edge_moments.h"
+#include "kernels/fused_spline.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/cuda/CUDAContext.h>

@@ -8,10 +8,10 @@
 // As spline_threads.h, plain host/device functions: the CUDA per-thread kernels run them
 // (KAN_CUDA_KERNELS=threads), and so does the CPU under KAN_FUSED_CPU_ISA=cuda-threads; the
 // default block kernels are edge_moments_blocks.h's. (The generic and AVX2 CPU sets fuse the sums
-// into the layer instead: layer_moments_cpu.inc.) All are static: each translation unit keeps its
-// own copy (spline_kernels.h).
+// into the layer instead: kernels/cpu/layer_points.h.) All are static: each translation unit keeps
+// its own copy (spline_kernels.h).
 
-#include "spline_threads.h"
+#include "kernels/cuda/spline_threads.h"
 
 #include <cstdint>
 

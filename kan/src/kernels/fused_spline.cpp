@@ -1,7 +1,8 @@
-#include "nn/detail/fused_spline.h"
+#include "kernels/fused_spline.h"
 
-#include "nn/detail/spline_kernels.h"
-#include "nn/detail/spline_local.h"
+#include "kernels/cpu_dispatch.h"
+#include "kernels/spline_kernels.h"
+#include "kernels/spline_local.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
@@ -21,135 +22,6 @@ constexpr int64_t kMaxSliceBytes = 64 << 20;
 // Rows below which a slice is not worth its own copy of grad_weight.
 constexpr int64_t kMinSliceRows = 256;
 
-// The CPU kernels: KAN_FUSED_CPU_ISA names them (generic, avx2, avx512: AVX2's with AVX-512's
-// unregularised layer and its regularised one for small layers, or the CUDA kernels run on the CPU:
-// cuda-threads, the per-thread kernels, and cuda-blocks, the block kernels); unset, the widest of
-// avx512 and avx2 that was built and that the CPU has. The tests run each.
-enum class CpuIsa { kGeneric, kAvx2, kAvx512, kCudaThreads, kCudaBlocks };
-
-bool cpu_has_avx2() {
-#if defined(KAN_HAS_AVX2_KERNELS) && (defined(__x86_64__) || defined(__i386__))
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-  return false;
-#endif
-}
-
-bool cpu_has_avx512() {
-#if defined(KAN_HAS_AVX512_KERNELS) && (defined(__x86_64__) || defined(__i386__))
-  return cpu_has_avx2() && __builtin_cpu_supports("avx512f");
-#else
-  return false;
-#endif
-}
-
-// KAN_LANE_GATHERS's value: "" (unset), "on" or "off". Read where the kernels are chosen, whose
-// errors name it; lane_gathers() reads it too, when the library loads, and takes the default for
-// a value it does not know (the kernels' choice then stops with that error).
-std::string lane_gathers_setting() {
-  const char* env = std::getenv("KAN_LANE_GATHERS");
-  return env == nullptr ? "" : env;
-}
-
-void check_lane_gathers_setting() {
-  const std::string value = lane_gathers_setting();
-  TORCH_CHECK(value.empty() || value == "on" || value == "off", "KAN_LANE_GATHERS=", value,
-              ": expected on or off (or unset)");
-}
-
-CpuIsa cpu_isa() {
-  check_lane_gathers_setting();
-  const char* env = std::getenv("KAN_FUSED_CPU_ISA");
-  const std::string isa = env == nullptr ? "" : env;
-  if (isa.empty())
-    return cpu_has_avx512() ? CpuIsa::kAvx512 : cpu_has_avx2() ? CpuIsa::kAvx2 : CpuIsa::kGeneric;
-  if (isa == "generic")
-    return CpuIsa::kGeneric;
-  if (isa == "cuda-threads")
-    return CpuIsa::kCudaThreads;
-  if (isa == "cuda-blocks")
-    return CpuIsa::kCudaBlocks;
-  if (isa == "avx512") {
-    TORCH_CHECK(cpu_has_avx512(),
-                "KAN_FUSED_CPU_ISA=avx512: this build or CPU has no AVX-512 kernels");
-    return CpuIsa::kAvx512;
-  }
-  TORCH_CHECK(isa == "avx2", "KAN_FUSED_CPU_ISA=", isa,
-              ": expected generic, avx2, avx512, cuda-threads or cuda-blocks (or unset)");
-  TORCH_CHECK(cpu_has_avx2(),
-              "KAN_FUSED_CPU_ISA=avx2: this build or CPU has no AVX2 + FMA kernels");
-  return CpuIsa::kAvx2;
-}
-
-#ifdef KAN_HAS_AVX512_KERNELS
-// AVX-512's lanes kernels hold eight doubles (sixteen floats) where AVX2's hold four (eight), so a
-// small layer's basis, computed lane by lane, takes half the instructions; a large layer runs
-// slower on them (this core's AVX-512 clock). Measured with BM_LayerWithSums, float64, G 5, 1000
-// samples, 1 thread, Xeon: 1.15-1.3x as fast at 2 x 5 to 32 x 32 edges, 0.93x at 100 x 100. So
-// the AVX-512 layer kernels serve layers of up to kWideLaneEdges edges, AVX2's the rest. The
-// unregularised layer's kernels are AVX-512's at every size: sixteen floats a vector, a masked
-// last one, and y's rows and the span groups' weight rows in the 32 registers
-// (BM_LayerForwardBackward G 5, 4096 x 100 -> 100, float32, 1 thread: 24.9-25.1 ms against
-// 35.1-36.3 ms with AVX2's).
-constexpr int64_t kWideLaneEdges = 1024;
-
-template <typename T> bool wide_lanes_pay(const LayerArgs<T>& a) {
-  return a.spline.I * a.spline.O <= kWideLaneEdges;
-}
-template <typename T> const SplineKernels<T>& avx512_set() {
-  static const SplineKernels<T> kernels = cpu_avx512::kernels<T>();
-  return kernels;
-}
-template <typename T> const SplineKernels<T>& avx2_set() {
-  static const SplineKernels<T> kernels = cpu_avx2::kernels<T>();
-  return kernels;
-}
-template <typename T>
-void layer_by_size(const LayerArgs<T>& a, T* y, double* sums, int64_t slices, int64_t begin,
-                   int64_t end) {
-  const auto& set = wide_lanes_pay(a) ? avx512_set<T>() : avx2_set<T>();
-  set.layer_with_moments(a, y, sums, slices, begin, end);
-}
-template <typename T>
-void layer_backward_by_size(const LayerArgs<T>& a, const LayerGrads<T>& g, int64_t begin,
-                            int64_t end) {
-  const auto& set = wide_lanes_pay(a) ? avx512_set<T>() : avx2_set<T>();
-  set.layer_with_moments_backward(a, g, begin, end);
-}
-template <typename T> SplineKernels<T> avx512_kernels() {
-  auto kernels = avx2_set<T>();
-  kernels.forward_rows = avx512_set<T>().forward_rows;
-  kernels.backward_tasks = avx512_set<T>().backward_tasks;
-  kernels.layer_with_moments = layer_by_size<T>;
-  kernels.layer_with_moments_backward = layer_backward_by_size<T>;
-  return kernels;
-}
-#endif
-
-template <typename T> SplineKernels<T> kernels_for(CpuIsa isa) {
-  switch (isa) {
-  case CpuIsa::kCudaThreads:
-  case CpuIsa::kCudaBlocks:
-    return cuda_threads::kernels<T>();
-  case CpuIsa::kAvx512:
-#ifdef KAN_HAS_AVX512_KERNELS
-    return avx512_kernels<T>();
-#endif
-  case CpuIsa::kAvx2:
-#ifdef KAN_HAS_AVX2_KERNELS
-    return cpu_avx2::kernels<T>();
-#endif
-  case CpuIsa::kGeneric:
-    break;
-  }
-  return cpu_generic::kernels<T>();
-}
-
-template <typename T> const SplineKernels<T>& cpu_kernels() {
-  static const SplineKernels<T> kernels = kernels_for<T>(cpu_isa());
-  return kernels;
-}
-
 // `edges`: the per-edge splines (N, I, O), else the layer's sum over inputs (N, O); weight is
 // (I, M, O) for both.
 at::Tensor forward_cpu(bool edges, const at::Tensor& x, const at::Tensor& grid,
@@ -161,7 +33,7 @@ at::Tensor forward_cpu(bool edges, const at::Tensor& x, const at::Tensor& grid,
     if (cpu_runs_cuda_blocks())
       cuda_blocks::forward(edges, args, y.mutable_data_ptr<scalar_t>());
     else
-      spline_forward(cpu_kernels<scalar_t>(), edges, args, y.mutable_data_ptr<scalar_t>());
+      spline_forward(cpu_spline_kernels<scalar_t>(), edges, args, y.mutable_data_ptr<scalar_t>());
   });
   return y;
 }
@@ -197,7 +69,7 @@ std::pair<at::Tensor, at::Tensor> backward_cpu(bool edges, const at::Tensor& gra
     if (blocks)
       cuda_blocks::backward(edges, args, gy, gx, gw, slices);
     else
-      spline_backward(cpu_kernels<scalar_t>(), edges, args, gy, gx, gw, slices);
+      spline_backward(cpu_spline_kernels<scalar_t>(), edges, args, gy, gx, gw, slices);
   });
   return {grad_x, slices == 1 ? grad_w_slices.squeeze(0) : grad_w_slices.sum(0)};
 }
@@ -273,29 +145,6 @@ public:
 };
 
 } // namespace
-
-bool cpu_runs_cuda_blocks() {
-  static const bool blocks = cpu_isa() == CpuIsa::kCudaBlocks;
-  return blocks;
-}
-
-bool lane_gathers() {
-  const std::string value = lane_gathers_setting();
-  if (value == "on" || value == "off")
-    return value == "on";
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  return __builtin_cpu_is("intel") != 0;
-#else
-  return false;
-#endif
-}
-
-template <typename T> const SplineKernels<T>& cpu_spline_kernels() {
-  return cpu_kernels<T>();
-}
-template const SplineKernels<float>& cpu_spline_kernels<float>();
-template const SplineKernels<double>& cpu_spline_kernels<double>();
 
 int64_t gpu_backward_slices(const at::Tensor& x, const at::Tensor& weight) {
   return cuda_blocks::backward_slices(x.size(0), x.size(1), weight.size(2),

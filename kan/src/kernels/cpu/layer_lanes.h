@@ -1,14 +1,30 @@
-// The layer-with-sums kernels of layer_moments_cpu.inc for short knot rows, with the points of one
-// input in the lanes of a vector (AVX2: four doubles or eight floats) instead of the outputs.
-// Included by layer_moments_cpu.inc after the per-point kernels, which finish each slice's last
-// samples (fewer than a vector's lanes).
+#pragma once
+// The layer-with-sums kernels for short knot rows, with the points of one input in the lanes of a
+// vector (AVX2: four doubles or eight floats) instead of the outputs. layer_points.h's per-point
+// kernels finish each slice's last samples (fewer than a vector's lanes). Empty where the
+// instruction set lacks AVX2 and FMA.
 //
 // Why: where a layer has few outputs (a small model's, or any float64 layer: the per-point kernels
 // run float64 scalar), the per-point kernels' products are short and the basis is the time. Here
 // the products, too, run lanes at a time, over every function of the knot row (lane_basis, in
-// lane_basis_cpu.inc), which pays for short rows only: P <= kLaneKnots. The arithmetic is the
-// per-point kernels' (layer_moments_cpu.inc's comment), the sums in double; the backward sums
+// lane_basis.h), which pays for short rows only: P <= kLaneKnots. The arithmetic is the
+// per-point kernels' (layer_points.h's comment), the sums in double; the backward sums
 // each lane in T over kRowBlock samples, then in double.
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/lane_basis.h"
+#include "kernels/cpu/layer_points.h"
+#include "kernels/spline_kernels.h"
+#include "kernels/spline_local.h"
+
+#include <cstdint>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+namespace kan::detail::KAN_CPU_ISA {
+namespace {
+
 #if defined(__AVX2__) && defined(__FMA__)
 
 // lane_basis writes value[0..M) and deriv[0..M), all that is read, which GCC cannot see; zeroing
@@ -359,3 +375,6 @@ void layer_backward_task_lanes(const LayerArgs<T>& a, const LayerGrads<T>& g, in
 
 #pragma GCC diagnostic pop
 #endif
+
+} // namespace
+} // namespace kan::detail::KAN_CPU_ISA

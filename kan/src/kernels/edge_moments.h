@@ -3,7 +3,7 @@
 // the (N, I, O) activations, so a regularised step needs O(I * O) extra memory
 // (edge_moments_threads.h has the arithmetic; docs/kan.md, "Regularisation").
 
-#include "nn/detail/spline_kernels.h"
+#include "kernels/spline_kernels.h"
 
 #include <ATen/core/Tensor.h>
 

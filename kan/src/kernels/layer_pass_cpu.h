@@ -1,11 +1,11 @@
 #pragma once
 // One KAN layer and its regulariser sums through the CPU's one-pass kernels
-// (layer_moments_cpu.inc), with no autograd around them: the layer's node
+// (cpu/layer_moments.h), with no autograd around them: the layer's node
 // (fused_layer_with_moments) and the whole network's (network_node.h) both drive the kernels
 // through these. Everything around the kernels is plain loops over host arrays, not tensor
 // operations: a small model's step is made of such fixed costs.
 
-#include "nn/detail/spline_kernels.h"
+#include "kernels/spline_kernels.h"
 
 #include <ATen/core/Tensor.h>
 

@@ -1,7 +1,7 @@
-// The fused spline CPU kernels for any CPU, and the drivers that split the work over ATen's
-// threads. Compiled with OpenMP: ATen's inline parallel_for runs serially without it.
-#define KAN_CPU_KERNEL_NS cpu_generic
-#include "spline_kernels_cpu.inc"
+// The drivers that split a kernel set's work over ATen's threads. Compiled with OpenMP: ATen's
+// inline parallel_for runs serially without it. Compiled for the baseline instruction set only,
+// so that no ATen inline function is ever compiled with AVX2 and picked by the linker for others.
+#include "kernels/spline_kernels.h"
 
 #include <ATen/Parallel.h>
 

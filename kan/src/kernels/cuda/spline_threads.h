@@ -1,12 +1,12 @@
 #pragma once
 // The work of one thread of each CUDA kernel of the fused backend, as plain host/device
-// functions. fused_spline_cuda.cu launches them one thread per element; spline_kernels_cuda_
-// threads.cpp runs the very same code on the CPU (KAN_FUSED_CPU_ISA=cuda-threads), so that the
+// functions. fused_spline_cuda.cu launches them one thread per element; threads_on_cpu.cpp
+// runs the very same code on the CPU (KAN_FUSED_CPU_ISA=cuda-threads), so that the
 // numerics tests check the GPU kernels' indexing and arithmetic on a machine without a GPU.
 // Simple and obviously right rather than tuned: no atomics, no shared memory.
 
-#include "spline_kernels.h"
-#include "spline_local.h"
+#include "kernels/spline_kernels.h"
+#include "kernels/spline_local.h"
 
 #include <cstdint>
 

@@ -1,6 +1,7 @@
-#include "nn/detail/layer_pass_cpu.h"
+#include "kernels/layer_pass_cpu.h"
 
-#include "nn/detail/fused_spline.h"
+#include "kernels/cpu_dispatch.h"
+#include "kernels/fused_spline.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
@@ -151,7 +152,7 @@ LayerPass::LayerPass(const at::Tensor& x_in, const at::Tensor& grid_in, const at
     grid = grid_in.contiguous();
     std::tie(inv, sigmoid) = input_values(x, grid, k, base);
   }
-  // coef (I, O, M) as (I, M + 2k, O), with k zero rows at both ends (layer_moments_cpu.inc).
+  // coef (I, O, M) as (I, M + 2k, O), with k zero rows at both ends (kernels/cpu/layer_points.h).
   weight = at::empty({I, M + 2 * k, O}, x.options());
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "layer_pass_weight", [&] {
     padded_weight(coef.contiguous().const_data_ptr<scalar_t>(), weight.mutable_data_ptr<scalar_t>(),
@@ -221,7 +222,7 @@ LayerPassGrads layer_pass_backward(const LayerPass& p, const at::Tensor& gy_in,
     if (p.kept != nullptr && !x_gradient)
       g.kept = p.kept->basis<scalar_t>(slices, reinterpret_cast<const void*>(kernel), O);
     // Tasks of too little work stay on this thread: waking the OpenMP team for them costs
-    // more than it saves, much more where cores are oversubscribed (spline_kernels_generic.cpp).
+    // more than it saves, much more where cores are oversubscribed (kernels/cpu/drivers.cpp).
     const int64_t task_work = (N / slices) * 2 * (k + 1) * (O + k + 1);
     at::parallel_for(0, slices * I, parallel_grain(task_work),
                      [&](int64_t begin, int64_t end) { kernel(args, g, begin, end); });

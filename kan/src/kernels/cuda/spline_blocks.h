@@ -3,9 +3,9 @@
 // tile of (sample, input) pairs, once, into shared memory, then its threads reuse them for every
 // output (spline_threads.h's kernels recompute a pair's knot search and k + 1 bases in each of its
 // O threads). The phases are plain host/device functions taking the block and thread index:
-// fused_spline_cuda.cu runs them with __syncthreads() between, spline_kernels_cuda_blocks.cpp
-// runs every thread of every block on the CPU (KAN_FUSED_CPU_ISA=cuda-blocks), so that a machine
-// without a GPU checks their indexing and arithmetic.
+// fused_spline_cuda.cu runs them with __syncthreads() between, blocks_on_cpu.cpp runs every thread
+// of every block on the CPU (KAN_FUSED_CPU_ISA=cuda-blocks), so that a machine without a GPU checks
+// their indexing and arithmetic.
 //
 // edge_moments_blocks.h runs the regulariser's sums and their backward in these same blocks
 // (weight_shape's, pairs_of_lanes'), on these same tiles.
@@ -15,7 +15,7 @@
 // depend on the order in which blocks run. Each kernel's shape (threads along the outputs, pairs
 // per tile) is computed on the host, by the functions below, for the GPU and its stand-in alike.
 
-#include "spline_threads.h"
+#include "kernels/cuda/spline_threads.h"
 
 #include <cstdint>
 

@@ -1,13 +1,12 @@
 // The CUDA block kernels (spline_blocks.h, edge_moments_blocks.h) run on the CPU
 // (KAN_FUSED_CPU_ISA=cuda-blocks): each block's threads one after another, phase by phase, where
-// fused_spline_cuda.cu puts a
-// __syncthreads() between the phases, and the lanes' tree sums as its warp shuffles do them. It
-// lets the numerics tests check the GPU kernels' indexing and arithmetic on a machine without a
-// GPU; it is slow and meant for nothing else.
-#include "edge_moments_blocks.h"
-#include "nn/detail/edge_moments.h"
-#include "spline_blocks.h"
-#include "spline_kernels.h"
+// fused_spline_cuda.cu puts a __syncthreads() between the phases, and the lanes' tree sums as its
+// warp shuffles do them. It lets the numerics tests check the GPU kernels' indexing and arithmetic
+// on a machine without a GPU; it is slow and meant for nothing else.
+#include "kernels/cuda/edge_moments_blocks.h"
+#include "kernels/cuda/spline_blocks.h"
+#include "kernels/edge_moments.h"
+#include "kernels/spline_kernels.h"
 
 #include <ATen/Parallel.h>
 
