@@ -4,6 +4,7 @@
 
 #include "kan/reports/html_report.h"
 #include "kan/results/baseline.h"
+#include "kan/results/merge.h"
 #include "kan/results/results_io.h"
 
 #include <cmath>
@@ -276,6 +277,103 @@ TEST(AccuracyJson, TheSectionIsPartOfSchema15) {
   // An older file without it still reads.
   j.erase("accuracy");
   EXPECT_NO_THROW(results_from_json(j));
+}
+
+// A shard's and a merged document's parts: config.shard, shards, and each fit's host.
+TEST(AccuracyJson, ShardsAndHostsRoundTripFromSchema19) {
+  auto shard = test::sample_accuracy_results();
+  shard.config.shard = Shard{1, 3, "SLURM_ARRAY_TASK_ID"};
+  shard.accuracy->fits[0].host = "node-7";
+  auto j = to_json(shard);
+  EXPECT_EQ(j["config"]["shard"],
+            (json{{"index", 1}, {"count", 3}, {"source", "SLURM_ARRAY_TASK_ID"}}));
+  EXPECT_EQ(j["accuracy"]["fits"][0]["host"], "node-7");
+  EXPECT_FALSE(j["accuracy"]["fits"][1].contains("host"));
+  EXPECT_TRUE(results_from_json(j) == shard);
+  j["config"]["shard"]["index"] = 3;
+  expect_results_error(j, "config.shard.index", "3 is not below count 3");
+
+  auto merged = test::sample_accuracy_results();
+  merged.shards.push_back(
+      {Shard{0, 2, "--shard"}, "out/shard-0-of-2", "r0", test::sample_results().environment, 12.5});
+  j = to_json(merged);
+  EXPECT_EQ(j["shards"][0]["folder"], "out/shard-0-of-2");
+  EXPECT_TRUE(results_from_json(j) == merged);
+  j["schema_version"] = "1.8.0";
+  expect_results_error(j, "shards", "not part of schema 1.8.0 (from 1.9.0)");
+  EXPECT_FALSE(to_json(test::sample_accuracy_results()).contains("shards"));
+}
+
+// The message of what `call` throws; "(no error)" when it returns.
+template <typename F> std::string error_of(F&& call) {
+  try {
+    call();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Merging in the library: shares of one plan become the whole run; what is missing is said;
+// what cannot be one plan is refused naming both documents.
+TEST(MergeShards, SharesBecomeTheWholeRun) {
+  const auto whole = test::sample_accuracy_results();
+  const auto& fits = whole.accuracy->fits;
+  const auto share = [&](int64_t index, std::vector<size_t> taken) {
+    auto d = whole;
+    d.config.shard = Shard{index, 2, "--shard"};
+    d.accuracy->fits.clear();
+    for (const auto i : taken)
+      d.accuracy->fits.push_back(fits[i]);
+    d.accuracy->planned_fits = static_cast<int64_t>(taken.size());
+    summarize_accuracy(*d.accuracy);
+    return ShardDocument{"s" + std::to_string(index), d};
+  };
+  std::vector<size_t> first, second;
+  for (size_t i = 0; i < fits.size(); ++i)
+    (i % 2 ? second : first).push_back(i);
+  const auto merged = merge_shards({share(1, second), share(0, first)});
+  EXPECT_TRUE(merged.missing.empty());
+  EXPECT_EQ(merged.results.accuracy->fits.size(), fits.size());
+  EXPECT_EQ(merged.results.accuracy->planned_fits, static_cast<int64_t>(fits.size()));
+  ASSERT_EQ(merged.results.shards.size(), 2u);
+  EXPECT_EQ(merged.results.shards[0].folder, "s0"); // in shard order
+  EXPECT_FALSE(merged.results.config.shard);
+  EXPECT_NE(merged.results.run_id, whole.run_id);
+  EXPECT_NO_THROW(results_from_json(to_json(merged.results))); // its summary agrees
+
+  const auto partial = merge_shards({share(0, first)});
+  ASSERT_EQ(partial.missing.size(), 1u);
+  EXPECT_EQ(partial.missing[0], "shard 1/2: no folder holds it");
+  auto unfinished = share(1, second);
+  unfinished.results.accuracy->planned_fits += 2;
+  EXPECT_NE(merge_shards({share(0, first), unfinished}).missing.at(0).find("shard 1/2 (s1): 2 of "),
+            std::string::npos);
+
+  auto other = share(1, second);
+  other.results.accuracy->grids = {3, 7};
+  EXPECT_NE(error_of([&] {
+              merge_shards({share(0, first), other});
+            }).find("s0 and s1 are shards of different plans (--grids"),
+            std::string::npos);
+  other = share(1, second);
+  other.results.environment.kanbench_version = "9.9.9";
+  EXPECT_NE(error_of([&] {
+              merge_shards({share(0, first), other});
+            }).find("(kanbench version"),
+            std::string::npos);
+  auto clash = share(1, {first[0]});
+  clash.results.accuracy->fits[0].points[0].test_rmse += 1;
+  summarize_accuracy(*clash.results.accuracy);
+  EXPECT_NE(error_of([&] {
+              merge_shards({share(0, first), clash});
+            }).find("with different results"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { merge_shards({}); }).find("no shards"), std::string::npos);
+  auto none = share(0, first);
+  none.results.accuracy.reset();
+  EXPECT_NE(error_of([&] { merge_shards({none}); }).find("s0 holds no accuracy run"),
+            std::string::npos);
 }
 
 TEST(AccuracyJson, UnknownKeysAreRefusedUnlessTheMinorVersionIsNewer) {

@@ -6,6 +6,7 @@
 #include "option_checks.h"
 
 #include "kan/bench/accuracy.h"
+#include "kan/bench/shards.h"
 #include "kan/diagnostics/environment.h"
 #include "kan/io/atomic_file.h"
 #include "kan/reports/html_report.h"
@@ -18,6 +19,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 
 namespace kanbench {
 namespace {
@@ -25,7 +27,23 @@ namespace {
 struct AccuracyArgs {
   kan::bench::AccuracyOptions options;
   std::string out = "kanbench-out/accuracy";
+  std::string shard;                  ///< --shard I/N
+  std::optional<int64_t> shard_count; ///< --shard-count N, with JOB_COMPLETION_INDEX
 };
+
+// The shard this process runs: --shard's, else the one a scheduler's variables name; with one,
+// its results go to OUT/shard-I-of-N.
+void resolve_shard(AccuracyArgs& a) {
+  if (!a.shard.empty()) {
+    TORCH_CHECK(!a.shard_count, "--shard-count goes with JOB_COMPLETION_INDEX; --shard ", a.shard,
+                " names its count already");
+    a.options.shard = kan::bench::parse_shard(a.shard);
+  } else {
+    a.options.shard = kan::bench::shard_from_environment(a.shard_count);
+  }
+  if (a.options.shard)
+    a.out = kan::bench::shard_folder(a.out, *a.options.shard);
+}
 
 std::string scientific(std::optional<double> value) {
   if (!value || std::isnan(*value))
@@ -77,6 +95,11 @@ kan::results::Results continued_results(AccuracyArgs& a, const std::string& path
     auto previous = kan::results::read_results_file(path);
     TORCH_CHECK(previous.accuracy, "--out ", a.out, " holds ", path,
                 " of another command (no accuracy section): use another --out");
+    const auto was = previous.config.shard, is = a.options.shard;
+    TORCH_CHECK(was.has_value() == is.has_value() && (!was || was->text() == is->text()), "--out ",
+                a.out, " holds ", was ? "shard " + was->text() : std::string("an unsharded run"),
+                ", not ", is ? "shard " + is->text() : std::string("an unsharded run"),
+                ": use another --out");
     results.run_id = previous.run_id; // the same run, continued
     a.options.resume = *previous.accuracy;
   }
@@ -96,16 +119,26 @@ std::string fit_text(const kan::results::AccuracyFit& fit) {
 
 // The progress lines on stderr, one per finished fit with the time left, and on stdout each
 // function's summary once its last fit is done.
+// The time left is the pace of the fits finished so far, in expected cost a second
+// (kan::bench::expected_cost), times the cost still to run: one wide MLP to go is most of a run.
 class Progress {
 public:
   Progress(const std::vector<kan::bench::AccuracyModel>& models,
-           const std::optional<kan::results::AccuracyRun>& resume)
-      : done_before_(resume ? resume->fits.size() : 0) {
-    for (const auto& m : models)
-      ++fits_of_[{m.function, m.device}];
+           const kan::results::AccuracyRun& planned,
+           const std::optional<kan::results::AccuracyRun>& resume) {
+    std::set<std::string> done;
     if (resume)
-      for (const auto& fit : resume->fits)
+      for (const auto& fit : resume->fits) {
         ++finished_[{fit.function, fit.device}];
+        done.insert(fit.key());
+      }
+    for (const auto& m : models) {
+      ++fits_of_[{m.function, m.device}];
+      const double cost = kan::bench::expected_cost(m, planned);
+      cost_of_[m.key()] = cost;
+      if (!done.count(m.key()))
+        cost_left_ += cost;
+    }
     for (const auto& [key, count] : fits_of_)
       functions_done_ += finished_[key] >= count;
   }
@@ -113,10 +146,13 @@ public:
   void fit_done(const kan::results::AccuracyRun& run, const kan::results::AccuracyFit& fit) {
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    const size_t done = run.fits.size() - done_before_;
-    const size_t left = static_cast<size_t>(run.planned_fits) - run.fits.size();
-    const std::string time = minutes(elapsed) + " elapsed, ~" +
-                             minutes(elapsed / std::max<size_t>(done, 1) * left) + " left";
+    const auto cost = cost_of_.find(fit.key());
+    if (cost != cost_of_.end()) {
+      cost_done_ += cost->second;
+      cost_left_ -= cost->second;
+    }
+    const double left = cost_done_ > 0 ? elapsed * std::max(cost_left_, 0.0) / cost_done_ : 0;
+    const std::string time = minutes(elapsed) + " elapsed, ~" + minutes(left) + " left";
     std::fprintf(stderr, "[%zu/%lld] %s, %s; %s\n", run.fits.size(),
                  static_cast<long long>(run.planned_fits), fit_text(fit).c_str(),
                  minutes(fit.seconds).c_str(), time.c_str());
@@ -133,7 +169,8 @@ public:
 
 private:
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  const size_t done_before_; // by the interrupted run
+  std::map<std::string, double> cost_of_; // by fit key
+  double cost_done_ = 0, cost_left_ = 0;  // of this session's fits
   std::map<std::pair<std::string, std::string>, int64_t> fits_of_, finished_; // (function, device)
   size_t functions_done_ = 0;
 };
@@ -146,8 +183,11 @@ void print_plan(const kan::results::AccuracyRun& planned, const kan::bench::Accu
   }
   std::cerr << "accuracy: " << planned.table << " table, " << planned.preset << " preset, "
             << planned.functions.size() << " functions x " << planned.devices.size()
-            << " device(s), " << planned.planned_fits << " fits, " << planned.jobs << " at once ("
-            << planned.threads_per_fit << " thread(s) each)\n";
+            << " device(s), " << planned.planned_fits << " fits";
+  if (o.shard)
+    std::cerr << " (shard " << o.shard->text() << " of the plan, by " << o.shard->source << ")";
+  std::cerr << ", " << planned.jobs << " at once (" << planned.threads_per_fit
+            << " thread(s) each)\n";
 }
 
 void print_summary(const kan::results::AccuracyRun& run, const std::string& path,
@@ -168,6 +208,7 @@ void print_summary(const kan::results::AccuracyRun& run, const std::string& path
 
 int run_accuracy_command(AccuracyArgs& a) {
   namespace fs = std::filesystem;
+  resolve_shard(a);
   kan::io::check_output_folder(a.out, "--out");
   const auto path = (fs::path(a.out) / "results.json").string();
   const auto report = (fs::path(a.out) / "report.html").string();
@@ -184,8 +225,9 @@ int run_accuracy_command(AccuracyArgs& a) {
   results.config.suite = "accuracy";
   results.config.devices = planned.devices;
   results.config.out = a.out;
+  results.config.shard = a.options.shard;
 
-  Progress progress(models, a.options.resume);
+  Progress progress(models, planned, a.options.resume);
   a.options.on_fit = [&](const kan::results::AccuracyRun& run,
                          const kan::results::AccuracyFit* fit) {
     results.accuracy = run;
@@ -252,6 +294,15 @@ void add_accuracy_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--test-num", o.test_num, "Test samples per function")
       ->check(integer_at_least(1))
       ->capture_default_str();
+  cmd->add_option("--shard", args->shard,
+                  "Run only shard I of N of the plan (I/N, 0 <= I < N), balanced by expected "
+                  "cost, into OUT/shard-I-of-N; `kanbench merge` joins the shards. Unset: the "
+                  "index and count of a Slurm array, a Kubernetes indexed Job (with "
+                  "--shard-count) or GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS where set");
+  cmd->add_option("--shard-count", args->shard_count,
+                  "The shard count where JOB_COMPLETION_INDEX gives the index (a Kubernetes "
+                  "indexed Job's completions)")
+      ->check(integer_at_least(1));
   cmd->add_option("--out", args->out,
                   "Output folder for results.json (rewritten after every fit; a rerun with the "
                   "same --out continues it) and report.html")

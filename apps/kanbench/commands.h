@@ -23,6 +23,10 @@ void add_fit_command(CLI::App& app, int& exit_code);
 /// accuracy section, resumable.
 void add_accuracy_command(CLI::App& app, int& exit_code);
 
+/// `kanbench merge`: the shards of one accuracy plan -> one results.json and report; exit 1 when
+/// some of the plan is missing, 2 when the shards cannot be merged.
+void add_merge_command(CLI::App& app, int& exit_code);
+
 /// `kanbench env`: prints the environment report (versions, CUDA, devices, CPU, threads).
 void add_env_command(CLI::App& app, int& exit_code);
 

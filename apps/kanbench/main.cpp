@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   kanbench::add_run_command(app, exit_code);
   kanbench::add_fit_command(app, exit_code);
   kanbench::add_accuracy_command(app, exit_code);
+  kanbench::add_merge_command(app, exit_code);
   kanbench::add_functions_command(app, exit_code);
   kanbench::add_scaling_command(app, exit_code);
   kanbench::add_sweep_command(app, exit_code);

@@ -1,5 +1,6 @@
 #include "kan/bench/accuracy.h"
 
+#include "kan/bench/shards.h"
 #include "kan/data/function_catalogue.h"
 #include "kan/data/paper_results.h"
 #include "kan/io/text.h"
@@ -20,6 +21,8 @@
 #include <mutex>
 #include <set>
 #include <thread>
+
+#include <unistd.h>
 
 namespace kan::bench {
 namespace {
@@ -152,6 +155,12 @@ void check_resumable(const AccuracyRun& previous, const AccuracyRun& planned) {
             list(std::vector<int64_t>{planned.train_num, planned.test_num}));
 }
 
+// The machine a fit runs on, as results.json names it (merged shards keep it per fit).
+std::string this_host() {
+  char name[256] = {};
+  return gethostname(name, sizeof name - 1) == 0 ? name : "";
+}
+
 AccuracyPoint point_of(const std::string& stage, int64_t grid, const Model& model,
                        const StageResult& result) {
   return {stage,
@@ -255,15 +264,48 @@ AccuracyRun plan_accuracy(const AccuracyOptions& options, std::vector<AccuracyMo
           planned.push_back(std::move(model));
     }
   }
+  if (options.shard) {
+    std::vector<double> costs;
+    for (const auto& model : planned)
+      costs.push_back(expected_cost(model, run));
+    std::vector<AccuracyModel> share;
+    for (const size_t i : shard_share(costs, *options.shard))
+      share.push_back(std::move(planned[i]));
+    planned = std::move(share);
+  }
   run.planned_fits = static_cast<int64_t>(planned.size());
   if (models)
     *models = std::move(planned);
   return run;
 }
 
+double expected_cost(const AccuracyModel& model, const AccuracyRun& run) {
+  // The fixed cost of a step in forward FLOPs: an [n, 5, 5, 1] MLP's 400 steps on 1000 samples
+  // take 1 s, of which its FLOPs are a tenth, while an [n, 100, 100, 1] MLP's take 24 s, nearly
+  // all FLOPs (docs/accuracy.md, "Parallel fits"); a [2, 2, 1] KAN's four grids agree (1 s).
+  constexpr double kStepFlops = 7.5e5;
+  const auto step_cost = [&](double flops_per_sample) {
+    return kStepFlops + static_cast<double>(run.train_num) * flops_per_sample;
+  };
+  const auto steps = static_cast<double>(run.steps);
+  if (model.family == "mlp")
+    return steps * static_cast<double>(run.grids.size()) *
+           step_cost(static_cast<double>(
+               mlp_forward_flops(model.width, activation_from_string(model.activation))));
+  double cost = 0;
+  for (const int64_t grid : run.grids)
+    cost += steps *
+            step_cost(static_cast<double>(kan_forward_flops(KANOptions(model.width).grid(grid))));
+  if (model.prune_lamb) // retrained once more after pruning, at the first grid
+    cost += steps * step_cost(static_cast<double>(
+                        kan_forward_flops(KANOptions(model.width).grid(run.grids.front()))));
+  return cost;
+}
+
 AccuracyFit run_accuracy_fit(const AccuracyModel& model, const AccuracyRun& run) {
   const auto start = std::chrono::steady_clock::now();
   auto fit = model.unmeasured_fit();
+  fit.host = this_host();
   try {
     const auto& f = reference_function(model.function);
     const torch::Device device(model.device);

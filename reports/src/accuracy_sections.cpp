@@ -147,7 +147,7 @@ std::vector<std::vector<std::string>> point_rows(const AccuracyRun& a, const Acc
           {e(fit.family), e(width_text(fit.width)), e(fit.activation), e(fit.role),
            std::to_string(fit.seed), e(p.stage), fit.family == "kan" ? std::to_string(p.grid) : "-",
            std::to_string(p.parameters), std::to_string(p.forward_flops), rmse_text(p.train_rmse),
-           rmse_text(p.test_rmse), io::format_seconds(p.seconds), marks});
+           rmse_text(p.test_rmse), io::format_seconds(p.seconds), e(fit.host.value_or("")), marks});
     }
   }
   return points;
@@ -168,13 +168,34 @@ std::string function_section(const AccuracyRun& a, size_t k) {
     html += "<p>Nothing to draw: no finished fit with a test RMSE, and no number from the "
             "paper.</p>\n";
   if (!points.empty())
-    html += "<details><summary>Every point (" + std::to_string(points.size()) + ")</summary>\n" +
-            html_table("accuracy-points-" + std::to_string(k),
-                       {"family", "width", "activation", "role", "seed", "stage", "grid",
-                        "parameters", "forward FLOPs", "train RMSE", "test RMSE", "time", ""},
-                       points) +
-            "</details>\n";
+    html +=
+        "<details><summary>Every point (" + std::to_string(points.size()) + ")</summary>\n" +
+        html_table("accuracy-points-" + std::to_string(k),
+                   {"family", "width", "activation", "role", "seed", "stage", "grid", "parameters",
+                    "forward FLOPs", "train RMSE", "test RMSE", "time", "host", ""},
+                   points) +
+        "</details>\n";
   return html;
+}
+
+// A merged run's shards: where each ran (its fits' hosts are in the point tables).
+std::string shards_table(const Results& r) {
+  if (r.shards.empty())
+    return "";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& s : r.shards)
+    rows.push_back({e(s.shard.text()), e(s.shard.source), e(s.folder), e(s.environment.hostname),
+                    e(s.environment.cpu_model), e(s.environment.kanbench_version),
+                    e(s.environment.date),
+                    s.wall_seconds ? duration_text(*s.wall_seconds) : std::string("-")});
+  return "<h3>Shards</h3>\n<p>Merged by <code>kanbench merge</code> from " +
+         std::to_string(r.shards.size()) +
+         " shard(s); the run's wall time is the longest "
+         "shard's.</p>\n" +
+         html_table(
+             "accuracy-shards",
+             {"shard", "index from", "folder", "host", "CPU", "kanbench", "date", "wall time"},
+             rows);
 }
 
 } // namespace
@@ -196,7 +217,7 @@ std::string accuracy_section(const Results& r) {
   const auto& a = *r.accuracy;
   std::string html = "<section id=\"accuracy\"><h2>Accuracy</h2>\n" + run_description(a);
   html += "<p id=\"accuracy-verdict\"><b>Reproduced?</b> " + accuracy_reproduced(a) + ".</p>\n";
-  html += summary_table(a) + failed_fits(a);
+  html += summary_table(a) + shards_table(r) + failed_fits(a);
   for (size_t k = 0; k < a.summary.size(); ++k)
     html += function_section(a, k);
   return html + "</section>\n";

@@ -23,7 +23,7 @@ auto tie(const AccuracyPointRef& r) {
 }
 auto tie(const AccuracyFit& f) {
   return std::tie(f.function, f.device, f.family, f.role, f.width, f.activation, f.seed, f.points,
-                  f.seconds, f.error);
+                  f.seconds, f.error, f.host);
 }
 auto tie(const AccuracyFunction& f) {
   return std::tie(f.function, f.device, f.formula, f.published, f.fits, f.failed, f.best_kan,

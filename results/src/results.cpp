@@ -92,13 +92,20 @@ auto tie(const Crossover& c) {
 auto tie(const Sweep& s) {
   return std::tie(s.batches, s.points, s.targets, s.crossovers);
 }
+auto tie(const Shard& s) {
+  return std::tie(s.index, s.count, s.source);
+}
+auto tie(const MergedShard& s) {
+  return std::tie(s.shard, s.folder, s.run_id, s.environment, s.wall_seconds);
+}
 auto tie(const RunConfig& c) {
   return std::tie(c.suite, c.devices, c.repeat, c.warmup, c.cases, c.seed, c.time_limit_seconds,
-                  c.cupti, c.trace, c.out, c.extra);
+                  c.cupti, c.trace, c.out, c.shard, c.extra);
 }
 auto tie(const Results& r) {
   return std::tie(r.schema_version, r.run_id, r.environment, r.config, r.cases, r.comparisons,
-                  r.edge_cases, r.scaling, r.sweep, r.accuracy, r.rehearsal, r.wall_seconds);
+                  r.edge_cases, r.scaling, r.sweep, r.accuracy, r.rehearsal, r.shards,
+                  r.wall_seconds);
 }
 auto tie(const CudaDevice& d) {
   return std::tie(d.index, d.name, d.compute_capability, d.multiprocessors, d.total_memory_bytes,
@@ -159,6 +166,15 @@ bool Sweep::operator==(const Sweep& o) const {
   return tie(*this) == tie(o);
 }
 bool RunConfig::operator==(const RunConfig& o) const {
+  return tie(*this) == tie(o);
+}
+std::string Shard::text() const {
+  return std::to_string(index) + "/" + std::to_string(count);
+}
+bool Shard::operator==(const Shard& o) const {
+  return tie(*this) == tie(o);
+}
+bool MergedShard::operator==(const MergedShard& o) const {
   return tie(*this) == tie(o);
 }
 bool Results::operator==(const Results& o) const {

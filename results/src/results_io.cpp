@@ -392,6 +392,7 @@ template <typename Fields> static void fields(Fields& f, AccuracyFit& x) {
   f.required("points", x.points);
   f.required("seconds", x.seconds, kCount);
   f.required("error", x.error);
+  f.optional("host", x.host);
   if constexpr (Fields::reading()) {
     if (x.family != "kan" && x.family != "mlp")
       io::fail(f.path_of("family"), "expected one of kan, mlp; got " + io::quoted(x.family));
@@ -585,6 +586,19 @@ template <typename Fields> static void fields(Fields& f, AccuracyRun& x) {
   }
 }
 
+template <typename Fields> static void fields(Fields& f, Shard& s) {
+  f.required("index", s.index, kCount);
+  f.required("count", s.count, kCount);
+  f.required("source", s.source);
+  if constexpr (Fields::reading()) {
+    if (s.count < 1)
+      io::fail(f.path_of("count"), "must be >= 1, got " + std::to_string(s.count));
+    if (s.index >= s.count)
+      io::fail(f.path_of("index"),
+               std::to_string(s.index) + " is not below count " + std::to_string(s.count));
+  }
+}
+
 template <typename Fields> static void fields(Fields& f, RunConfig& c) {
   f.required("suite", c.suite);
   f.required("devices", c.devices);
@@ -596,6 +610,7 @@ template <typename Fields> static void fields(Fields& f, RunConfig& c) {
   f.optional("cupti", c.cupti);
   f.optional("trace", c.trace);
   f.optional("out", c.out);
+  f.optional("shard", c.shard);
   f.optional("extra", c.extra);
 }
 
@@ -635,6 +650,14 @@ template <typename Fields> static void fields(Fields& f, Environment& e) {
   f.optional("cpu_governor", e.cpu_governor);
   f.optional("load_average", e.load_average, kCount);
   f.required("problems", e.problems);
+}
+
+template <typename Fields> static void fields(Fields& f, MergedShard& s) {
+  f.required("shard", s.shard);
+  f.required("folder", s.folder);
+  f.required("run_id", s.run_id);
+  f.required("environment", s.environment);
+  f.optional("wall_seconds", s.wall_seconds, kCount);
 }
 
 // Cross references: cases are unique by (name, target); comparisons name existing cases.
@@ -682,6 +705,7 @@ template <typename Fields> static void fields(Fields& f, Results& x) {
     check_since(f.object(), "sweep", 4, minor, x.schema_version);
     check_since(f.object(), "accuracy", 5, minor, x.schema_version);
     check_since(f.object(), "rehearsal", 8, minor, x.schema_version);
+    check_since(f.object(), "shards", 9, minor, x.schema_version);
   } else {
     f.optional("run_id", x.run_id);
   }
@@ -694,6 +718,7 @@ template <typename Fields> static void fields(Fields& f, Results& x) {
   f.optional("sweep", x.sweep);
   f.optional("accuracy", x.accuracy);
   f.optional("rehearsal", x.rehearsal);
+  f.optional("shards", x.shards);
   f.optional("wall_seconds", x.wall_seconds, kCount);
   if constexpr (Fields::reading())
     check_references(x);

@@ -48,6 +48,9 @@ struct AccuracyOptions {
   bool prune = false;
   int64_t train_num = 1000;
   int64_t test_num = 1000;
+  /// Only this share of the plan's fits (kan/bench/shards.h), balanced by expected_cost; none:
+  /// all of them.
+  std::optional<results::Shard> shard;
   /// Fits at once; 0: the machine's cores / threads_per_fit.
   int64_t jobs = 0;
   /// Intra-op threads of each fit.
@@ -61,10 +64,17 @@ struct AccuracyOptions {
 };
 
 /// The fits `options` stands for, in the order they start (function by function), with the
-/// run's configuration (no fits yet). Unknown functions, tables, presets or devices are errors
-/// naming the option and the value.
+/// run's configuration (no fits yet): with options.shard, only that shard's share, and
+/// planned_fits counts the share. Unknown functions, tables, presets or devices are errors naming
+/// the option and the value.
 results::AccuracyRun plan_accuracy(const AccuracyOptions& options,
                                    std::vector<AccuracyModel>* models = nullptr);
+
+/// What a model's fit is expected to cost, in forward FLOPs: per LBFGS step a fixed cost (the
+/// step's operations and line search, as FLOPs at the speed of the samples' arithmetic) plus the
+/// training samples' forward FLOPs at each grid. Shards split the plan by it, and the console's
+/// time left is the finished fits' pace times the cost still to run. Only ratios matter.
+double expected_cost(const AccuracyModel& model, const results::AccuracyRun& run);
 
 /// Trains one model on its function's samples (train_num / test_num drawn with the model's
 /// seed, float64) and measures it. Never throws for a fit that fails (a diverged LBFGS, a device

@@ -39,6 +39,9 @@ struct AccuracyFit {
   std::vector<AccuracyPoint> points; ///< in training order; empty when the fit failed
   double seconds = 0;                ///< wall time of the whole fit
   std::string error;                 ///< why the fit failed; "" when it did not
+  /// The machine that ran it (its hostname; from 1.9): shards merged from several machines
+  /// keep where each fit ran.
+  std::optional<std::string> host;
 
   /// Identifies the fit within a run (what a resumed run skips):
   /// "jv/cpu/kan/[2,5,1]/seed0", "jv/cpu/mlp/[2,100,100,1]/tanh/seed2": function, device,

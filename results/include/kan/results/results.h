@@ -26,7 +26,7 @@ namespace kan::results {
 
 /// The version of the results.json format this library writes; a file with another major
 /// version is refused. Bump on every change (major: incompatible, minor: keys added).
-inline constexpr const char* kSchemaVersion = "1.8.0";
+inline constexpr const char* kSchemaVersion = "1.9.0";
 
 /// A fresh id for one run: its start time (UTC, to the second) and 64 random bits,
 /// "20261129T183608Z-9f3c0a7d51e2b486". Sortable by time; two runs get the same id with
@@ -356,6 +356,31 @@ struct Sweep {
 /// crossovers of every target against the first one of its case, from the measured points.
 void fill_sweep_summaries(Sweep& sweep);
 
+/// One share of a plan that several processes run apart (`--shard I/N`, or the index and count a
+/// scheduler sets) and `kanbench merge` puts together.
+struct Shard {
+  int64_t index = 0; ///< 0 .. count - 1
+  int64_t count = 1;
+  /// Where the index came from: "--shard", or the environment variable that gave it
+  /// ("SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX", "GTEST_SHARD_INDEX").
+  std::string source;
+
+  /// "2/8", as --shard takes it.
+  std::string text() const;
+  bool operator==(const Shard&) const;
+};
+
+/// One shard of a merged results.json: where it was read from and where it ran.
+struct MergedShard {
+  Shard shard;
+  std::string folder; ///< the folder `kanbench merge` read it from
+  std::string run_id; ///< the shard's own run id
+  Environment environment;
+  std::optional<double> wall_seconds;
+
+  bool operator==(const MergedShard&) const;
+};
+
 /// The configuration of a run, as given on the command line (written back for reproduction).
 struct RunConfig {
   std::string suite = "default";    ///< "quick", "default", "full"
@@ -369,6 +394,7 @@ struct RunConfig {
   std::optional<bool> cupti;                ///< false with --no-cupti
   std::optional<std::string> trace;         ///< --trace FILE
   std::optional<std::string> out;           ///< --out DIR
+  std::optional<Shard> shard;               ///< the share of the plan this run ran (from 1.9)
   nlohmann::json extra;                     ///< any further settings (object); null = none
 
   bool operator==(const RunConfig&) const;
@@ -393,6 +419,9 @@ struct Results {
   std::optional<AccuracyRun> accuracy;
   /// `run` on a machine without a GPU; not written when absent (from 1.8).
   std::optional<Rehearsal> rehearsal;
+  /// `kanbench merge`: the shards this document was merged from, in shard order; not written when
+  /// empty (from 1.9).
+  std::vector<MergedShard> shards;
   std::optional<double> wall_seconds; ///< the whole run
 
   bool operator==(const Results&) const;
