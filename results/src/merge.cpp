@@ -14,22 +14,18 @@ Shard shard_of(const ShardDocument& d) {
   return d.results.config.shard.value_or(Shard{0, 1, ""});
 }
 
-std::string list(const std::vector<int64_t>& values) {
-  std::string text;
-  for (const auto v : values)
-    text += (text.empty() ? "" : ",") + std::to_string(v);
-  return text;
+std::string text_of(const std::string& value) {
+  return value;
 }
-std::string list(const std::vector<uint64_t>& values) {
-  std::string text;
-  for (const auto v : values)
-    text += (text.empty() ? "" : ",") + std::to_string(v);
-  return text;
+template <typename T> std::string text_of(T value) {
+  return std::to_string(value);
 }
-std::string list(const std::vector<std::string>& values) {
+
+// "3,5,10": a plan's list as the option takes it.
+template <typename T> std::string list(const std::vector<T>& values) {
   std::string text;
   for (const auto& v : values)
-    text += (text.empty() ? "" : ",") + v;
+    text += (text.empty() ? "" : ",") + text_of(v);
   return text;
 }
 
