@@ -523,6 +523,26 @@ std::vector<std::vector<std::string>> table_rows(const std::string& html, const 
   return rows;
 }
 
+// A merged run: the shards and where each ran, each fit's host beside its points, and what an
+// incomplete merge should do.
+TEST(AccuracyReport, AMergedRunShowsItsShardsAndHosts) {
+  auto results = test::sample_accuracy_results();
+  results.accuracy->fits[0].host = "node-<7>";
+  auto environment = results.environment;
+  environment.hostname = "node-<7>";
+  results.shards = {
+      {Shard{0, 2, "SLURM_ARRAY_TASK_ID"}, "runs/shard-0-of-2", "r0", environment, 61},
+      {Shard{1, 2, "SLURM_ARRAY_TASK_ID"}, "runs/shard-1-of-2", "r1", results.environment, 59}};
+  const auto html = accuracy_html(results);
+  EXPECT_NE(html.find("id=\"accuracy-shards\""), std::string::npos);
+  EXPECT_NE(html.find("runs/shard-1-of-2"), std::string::npos);
+  EXPECT_NE(html.find("node-&lt;7&gt;"), std::string::npos); // escaped, in both tables
+  EXPECT_EQ(html.find("node-<7>"), std::string::npos);
+  EXPECT_NE(html.find("Each unfinished shard's"), std::string::npos); // 9 of 10 fits
+  EXPECT_EQ(accuracy_html(test::sample_accuracy_results()).find("accuracy-shards"),
+            std::string::npos);
+}
+
 TEST(AccuracyReport, SectionTableAndOneChartPerFunction) {
   const auto results = test::sample_accuracy_results();
   const auto html = accuracy_html(results);

@@ -63,14 +63,19 @@ std::string paper_cell(const std::optional<double>& rmse, const std::vector<int6
   return rmse_text(*rmse) + (width.empty() ? "" : " <small>" + e(width_text(width)) + "</small>");
 }
 
-// The run's settings, and whether it is complete.
-std::string run_description(const AccuracyRun& a) {
+// The run's settings, and whether it is complete (`merged`: of a kanbench merge, whose missing
+// part is its shards').
+std::string run_description(const AccuracyRun& a, bool merged) {
   std::string html;
   if (static_cast<int64_t>(a.fits.size()) < a.planned_fits)
     html += "<p class=\"warnings\" id=\"accuracy-incomplete\">Incomplete run: " +
             std::to_string(a.fits.size()) + " of " + std::to_string(a.planned_fits) +
-            " planned fits finished. <code>kanbench accuracy</code> with the same "
-            "<code>--out</code> continues it (finished fits are kept).</p>\n";
+            " planned fits finished. " +
+            (merged ? std::string("Each unfinished shard's <code>kanbench accuracy</code>, run "
+                                  "again with its options, continues it; then merge again.")
+                    : std::string("<code>kanbench accuracy</code> with the same "
+                                  "<code>--out</code> continues it (finished fits are kept).")) +
+            "</p>\n";
   std::string seeds, grids;
   for (const auto seed : a.seeds)
     seeds += (seeds.empty() ? "" : ", ") + std::to_string(seed);
@@ -215,7 +220,8 @@ std::string accuracy_section(const Results& r) {
   if (!r.accuracy)
     return "";
   const auto& a = *r.accuracy;
-  std::string html = "<section id=\"accuracy\"><h2>Accuracy</h2>\n" + run_description(a);
+  std::string html =
+      "<section id=\"accuracy\"><h2>Accuracy</h2>\n" + run_description(a, !r.shards.empty());
   html += "<p id=\"accuracy-verdict\"><b>Reproduced?</b> " + accuracy_reproduced(a) + ".</p>\n";
   html += summary_table(a) + shards_table(r) + failed_fits(a);
   for (size_t k = 0; k < a.summary.size(); ++k)
