@@ -118,9 +118,9 @@ std::string fit_text(const kan::results::AccuracyFit& fit) {
 }
 
 // The progress lines on stderr, one per finished fit with the time left, and on stdout each
-// function's summary once its last fit is done.
-// The time left is the pace of the fits finished so far, in expected cost a second
-// (kan::bench::expected_cost), times the cost still to run: one wide MLP to go is most of a run.
+// function's summary once its last fit is done. The time left is the pace of the fits finished
+// so far, in expected cost a second (kan::bench::expected_cost), times the cost still to run:
+// one wide MLP to go is most of a run.
 class Progress {
 public:
   Progress(const std::vector<kan::bench::AccuracyModel>& models,
