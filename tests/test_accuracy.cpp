@@ -35,7 +35,7 @@ std::vector<AccuracyModel> plan(const AccuracyOptions& options) {
   return models;
 }
 
-TEST(AccuracyPlan, QuickIsTheMinimalShapesAndTwoMlps) {
+TEST(AccuracyPlan, QuickIsThePapersShapesTwoWidth5KansAndTwoMlps) {
   AccuracyOptions options;
   const auto run = kan::bench::plan_accuracy(options);
   EXPECT_EQ(run.functions.size(), 15u);
@@ -46,13 +46,26 @@ TEST(AccuracyPlan, QuickIsTheMinimalShapesAndTwoMlps) {
   const auto& jv =
       *std::find_if(kan::paper_special_functions().begin(), kan::paper_special_functions().end(),
                     [](const auto& row) { return row.function == "jv"; });
-  ASSERT_EQ(models.size(), 3u);
-  EXPECT_EQ(models[0].family, "kan");
-  EXPECT_EQ(models[0].role, "minimal");
+  ASSERT_EQ(models.size(), 6u);
+  std::vector<std::string> roles;
+  for (const auto& m : models)
+    roles.push_back(m.family + " " + m.role);
+  EXPECT_EQ(roles, (std::vector<std::string>{"kan minimal", "kan best", "kan width5", "kan width5",
+                                             "mlp width5", "mlp width100"}));
   EXPECT_EQ(models[0].width, jv.minimal_kan_shape);
-  EXPECT_EQ(models[1].family, "mlp");
-  EXPECT_EQ(models[1].width, (std::vector<int64_t>{2, 5, 5, 1}));
-  EXPECT_EQ(models[2].width, (std::vector<int64_t>{2, 100, 100, 1}));
+  EXPECT_EQ(models[1].width, jv.best_kan_shape);
+  EXPECT_EQ(models[2].width, (std::vector<int64_t>{2, 5, 1}));
+  EXPECT_EQ(models[3].width, (std::vector<int64_t>{2, 5, 5, 1}));
+  EXPECT_EQ(models[4].width, (std::vector<int64_t>{2, 5, 5, 1}));
+  EXPECT_EQ(models[5].width, (std::vector<int64_t>{2, 100, 100, 1}));
+  // A shape named twice is trained once, under its first role: ellipeinc's minimal shape is its
+  // best.
+  options.functions = {"ellipeinc"};
+  roles.clear();
+  for (const auto& m : plan(options))
+    roles.push_back(m.family + " " + m.role);
+  EXPECT_EQ(roles, (std::vector<std::string>{"kan minimal", "kan width5", "kan width5",
+                                             "mlp width5", "mlp width100"}));
 }
 
 TEST(AccuracyPlan, PaperIsTheProtocolOfTheTables) {
@@ -117,7 +130,10 @@ TEST(AccuracyFit, EachStageIsAPointOfParametersAndTestRmse) {
   EXPECT_GT(kan_fit.points[0].forward_flops, 0);
   EXPECT_TRUE(std::isfinite(kan_fit.points[1].test_rmse));
 
-  const auto mlp_fit = kan::bench::run_accuracy_fit(models[1], run);
+  const auto first_mlp = std::find_if(models.begin(), models.end(),
+                                      [](const AccuracyModel& m) { return m.family == "mlp"; });
+  ASSERT_NE(first_mlp, models.end());
+  const auto mlp_fit = kan::bench::run_accuracy_fit(*first_mlp, run);
   ASSERT_EQ(mlp_fit.error, "");
   ASSERT_EQ(mlp_fit.points.size(), 1u);
   EXPECT_EQ(mlp_fit.points[0].parameters, 2 * 5 + 5 + 5 * 5 + 5 + 5 + 1); // [2,5,5,1]
@@ -131,8 +147,10 @@ TEST(Accuracy, ARunIsSummarisedAndAKilledRunContinues) {
     seen.push_back(run.fits.size());
   };
   const auto whole = kan::bench::run_accuracy(options);
-  EXPECT_EQ(whole.fits.size(), 6u);
-  EXPECT_EQ(seen, (std::vector<size_t>{0, 1, 2, 3, 4, 5, 6}));
+  // jv: its minimal and best shapes, [2,5,1] and [2,5,5,1], two MLPs; iv: its one shape, the
+  // two width-5 KANs, two MLPs.
+  EXPECT_EQ(whole.fits.size(), 11u);
+  EXPECT_EQ(seen, (std::vector<size_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
   ASSERT_EQ(whole.summary.size(), 2u);
   for (const auto& f : whole.summary) {
     EXPECT_TRUE(f.best_kan && f.best_mlp) << f.function;
@@ -140,18 +158,18 @@ TEST(Accuracy, ARunIsSummarisedAndAKilledRunContinues) {
     EXPECT_FALSE(f.pareto.empty());
   }
 
-  // Killed after two fits: the rerun trains the other four only.
+  // Killed after two fits: the rerun trains the other nine only.
   auto killed = whole;
   killed.fits.resize(2);
   kan::results::summarize_accuracy(killed);
   options.resume = killed;
   seen.clear();
   const auto resumed = kan::bench::run_accuracy(options);
-  EXPECT_EQ(seen, (std::vector<size_t>{2, 3, 4, 5, 6}));
+  EXPECT_EQ(seen, (std::vector<size_t>{2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
   std::set<std::string> keys;
   for (const auto& fit : resumed.fits)
     keys.insert(fit.key());
-  EXPECT_EQ(keys.size(), 6u);
+  EXPECT_EQ(keys.size(), 11u);
   EXPECT_EQ(resumed.fits[0], whole.fits[0]);
 
   // Another plan is not continued.
@@ -167,18 +185,18 @@ TEST_F(AccuracyCli, WritesResultsAfterEveryFitAndResumes) {
                            path("out");
   const auto first = kan::test::run_kanbench(args);
   ASSERT_EQ(first.exit_code, 0) << first.output;
-  EXPECT_NE(first.output.find("[3/3]"), std::string::npos) << first.output;
+  EXPECT_NE(first.output.find("[6/6]"), std::string::npos) << first.output;
   EXPECT_NE(first.output.find("[function 1/1] jv: best KAN"), std::string::npos) << first.output;
   EXPECT_NE(first.output.find("paper: best KAN"), std::string::npos) << first.output;
   EXPECT_NE(first.output.find("holds for"), std::string::npos) << first.output;
   const auto results = kan::results::read_results_file(path("out/results.json"));
   ASSERT_TRUE(results.accuracy);
-  EXPECT_EQ(results.accuracy->fits.size(), 3u);
+  EXPECT_EQ(results.accuracy->fits.size(), 6u);
   EXPECT_TRUE(std::filesystem::exists(path("out/report.html")));
 
   const auto again = kan::test::run_kanbench(args);
   ASSERT_EQ(again.exit_code, 0) << again.output;
-  EXPECT_NE(again.output.find("3 of 3 fits done; skipping them"), std::string::npos)
+  EXPECT_NE(again.output.find("6 of 6 fits done; skipping them"), std::string::npos)
       << again.output;
   EXPECT_EQ(kan::results::read_results_file(path("out/results.json")).accuracy->fits,
             results.accuracy->fits);

@@ -370,9 +370,16 @@ TEST(MergeShards, SharesBecomeTheWholeRun) {
             }).find("with different results"),
             std::string::npos);
   EXPECT_NE(error_of([&] { merge_shards({}); }).find("no shards"), std::string::npos);
-  auto none = share(0, first);
-  none.results.accuracy.reset();
-  EXPECT_NE(error_of([&] { merge_shards({none}); }).find("s0 holds no accuracy run"),
+  // A run's shard is not an accuracy plan's; a scaling run is no shard at all.
+  auto run = share(1, second);
+  run.results.accuracy.reset();
+  EXPECT_NE(error_of([&] {
+              merge_shards({share(0, first), run});
+            }).find("s0 and s1 are shards of different plans (command accuracy against run)"),
+            std::string::npos);
+  auto scaling = run;
+  scaling.results.scaling.push_back(ScalingResult{});
+  EXPECT_NE(error_of([&] { merge_shards({scaling}); }).find("s1 holds a kanbench scaling run"),
             std::string::npos);
 }
 
@@ -543,6 +550,26 @@ TEST(AccuracyReport, AMergedRunShowsItsShardsAndHosts) {
             std::string::npos);
 }
 
+TEST(AccuracyResults, TheFindingIsCountedForAllKansAndForTheMinimalShapesAlone) {
+  const auto run = test::sample_accuracy_run();
+  // jv: the MLP wins (1e-3 against 2e-3); ellipj: the KAN; fresnel has no MLP.
+  const auto all = finding_count(run);
+  EXPECT_EQ(all.holds, 1);
+  EXPECT_EQ(all.compared, 2);
+  // Only jv has a KAN of the minimal shape ([2,1,1], best 2e-3), and it is above the MLP.
+  const auto minimal = finding_count(run, "minimal");
+  EXPECT_EQ(minimal.holds, 0);
+  EXPECT_EQ(minimal.compared, 1);
+  EXPECT_EQ(finding_text(run), "the paper's finding (best KAN <= best MLP) holds for 1 of 2 "
+                               "functions (with the paper's minimal KAN shapes alone: 0 of 1)");
+  auto one_role = run;
+  for (auto& fit : one_role.fits)
+    fit.role = fit.family == "kan" ? "minimal" : fit.role;
+  EXPECT_FALSE(has_other_kans(one_role, "minimal"));
+  EXPECT_EQ(finding_text(one_role),
+            "the paper's finding (best KAN <= best MLP) holds for 1 of 2 functions");
+}
+
 TEST(AccuracyReport, SectionTableAndOneChartPerFunction) {
   const auto results = test::sample_accuracy_results();
   const auto html = accuracy_html(results);
@@ -553,8 +580,9 @@ TEST(AccuracyReport, SectionTableAndOneChartPerFunction) {
   EXPECT_LT(section, html.find("<section id=\"charts\""));
   EXPECT_NE(html.find("<b>Accuracy:</b> the paper's finding"), std::string::npos);
   EXPECT_NE(html.find("reproduces for <span class=\"figure\">1 of 2</span> functions (1 more "
-                      "without both a KAN and an MLP result); 9 of 10 planned fits finished, 1 "
-                      "failed"),
+                      "without both a KAN and an MLP result); with the paper's minimal KAN shapes "
+                      "alone, <span class=\"figure\">0 of 1</span>; 9 of 10 planned fits "
+                      "finished, 1 failed"),
             std::string::npos);
   EXPECT_NE(html.find("<b>Devices:</b> ran on cpu"), std::string::npos);
   // It timed nothing, so the verdict says nothing of speed or edge cases.

@@ -1,6 +1,6 @@
-// Shards of an accuracy plan: --shard and the schedulers' variables, the split by expected cost,
-// merging, and a small plan run as three shard processes (each index from another scheduler's
-// variable) whose merge is the plan run as one process.
+// Shards of a plan: --shard and the schedulers' variables, the split by expected cost, merging,
+// and small accuracy, run and sweep plans run as three shard processes whose merge is the plan
+// run as one process.
 #include "cli_runner.h"
 #include "test_util.h"
 
@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <tuple>
@@ -37,6 +38,13 @@ TEST(Shards, ShardIsIndexSlashCount) {
   EXPECT_THROW_WITH(parse_shard("1/0"), "the shard count must be >= 1");
   for (const char* bad : {"3", "a/b", "-1/2", "1/", "/2", "1/2/3", ""})
     EXPECT_THROW_WITH(parse_shard(bad), "--shard: expected I/N");
+}
+
+TEST(Shards, EachShardHasItsOwnFolderAndFiles) {
+  EXPECT_EQ(kan::bench::shard_folder("out", Shard{2, 8, ""}), "out/shard-2-of-8");
+  EXPECT_EQ(kan::bench::shard_file("out/trace.json", Shard{2, 8, ""}),
+            "out/trace.shard-2-of-8.json");
+  EXPECT_EQ(kan::bench::shard_file("trace", Shard{0, 3, ""}), "trace.shard-0-of-3");
 }
 
 TEST(Shards, SchedulersNameTheShardInTheirVariables) {
@@ -114,7 +122,7 @@ TEST(Shards, AnAccuracyPlanSplitsByExpectedCost) {
   kan::bench::AccuracyOptions options; // the quick special-functions table
   std::vector<kan::bench::AccuracyModel> whole;
   const auto run = kan::bench::plan_accuracy(options, &whole);
-  // A wide MLP costs many small KANs.
+  // A wide MLP costs as much as many small KANs.
   const auto cost = [&](const std::vector<int64_t>& width, const char* family) {
     const auto found = std::find_if(whole.begin(), whole.end(), [&](const auto& m) {
       return m.width == width && m.family == family;
@@ -122,7 +130,7 @@ TEST(Shards, AnAccuracyPlanSplitsByExpectedCost) {
     return kan::bench::expected_cost(*found, run);
   };
   EXPECT_GT(cost({2, 100, 100, 1}, "mlp"), 10 * cost({2, 5, 5, 1}, "mlp"));
-  EXPECT_GT(cost({2, 100, 100, 1}, "mlp"), 10 * cost({2, 2, 1}, "kan"));
+  EXPECT_GT(cost({2, 100, 100, 1}, "mlp"), 5 * cost({2, 2, 1}, "kan"));
 
   std::set<std::string> keys;
   std::vector<double> sums;
@@ -207,7 +215,7 @@ TEST_F(ShardsCli, ThreeShardProcessesMergeToTheRunOfOne) {
     sizes.push_back(share.accuracy->fits.size());
   }
   // Balanced by cost, not count: a wide MLP is a shard's whole share.
-  EXPECT_EQ(sizes[0] + sizes[1] + sizes[2], 6u);
+  EXPECT_EQ(sizes[0] + sizes[1] + sizes[2], 11u);
   const auto one = kan::test::run_kanbench(plan + "--out " + path("one"));
   ASSERT_EQ(one.exit_code, 0) << one.output;
 
@@ -215,7 +223,7 @@ TEST_F(ShardsCli, ThreeShardProcessesMergeToTheRunOfOne) {
       kan::test::run_kanbench("merge " + shards + "/shard-0-of-3 " + shards + "/shard-1-of-3 " +
                               shards + "/shard-2-of-3 --out " + path("merged"));
   ASSERT_EQ(merge.exit_code, 0) << merge.output;
-  EXPECT_NE(merge.output.find("merged 3 of 3 shard(s): 6 fits of the 6 their shares plan"),
+  EXPECT_NE(merge.output.find("merged 3 of 3 shard(s): 11 fits of the 11 their shares plan"),
             std::string::npos)
       << merge.output;
   const auto merged = kan::results::read_results_file(path("merged/results.json"));
@@ -329,6 +337,160 @@ TEST_F(ShardsCli, MergeRefusesWhatIsNotOnePlanInOneLine) {
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_TRUE(one_line(bad)) << bad.output;
   EXPECT_NE(bad.output.find("merge: " + path("bad") + ":"), std::string::npos) << bad.output;
+}
+
+// What a run's merge must keep of the run of one process: every case's outcome, every
+// comparison's verdict, every edge case and rehearsed case; timings aside.
+std::set<std::string> run_outcomes(const kan::results::Results& r) {
+  std::set<std::string> outcomes;
+  char metric[64];
+  for (const auto& c : r.cases) {
+    std::snprintf(metric, sizeof metric, "%.9g", c.final_test_rmse.value_or(-1));
+    outcomes.insert("case " + c.name + " " + c.target + " " + to_string(c.status) + " " + metric);
+  }
+  for (const auto& c : r.comparisons)
+    outcomes.insert("comparison " + c.case_name + " " + c.a + " " + c.b + " " +
+                    to_string(c.parity));
+  for (const auto& e : r.edge_cases)
+    outcomes.insert("edge case " + e.name + " " + e.device + " " + to_string(e.status));
+  if (r.rehearsal)
+    for (const auto& c : r.rehearsal->cases)
+      outcomes.insert("rehearsed " + c.case_name + " " + std::to_string(c.findings.size()));
+  return outcomes;
+}
+
+TEST_F(ShardsCli, RunShardsSplitByWorkloadAndMergeToTheRunOfOne) {
+  const std::string plan = "run --suite quick --case toy,deep,toy-mlp --repeat 2 --cv-target 0 "
+                           "--monitor-interval 0 --no-cupti ";
+  const std::string shards = path("shards");
+  std::vector<std::string> names;
+  size_t cases = 0, edge_runs = 0;
+  for (int i = 0; i < 3; ++i) {
+    const auto run = kan::test::run_kanbench(plan + "--shard " + std::to_string(i) + "/3 --trace " +
+                                             path("trace.json") + " --out " + shards);
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_NE(run.output.find("run: shard " + std::to_string(i) + "/3 of the plan, by --shard"),
+              std::string::npos)
+        << run.output;
+    const auto folder = kan::bench::shard_folder(shards, Shard{i, 3, ""});
+    names.push_back(folder);
+    const auto share = kan::results::read_results_file(folder + "/results.json");
+    EXPECT_EQ(share.config.shard, (Shard{i, 3, "--shard"}));
+    // Every shard names the whole plan, and runs each of its workloads on both targets.
+    EXPECT_EQ(share.config.cases, (std::vector<std::string>{"toy", "deep", "toy-mlp"}));
+    EXPECT_EQ(share.cases.size() % 2, 0u);
+    cases += share.cases.size();
+    edge_runs += !share.edge_cases.empty();
+    EXPECT_TRUE(
+        std::filesystem::exists(kan::bench::shard_file(path("trace.json"), Shard{i, 3, ""})));
+  }
+  EXPECT_EQ(cases, 6u);
+  EXPECT_EQ(edge_runs, 1u); // the edge cases are one item of the plan
+  EXPECT_FALSE(std::filesystem::exists(path("trace.json")));
+  const auto one = kan::test::run_kanbench(plan + "--out " + path("one"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+
+  const auto merge = kan::test::run_kanbench("merge " + names[2] + " " + names[0] + " " + names[1] +
+                                             " --out " + path("merged"));
+  ASSERT_EQ(merge.exit_code, 0) << merge.output;
+  EXPECT_NE(merge.output.find("merged 3 of 3 shard(s): 6 cases, 3 comparisons"), std::string::npos)
+      << merge.output;
+  const auto merged = kan::results::read_results_file(path("merged/results.json"));
+  const auto single = kan::results::read_results_file(path("one/results.json"));
+  EXPECT_EQ(run_outcomes(merged), run_outcomes(single));
+  // In plan order: each workload on each target.
+  ASSERT_EQ(merged.cases.size(), single.cases.size());
+  for (size_t i = 0; i < merged.cases.size(); ++i)
+    EXPECT_EQ(merged.cases[i].name + " " + merged.cases[i].target,
+              single.cases[i].name + " " + single.cases[i].target);
+  EXPECT_FALSE(merged.config.shard);
+  EXPECT_EQ(merged.shards.size(), 3u);
+  std::ifstream in(path("merged/report.html"));
+  const std::string report(std::istreambuf_iterator<char>(in), {});
+  EXPECT_NE(report.find("<section id=\"shards\">"), std::string::npos);
+
+  // A shard of another command's plan is refused.
+  ASSERT_EQ(kan::test::run_kanbench("sweep --suite quick --case toy --batch 16 --repeat 1 "
+                                    "--cv-target 0 --shard 1/3 --out " +
+                                    path("sweep"))
+                .exit_code,
+            0);
+  const auto mixed = kan::test::run_kanbench(
+      "merge " + names[0] + " " + path("sweep/shard-1-of-3") + " --out " + path("mixed"));
+  EXPECT_EQ(mixed.exit_code, 2) << mixed.output;
+  EXPECT_NE(mixed.output.find("are shards of different plans (command run against sweep)"),
+            std::string::npos)
+      << mixed.output;
+  // And so is one with a setting of its own.
+  ASSERT_EQ(kan::test::run_kanbench(plan + "--no-edge-cases --shard 1/3 --out " + path("other"))
+                .exit_code,
+            0);
+  const auto other = kan::test::run_kanbench("merge " + names[0] + " " +
+                                             path("other/shard-1-of-3") + " --out " + path("m"));
+  EXPECT_EQ(other.exit_code, 2) << other.output;
+  EXPECT_NE(other.output.find("(edge_cases true against false)"), std::string::npos)
+      << other.output;
+}
+
+TEST_F(ShardsCli, SweepShardsSplitByPointAndMergeToTheSweepOfOne) {
+  // "auto" batches: every shard plans the same powers of two (on the CPU, as one process does).
+  const std::string plan = "sweep --suite quick --case toy --batch auto --devices cpu --repeat 1 "
+                           "--cv-target 0 ";
+  const std::string shards = path("shards");
+  const std::vector<std::string> tasks{"SLURM_ARRAY_TASK_ID=10 SLURM_ARRAY_TASK_COUNT=3 "
+                                       "SLURM_ARRAY_TASK_MIN=10 ",
+                                       "SLURM_ARRAY_TASK_ID=11 SLURM_ARRAY_TASK_COUNT=3 "
+                                       "SLURM_ARRAY_TASK_MIN=10 ",
+                                       "SLURM_ARRAY_TASK_ID=12 SLURM_ARRAY_TASK_COUNT=3 "
+                                       "SLURM_ARRAY_TASK_MIN=10 "};
+  size_t points = 0;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const auto run = kan::test::run_kanbench(plan + "--out " + shards, tasks[i]);
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    const auto share = kan::results::read_results_file(shards + "/shard-" + std::to_string(i) +
+                                                       "-of-3/results.json");
+    ASSERT_TRUE(share.sweep);
+    points += share.sweep->points.size();
+    EXPECT_EQ(share.config.shard->source, "SLURM_ARRAY_TASK_ID");
+  }
+  const auto one = kan::test::run_kanbench(plan + "--out " + path("one"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const auto single = kan::results::read_results_file(path("one/results.json"));
+  EXPECT_EQ(points, single.sweep->points.size());
+
+  const auto merge =
+      kan::test::run_kanbench("merge " + shards + "/shard-0-of-3 " + shards + "/shard-1-of-3 " +
+                              shards + "/shard-2-of-3 --out " + path("merged"));
+  ASSERT_EQ(merge.exit_code, 0) << merge.output;
+  const auto merged = kan::results::read_results_file(path("merged/results.json"));
+  ASSERT_TRUE(merged.sweep);
+  const auto& m = *merged.sweep;
+  const auto& s = *single.sweep;
+  EXPECT_EQ(m.batches, s.batches);
+  ASSERT_EQ(m.points.size(), s.points.size());
+  for (size_t i = 0; i < m.points.size(); ++i) {
+    EXPECT_EQ(m.points[i].case_name + " " + m.points[i].target + " " +
+                  std::to_string(m.points[i].batch) + " " + to_string(m.points[i].status),
+              s.points[i].case_name + " " + s.points[i].target + " " +
+                  std::to_string(s.points[i].batch) + " " + to_string(s.points[i].status));
+  }
+  // The summaries are derived again from all points: every target's best batch and the
+  // crossover of the second target against the first, as one process finds them.
+  ASSERT_EQ(m.targets.size(), s.targets.size());
+  for (size_t i = 0; i < m.targets.size(); ++i) {
+    EXPECT_EQ(m.targets[i].target, s.targets[i].target);
+    EXPECT_TRUE(m.targets[i].best_batch);
+    EXPECT_EQ(m.targets[i].max_batch_reason, s.targets[i].max_batch_reason);
+  }
+  ASSERT_EQ(m.crossovers.size(), s.crossovers.size());
+  EXPECT_EQ(m.crossovers.front().b, s.crossovers.front().b);
+
+  // Two of three: written, the rest said, exit 1.
+  const auto partial = kan::test::run_kanbench("merge " + shards + "/shard-0-of-3 " + shards +
+                                               "/shard-2-of-3 --out " + path("partial"));
+  EXPECT_EQ(partial.exit_code, 1) << partial.output;
+  EXPECT_NE(partial.output.find("missing: shard 1/3: no folder holds it"), std::string::npos)
+      << partial.output;
 }
 
 } // namespace

@@ -27,23 +27,8 @@ namespace {
 struct AccuracyArgs {
   kan::bench::AccuracyOptions options;
   std::string out = "kanbench-out/accuracy";
-  std::string shard;                  ///< --shard I/N
-  std::optional<int64_t> shard_count; ///< --shard-count N, with JOB_COMPLETION_INDEX
+  ShardArgs shard;
 };
-
-// The shard this process runs: --shard's, else the one a scheduler's variables name; with one,
-// its results go to OUT/shard-I-of-N.
-void resolve_shard(AccuracyArgs& a) {
-  if (!a.shard.empty()) {
-    TORCH_CHECK(!a.shard_count, "--shard-count goes with JOB_COMPLETION_INDEX; --shard ", a.shard,
-                " names its count already");
-    a.options.shard = kan::bench::parse_shard(a.shard);
-  } else {
-    a.options.shard = kan::bench::shard_from_environment(a.shard_count);
-  }
-  if (a.options.shard)
-    a.out = kan::bench::shard_folder(a.out, *a.options.shard);
-}
 
 std::string scientific(std::optional<double> value) {
   if (!value || std::isnan(*value))
@@ -137,7 +122,7 @@ public:
       const double cost = kan::bench::expected_cost(m, planned);
       cost_of_[m.key()] = cost;
       if (!done.count(m.key()))
-        cost_left_ += cost;
+        time_left_.add(cost);
     }
     for (const auto& [key, count] : fits_of_)
       functions_done_ += finished_[key] >= count;
@@ -147,11 +132,8 @@ public:
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     const auto cost = cost_of_.find(fit.key());
-    if (cost != cost_of_.end()) {
-      cost_done_ += cost->second;
-      cost_left_ -= cost->second;
-    }
-    const double left = cost_done_ > 0 ? elapsed * std::max(cost_left_, 0.0) / cost_done_ : 0;
+    time_left_.finished(cost != cost_of_.end() ? cost->second : 0.0, elapsed);
+    const double left = std::max(0.0, time_left_.seconds_left());
     const std::string time = minutes(elapsed) + " elapsed, ~" + minutes(left) + " left";
     std::fprintf(stderr, "[%zu/%lld] %s, %s; %s\n", run.fits.size(),
                  static_cast<long long>(run.planned_fits), fit_text(fit).c_str(),
@@ -170,7 +152,7 @@ public:
 private:
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::map<std::string, double> cost_of_; // by fit key
-  double cost_done_ = 0, cost_left_ = 0;  // of this session's fits
+  kan::bench::TimeLeft time_left_;        // of this session's fits
   std::map<std::pair<std::string, std::string>, int64_t> fits_of_, finished_; // (function, device)
   size_t functions_done_ = 0;
 };
@@ -192,23 +174,16 @@ void print_plan(const kan::results::AccuracyRun& planned, const kan::bench::Accu
 
 void print_summary(const kan::results::AccuracyRun& run, const std::string& path,
                    const std::string& report) {
-  int reproduced = 0, compared = 0;
   std::cout << "\n";
-  for (const auto& f : run.summary) {
+  for (const auto& f : run.summary)
     std::cout << summary_line(run, f) << "\n";
-    if (f.kan_beats_mlp) {
-      ++compared;
-      reproduced += *f.kan_beats_mlp;
-    }
-  }
-  std::cout << "the paper's finding (best KAN <= best MLP) holds for " << reproduced << " of "
-            << compared << " functions; " << run.fits.size() << " fits in "
+  std::cout << kan::results::finding_text(run) << "; " << run.fits.size() << " fits in "
             << minutes(run.wall_seconds) << " -> " << path << ", " << report << "\n";
 }
 
 int run_accuracy_command(AccuracyArgs& a) {
   namespace fs = std::filesystem;
-  resolve_shard(a);
+  a.options.shard = resolve_shard(a.shard, a.out);
   kan::io::check_output_folder(a.out, "--out");
   const auto path = (fs::path(a.out) / "results.json").string();
   const auto report = (fs::path(a.out) / "report.html").string();
@@ -294,15 +269,7 @@ void add_accuracy_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--test-num", o.test_num, "Test samples per function")
       ->check(integer_at_least(1))
       ->capture_default_str();
-  cmd->add_option("--shard", args->shard,
-                  "Run only shard I of N of the plan (I/N, 0 <= I < N), balanced by expected "
-                  "cost, into OUT/shard-I-of-N; `kanbench merge` joins the shards. Unset: the "
-                  "index and count of a Slurm array, a Kubernetes indexed Job (with "
-                  "--shard-count) or GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS where set");
-  cmd->add_option("--shard-count", args->shard_count,
-                  "The shard count where JOB_COMPLETION_INDEX gives the index (a Kubernetes "
-                  "indexed Job's completions)")
-      ->check(integer_at_least(1));
+  add_shard_options(*cmd, args->shard, "fits");
   cmd->add_option("--out", args->out,
                   "Output folder for results.json (rewritten after every fit; a rerun with the "
                   "same --out continues it) and report.html")

@@ -9,7 +9,9 @@
 #include <CLI/CLI.hpp>
 #include <torch/types.h>
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,8 +25,8 @@ void add_fit_command(CLI::App& app, int& exit_code);
 /// accuracy section, resumable.
 void add_accuracy_command(CLI::App& app, int& exit_code);
 
-/// `kanbench merge`: the shards of one accuracy plan -> one results.json and report; exit 1 when
-/// some of the plan is missing, 2 when the shards cannot be merged.
+/// `kanbench merge`: the shards of one accuracy, run or sweep plan -> one results.json and report;
+/// exit 1 when some of the plan is missing or failed, 2 when the shards cannot be merged.
 void add_merge_command(CLI::App& app, int& exit_code);
 
 /// `kanbench env`: prints the environment report (versions, CUDA, devices, CPU, threads).
@@ -75,6 +77,21 @@ void add_trust_torchscript_flag(CLI::App& command, bool& trust);
 
 /// --memory-fraction and --empty-cache, shared by `run` and `sweep`.
 void add_memory_options(CLI::App& command, double& memory_fraction, bool& empty_cache);
+
+/// --shard I/N and --shard-count N, shared by `accuracy`, `run` and `sweep`.
+struct ShardArgs {
+  std::string shard;                  ///< --shard I/N
+  std::optional<int64_t> shard_count; ///< --shard-count N, with JOB_COMPLETION_INDEX
+};
+/// Registers them; `items` says what the plan is split into ("fits").
+void add_shard_options(CLI::App& command, ShardArgs& args, const std::string& items);
+/// The shard this process runs: --shard's, else the one a scheduler's variables name
+/// (kan::bench::shard_from_environment); none: the whole plan. With one, `out` becomes its folder,
+/// OUT/shard-I-of-N.
+std::optional<kan::results::Shard> resolve_shard(const ShardArgs& args, std::string& out);
+
+/// A progress line's estimate of the time left: "~42 s", or "?" while there is none (< 0).
+std::string time_left_text(double remaining_seconds);
 
 /// How every command that measures and writes ends, by the README's exit-code rule: each problem
 /// on a "problem:" line and each output that could not be written on a "not written:" line, then

@@ -2,6 +2,7 @@
 #include "commands.h"
 #include "option_checks.h"
 
+#include "kan/bench/shards.h"
 #include "kan/diagnostics/environment.h"
 #include "kan/reports/html_report.h"
 #include "kan/results/results_io.h"
@@ -9,6 +10,7 @@
 #include <c10/util/Exception.h>
 #include <torch/cuda.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -136,6 +138,42 @@ std::pair<std::string, std::string> write_results_and_report(const kan::results:
     failed(e);
   }
   return {path, report};
+}
+
+std::string time_left_text(double remaining_seconds) {
+  if (remaining_seconds < 0)
+    return "?";
+  char text[32];
+  std::snprintf(text, sizeof text, "~%.0f s", remaining_seconds);
+  return text;
+}
+
+void add_shard_options(CLI::App& command, ShardArgs& args, const std::string& items) {
+  command.add_option("--shard", args.shard,
+                     "Run only shard I of N of the plan's " + items +
+                         " (I/N, 0 <= I < N), balanced by expected cost, into OUT/shard-I-of-N; "
+                         "`kanbench merge` joins the shards. Unset: the index and count of a Slurm "
+                         "array, a Kubernetes indexed Job (with --shard-count) or "
+                         "GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS where set");
+  command
+      .add_option("--shard-count", args.shard_count,
+                  "The shard count where JOB_COMPLETION_INDEX gives the index (a Kubernetes "
+                  "indexed Job's completions)")
+      ->check(integer_at_least(1));
+}
+
+std::optional<kan::results::Shard> resolve_shard(const ShardArgs& args, std::string& out) {
+  std::optional<kan::results::Shard> shard;
+  if (!args.shard.empty()) {
+    TORCH_CHECK(!args.shard_count, "--shard-count goes with JOB_COMPLETION_INDEX; --shard ",
+                args.shard, " names its count already");
+    shard = kan::bench::parse_shard(args.shard);
+  } else {
+    shard = kan::bench::shard_from_environment(args.shard_count);
+  }
+  if (shard)
+    out = kan::bench::shard_folder(out, *shard);
+  return shard;
 }
 
 } // namespace kanbench

@@ -3,6 +3,7 @@
 #include "data_options.h"
 #include "option_checks.h"
 
+#include "kan/bench/shards.h"
 #include "kan/bench/suite.h"
 #include "kan/io/atomic_file.h"
 #include "kan/reports/html_report.h"
@@ -26,34 +27,39 @@ struct RunArgs {
   std::string precisions; ///< parsed into suite.precisions
   DataArgs data;          ///< loaded into suite.data, data_options and loss
   std::string out = "kanbench-out/run";
+  ShardArgs shard;
 };
 
 // Case i/N, epoch j/M, elapsed and remaining: one rewritten line on a terminal, a line per
 // epoch otherwise.
 void print_progress(const kan::bench::Progress& p) {
   static const bool tty = isatty(fileno(stderr));
-  char remaining[32] = "?";
-  if (p.remaining_seconds >= 0)
-    std::snprintf(remaining, sizeof remaining, "~%.0f s", p.remaining_seconds);
+  const auto remaining = time_left_text(p.remaining_seconds);
   std::fprintf(stderr, "%scase %lld/%lld %s on %s: epoch %lld/%lld  %.1f s elapsed, %s left%s",
                tty ? "\r\033[K" : "", static_cast<long long>(p.case_index),
                static_cast<long long>(p.case_count), p.case_name.c_str(), p.target.c_str(),
                static_cast<long long>(p.epoch), static_cast<long long>(p.epochs), p.elapsed_seconds,
-               remaining, tty ? "" : "\n");
+               remaining.c_str(), tty ? "" : "\n");
 }
 
-int run(const RunArgs& a) {
+int run(RunArgs& a) {
+  kan::bench::SuiteOptions options = a.suite;
+  options.shard = resolve_shard(a.shard, a.out);
+  if (options.shard && !options.trace_file.empty())
+    options.trace_file = kan::bench::shard_file(options.trace_file, *options.shard);
   // Every output path is checked before the first case is measured.
   kan::io::check_output_folder(a.out, "--out");
-  if (!a.suite.trace_file.empty())
-    kan::io::check_output_file(a.suite.trace_file, "--trace");
+  if (!options.trace_file.empty())
+    kan::io::check_output_file(options.trace_file, "--trace");
+  if (options.shard)
+    std::cerr << "run: shard " << options.shard->text() << " of the plan, by "
+              << options.shard->source << "\n";
   std::vector<std::string> write_failures;
   auto report_failure = [&](const std::string& message) {
     std::cerr << "kanbench: error: " << message << "\n";
     write_failures.push_back(message);
   };
 
-  kan::bench::SuiteOptions options = a.suite;
   if (!a.precisions.empty())
     options.precisions = kan::bench::parse_precisions(a.precisions);
   options.data = a.data.data;
@@ -107,8 +113,11 @@ int run(const RunArgs& a) {
   for (const auto& e : results.edge_cases)
     if (e.status == kan::results::EdgeStatus::kFail)
       std::cout << "edge case " << e.name << " on " << e.device << ": FAIL: " << e.message << "\n";
+  const bool edge_cases_elsewhere =
+      options.shard && options.edge_cases && results.edge_cases.empty();
   std::printf("edge cases: %s; %.1f s in all -> %s, %s\n",
-              kan::results::edge_case_summary(results.edge_cases).c_str(),
+              edge_cases_elsewhere ? "in another shard's share"
+                                   : kan::results::edge_case_summary(results.edge_cases).c_str(),
               results.wall_seconds.value_or(0), path.c_str(), report.c_str());
   if (results.rehearsal) {
     size_t findings = 0;
@@ -144,8 +153,9 @@ void add_run_command(CLI::App& app, int& exit_code) {
       ->check(integer_at_least(0))
       ->capture_default_str();
   cmd->add_option("--case", args->suite.cases,
-                  "Only these workloads (toy, deep, wide, million; the MLP baselines toy-mlp, "
-                  "deep-mlp)");
+                  "Only these workloads, e.g. toy,deep (toy, deep, wide, million; the MLP "
+                  "baselines toy-mlp, deep-mlp)")
+      ->delimiter(',');
   cmd->add_option("--precision", args->precisions,
                   "Precisions to run every device in, e.g. float64,float32,tf32,bf16,fp16: each a "
                   "target, compared with float32 on its device (tf32 and fp16: CUDA only; bf16 "
@@ -182,6 +192,8 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--trace", args->suite.trace_file,
                   "Write a Chrome trace (kernels, copies, epoch and step ranges) that Perfetto "
                   "opens");
+  add_shard_options(*cmd, args->shard,
+                    "workloads (each on every target, as parity needs both) and edge cases");
   cmd->add_option("--out", args->out, "Output folder for results.json")->capture_default_str();
   cmd->callback([args, &exit_code] { exit_code = run(*args); });
 }

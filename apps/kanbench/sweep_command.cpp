@@ -23,6 +23,7 @@ struct SweepArgs {
   std::string batches = "auto";
   DataArgs data; ///< loaded into options.data, data_options and loss
   std::string out = "kanbench-out/sweep";
+  ShardArgs shard;
 };
 
 // "auto", or a comma-separated list of batch sizes >= 1.
@@ -49,8 +50,12 @@ std::vector<int64_t> parse_batches(const std::string& text) {
 }
 
 int run(SweepArgs& a) {
-  kan::io::check_output_folder(a.out, "--out");
   auto& o = a.options;
+  o.shard = resolve_shard(a.shard, a.out);
+  kan::io::check_output_folder(a.out, "--out");
+  if (o.shard)
+    std::cerr << "sweep: shard " << o.shard->text() << " of the plan, by " << o.shard->source
+              << "\n";
   o.batches = parse_batches(a.batches);
   a.data.check_needs_data();
   o.model_inputs = a.data.width_without_data();
@@ -66,11 +71,11 @@ int run(SweepArgs& a) {
       std::fprintf(stderr, "%s%s on %s...%s", tty ? "\r\033[K" : "", p.case_name.c_str(),
                    p.target.c_str(), tty ? "" : "\n");
     else
-      std::fprintf(stderr, "%spoint %lld/%lld %s on %s: epoch %lld/%lld  %.1f s elapsed%s",
+      std::fprintf(stderr, "%spoint %lld/%lld %s on %s: epoch %lld/%lld  %.1f s elapsed, %s left%s",
                    tty ? "\r\033[K" : "", static_cast<long long>(p.case_index),
                    static_cast<long long>(p.case_count), p.case_name.c_str(), p.target.c_str(),
                    static_cast<long long>(p.epoch), static_cast<long long>(p.epochs),
-                   p.elapsed_seconds, tty ? "" : "\n");
+                   p.elapsed_seconds, time_left_text(p.remaining_seconds).c_str(), tty ? "" : "\n");
   };
   auto results = kan::bench::run_sweep(o);
   results.config.out = a.out;
@@ -166,6 +171,7 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
                   "The max-batch search's upper bound, in samples")
       ->check(integer_at_least(16))
       ->capture_default_str();
+  add_shard_options(*cmd, args->shard, "points (a batch on a target) and max-batch searches");
   cmd->add_option("--out", args->out, "Output folder for results.json and report.html")
       ->capture_default_str();
   cmd->callback([args, &exit_code] { exit_code = run(*args); });

@@ -91,16 +91,24 @@ std::vector<AccuracyModel> models_of(const ReferenceFunction& f, const std::stri
     models.push_back({f.name, device, "kan", role, width, "", seed, std::nullopt});
   };
   const auto published = published_for(f.name);
-  if (preset == "paper")
+  const auto add_published = [&] {
+    if (published) {
+      add_kan("minimal", published->minimal_kan_width);
+      add_kan("best", published->best_kan_width);
+    }
+  };
+  // The paper's width-5 KANs of depth 2 to 6; the quick preset's of depth 2 and 3, where the
+  // paper preset's best KANs were found (docs/accuracy.md), after the paper's own shapes so that
+  // a shape of both keeps its published role.
+  if (preset == "paper") {
     for (int64_t depth = 2; depth <= 6; ++depth)
       add_kan("width5", uniform_width(f.n_var, 5, depth));
-  if (published) {
-    add_kan("minimal", published->minimal_kan_width);
-    if (preset == "paper")
-      add_kan("best", published->best_kan_width);
+    add_published();
+  } else {
+    add_published();
+    for (int64_t depth = 2; depth <= 3; ++depth)
+      add_kan("width5", uniform_width(f.n_var, 5, depth));
   }
-  if (models.empty()) // no published shape to start from
-    add_kan("width5", uniform_width(f.n_var, 5, 2));
   if (prune && preset == "paper")
     for (int64_t depth = 2; depth <= 6; ++depth)
       for (const double lamb : {1e-2, 1e-3}) {
@@ -280,25 +288,30 @@ AccuracyRun plan_accuracy(const AccuracyOptions& options, std::vector<AccuracyMo
 }
 
 double expected_cost(const AccuracyModel& model, const AccuracyRun& run) {
-  // The fixed cost of a step in forward FLOPs: an [n, 5, 5, 1] MLP's 400 steps on 1000 samples
-  // take 1 s, of which its FLOPs are a tenth, while an [n, 100, 100, 1] MLP's take 24 s, nearly
-  // all FLOPs (docs/accuracy.md, "Parallel fits"); a [2, 2, 1] KAN's four grids agree (1 s).
-  constexpr double kStepFlops = 7.5e5;
-  const auto step_cost = [&](double flops_per_sample) {
-    return kStepFlops + static_cast<double>(run.train_num) * flops_per_sample;
-  };
+  const auto samples = static_cast<double>(run.train_num);
   const auto steps = static_cast<double>(run.steps);
   if (model.family == "mlp")
     return steps * static_cast<double>(run.grids.size()) *
-           step_cost(static_cast<double>(
-               mlp_forward_flops(model.width, activation_from_string(model.activation))));
+           expected_step_cost(samples, static_cast<double>(mlp_forward_flops(
+                                           model.width, activation_from_string(model.activation))));
+  // A KAN's step at G >= 10 costs about 4.5 times its FLOPs' worth. Measured on the paper
+  // preset's special functions (ellipeinc, yv and kv as two shards each, 2026-12-06): KAN points
+  // ran at the MLPs' pace or faster for G <= 5, then 1.3 to 5.8 times slower (more for more edges
+  // and finer grids), as LBFGS's line searches evaluate the network more often per step. With
+  // 4.5 the KANs' 1,742 s and the MLPs' 7,541 s are both predicted at one pace (within 2 %), so a
+  // shard's time left after its first three fits (KANs) says 20-36 min for 23-26, where FLOPs
+  // alone said 58-113.
+  const auto at_grid = [&](int64_t grid) {
+    const double weight = grid >= 10 ? 4.5 : 1.0;
+    return weight * steps *
+           expected_step_cost(
+               samples, static_cast<double>(kan_forward_flops(KANOptions(model.width).grid(grid))));
+  };
   double cost = 0;
   for (const int64_t grid : run.grids)
-    cost += steps *
-            step_cost(static_cast<double>(kan_forward_flops(KANOptions(model.width).grid(grid))));
+    cost += at_grid(grid);
   if (model.prune_lamb) // retrained once more after pruning, at the first grid
-    cost += steps * step_cost(static_cast<double>(
-                        kan_forward_flops(KANOptions(model.width).grid(run.grids.front()))));
+    cost += at_grid(run.grids.front());
   return cost;
 }
 

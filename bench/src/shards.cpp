@@ -113,6 +113,31 @@ std::vector<size_t> shard_share(const std::vector<double>& costs, const results:
   return share;
 }
 
+double expected_step_cost(double samples, double forward_flops) {
+  constexpr double kFixedStepCost = 7.5e5; // in forward FLOPs
+  return kFixedStepCost + samples * forward_flops;
+}
+
+void TimeLeft::finished(double cost, double elapsed_seconds) {
+  cost_done_ += cost;
+  cost_left_ -= cost;
+  elapsed_at_last_ = elapsed_seconds;
+}
+
+double TimeLeft::seconds_left(double under_way_cost, double under_way_seconds) const {
+  if (cost_done_ <= 0 || elapsed_at_last_ <= 0)
+    return -1;
+  const double seconds_per_cost = elapsed_at_last_ / cost_done_;
+  return std::max(0.0, cost_left_ - under_way_cost) * seconds_per_cost +
+         std::max(0.0, under_way_cost * seconds_per_cost - under_way_seconds);
+}
+
+std::string shard_file(const std::string& file, const results::Shard& shard) {
+  const std::filesystem::path path(file);
+  const auto tag = ".shard-" + std::to_string(shard.index) + "-of-" + std::to_string(shard.count);
+  return (path.parent_path() / (path.stem().string() + tag + path.extension().string())).string();
+}
+
 std::string shard_folder(const std::string& out, const results::Shard& shard) {
   return (std::filesystem::path(out) /
           ("shard-" + std::to_string(shard.index) + "-of-" + std::to_string(shard.count)))

@@ -14,6 +14,8 @@
 #include "kan/io/json_reader.h"
 #include "kan/io/text.h"
 #include "kan/nn/autocast.h"
+#include "kan/nn/mlp.h"
+#include "kan/nn/network.h"
 #include "kan/nn/torchscript_model.h"
 #include "kan/results/statistics.h"
 
@@ -512,6 +514,19 @@ void measure_case(results::CaseResult& r, const Workload& w, const Target& targe
 
 } // namespace
 
+double expected_cost(const Workload& w, const StopOnNoise& noise) {
+  const auto flops =
+      static_cast<double>(w.model ? w.model->forward_flops()
+                          : w.model_kind == ModelKind::kMLP
+                              ? mlp_forward_flops(w.width, w.activation)
+                              : kan_forward_flops(w.model_options(torch::kCPU, torch::kFloat32)));
+  const auto samples =
+      static_cast<double>(w.batch <= 0 ? w.train_num : std::min(w.batch, w.train_num));
+  const auto steps = static_cast<double>((w.warmup_epochs + w.epochs) * w.steps_per_epoch());
+  return steps * expected_step_cost(samples, flops) +
+         (noise.cv_target > 0 ? noise.max_seconds * kExpectedCostPerSecond : 0.0);
+}
+
 results::CaseResult run_case(const Workload& w, const Target& target, double time_limit_seconds,
                              const std::function<void(int64_t, int64_t)>& on_epoch,
                              Instrumentation* instrumentation, const StopOnNoise& noise) {
@@ -572,6 +587,12 @@ results::RunConfig run_config(const SuiteOptions& o, const std::vector<Target>& 
     config.devices.push_back(t.name);
   config.repeat = o.repeat > 0 ? o.repeat : workloads.empty() ? 0 : workloads.front().epochs;
   config.cases = o.cases;
+  config.shard = o.shard;
+  if (o.shard) { // the whole plan, which every shard names alike, in the order it runs
+    config.cases.clear();
+    for (const auto& w : workloads)
+      config.cases.push_back(w.name);
+  }
   config.time_limit_seconds = limit;
   config.seed = 0;
   config.cupti = o.cupti;
@@ -587,6 +608,8 @@ results::RunConfig run_config(const SuiteOptions& o, const std::vector<Target>& 
   if (o.empty_cache)
     config.extra["empty_cache"] = true;
   config.extra["monitor_interval_seconds"] = o.monitor_interval_seconds;
+  if (o.shard) // shards with and without the edge cases are parts of different plans
+    config.extra["edge_cases"] = o.edge_cases;
   if (!o.precisions.empty()) {
     config.extra["precisions"] = nlohmann::json::array();
     for (const auto p : o.precisions)
@@ -595,45 +618,50 @@ results::RunConfig run_config(const SuiteOptions& o, const std::vector<Target>& 
   return config;
 }
 
-// Progress lines with an estimate of the time left: the mean of the finished cases' times for
-// each case to come, and for the current one what is left of that mean.
+// Progress lines with an estimate of the time left (TimeLeft: the pace of the finished cases in
+// expected cost a second, applied to the cost still to run).
 class ProgressReporter {
 public:
-  ProgressReporter(const SuiteOptions& o, int64_t case_count)
-      : on_progress_(o.on_progress), case_count_(case_count) {}
+  ProgressReporter(const SuiteOptions& o, const std::vector<Workload>& workloads,
+                   const std::vector<Target>& targets, const StopOnNoise& noise)
+      : on_progress_(o.on_progress), noise_(noise),
+        case_count_(static_cast<int64_t>(workloads.size() * targets.size())) {
+    for (const auto& w : workloads)
+      for (const auto& t : targets)
+        time_left_.add(cost_of(w, t));
+  }
 
   void case_begins(const Workload& w, const Target& t) {
     ++case_index_;
     case_start_ = Clock::now();
     workload_ = &w;
     target_ = &t;
+    case_cost_ = cost_of(w, t);
     epoch_ends(0, w.warmup_epochs + w.epochs);
   }
   void epoch_ends(int64_t epoch, int64_t epochs) const {
-    if (!on_progress_)
-      return;
-    Progress p{case_index_, case_count_, workload_->name,           target_->name,
-               epoch,       epochs,      seconds_since(run_start_), -1};
-    if (!finished_case_seconds_.empty()) {
-      double mean = 0;
-      for (double s : finished_case_seconds_)
-        mean += s / static_cast<double>(finished_case_seconds_.size());
-      p.remaining_seconds = mean * static_cast<double>(case_count_ - case_index_) +
-                            std::max(0.0, mean - seconds_since(case_start_));
-    }
-    on_progress_(p);
+    if (on_progress_)
+      on_progress_({case_index_, case_count_, workload_->name, target_->name, epoch, epochs,
+                    seconds_since(run_start_),
+                    time_left_.seconds_left(case_cost_, seconds_since(case_start_))});
   }
-  void case_ends() { finished_case_seconds_.push_back(seconds_since(case_start_)); }
+  void case_ends() { time_left_.finished(case_cost_, seconds_since(run_start_)); }
   double elapsed_seconds() const { return seconds_since(run_start_); }
 
 private:
+  double cost_of(const Workload& w, const Target& t) const {
+    return t.unavailable.empty() ? expected_cost(w, noise_) : 0.0;
+  }
+
   std::function<void(const Progress&)> on_progress_;
+  StopOnNoise noise_;
   int64_t case_count_;
   int64_t case_index_ = 0;
   const Workload* workload_ = nullptr;
   const Target* target_ = nullptr;
   Clock::time_point run_start_ = Clock::now(), case_start_ = Clock::now();
-  std::vector<double> finished_case_seconds_;
+  double case_cost_ = 0;
+  TimeLeft time_left_;
 };
 
 // Parity of every further target against the first, where both ran. A comparison that cannot
@@ -736,6 +764,36 @@ void check_script_graphs(const Workload& w, results::CaseResult& first) {
   }
 }
 
+// The part of the plan a process runs: with a shard, the workloads and (where the edge cases
+// are an item of the plan) the edge cases of its share; else all of them.
+struct SuiteShare {
+  std::vector<Workload> workloads;
+  bool edge_cases = false;
+};
+
+SuiteShare share_of(const SuiteOptions& o, const std::vector<Workload>& workloads,
+                    const std::vector<Target>& targets, const StopOnNoise& noise) {
+  if (!o.shard)
+    return {workloads, o.edge_cases};
+  const auto runnable = static_cast<double>(std::count_if(
+      targets.begin(), targets.end(), [](const Target& t) { return t.unavailable.empty(); }));
+  std::vector<double> costs;
+  for (const auto& w : workloads)
+    costs.push_back(runnable * expected_cost(w, noise));
+  if (o.edge_cases) { // about 1 s (quick), 10 s (default), 30 s (full) per device
+    const double seconds = o.suite == "quick" ? 1 : o.suite == "full" ? 30 : 10;
+    costs.push_back(runnable * seconds * kExpectedCostPerSecond);
+  }
+  SuiteShare share;
+  for (const size_t item : shard_share(costs, *o.shard)) {
+    if (item < workloads.size())
+      share.workloads.push_back(workloads[item]);
+    else
+      share.edge_cases = true;
+  }
+  return share;
+}
+
 void write_trace(const SuiteOptions& o, const Instrumentation& instrumentation) {
   try {
     diagnostics::write_chrome_trace(o.trace_file, instrumentation.records, instrumentation.ranges);
@@ -762,14 +820,15 @@ results::Results run_suite(const SuiteOptions& o) {
               "--monitor-interval must be a number of seconds >= 0, got ",
               o.monitor_interval_seconds);
   instrumentation.monitor_interval_seconds = o.monitor_interval_seconds;
-  ProgressReporter progress(o, static_cast<int64_t>(workloads.size() * targets.size()));
   const auto noise = StopOnNoise::for_suite(o.suite, o.cv_target, o.cv_max_seconds);
+  const auto share = share_of(o, workloads, targets, noise);
+  ProgressReporter progress(o, share.workloads, targets, noise);
   cap_gpu_memory(targets, o.memory_fraction);
 
   results::Results results;
   results.environment = diagnostics::collect_environment();
   results.config = run_config(o, targets, workloads, limit);
-  for (const auto& w : workloads) {
+  for (const auto& w : share.workloads) {
     std::vector<results::CaseResult> per_target;
     for (const auto& t : targets) {
       progress.case_begins(w, t);
@@ -786,12 +845,12 @@ results::Results run_suite(const SuiteOptions& o) {
     for (auto& c : compare_with_references(w, targets, dtype, per_target))
       results.comparisons.push_back(std::move(c));
   }
-  if (o.edge_cases)
+  if (share.edge_cases)
     results.edge_cases =
         edge_cases_on(targets, o.suite, o.model.empty() ? nullptr : &workloads.front());
   if (!o.trace_file.empty())
     write_trace(o, instrumentation);
-  results.rehearsal = rehearse_without_gpu(workloads, dtype);
+  results.rehearsal = rehearse_without_gpu(share.workloads, dtype);
   results.wall_seconds = progress.elapsed_seconds();
   return results;
 }

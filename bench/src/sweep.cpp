@@ -134,6 +134,7 @@ results::Results sweep_results(const SweepRun& run, const std::vector<Workload>&
   results.config.cases = o.model.empty() ? o.cases : std::vector<std::string>{};
   results.config.seed = 0;
   results.config.time_limit_seconds = run.limit;
+  results.config.shard = o.shard;
   results.config.extra = {
       {"command", "sweep"},
       {"batches", o.batches.empty() ? nlohmann::json("auto") : nlohmann::json(o.batches)},
@@ -147,67 +148,166 @@ results::Results sweep_results(const SweepRun& run, const std::vector<Workload>&
   return results;
 }
 
-// The max-batch search on every GPU target that runs, each target's outcome in sweep; the CPU is
-// bounded by the host's memory, which a search would exhaust (and swap) rather than measure.
-// Returns the largest batch that fits on every searched target (at most --max-batch-limit), or
-// none when nothing was searched.
+// Why the max-batch search does not run on `t`; "" where it does. The CPU is bounded by the
+// host's memory, which a search would exhaust (and swap) rather than measure.
+std::string why_not_searched(const SweepOptions& o, const Target& t) {
+  if (!t.unavailable.empty())
+    return t.unavailable;
+  if (!t.device.is_cuda())
+    return "not searched on the CPU: host memory, not a device's, bounds it";
+  if (!(o.max_batch || o.batches.empty()))
+    return "not searched (ask with --max-batch)";
+  return "";
+}
+
+// The max-batch search of w on t, or why it does not run there.
+results::SweepTarget search_target(const SweepRun& run, const Workload& w, const Target& t) {
+  results::SweepTarget st;
+  st.case_name = w.name;
+  st.target = t.name;
+  st.max_batch_reason = why_not_searched(run.o, t);
+  if (!st.max_batch_reason.empty())
+    return st;
+  if (run.o.on_progress)
+    run.o.on_progress(
+        {0, 0, w.name + " max-batch search", t.name, 0, 0, io::seconds_since(run.start), -1});
+  const auto search = search_max_batch([&](int64_t batch) { return trains_one_step(w, t, batch); },
+                                       16, run.o.max_batch_limit);
+  st.max_batch = search.largest;
+  st.max_batch_attempts = search.attempts;
+  st.max_batch_reason = search.bound == "limit" ? "reached --max-batch-limit" : "";
+  return st;
+}
+
+// The max-batch search on every target, each target's outcome in sweep. Returns the largest
+// batch that fits on every searched target (at most --max-batch-limit), or none when nothing was
+// searched.
 std::optional<int64_t> search_max_batches(const SweepRun& run, const Workload& w,
                                           results::Sweep& sweep) {
-  const auto& o = run.o;
-  int64_t largest_fitting = o.max_batch_limit;
-  bool searched = false;
+  std::optional<int64_t> largest_fitting;
   for (const auto& t : run.targets) {
-    results::SweepTarget st;
-    st.case_name = w.name;
-    st.target = t.name;
-    if (!t.unavailable.empty()) {
-      st.max_batch_reason = t.unavailable;
-    } else if (!t.device.is_cuda()) {
-      st.max_batch_reason = "not searched on the CPU: host memory, not a device's, bounds it";
-    } else if (!(o.max_batch || o.batches.empty())) {
-      st.max_batch_reason = "not searched (ask with --max-batch)";
-    } else {
-      if (o.on_progress)
-        o.on_progress(
-            {0, 0, w.name + " max-batch search", t.name, 0, 0, io::seconds_since(run.start), -1});
-      const auto search = search_max_batch(
-          [&](int64_t batch) { return trains_one_step(w, t, batch); }, 16, o.max_batch_limit);
-      st.max_batch = search.largest;
-      st.max_batch_attempts = search.attempts;
-      st.max_batch_reason = search.bound == "limit" ? "reached --max-batch-limit" : "";
-      if (search.largest)
-        largest_fitting = std::min(largest_fitting, *search.largest);
-      searched = true;
-    }
-    sweep.targets.push_back(st);
+    sweep.targets.push_back(search_target(run, w, t));
+    if (why_not_searched(run.o, t).empty())
+      largest_fitting = std::min(largest_fitting.value_or(run.o.max_batch_limit),
+                                 sweep.targets.back().max_batch.value_or(run.o.max_batch_limit));
   }
-  if (!searched)
-    return std::nullopt;
   return largest_fitting;
 }
 
-// w at every batch size on every target, a point each.
-void measure_points(const SweepRun& run, const Workload& w, const std::vector<int64_t>& batches,
-                    results::Sweep& sweep) {
-  const auto& o = run.o;
-  const auto count = static_cast<int64_t>(batches.size() * run.targets.size());
-  int64_t index = 0;
-  for (const int64_t b : batches) {
-    const auto wb = at_batch(w, b);
+// A data file's training rows bound the batch: a larger one could not be drawn from them.
+void check_batches(const SweepOptions& o, const Workload& w) {
+  for (const int64_t b : o.batches)
+    TORCH_CHECK(!w.data || b <= w.train_num, "--batch ", b, " is larger than --data's ",
+                w.train_num, " training rows");
+}
+
+// w's batch sizes: the ones asked for, or "auto": the powers of two from 16 up to the training
+// set (a data file's rows bound them), and past it up to `largest_fitting` where a GPU search
+// found one.
+std::vector<int64_t> planned_batches(const SweepOptions& o, const Workload& w,
+                                     std::optional<int64_t> largest_fitting) {
+  if (!o.batches.empty())
+    return o.batches;
+  if (w.data)
+    return powers_of_two(16, std::min(w.train_num, largest_fitting.value_or(w.train_num)));
+  return powers_of_two(16, largest_fitting.value_or(next_power_of_two(w.train_num)));
+}
+
+void add_batches(results::Sweep& sweep, const std::vector<int64_t>& batches) {
+  for (const int64_t b : batches)
+    if (std::find(sweep.batches.begin(), sweep.batches.end(), b) == sweep.batches.end())
+      sweep.batches.push_back(b);
+}
+
+// The expected cost of w at batch b on t (kan::bench::expected_cost), 0 where t cannot run.
+double point_cost(const SweepRun& run, const Workload& w, int64_t b, const Target& t) {
+  return t.unavailable.empty() ? expected_cost(at_batch(w, b), run.noise) : 0.0;
+}
+
+// w at batch b on t: point `index` of `count`, its expected cost finished in `time_left`.
+results::SweepPoint measure_point(const SweepRun& run, const Workload& w, int64_t b,
+                                  const Target& t, int64_t index, int64_t count,
+                                  TimeLeft& time_left) {
+  if (run.o.empty_cache)
+    release_cuda_cache();
+  const double cost = point_cost(run, w, b, t);
+  const auto begun = io::Clock::now();
+  auto on_epoch = [&](int64_t epoch, int64_t epochs) {
+    if (run.o.on_progress)
+      run.o.on_progress({index, count, w.name + " batch " + std::to_string(b), t.name, epoch,
+                         epochs, io::seconds_since(run.start),
+                         time_left.seconds_left(cost, io::seconds_since(begun))});
+  };
+  Instrumentation instrumentation; // CUPTI's "GPU not used" check; no monitor
+  instrumentation.monitor_interval_seconds = 0;
+  auto point =
+      sweep_point(run_case(at_batch(w, b), t, run.limit, on_epoch, &instrumentation, run.noise), b);
+  time_left.finished(cost, io::seconds_since(run.start));
+  return point;
+}
+
+// Every workload: its searches (which bound "auto" batches on a GPU), then each batch on every
+// target.
+void measure_all(const SweepRun& run, const std::vector<Workload>& workloads,
+                 results::Sweep& sweep) {
+  TimeLeft time_left; // of the points planned so far: a search may add a workload's
+  for (const auto& w : workloads) {
+    check_batches(run.o, w);
+    const auto batches = planned_batches(run.o, w, search_max_batches(run, w, sweep));
+    add_batches(sweep, batches);
+    for (const int64_t b : batches)
+      for (const auto& t : run.targets)
+        time_left.add(point_cost(run, w, b, t));
+    const auto count = static_cast<int64_t>(batches.size() * run.targets.size());
+    int64_t index = 0;
+    for (const int64_t b : batches)
+      for (const auto& t : run.targets)
+        sweep.points.push_back(measure_point(run, w, b, t, ++index, count, time_left));
+  }
+}
+
+// A shard's share of the plan's items (each target's max-batch search, each point), balanced by
+// expected cost. The batches are planned without the searches, so that every shard plans the
+// same points whatever its GPU: "auto" is the powers of two up to the training set, and a point
+// that does not fit is recorded as out of memory.
+void measure_share(const SweepRun& run, const std::vector<Workload>& workloads,
+                   results::Sweep& sweep) {
+  constexpr double kSearchSeconds = 30; // about 20 one-step trainings up to the memory's limit
+  struct Item {
+    const Workload* workload;
+    const Target* target;
+    int64_t batch; // 0: the max-batch search
+  };
+  std::vector<Item> items;
+  std::vector<double> costs;
+  for (const auto& w : workloads) {
+    check_batches(run.o, w);
     for (const auto& t : run.targets) {
-      ++index;
-      if (o.empty_cache)
-        release_cuda_cache();
-      auto on_epoch = [&](int64_t epoch, int64_t epochs) {
-        if (o.on_progress)
-          o.on_progress({index, count, w.name + " batch " + std::to_string(b), t.name, epoch,
-                         epochs, io::seconds_since(run.start), -1});
-      };
-      Instrumentation instrumentation; // CUPTI's "GPU not used" check; no monitor
-      instrumentation.monitor_interval_seconds = 0;
-      sweep.points.push_back(
-          sweep_point(run_case(wb, t, run.limit, on_epoch, &instrumentation, run.noise), b));
+      items.push_back({&w, &t, 0});
+      costs.push_back(why_not_searched(run.o, t).empty() ? kSearchSeconds * kExpectedCostPerSecond
+                                                         : 0);
     }
+    for (const int64_t b : planned_batches(run.o, w, std::nullopt))
+      for (const auto& t : run.targets) {
+        items.push_back({&w, &t, b});
+        costs.push_back(point_cost(run, w, b, t));
+      }
+  }
+  const auto share = shard_share(costs, *run.o.shard);
+  TimeLeft time_left;
+  for (const size_t i : share)
+    time_left.add(items[i].batch > 0 ? costs[i] : 0.0);
+  const auto count =
+      std::count_if(share.begin(), share.end(), [&](size_t i) { return items[i].batch > 0; });
+  int64_t index = 0;
+  for (const size_t i : share) {
+    const auto& [w, t, batch] = items[i];
+    if (batch == 0) {
+      sweep.targets.push_back(search_target(run, *w, *t));
+      continue;
+    }
+    add_batches(sweep, {batch});
+    sweep.points.push_back(measure_point(run, *w, batch, *t, ++index, count, time_left));
   }
 }
 
@@ -242,23 +342,10 @@ results::Results run_sweep(const SweepOptions& o) {
   auto results = sweep_results(run, workloads);
 
   results::Sweep sweep;
-  for (const auto& w : workloads) {
-    // A data file's training rows bound the batch: a larger one could not be drawn from them.
-    for (const int64_t b : o.batches)
-      TORCH_CHECK(!w.data || b <= w.train_num, "--batch ", b, " is larger than --data's ",
-                  w.train_num, " training rows");
-    const auto largest_fitting = search_max_batches(run, w, sweep);
-    std::vector<int64_t> batches = o.batches;
-    if (batches.empty())
-      batches =
-          w.data ? powers_of_two(16, std::min(w.train_num, largest_fitting.value_or(w.train_num)))
-                 : powers_of_two(16, largest_fitting ? *largest_fitting
-                                                     : next_power_of_two(w.train_num));
-    for (const int64_t b : batches)
-      if (std::find(sweep.batches.begin(), sweep.batches.end(), b) == sweep.batches.end())
-        sweep.batches.push_back(b);
-    measure_points(run, w, batches, sweep);
-  }
+  if (o.shard)
+    measure_share(run, workloads, sweep);
+  else
+    measure_all(run, workloads, sweep);
   std::sort(sweep.batches.begin(), sweep.batches.end());
   results::fill_sweep_summaries(sweep);
   results.sweep = std::move(sweep);

@@ -24,12 +24,7 @@ std::string e(const std::string& text) {
 // How many functions reproduce the paper's finding, counted over the summary entries that have
 // both a KAN and an MLP to compare.
 std::string accuracy_reproduced(const AccuracyRun& run) {
-  int64_t reproduced = 0, compared = 0;
-  for (const auto& s : run.summary)
-    if (s.kan_beats_mlp) {
-      ++compared;
-      reproduced += *s.kan_beats_mlp;
-    }
+  const auto [reproduced, compared] = finding_count(run);
   const bool per_device = run.devices.size() > 1;
   std::string text = "the paper's finding (the best KAN's test RMSE at most the best MLP's) "
                      "reproduces for <span class=\"figure\">" +
@@ -38,6 +33,11 @@ std::string accuracy_reproduced(const AccuracyRun& run) {
   const auto missing = static_cast<int64_t>(run.summary.size()) - compared;
   if (missing > 0)
     text += " (" + std::to_string(missing) + " more without both a KAN and an MLP result)";
+  if (has_other_kans(run, "minimal")) {
+    const auto minimal = finding_count(run, "minimal");
+    text += "; with the paper's minimal KAN shapes alone, <span class=\"figure\">" +
+            std::to_string(minimal.holds) + " of " + std::to_string(minimal.compared) + "</span>";
+  }
   return text;
 }
 
@@ -183,8 +183,9 @@ std::string function_section(const AccuracyRun& a, size_t k) {
   return html;
 }
 
-// A merged run's shards: where each ran (its fits' hosts are in the point tables).
-std::string shards_table(const Results& r) {
+} // namespace
+
+std::string shards_table(const Results& r, bool as_section) {
   if (r.shards.empty())
     return "";
   std::vector<std::vector<std::string>> rows;
@@ -193,17 +194,15 @@ std::string shards_table(const Results& r) {
                     e(s.environment.cpu_model), e(s.environment.kanbench_version),
                     e(s.environment.date),
                     s.wall_seconds ? duration_text(*s.wall_seconds) : std::string("-")});
-  return "<h3>Shards</h3>\n<p>Merged by <code>kanbench merge</code> from " +
-         std::to_string(r.shards.size()) +
-         " shard(s); the run's wall time is the longest "
-         "shard's.</p>\n" +
-         html_table(
-             "accuracy-shards",
-             {"shard", "index from", "folder", "host", "CPU", "kanbench", "date", "wall time"},
-             rows);
+  const std::string table =
+      "<p>Merged by <code>kanbench merge</code> from " + std::to_string(r.shards.size()) +
+      " shard(s); the run's wall time is the longest shard's.</p>\n" +
+      html_table(as_section ? "shards-table" : "accuracy-shards",
+                 {"shard", "index from", "folder", "host", "CPU", "kanbench", "date", "wall time"},
+                 rows);
+  return as_section ? "<section id=\"shards\"><h2>Shards</h2>\n" + table + "</section>\n"
+                    : "<h3>Shards</h3>\n" + table;
 }
-
-} // namespace
 
 std::string accuracy_line(const Results& r) {
   if (!r.accuracy)

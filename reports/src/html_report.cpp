@@ -816,6 +816,8 @@ std::string render_html_report(const Results& results, const HtmlReportOptions& 
   html += monitoring_section(results);
   html += scaling_section(results);
   html += sweep_section(results);
+  if (!results.accuracy)
+    html += detail::shards_table(results, /*as_section=*/true);
   html += audit_section(results);
   html += rehearsal_section(results);
   if (baseline)

@@ -152,4 +152,53 @@ void summarize_accuracy(AccuracyRun& run) {
   }
 }
 
+FindingCount finding_count(const AccuracyRun& run, const std::string& kan_role) {
+  const auto rmse = [&](const AccuracyPointRef& ref) {
+    return run.fits.at(ref.fit).points.at(ref.point).test_rmse;
+  };
+  FindingCount count;
+  for (const auto& f : run.summary) {
+    if (!f.best_mlp)
+      continue;
+    std::optional<double> best_kan;
+    if (kan_role.empty()) {
+      if (f.best_kan)
+        best_kan = rmse(*f.best_kan);
+    } else {
+      for (const auto& fit : run.fits)
+        if (fit.function == f.function && fit.device == f.device && fit.family == "kan" &&
+            fit.role == kan_role)
+          for (const auto& p : fit.points)
+            if (std::isfinite(p.test_rmse))
+              best_kan = std::min(best_kan.value_or(p.test_rmse), p.test_rmse);
+    }
+    if (!best_kan)
+      continue;
+    ++count.compared;
+    count.holds += *best_kan <= rmse(*f.best_mlp);
+  }
+  return count;
+}
+
+bool has_other_kans(const AccuracyRun& run, const std::string& role) {
+  bool of_role = false, others = false;
+  for (const auto& fit : run.fits)
+    if (fit.family == "kan")
+      (fit.role == role ? of_role : others) = true;
+  return of_role && others;
+}
+
+std::string finding_text(const AccuracyRun& run) {
+  const auto all = finding_count(run);
+  std::string text = "the paper's finding (best KAN <= best MLP) holds for " +
+                     std::to_string(all.holds) + " of " + std::to_string(all.compared) +
+                     " functions";
+  if (has_other_kans(run, "minimal")) {
+    const auto minimal = finding_count(run, "minimal");
+    text += " (with the paper's minimal KAN shapes alone: " + std::to_string(minimal.holds) +
+            " of " + std::to_string(minimal.compared) + ")";
+  }
+  return text;
+}
+
 } // namespace kan::results

@@ -376,16 +376,21 @@ void fill_sweep_summaries(Sweep& sweep) {
       }
     targets.push_back(std::move(t));
   }
+  // A target searched but with no points (a shard's share) keeps its search.
+  for (const auto& old : sweep.targets)
+    if (std::find(order.begin(), order.end(), std::pair{old.case_name, old.target}) == order.end())
+      targets.push_back(old);
   sweep.targets = std::move(targets);
   sweep.crossovers.clear();
-  for (size_t i = 0; i < sweep.targets.size(); ++i) {
+  const size_t measured = order.size(); // the targets with points come first
+  for (size_t i = 0; i < measured; ++i) {
     const auto& first = sweep.targets[i];
     const bool is_first =
         std::none_of(sweep.targets.begin(), sweep.targets.begin() + i,
                      [&](const SweepTarget& t) { return t.case_name == first.case_name; });
     if (!is_first)
       continue;
-    for (size_t j = i + 1; j < sweep.targets.size(); ++j)
+    for (size_t j = i + 1; j < measured; ++j)
       if (sweep.targets[j].case_name == first.case_name)
         sweep.crossovers.push_back(
             crossover_of(sweep, first.case_name, first.target, sweep.targets[j].target));

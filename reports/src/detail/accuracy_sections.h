@@ -16,4 +16,9 @@ std::string accuracy_line(const results::Results& r);
 /// failed fits, and each function's chart and points; empty without an accuracy run.
 std::string accuracy_section(const results::Results& r);
 
+/// A merged run's shards, where each ran and how long it took (kanbench merge); empty for a run
+/// that was not merged. Inside the Accuracy section for an accuracy run, a section of its own
+/// (`as_section`) for run and sweep.
+std::string shards_table(const results::Results& r, bool as_section = false);
+
 } // namespace kan::reports::detail

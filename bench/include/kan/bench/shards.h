@@ -1,9 +1,10 @@
 #pragma once
-/// Shards: one plan of independent work items (accuracy's fits) run as N processes, each taking
-/// its share, on whatever runs them: `--shard I/N`, a Slurm job array, a Kubernetes indexed Job,
-/// a CI matrix. Each process finds its index and the count, takes a share balanced by the items'
-/// expected cost, and writes a complete results.json of its share; `kanbench merge` puts the
-/// shares together (kan/results/merge.h). docs/accuracy.md, "Shards", has the recipes.
+/// Shards: one plan of independent work items (accuracy's fits, run's cases, sweep's points) run
+/// as N processes, each taking its share, on whatever runs them: `--shard I/N`, a Slurm job array,
+/// a Kubernetes indexed Job, a CI matrix. Each process finds its index and the count, takes a share
+/// balanced by the items' expected cost, and writes a complete results.json of its share; `kanbench
+/// merge` puts the shares together (kan/results/merge.h). docs/accuracy.md, "Shards", has the
+/// recipes.
 
 #include "kan/results/results.h"
 
@@ -41,6 +42,38 @@ std::optional<results::Shard> shard_from_environment(std::optional<int64_t> coun
 /// equals). Every process computes the same split, and the shards' sums differ by at most the
 /// costliest item.
 std::vector<size_t> shard_share(const std::vector<double>& costs, const results::Shard& shard);
+
+/// The unit of every plan's expected costs: one optimiser step over `samples` samples of a model
+/// of `forward_flops` FLOPs per sample's forward pass costs a fixed part (the optimiser's
+/// bookkeeping, launches) plus the samples' FLOPs. Calibrated on the fits of docs/accuracy.md
+/// ("Parallel fits"): an [n, 5, 5, 1] MLP's 400 steps on 1000 samples take 1 s, nearly all the
+/// fixed part; an [n, 100, 100, 1] MLP's take 24 s, nearly all FLOPs.
+double expected_step_cost(double samples, double forward_flops);
+/// About what a 2-core machine gets through in a second of that unit: it turns the parts of a plan
+/// that are bounded in time (stop-on-noise's cap, the edge cases) into costs.
+inline constexpr double kExpectedCostPerSecond = 3.4e8;
+
+/// The time left of a plan from the pace of its finished items, in expected cost a second:
+/// accuracy's fits, run's cases and sweep's points each have their own expected cost, so a wide
+/// MLP or a deep workload to go is most of the time left, a small KAN nearly none.
+class TimeLeft {
+public:
+  /// More items to run, of expected cost `cost` in all.
+  void add(double cost) { cost_left_ += cost; }
+  /// An item of expected cost `cost` finished, `elapsed_seconds` after the plan started.
+  void finished(double cost, double elapsed_seconds);
+  /// Seconds left, at the pace so far: the cost not finished, less what the item under way (of
+  /// cost `under_way_cost`, begun `under_way_seconds` ago) has done at that pace. Negative while
+  /// no item with a cost has finished.
+  double seconds_left(double under_way_cost = 0, double under_way_seconds = 0) const;
+
+private:
+  double cost_left_ = 0, cost_done_ = 0, elapsed_at_last_ = 0;
+};
+
+/// The file a shard writes where the plan names one `file` for all ("trace.json" ->
+/// "trace.shard-2-of-8.json"), so that shards never share one.
+std::string shard_file(const std::string& file, const results::Shard& shard);
 
 /// The folder shard `shard` writes under `out`: out/shard-I-of-N, so that the shards of one
 /// --out never share a file.

@@ -2,6 +2,7 @@
 /// `kanbench run`: every workload of a suite on every target, timed per epoch, compared for
 /// result parity, plus the edge cases; everything lands in a results::Results.
 
+#include "kan/bench/shards.h"
 #include "kan/bench/workloads.h"
 #include "kan/diagnostics/chrome_trace.h"
 #include "kan/diagnostics/cupti_tracer.h"
@@ -172,11 +173,20 @@ struct SuiteOptions {
   bool empty_cache = false;
   /// Write a Chrome trace (kernels, copies, epoch and step ranges) here; "" = none.
   std::string trace_file;
+  /// Only this share of the plan (kan/bench/shards.h), balanced by expected_cost: whole
+  /// workloads, each on every target (a parity comparison needs both sides in one process), and
+  /// the edge cases as one item. The configuration then names every workload of the plan
+  /// (RunConfig::cases), so that `kanbench merge` can check and order the shards. None: all.
+  std::optional<results::Shard> shard;
   std::function<void(const Progress&)> on_progress;
   /// Called with the message when an output written during the run (the trace) cannot be
   /// written; the run goes on and its results are still returned. Unset: the error is thrown.
   std::function<void(const std::string&)> on_output_error;
 };
+
+/// The expected cost of a workload on one target (kan::bench::expected_step_cost's unit): its
+/// warm-up and timed epochs' steps, and the timed seconds stop-on-noise may add.
+double expected_cost(const Workload& workload, const StopOnNoise& noise);
 
 /// Runs the suite. Never throws for a case that fails: it is recorded with its status and
 /// reason (failed, oom, timeout, skipped), and the run goes on.

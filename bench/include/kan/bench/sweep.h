@@ -70,6 +70,11 @@ struct SweepOptions {
   bool max_batch = false;
   /// The search's upper bound, in samples.
   int64_t max_batch_limit = int64_t{1} << 24;
+  /// Only this share of the plan (kan/bench/shards.h), balanced by expected cost: single points
+  /// (a batch on a target) and each target's max-batch search. A shard plans its batches without
+  /// the searches, so that every shard plans the same points: "auto" is then the powers of two
+  /// from 16 up to the training set, and a point that does not fit is out of memory. None: all.
+  std::optional<results::Shard> shard;
   std::function<void(const Progress&)> on_progress;
 };
 

@@ -123,6 +123,25 @@ std::string width_text(const std::vector<int64_t>& width);
 /// one with fewer parameters, then the first (in fit order, then training order).
 void summarize_accuracy(AccuracyRun& run);
 
+/// How often a run shows the paper's finding (the best KAN's test RMSE at most the best MLP's):
+/// over the summary entries (function and device) that have both a KAN and an MLP to compare.
+/// `kan_role` "" takes every KAN (the summary's best); a role ("minimal": the paper's minimal
+/// shapes) takes the best KAN of that role alone, against the same best MLP.
+struct FindingCount {
+  int64_t holds = 0;
+  int64_t compared = 0;
+};
+FindingCount finding_count(const AccuracyRun& run, const std::string& kan_role = "");
+
+/// The finding in one line for a console: "the paper's finding (best KAN <= best MLP) holds for 9
+/// of 15 functions (with the paper's minimal KAN shapes alone: 7 of 15)"; the second count where
+/// the run trained other KANs beside the minimal shapes.
+std::string finding_text(const AccuracyRun& run);
+
+/// Whether the run trained KANs of `role` and KANs of other roles too (so that the count of that
+/// role alone says something of its own).
+bool has_other_kans(const AccuracyRun& run, const std::string& role);
+
 /// The Pareto front of one function on one device: the points of the fits of `family` ("kan",
 /// "mlp"; "" for both) that no other point dominates (has no more parameters and no higher test
 /// RMSE, and is below in one of them). Parameters ascending, test RMSE strictly descending; of

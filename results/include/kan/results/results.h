@@ -353,7 +353,8 @@ struct Sweep {
 };
 
 /// Sets every target's best and saturation batch (keeping its max-batch search) and the
-/// crossovers of every target against the first one of its case, from the measured points.
+/// crossovers of every target against the first one of its case, from the measured points. A
+/// target with a search but no points (a shard's share) is kept, after the others.
 void fill_sweep_summaries(Sweep& sweep);
 
 /// One share of a plan that several processes run apart (`--shard I/N`, or the index and count a
