@@ -405,9 +405,18 @@ TEST_F(ShardsCli, RunShardsSplitByWorkloadAndMergeToTheRunOfOne) {
               single.cases[i].name + " " + single.cases[i].target);
   EXPECT_FALSE(merged.config.shard);
   EXPECT_EQ(merged.shards.size(), 3u);
+  // Where each case ran, in the file and the report.
+  for (const auto& c : merged.cases)
+    EXPECT_EQ(c.host, merged.shards.front().environment.hostname) << c.name << " " << c.target;
+  EXPECT_FALSE(single.cases.front().host);
   std::ifstream in(path("merged/report.html"));
   const std::string report(std::istreambuf_iterator<char>(in), {});
   EXPECT_NE(report.find("<section id=\"shards\">"), std::string::npos);
+  const auto cases_table = report.find("<table id=\"cases-table\">");
+  ASSERT_NE(cases_table, std::string::npos);
+  const auto header =
+      report.substr(cases_table, report.find("</thead>", cases_table) - cases_table);
+  EXPECT_NE(header.find("<th>host</th>"), std::string::npos) << header;
 
   // A shard of another command's plan is refused.
   ASSERT_EQ(kan::test::run_kanbench("sweep --suite quick --case toy --batch 16 --repeat 1 "
@@ -474,6 +483,8 @@ TEST_F(ShardsCli, SweepShardsSplitByPointAndMergeToTheSweepOfOne) {
               s.points[i].case_name + " " + s.points[i].target + " " +
                   std::to_string(s.points[i].batch) + " " + to_string(s.points[i].status));
   }
+  for (const auto& p : m.points)
+    EXPECT_TRUE(p.host && !p.host->empty()) << p.batch;
   // The summaries are derived again from all points: every target's best batch and the
   // crossover of the second target against the first, as one process finds them.
   ASSERT_EQ(m.targets.size(), s.targets.size());

@@ -383,6 +383,9 @@ std::string charts_section(const json& charts, const Results& r) {
 std::string cases_section(const Results& r) {
   if (!about_cases(r))
     return "";
+  // A merged run says where each case ran.
+  const bool hosts = std::any_of(r.cases.begin(), r.cases.end(),
+                                 [](const CaseResult& c) { return c.host.has_value(); });
   std::vector<std::vector<std::string>> rows;
   for (const auto& c : r.cases) {
     const auto f = figures(c);
@@ -424,19 +427,20 @@ std::string cases_section(const Results& r) {
          or_dash(c.forward_flops, [](int64_t v) { return std::to_string(v); }),
          or_dash(c.threads, [](int64_t v) { return std::to_string(v); }),
          f.busy ? number(*f.busy * 100, 3) + "%" : "-"});
+    if (hosts)
+      rows.back().push_back(e(c.host.value_or("-")));
   }
   if (rows.empty())
     return "<section id=\"cases\"><h2>Cases</h2>\n<p>No cases in this run.</p>\n</section>\n";
+  std::vector<std::string> header{
+      "case",         "target",       "device",    "dtype",       "backend",      "status",
+      "reason",       "median epoch", "IQR",       "min",         "max",          "repetitions",
+      "CV",           "steps/s",      "samples/s", "peak memory", "final metric", "parameters",
+      "FLOPs/sample", "threads",      "GPU busy"};
+  if (hosts)
+    header.push_back("host");
   return "<section id=\"cases\"><h2>Cases</h2>\n" +
-         detail::html_table("cases-table",
-                            {"case",         "target",     "device",       "dtype",
-                             "backend",      "status",     "reason",       "median epoch",
-                             "IQR",          "min",        "max",          "repetitions",
-                             "CV",           "steps/s",    "samples/s",    "peak memory",
-                             "final metric", "parameters", "FLOPs/sample", "threads",
-                             "GPU busy"},
-                            rows) +
-         "</section>\n";
+         detail::html_table("cases-table", header, rows) + "</section>\n";
 }
 
 std::string comparisons_section(const Results& r) {
@@ -598,8 +602,10 @@ std::string sweep_section(const Results& r) {
                              {"case", "target", "best batch", "best samples/s", "saturation batch",
                               "max batch", "search attempts", "note"},
                              targets);
+  const bool hosts = std::any_of(s.points.begin(), s.points.end(),
+                                 [](const SweepPoint& p) { return p.host.has_value(); });
   std::vector<std::vector<std::string>> points;
-  for (const auto& p : s.points)
+  for (const auto& p : s.points) {
     points.push_back(
         {e(p.case_name), e(p.target), std::to_string(p.batch), status_cell(to_string(p.status)),
          seconds_or_dash(p.median_epoch_seconds),
@@ -607,12 +613,14 @@ std::string sweep_section(const Results& r) {
          or_dash(p.epoch_cv, [](double v) { return number(v * 100, 3) + "%"; }),
          or_dash(p.peak_memory_bytes, [](int64_t v) { return bytes(static_cast<double>(v)); }),
          e(p.reason)});
-  return html +
-         detail::html_table("sweep-table",
-                            {"case", "target", "batch", "status", "median epoch", "samples/s", "CV",
-                             "peak memory", "reason"},
-                            points) +
-         "</section>\n";
+    if (hosts)
+      points.back().push_back(e(p.host.value_or("-")));
+  }
+  std::vector<std::string> header{"case",      "target", "batch",       "status", "median epoch",
+                                  "samples/s", "CV",     "peak memory", "reason"};
+  if (hosts)
+    header.push_back("host");
+  return html + detail::html_table("sweep-table", header, points) + "</section>\n";
 }
 
 std::string audit_section(const Results& r) {

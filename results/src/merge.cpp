@@ -215,6 +215,14 @@ std::vector<Item> once_each(const Ordered& ordered, Items items, Key key, Same s
   return merged;
 }
 
+// Items of a shard, each with where it ran: the shard's machine, unless a merge of merges says.
+template <typename Item> std::vector<Item> with_host(std::vector<Item> items, const Results& r) {
+  for (auto& item : items)
+    if (!item.host)
+      item.host = r.environment.hostname;
+  return items;
+}
+
 std::string outcome_text(CaseStatus status, std::optional<double> metric) {
   if (status != CaseStatus::kOk || !metric)
     return to_string(status);
@@ -229,7 +237,7 @@ void merge_run(const Ordered& ordered, MergedRun& merged) {
   auto& results = merged.results;
   const auto& config = results.config;
   results.cases = once_each<CaseResult>(
-      ordered, [](const Results& r) { return r.cases; },
+      ordered, [](const Results& r) { return with_host(r.cases, r); },
       [](const CaseResult& c) { return c.name + " on " + c.target; },
       [](const CaseResult& a, const CaseResult& b) {
         return a.status == b.status && a.final_test_rmse == b.final_test_rmse &&
@@ -295,7 +303,7 @@ void merge_sweep(const Ordered& ordered, MergedRun& merged) {
   const auto& config = results.config;
   Sweep sweep;
   sweep.points = once_each<SweepPoint>(
-      ordered, [](const Results& r) { return r.sweep->points; },
+      ordered, [](const Results& r) { return with_host(r.sweep->points, r); },
       [](const SweepPoint& p) {
         return p.case_name + " at batch " + std::to_string(p.batch) + " on " + p.target;
       },

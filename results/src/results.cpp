@@ -59,7 +59,7 @@ auto tie(const CaseResult& c) {
                   c.peak_reserved_bytes, c.epoch_cv, c.cv_target, c.cv_target_met, c.precision,
                   c.precision_detail, c.train_loss_per_epoch, c.test_loss_per_epoch, c.config,
                   c.gpu_activity, c.monitoring, c.audit_findings, c.activations, c.model_kind,
-                  c.parameters, c.forward_flops);
+                  c.parameters, c.forward_flops, c.host);
 }
 auto tie(const Comparison& c) {
   return std::tie(c.case_name, c.a, c.b, c.speedup, c.max_abs_output_diff, c.max_rel_loss_diff,
@@ -80,7 +80,7 @@ auto tie(const ScalingResult& s) {
 auto tie(const SweepPoint& p) {
   return std::tie(p.case_name, p.target, p.device, p.dtype, p.batch, p.status, p.reason,
                   p.epoch_seconds, p.median_epoch_seconds, p.samples_per_second, p.epoch_cv,
-                  p.peak_memory_bytes, p.audit_findings);
+                  p.peak_memory_bytes, p.audit_findings, p.host);
 }
 auto tie(const SweepTarget& t) {
   return std::tie(t.case_name, t.target, t.best_batch, t.best_samples_per_second,

@@ -223,6 +223,7 @@ template <typename Fields> static void fields(Fields& f, CaseResult& c) {
   f.optional("monitoring", c.monitoring);
   f.optional("audit_findings", c.audit_findings);
   f.optional("activations", c.activations);
+  f.optional("host", c.host);
   if constexpr (Fields::reading())
     check_case(c, f);
 }
@@ -305,6 +306,7 @@ template <typename Fields> static void fields(Fields& f, SweepPoint& p) {
   f.optional("epoch_cv", p.epoch_cv, kCount);
   f.optional("peak_memory_bytes", p.peak_memory_bytes, kCount);
   f.optional("audit_findings", p.audit_findings);
+  f.optional("host", p.host);
   if constexpr (Fields::reading()) {
     check_at_least(p.batch, 1, f.path_of("batch"));
     if (p.status == CaseStatus::kOk && !p.median_epoch_seconds)

@@ -26,7 +26,7 @@ namespace kan::results {
 
 /// The version of the results.json format this library writes; a file with another major
 /// version is refused. Bump on every change (major: incompatible, minor: keys added).
-inline constexpr const char* kSchemaVersion = "1.9.0";
+inline constexpr const char* kSchemaVersion = "1.10.0";
 
 /// A fresh id for one run: its start time (UTC, to the second) and 64 random bits,
 /// "20261129T183608Z-9f3c0a7d51e2b486". Sortable by time; two runs get the same id with
@@ -205,6 +205,9 @@ struct CaseResult {
   std::optional<DeviceMonitoring> monitoring;
   std::vector<AuditFinding> audit_findings; ///< pre-flight audit and "GPU not used" findings
   std::vector<ActivationCurve> activations; ///< learned phi(x) per edge (toy case)
+  /// The machine that ran it, in a document `kanbench merge` put together from shards (its
+  /// shard's hostname); absent otherwise (the environment's hostname). From 1.10.
+  std::optional<std::string> host;
 
   bool operator==(const CaseResult&) const;
 };
@@ -309,6 +312,7 @@ struct SweepPoint {
   std::optional<double> epoch_cv;             ///< coefficient of variation of epoch_seconds
   std::optional<int64_t> peak_memory_bytes;   ///< as CaseResult's
   std::vector<AuditFinding> audit_findings;   ///< as CaseResult's (a GPU epoch without a kernel)
+  std::optional<std::string> host;            ///< as CaseResult's (from 1.10)
 
   bool operator==(const SweepPoint&) const;
 };
